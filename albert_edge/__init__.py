@@ -1,0 +1,52 @@
+"""albert-edge: ship a trained ALBERT to the edge without losing what makes it small.
+
+Public API (the CLI is a thin layer over exactly these):
+
+- :func:`load_checkpoint` — HF directory or original TF1 checkpoint → PyTorch model
+- :func:`account` — ALBERT structure accounting of a checkpoint (``inspect`` on checkpoints)
+- :func:`convert` — checkpoint → ONNX / TFLite artifact directory
+- :class:`AlbertTokenizer` — ALBERT tokenization over sentencepiece
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlbertEdgeError",
+    "AlbertTokenizer",
+    "Checkpoint",
+    "ConvertOptions",
+    "__version__",
+    "account",
+    "convert",
+    "load_checkpoint",
+]
+
+from albert_edge.errors import AlbertEdgeError
+from albert_edge.options import ConvertOptions
+
+if TYPE_CHECKING:
+    from albert_edge.accounting import account
+    from albert_edge.checkpoint import Checkpoint, load_checkpoint
+    from albert_edge.convert import convert
+    from albert_edge.tokenizer import AlbertTokenizer
+
+_LAZY = {
+    "account": "albert_edge.accounting",
+    "Checkpoint": "albert_edge.checkpoint",
+    "load_checkpoint": "albert_edge.checkpoint",
+    "convert": "albert_edge.convert",
+    "AlbertTokenizer": "albert_edge.tokenizer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import public names lazily so ``import albert_edge`` stays instant (no torch/TF)."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'albert_edge' has no attribute {name!r}")

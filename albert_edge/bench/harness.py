@@ -1,0 +1,554 @@
+"""The benchmark harness: targets × backends × shapes, each measured in a child process.
+
+The parent never imports a runtime: it resolves targets, tokenizes the inputs once per
+target and shape (so every backend sees the same tokens), starts one child per
+(target, backend, threads) — see :mod:`albert_edge.bench.worker` for why — shows a
+progress bar, and turns what the children measured into ``albert-edge-bench/1``
+results. A backend that cannot run here becomes a ``skipped`` result with the reason;
+a child that crashes becomes ``failed`` results with its exit status. Nothing is
+estimated or filled in: a field that was not measured is ``null``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from albert_edge.bench.flops import floor_bytes, gemm_shapes, model_flops
+from albert_edge.bench.inputs import choices_of, load_sentences, make_feeds
+from albert_edge.bench.schema import empty_result, machine_info, new_report
+from albert_edge.bench.targets import (
+    BACKENDS,
+    Backend,
+    Target,
+    gpu_unavailable_reason,
+    model_bytes,
+    pick_backends,
+    resolve_target,
+)
+from albert_edge.bench.worker import PROGRESS_PREFIX
+from albert_edge.errors import BenchmarkError
+
+# Adaptive run policy (see benchmarks/README.md, "Stability"): warm up >= 3 runs and
+# >= 0.5 s, then time >= 20 runs and >= 3 s; stop at 2000 runs, or after 60 s once 5
+# runs are in (a large model at a long sequence).
+DEFAULT_POLICY: dict[str, Any] = {
+    "warmup": None,
+    "warmup_min_runs": 3,
+    "warmup_min_s": 0.5,
+    "warmup_max_s": 20.0,
+    "runs": None,
+    "min_runs": 20,
+    "min_time_s": 3.0,
+    "max_runs": 2000,
+    "max_time_s": 60.0,
+    "floor_runs": 5,
+}
+
+# Environment for children: no oversubscription, no TensorFlow import via transformers.
+_CHILD_ENV = {
+    "USE_TF": "0",
+    "USE_TORCH": "1",
+    "TF_CPP_MIN_LOG_LEVEL": "2",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PYTHONWARNINGS": "ignore",
+}
+
+
+@dataclass
+class _Job:
+    target: Target
+    backend: Backend
+    threads: int
+    shapes: list[tuple[int, int]]  # (batch, seq) ascending by batch*seq
+    skip_reason: str | None = None
+
+
+def _child_env(threads: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(_CHILD_ENV)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[var] = str(threads)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def _tail(path: Path, n: int = 1) -> str:
+    try:
+        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    useful = [ln for ln in lines if not ln.startswith(("W0", "I0", "INFO:", "WARNING:"))]
+    return " | ".join((useful or lines)[-n:])[:300]
+
+
+def run_child(
+    job: Mapping[str, Any],
+    workdir: Path,
+    *,
+    threads: int,
+    timeout_s: float,
+    on_progress: Any = None,
+) -> dict[str, Any]:
+    """Run one worker job in a fresh interpreter and return its result (or a failure)."""
+    fd, name = tempfile.mkstemp(prefix="job-", suffix=".json", dir=workdir)
+    os.close(fd)
+    job_path = Path(name)
+    out_path = job_path.with_suffix(".out.json")
+    err_path = job_path.with_suffix(".err")
+    job_path.write_text(json.dumps({**job, "out": str(out_path)}))
+    cmd = [sys.executable, "-m", "albert_edge.bench.worker", str(job_path)]
+    timed_out = threading.Event()
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=_child_env(threads),
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
+
+        def kill() -> None:  # a hung child prints nothing, so the deadline needs a timer
+            timed_out.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout_s, kill)
+        timer.start()
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                if line.startswith(PROGRESS_PREFIX) and on_progress is not None:
+                    on_progress(json.loads(line[len(PROGRESS_PREFIX) :]))
+            proc.wait()
+        finally:
+            timer.cancel()
+            proc.stdout.close()
+            if proc.poll() is None:  # interrupted (Ctrl-C): leave no orphan behind
+                proc.kill()
+                proc.wait()
+    if timed_out.is_set():
+        return {"status": "failed", "reason": f"timed out after {timeout_s:.0f} s", "shapes": []}
+    if proc.returncode != 0 or not out_path.is_file():
+        tail = _tail(err_path)
+        return {
+            "status": "failed",
+            "reason": f"worker {_describe_exit(proc.returncode)}" + (f": {tail}" if tail else ""),
+            "shapes": [],
+        }
+    result: dict[str, Any] = json.loads(out_path.read_text())
+    return result
+
+
+def _as_target(t: str | Path | Target | None) -> Target:
+    return t if isinstance(t, Target) else resolve_target(t)
+
+
+def _checkpoint_weights(path: Path) -> Path | None:
+    from albert_edge.checkpoint import WEIGHT_FILES
+
+    return next((path / w for w in WEIGHT_FILES if (path / w).is_file()), None)
+
+
+def _precision(target: Target, backend: Backend) -> str:
+    return backend.precision or target.precision or "unknown"
+
+
+def _size_fields(target: Target, backend: Backend, worker: Mapping[str, Any]) -> dict[str, Any]:
+    """file_bytes / floor_bytes / ratio_to_floor for one (target, backend)."""
+    precision = _precision(target, backend)
+    file_bytes: int | None = None
+    floor_precision = precision
+    if target.format == "checkpoint":
+        info = worker.get("info") or {}
+        if isinstance(info.get("file_bytes"), int):
+            file_bytes = info["file_bytes"]
+        else:
+            weights = _checkpoint_weights(target.path)
+            file_bytes = weights.stat().st_size if weights else None
+            floor_precision = "fp32"  # what is on disk, whatever the backend casts to
+    elif target.model_file is not None:
+        file_bytes = model_bytes(target.model_file)
+    # One definition for every row (albert_edge.accounting's): unique parameters x the
+    # precision's bytes per parameter, counted from config.json. An artifact manifest's
+    # own floor (unique tensor bytes as stored) is kept beside it for reference only, so
+    # that peers without a manifest and albert-edge artifacts are measured alike.
+    floor: int | None = None
+    if target.config:
+        floor = floor_bytes(target.config, target.head, floor_precision)
+    elif target.floor_bytes is not None and target.format != "checkpoint":
+        floor = target.floor_bytes
+    ratio = file_bytes / floor if file_bytes and floor else None
+    out: dict[str, Any] = {
+        "file_bytes": file_bytes,
+        "floor_bytes": floor,
+        "ratio_to_floor": ratio,
+        "floor_precision": floor_precision,
+    }
+    if target.floor_bytes is not None and target.format != "checkpoint":
+        out["manifest_floor_bytes"] = target.floor_bytes
+    return out
+
+
+def _roofline_key(precision: str, device: str) -> str:
+    if device == "cuda":
+        return "fp16" if precision == "fp16" else "fp32"
+    return "int8" if precision.startswith("int") else "fp32"
+
+
+def _roof_best(roofline: Mapping[str, Any], device: str, threads: int, key: str) -> float | None:
+    table = roofline.get(device) or {}
+    per = table.get("0" if device == "cuda" else str(threads)) or {}
+    best = per.get(key)
+    return float(best["gops"]) if best else None
+
+
+def _build_results(
+    job: _Job, worker: Mapping[str, Any], roofline: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    t, b = job.target, job.backend
+    precision = _precision(t, b)
+    sizes = _size_fields(t, b, worker)
+    by_shape = {(s["batch"], s["seq_len"]): s for s in worker.get("shapes", [])}
+    k = choices_of(t)
+    out = []
+    for batch, seq in job.shapes:
+        r = empty_result(
+            artifact=t.name,
+            format=t.format,
+            precision=precision,
+            backend=b.name,
+            device=b.device,
+            batch=batch,
+            seq_len=seq,
+            threads=job.threads,
+        )
+        r.update(
+            file_bytes=sizes["file_bytes"],
+            floor_bytes=sizes["floor_bytes"],
+            ratio_to_floor=sizes["ratio_to_floor"],
+        )
+        r.update(
+            tool=t.tool,
+            target=str(t.path),
+            head=t.head,
+            choices=k,
+            floor_precision=sizes["floor_precision"],
+        )
+        if "manifest_floor_bytes" in sizes:
+            r["manifest_floor_bytes"] = sizes["manifest_floor_bytes"]
+        r.update({key: v for key, v in t.extra.items() if key not in r})
+        shape = by_shape.get((batch, seq))
+        if worker.get("status") != "ok" or shape is None:
+            r.update(
+                status=worker.get("status") or "failed",
+                reason=worker.get("reason") or "the worker reported nothing for this shape",
+            )
+            if r["status"] == "ok":
+                r["status"] = "failed"
+            out.append(r)
+            continue
+        r.update(
+            status=shape["status"],
+            reason=shape.get("reason"),
+            load_ms=worker.get("load_ms"),
+            peak_rss_bytes=shape.get("peak_rss_bytes"),
+            rss_before_load_bytes=worker.get("rss_before_load_bytes"),
+            import_ms=worker.get("import_ms"),
+        )
+        if worker.get("info"):
+            r["runtime_info"] = {k2: v for k2, v in worker["info"].items() if k2 != "file_bytes"}
+        if "peak_gpu_bytes" in shape:
+            r["peak_gpu_bytes"] = shape["peak_gpu_bytes"]
+        if shape["status"] == "ok":
+            lat = shape["latency_ms"]
+            p50_s = lat["p50"] / 1e3
+            r.update(
+                first_inference_ms=shape["first_inference_ms"],
+                latency_ms=lat,
+                warmup_runs=shape.get("warmup_runs"),
+                throughput_seq_per_s=batch * k / p50_s if p50_s > 0 else None,
+            )
+            if "samples_ms" in shape:
+                r["samples_ms"] = shape["samples_ms"]
+            if "effective_seq_len" in shape:  # padded up to a fixed-length signature
+                r["effective_seq_len"] = shape["effective_seq_len"]
+            if t.config:
+                flops = model_flops(t.config, t.head, batch, shape.get("effective_seq_len", seq), k)
+                r["flops"] = flops
+                r["gops"] = flops / p50_s / 1e9 if p50_s > 0 else None
+                key = _roofline_key(precision, b.device)
+                best = _roof_best(roofline, b.device, job.threads, key)
+                if precision == "unknown":  # no ceiling to compare with
+                    best = None
+                if best and r["gops"] is not None:
+                    r["roofline_fraction"] = r["gops"] / best
+                    r["roofline_gops"] = best
+                    r["roofline_precision"] = key
+        out.append(r)
+    return out
+
+
+def _check_positive(name: str, values: Iterable[int]) -> tuple[int, ...]:
+    vals = tuple(int(v) for v in values)
+    if not vals or any(v <= 0 for v in vals):
+        raise BenchmarkError(f"--{name} needs positive integers, got {vals}")
+    return vals
+
+
+def bench(
+    targets: Sequence[str | Path | Target | None] = (None,),
+    *,
+    backends: Sequence[str] | None = None,
+    batches: Sequence[int] = (1,),
+    seq_lens: Sequence[int] = (128,),
+    threads: Sequence[int] = (2,),
+    runs: int | None = None,
+    warmup: int | None = None,
+    policy: Mapping[str, Any] | None = None,
+    roofline: bool = True,
+    roofline_min_time_s: float = 0.2,
+    data: str | Path | None = None,
+    timeout_s: float = 3600.0,
+    progress: bool = True,
+    keep_samples: bool = False,
+) -> dict[str, Any]:
+    """Benchmark ``targets`` (None: the embedded SST-2 checkpoint) and return the report.
+
+    Every (target, backend, batch, seq_len, threads) becomes one result in the
+    ``albert-edge-bench/1`` schema (see ``benchmarks/README.md``). ``runs``/``warmup``
+    fix the counts; otherwise the adaptive :data:`DEFAULT_POLICY` (or ``policy``) decides.
+    """
+    batches = _check_positive("batch", batches)
+    seq_lens = _check_positive("seq-lens", seq_lens)
+    threads = _check_positive("threads", threads)
+    if runs is not None and runs <= 0:
+        raise BenchmarkError(f"--runs must be positive, got {runs}")
+    if warmup is not None and warmup < 0:
+        raise BenchmarkError(f"--warmup must be >= 0, got {warmup}")
+    pol = {**DEFAULT_POLICY, **(policy or {})}
+    if runs is not None:
+        pol["runs"] = runs
+    if warmup is not None:
+        pol["warmup"] = warmup
+    resolved = [_as_target(t) for t in (targets or (None,))]
+    requested = list(backends) if backends else None
+    shapes = sorted(((b, s) for b in batches for s in seq_lens), key=lambda x: (x[0] * x[1], x))
+    sentences, inputs_label = load_sentences(data)
+
+    jobs: list[_Job] = []
+    for t in resolved:
+        for name in pick_backends(t, requested):
+            b = BACKENDS[name]
+            reason = gpu_unavailable_reason(b)
+            for th in threads if b.device == "cpu" else threads[:1]:
+                jobs.append(_Job(t, b, th, shapes, reason))
+
+    machine = machine_info()
+    results: list[dict[str, Any]] = []
+    roof: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="albert-edge-bench-") as tmp:
+        work = Path(tmp)
+        feeds: dict[tuple[int, int, int], str] = {}
+        for ti, t in enumerate(resolved):
+            for batch, seq in shapes:
+                import numpy as np
+
+                path = work / f"feeds-{ti}-b{batch}-s{seq}.npz"
+                np.savez(path, **make_feeds(t, sentences, batch, seq))  # type: ignore[arg-type]
+                feeds[(ti, batch, seq)] = str(path)
+
+        runnable = [j for j in jobs if j.skip_reason is None]
+        total = sum(len(j.shapes) for j in runnable) + (1 if roofline and runnable else 0)
+        bar = _progress(progress)
+        with bar if bar is not None else nullcontext():
+            task = bar.add_task("benchmark", total=total) if bar is not None else None
+
+            def advance(desc: str | None = None, n: int = 1) -> None:
+                if bar is not None and task is not None:
+                    bar.update(task, advance=n, **({"description": desc} if desc else {}))
+
+            if roofline and runnable:
+                advance("roofline: GEMM throughput", 0)
+                roof = _run_roofline(
+                    resolved, runnable, shapes, threads, work, timeout_s, roofline_min_time_s
+                )
+                advance()
+                if roof.get("gpu_name"):
+                    machine["gpu"] = roof["gpu_name"]
+            for job in jobs:
+                desc = f"{job.target.name} · {job.backend.name} · {job.threads} thr"
+                if job.skip_reason is not None:
+                    worker: dict[str, Any] = {"status": "skipped", "reason": job.skip_reason}
+                else:
+                    advance(desc, 0)
+                    ti = resolved.index(job.target)
+                    max_pos = (job.target.config or {}).get("max_position_embeddings")
+                    too_long = [
+                        (b, s) for b, s in job.shapes if isinstance(max_pos, int) and s > max_pos
+                    ]
+                    todo = [x for x in job.shapes if x not in too_long]
+                    spec = {
+                        "mode": "bench",
+                        "backend": job.backend.name,
+                        "format": job.target.format,
+                        "device": job.backend.device,
+                        "runner_backend": job.backend.runner_backend,
+                        "target_path": str(job.target.model_file or job.target.path),
+                        "threads": job.threads,
+                        "shapes": [
+                            {"batch": b, "seq_len": s, "feeds": feeds[(ti, b, s)]} for b, s in todo
+                        ],
+                        "policy": pol,
+                        "keep_samples": keep_samples,
+                    }
+                    reported: list[Any] = []
+
+                    def on_progress(
+                        event: Mapping[str, Any], reported: list[Any] = reported, desc: str = desc
+                    ) -> None:
+                        reported.append(event)
+                        advance(desc)
+
+                    if todo:
+                        worker = run_child(
+                            spec,
+                            work,
+                            threads=job.threads,
+                            timeout_s=timeout_s,
+                            on_progress=on_progress,
+                        )
+                    else:
+                        worker = {"status": "ok", "shapes": []}
+                    advance(desc, len(job.shapes) - len(reported))
+                    for nb, ns in too_long:
+                        worker.setdefault("shapes", []).append(
+                            {
+                                "batch": nb,
+                                "seq_len": ns,
+                                "status": "skipped",
+                                "reason": f"longer than the model's {max_pos} positions",
+                            }
+                        )
+                results.extend(_build_results(job, worker, roof))
+    settings = {
+        "batches": list(batches),
+        "seq_lens": list(seq_lens),
+        "threads": list(threads),
+        "policy": pol,
+        "inputs": inputs_label,
+    }
+    return new_report(results, roofline=roof, machine=machine, settings=settings)
+
+
+def _run_roofline(
+    targets: Sequence[Target],
+    jobs: Sequence[_Job],
+    shapes: Sequence[tuple[int, int]],
+    threads: Sequence[int],
+    work: Path,
+    timeout_s: float,
+    min_time_s: float = 0.2,
+) -> dict[str, Any]:
+    gemms: set[tuple[int, int, int]] = set()
+    for t in targets:
+        if not t.config:
+            continue
+        k = choices_of(t)
+        for batch, seq in shapes:
+            gemms.update(gemm_shapes(t.config, batch * seq * k))
+    if not gemms:
+        return {"errors": ["no target has a config.json: the model's GEMM shapes are unknown"]}
+    cpu_threads = sorted({j.threads for j in jobs if j.backend.device == "cpu"}) or list(threads)
+    spec = {
+        "mode": "roofline",
+        "threads": cpu_threads,
+        "gemms": sorted(gemms),
+        "min_time_s": min_time_s,
+        "cuda": any(j.backend.device == "cuda" for j in jobs),
+    }
+    res = run_child(spec, work, threads=max(cpu_threads), timeout_s=timeout_s)
+    if "shapes" in res and res.get("status") == "failed":  # the child itself failed
+        return {"errors": [f"roofline {res['reason']}"]}
+    return res
+
+
+def _progress(enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
+
+
+def accuracy(
+    target: str | Path | Target | None,
+    backend: str,
+    data: str | Path,
+    *,
+    seq_len: int = 128,
+    threads: int = 2,
+    limit: int | None = None,
+    timeout_s: float = 3600.0,
+) -> dict[str, Any]:
+    """Classification accuracy of ``target`` run by ``backend`` on an SST-2 style .tsv.
+
+    Runs in a child process like the benchmarks (one example per call), so any artifact
+    the harness can time it can also score. Returns ``{"status", "accuracy",
+    "examples"}`` or ``{"status", "reason"}``.
+    """
+    import numpy as np
+
+    from albert_edge.data import read_sst2
+
+    t = _as_target(target)
+    if backend not in BACKENDS or BACKENDS[backend].format != t.format:
+        raise BenchmarkError(f"{t.path}: backend {backend!r} does not run a {t.format} target")
+    rows = read_sst2(data)[:limit] if limit else read_sst2(data)
+    feeds = make_feeds(t, [s for _, s in rows], len(rows), seq_len)
+    feeds["labels"] = np.asarray([label for label, _ in rows], dtype=np.int64)
+    b = BACKENDS[backend]
+    with tempfile.TemporaryDirectory(prefix="albert-edge-acc-") as tmp:
+        path = Path(tmp) / "feeds.npz"
+        np.savez(path, **feeds)  # type: ignore[arg-type]
+        spec = {
+            "mode": "accuracy",
+            "backend": b.name,
+            "format": t.format,
+            "device": b.device,
+            "runner_backend": b.runner_backend,
+            "threads": threads,
+            "feeds": str(path),
+            "target_path": str(t.model_file or t.path),
+        }
+        result = run_child(spec, Path(tmp), threads=threads, timeout_s=timeout_s)
+    result.pop("shapes", None)
+    return result

@@ -1,0 +1,524 @@
+"""The child process that measures: ``python -m albert_edge.bench.worker JOB.json``.
+
+Why a child per (target, backend, threads): peak resident memory is a per-process
+high-water mark, so only a fresh process can say what *this* runtime needed; a
+runtime's thread pools, allocator arenas and lazily-initialised kernels would
+otherwise leak from one measurement into the next; and a runtime that crashes (a
+segfault in a delegate) takes down only its own child, which is then reported as
+``failed`` with its exit status instead of killing the whole run.
+
+Only the runtime being measured is imported here (ONNX Runtime children never import
+torch), so ``peak_rss_bytes`` is what a process serving that artifact would need.
+Shapes run in ascending batch·seq order, so the high-water mark read after each shape
+is that shape's own peak (earlier, smaller shapes needed less).
+
+Protocol: the job file says what to run and where to write the result JSON; progress
+is printed on stdout as lines starting with ``@@bench `` (anything else a library
+prints is ignored by the parent).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import json
+import os
+import resource
+import sys
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+PROGRESS_PREFIX = "@@bench "
+
+
+def _emit(event: dict[str, Any]) -> None:
+    sys.stdout.write(PROGRESS_PREFIX + json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def peak_rss_bytes() -> int:
+    """This process's own resident-set high-water mark.
+
+    On Linux this is ``VmHWM`` from /proc/self/status, the peak of the current address
+    space. Not ``ru_maxrss``: Linux carries that over ``fork`` + ``execve`` from the
+    parent (a pytest or notebook process with torch loaded would make every child
+    look 1 GB big). Elsewhere ``ru_maxrss`` (bytes on macOS, KiB on other Unixes).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(rss if sys.platform == "darwin" else rss * 1024)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    msg = lines[0] if lines else ""
+    # LiteRT/ORT messages put the useful part on a later line; keep two short lines.
+    if len(lines) > 1 and len(msg) < 40:
+        msg = f"{msg} {lines[-1]}"
+    return f"{type(exc).__name__}: {msg[:300]}"
+
+
+# --- timing ----------------------------------------------------------------------------
+
+
+def time_runs(fn: Callable[[], Any], policy: Mapping[str, Any]) -> dict[str, Any]:
+    """First inference, warm-up, then timed runs of ``fn``; returns timings in ms.
+
+    Adaptive unless ``policy`` fixes the counts: warm up for at least
+    ``warmup_min_runs`` runs and ``warmup_min_s`` seconds (at most ``warmup_max_s``),
+    then time at least ``min_runs`` runs and ``min_time_s`` seconds, stopping at
+    ``max_runs`` runs or after ``max_time_s`` seconds once ``floor_runs`` are in.
+    The garbage collector is paused while timing so a collection does not land in
+    one sample.
+    """
+    clock = time.perf_counter
+    t = clock()
+    fn()
+    first_ms = (clock() - t) * 1e3
+
+    fixed_warmup = policy.get("warmup")
+    start = clock()
+    n = 0
+    while True:
+        if fixed_warmup is not None:
+            if n >= fixed_warmup:
+                break
+        else:
+            elapsed = clock() - start
+            if n >= policy["warmup_min_runs"] and elapsed >= policy["warmup_min_s"]:
+                break
+            if n >= 1 and elapsed >= policy["warmup_max_s"]:
+                break
+        fn()
+        n += 1
+    warmup_runs = n
+
+    fixed_runs = policy.get("runs")
+    samples: list[float] = []
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        start = clock()
+        while True:
+            if fixed_runs is not None:
+                if len(samples) >= fixed_runs:
+                    break
+            else:
+                elapsed = clock() - start
+                k = len(samples)
+                if k >= policy["min_runs"] and elapsed >= policy["min_time_s"]:
+                    break
+                if k >= policy["max_runs"]:
+                    break
+                if k >= policy["floor_runs"] and elapsed >= policy["max_time_s"]:
+                    break
+            t = clock()
+            fn()
+            samples.append((clock() - t) * 1e3)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return {"first_inference_ms": first_ms, "warmup_runs": warmup_runs, "samples_ms": samples}
+
+
+def summarize(samples_ms: list[float]) -> dict[str, Any]:
+    import numpy as np
+
+    a = np.asarray(samples_ms, dtype=np.float64)
+    return {
+        "p50": float(np.percentile(a, 50)),
+        "p90": float(np.percentile(a, 90)),
+        "p99": float(np.percentile(a, 99)),
+        "mean": float(a.mean()),
+        "std": float(a.std(ddof=1)) if a.size > 1 else 0.0,
+        "min": float(a.min()),
+        "max": float(a.max()),
+        "runs": int(a.size),
+    }
+
+
+# --- loading each backend ----------------------------------------------------------------
+
+
+class Skip(Exception):
+    """The backend cannot run on this machine (reported as ``skipped``, not ``failed``)."""
+
+
+def _pin_torch_threads(threads: int) -> Any:
+    import torch
+
+    torch.set_num_threads(threads)
+    with contextlib.suppress(RuntimeError):  # already set by an earlier parallel region
+        torch.set_num_interop_threads(1)
+    return torch
+
+
+def load_torch(job: Mapping[str, Any]) -> tuple[Callable[[Mapping[str, Any]], Any], dict[str, Any]]:
+    """A checkpoint through transformers' PyTorch module (eager, optionally int8/CUDA)."""
+    backend = job["backend"]
+    torch = _pin_torch_threads(job["threads"])
+    device = "cuda" if backend.startswith("torch-cuda") else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise Skip(f"torch {torch.__version__}: torch.cuda.is_available() is False")
+    from albert_edge.checkpoint import load_checkpoint
+
+    info: dict[str, Any] = {}
+    model = load_checkpoint(job["target_path"]).model
+    if backend == "torch-int8-dynamic":
+        import io
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from torch.ao.quantization import quantize_dynamic
+
+            model = quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+            buf = io.BytesIO()
+            torch.save(model.state_dict(), buf)
+        info["file_bytes"] = buf.tell()
+        info["file_note"] = "bytes of torch.save(quantized state_dict)"
+    if device == "cuda":
+        model = model.to("cuda")
+        if backend == "torch-cuda-fp16":
+            model = model.half()
+        info["gpu"] = torch.cuda.get_device_name(0)
+    model.eval()
+
+    def run(tensors: Mapping[str, Any]) -> Any:
+        with torch.inference_mode():
+            out = model(**tensors)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return out
+
+    def prepare(feeds: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: torch.from_numpy(v).to(device) for k, v in feeds.items()}
+
+    info["prepare"] = prepare
+    info["max_seq_len"] = None
+    return run, info
+
+
+def load_runner(
+    job: Mapping[str, Any],
+) -> tuple[Callable[[Mapping[str, Any]], Any], dict[str, Any]]:
+    """An artifact through albert-edge's own runners (what ``verify`` and users run)."""
+    from albert_edge.runtime import open_runner
+
+    runner = open_runner(job["target_path"], threads=job["threads"], backend=job["runner_backend"])
+    info: dict[str, Any] = {"max_seq_len": getattr(runner, "max_seq_len", None)}
+    for attr in ("providers", "package", "seq_lens"):
+        if hasattr(runner, attr):
+            info[attr] = str(getattr(runner, attr))
+    names = tuple(runner.input_names)
+
+    def prepare(feeds: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in feeds.items() if k in names} or dict(feeds)
+
+    info["prepare"] = prepare
+    if hasattr(runner, "bucket_for"):  # fixed-length signatures: which one really runs
+        info["bucket_for"] = runner.bucket_for
+    return runner.run, info
+
+
+def load_executorch(
+    job: Mapping[str, Any],
+) -> tuple[Callable[[Mapping[str, Any]], Any], dict[str, Any]]:
+    """A ``.pte`` program (ExecuTorch, e.g. lowered to XNNPACK), fed positionally.
+
+    ExecuTorch methods take positional tensors; a ``.pte`` benchmarked here must take
+    (input_ids, attention_mask, token_type_ids) in that order, as ``benchmarks/peers.py``
+    exports it.
+    """
+    import torch
+    from executorch.extension.pybindings import portable_lib
+    from executorch.runtime import Runtime
+
+    portable_lib._unsafe_reset_threadpool(int(job["threads"]))
+    torch.set_num_threads(int(job["threads"]))
+    method = Runtime.get().load_program(job["target_path"]).load_method("forward")
+    order = ("input_ids", "attention_mask", "token_type_ids")
+
+    def prepare(feeds: Mapping[str, Any]) -> list[Any]:
+        return [torch.from_numpy(feeds[name]) for name in order]
+
+    return method.execute, {"prepare": prepare, "max_seq_len": None}
+
+
+class _CaptureStderr:
+    """Collect what native code writes to fd 2 (LiteRT logs its real errors there)."""
+
+    def __enter__(self) -> _CaptureStderr:
+        import tempfile
+
+        sys.stderr.flush()
+        self._file = tempfile.TemporaryFile()
+        self._saved = os.dup(2)
+        os.dup2(self._file.fileno(), 2)
+        self.text = ""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._file.seek(0)
+        self.text = self._file.read().decode(errors="replace")
+        self._file.close()
+        sys.stderr.write(self.text)
+
+
+def load_litert_gpu(
+    job: Mapping[str, Any],
+) -> tuple[Callable[[Mapping[str, Any]], Any], dict[str, Any]]:
+    """A ``.tflite`` on LiteRT's GPU accelerator alone (no silent CPU fallback).
+
+    ``LiteRTRunner`` drives the CPU interpreter; the GPU accelerator lives behind
+    LiteRT's ``CompiledModel`` API, so this path uses it directly. Asking for the GPU
+    only means a machine without one (or a graph the GPU refuses) is ``skipped`` with
+    LiteRT's own error instead of reporting CPU numbers as GPU ones.
+    """
+    import numpy as np
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+
+    err: Exception | None = None
+    with _CaptureStderr() as cap:
+        try:
+            cm = CompiledModel.from_file(job["target_path"], hardware_accel=HardwareAccelerator.GPU)
+        except Exception as exc:
+            err = exc
+    if err is not None:
+        lines = [ln.strip() for ln in cap.text.splitlines() if "plugin" not in ln.lower()]
+        gpu = [ln for ln in lines if "gpu" in ln.lower() and ("ERROR" in ln or "Failed" in ln)]
+        errs = [ln for ln in lines if ln.startswith(("ERROR", "E0"))]
+        detail = (gpu or errs or [_first_line(err)])[0]
+        raise Skip(f"LiteRT GPU accelerator unavailable: {detail[:240]}")
+    buckets: dict[int, tuple[str, dict[str, Any]]] = {}
+    for key in cm.get_signature_list():
+        details = cm.get_input_tensor_details(key)
+        buckets[int(details["input_ids"]["shape"][-1])] = (key, details)
+
+    def prepare(feeds: Mapping[str, Any]) -> Any:
+        seq = int(feeds["input_ids"].shape[-1])
+        fits = [L for L in sorted(buckets) if seq <= L]
+        if not fits:
+            raise ValueError(f"no signature of length >= {seq}")
+        key, details = buckets[fits[0]]
+        idx = list(cm.get_signature_list()).index(key)
+        items = []
+        for i in range(feeds["input_ids"].shape[0]):
+            row = {}
+            for name, d in details.items():
+                a = np.zeros(d["shape"], dtype=d["dtype"])
+                a.reshape(-1)[:seq] = feeds[name][i].reshape(-1)[:seq]
+                row[name] = a
+            items.append(row)
+        ins = dict(zip(details, cm.create_input_buffers(idx), strict=True))
+        outs = dict(
+            zip(cm.get_signature_list()[key]["outputs"], cm.create_output_buffers(idx), strict=True)
+        )
+        return key, items, ins, outs
+
+    def run(prepared: Any) -> None:
+        key, items, ins, outs = prepared
+        for row in items:
+            for name, a in row.items():
+                ins[name].write(a)
+            cm.run_by_name(key, ins, outs)
+
+    info = {
+        "prepare": prepare,
+        "max_seq_len": max(buckets),
+        "fully_accelerated": cm.is_fully_accelerated(),
+    }
+    return run, info
+
+
+# --- jobs --------------------------------------------------------------------------------
+
+
+def preimport(job: Mapping[str, Any]) -> None:
+    """Import the runtime before the load clock starts.
+
+    ``load_ms`` is the cost of loading *this model* into a warm process; importing
+    torch + transformers once per process (seconds) is reported apart as ``import_ms``
+    so it does not dwarf a 2 MB model's load time or penalise one runtime's import.
+    """
+    if job["format"] == "checkpoint":
+        import torch  # noqa: F401
+        import transformers
+
+        import albert_edge.checkpoint
+
+        transformers.AlbertConfig  # noqa: B018  (lazy module: resolve the classes now)
+        transformers.AlbertModel  # noqa: B018
+    elif job["format"] == "onnx":
+        import onnxruntime  # noqa: F401
+
+        import albert_edge.onnx.runtime
+    elif job["format"] == "tflite":
+        import ai_edge_litert.interpreter  # noqa: F401
+
+        import albert_edge.tflite.runtime  # noqa: F401
+    elif job["format"] == "pte":
+        import executorch.runtime  # noqa: F401
+
+
+def run_bench(job: Mapping[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
+    warnings.filterwarnings("ignore")
+    result: dict[str, Any] = {"status": "ok", "reason": None, "shapes": []}
+    gpu = job.get("device") in ("cuda", "gpu")
+    t = time.perf_counter()
+    try:
+        preimport(job)
+    except Exception as exc:
+        return {
+            **result,
+            "status": "skipped" if gpu else "failed",
+            "reason": f"cannot import the runtime: {_first_line(exc)}",
+        }
+    result["import_ms"] = (time.perf_counter() - t) * 1e3
+    result["rss_before_load_bytes"] = peak_rss_bytes()
+    t = time.perf_counter()
+    try:
+        run, info = _load(job)
+    except Skip as exc:
+        return {**result, "status": "skipped", "reason": str(exc)}
+    except Exception as exc:
+        status = "skipped" if gpu else "failed"
+        why = "cannot run here" if gpu else "load failed"
+        return {**result, "status": status, "reason": f"{why}: {_first_line(exc)}"}
+    result["load_ms"] = (time.perf_counter() - t) * 1e3
+    prepare = info.pop("prepare")
+    bucket_for = info.pop("bucket_for", None)
+    result["info"] = {k: v for k, v in info.items() if k != "max_seq_len"}
+    max_seq = info.get("max_seq_len")
+    for shape in job["shapes"]:
+        row: dict[str, Any] = {"batch": shape["batch"], "seq_len": shape["seq_len"]}
+        if max_seq and shape["seq_len"] > max_seq:
+            row.update(status="skipped", reason=f"artifact accepts at most {max_seq} tokens")
+            result["shapes"].append(row)
+            _emit({"done": shape})
+            continue
+        with np.load(shape["feeds"]) as npz:
+            feeds = {k: npz[k] for k in npz.files}
+        try:
+            inputs = prepare(feeds)
+            timing = time_runs(functools.partial(run, inputs), job["policy"])
+        except Exception as exc:
+            row.update(status="failed", reason=f"inference failed: {_first_line(exc)}")
+        else:
+            row.update(
+                status="ok",
+                reason=None,
+                first_inference_ms=timing["first_inference_ms"],
+                warmup_runs=timing["warmup_runs"],
+                latency_ms=summarize(timing["samples_ms"]),
+            )
+            if job.get("keep_samples"):
+                row["samples_ms"] = timing["samples_ms"]
+        if bucket_for is not None and row.get("status") == "ok":
+            row["effective_seq_len"] = int(bucket_for(shape["seq_len"]))
+        row["peak_rss_bytes"] = peak_rss_bytes()
+        if job["format"] == "checkpoint" and job["backend"].startswith("torch-cuda"):
+            import torch
+
+            row["peak_gpu_bytes"] = int(torch.cuda.max_memory_allocated())
+            torch.cuda.reset_peak_memory_stats()
+        result["shapes"].append(row)
+        _emit({"done": shape})
+    return result
+
+
+def _load(job: Mapping[str, Any]) -> tuple[Callable[[Mapping[str, Any]], Any], dict[str, Any]]:
+    if job["format"] == "checkpoint":
+        return load_torch(job)
+    if job["format"] == "pte":
+        return load_executorch(job)
+    if job["backend"] == "litert-gpu":
+        return load_litert_gpu(job)
+    return load_runner(job)
+
+
+def _first_output(out: Any) -> Any:
+    """The first output (logits) of any backend's return value, as a numpy array."""
+    import numpy as np
+
+    if isinstance(out, Mapping):
+        out = next(iter(out.values()))
+    elif isinstance(out, list | tuple):
+        out = out[0]
+    elif hasattr(out, "logits"):
+        out = out.logits
+    if hasattr(out, "detach"):
+        out = out.detach().float().cpu().numpy()
+    return np.asarray(out)
+
+
+def run_accuracy(job: Mapping[str, Any]) -> dict[str, Any]:
+    """Accuracy of a classifier over labelled feeds (one example at a time).
+
+    Used by ``benchmarks/peers.py`` to put SST-2 dev accuracy beside each artifact's
+    size and speed; one example per call so fixed-batch exports run unchanged.
+    """
+    import numpy as np
+
+    warnings.filterwarnings("ignore")
+    try:
+        preimport(job)
+        run, info = _load(job)
+    except Skip as exc:
+        return {"status": "skipped", "reason": str(exc)}
+    except Exception as exc:
+        return {"status": "failed", "reason": f"load failed: {_first_line(exc)}"}
+    prepare = info["prepare"]
+    with np.load(job["feeds"]) as npz:
+        feeds = {k: npz[k] for k in npz.files}
+    labels = feeds.pop("labels")
+    correct = 0
+    try:
+        for i in range(labels.shape[0]):
+            one = {k: v[i : i + 1] for k, v in feeds.items()}
+            logits = _first_output(run(prepare(one)))
+            correct += int(int(np.argmax(logits.reshape(-1))) == int(labels[i]))
+    except Exception as exc:
+        return {"status": "failed", "reason": f"inference failed: {_first_line(exc)}"}
+    return {"status": "ok", "accuracy": correct / labels.shape[0], "examples": int(labels.shape[0])}
+
+
+def run_roofline(job: Mapping[str, Any]) -> dict[str, Any]:
+    from albert_edge.bench.roofline import measure
+
+    return measure(job)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m albert_edge.bench.worker JOB.json", file=sys.stderr)
+        return 2
+    job = json.loads(Path(args[0]).read_text())
+    mode = job.get("mode", "bench")
+    runs = {"roofline": run_roofline, "accuracy": run_accuracy, "bench": run_bench}
+    result = runs[mode](job)
+    out = Path(job["out"])
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result))
+    os.replace(tmp, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

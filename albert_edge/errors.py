@@ -1,0 +1,52 @@
+"""Typed errors. Every failure a user can cause is an :class:`AlbertEdgeError`.
+
+The CLI prints ``str(error)`` as one line and exits non-zero; library users catch the
+base class. Messages name the offending file and the fix, because the person reading
+them is usually looking at a terminal, not at this code.
+"""
+
+from __future__ import annotations
+
+
+class AlbertEdgeError(Exception):
+    """Base class of every error albert-edge raises on purpose."""
+
+    exit_code = 2
+
+
+class CheckpointError(AlbertEdgeError):
+    """A checkpoint directory/file is missing, not ALBERT, corrupt, or inconsistent."""
+
+
+class ConfigError(AlbertEdgeError):
+    """An ALBERT config is invalid or contradicts its weights."""
+
+
+class TokenizerError(AlbertEdgeError):
+    """The SentencePiece model is missing, unreadable, or disagrees with the config."""
+
+
+class UnsupportedError(AlbertEdgeError):
+    """A valid request the chosen route cannot honour (head, opset, precision, delegate)."""
+
+
+class OutputExistsError(AlbertEdgeError):
+    """The output path exists and ``--overwrite`` was not given."""
+
+
+class PassError(AlbertEdgeError):
+    """A graph pass broke its pre- or postcondition."""
+
+
+class QuantizationError(AlbertEdgeError):
+    """Quantization cannot proceed (already quantized model, bad calibration data, ...)."""
+
+
+class VerificationError(AlbertEdgeError):
+    """An artifact disagrees with its reference beyond tolerance."""
+
+    exit_code = 1
+
+
+class BenchmarkError(AlbertEdgeError):
+    """A benchmark could not be run as asked."""

@@ -1,0 +1,37 @@
+"""``inspect``: one entry point for checkpoints and for ONNX / TFLite artifacts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from albert_edge.errors import AlbertEdgeError
+
+
+def inspect_path(path: str | Path | None = None) -> dict[str, Any]:
+    """Accounting for a checkpoint (None: the embedded model), or an artifact's report.
+
+    An artifact directory (one holding manifest.json) is inspected through its model file.
+    """
+    if path is not None:
+        p = Path(path)
+        if p.is_dir() and (p / "manifest.json").is_file():
+            from albert_edge.runtime import model_file
+
+            p = model_file(p)
+        if p.suffix == ".onnx":
+            if not p.is_file():
+                raise AlbertEdgeError(f"{p}: no such ONNX file")
+            from albert_edge.onnx.inspect import inspect_onnx
+
+            return inspect_onnx(p)
+        if p.suffix == ".tflite":
+            if not p.is_file():
+                raise AlbertEdgeError(f"{p}: no such TFLite file")
+            from albert_edge.tflite.inspect import inspect_tflite
+
+            return inspect_tflite(p)
+    from albert_edge.accounting import account
+    from albert_edge.checkpoint import load_checkpoint
+
+    return account(load_checkpoint(path))

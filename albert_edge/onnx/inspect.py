@@ -1,0 +1,385 @@
+"""``albert-edge inspect model.onnx``: size accounting and the ALBERT facts of a graph.
+
+Definitions (the same functions fill ``manifest.json``'s ``sizes`` at convert time):
+
+* ``unique_tensor_bytes`` — bytes of every stored tensor (initializers and Constant
+  nodes), each distinct (dtype, shape, bytes) counted once;
+* ``duplicate_tensor_bytes`` — bytes of stored tensors that repeat one already counted;
+* ``unique_params`` — the model parameters those unique tensors represent: float and
+  low-bit integer weights, counted unpacked (a 4-bit weight packed two per byte counts
+  two), not quantization scales/zero points and not int32/int64 shape or index constants;
+* ``floor_bytes`` — the bytes those parameters need stored once at the precision they
+  are stored in, scales and zero points included (fp32: ``unique_params × 4``);
+* ``ratio_to_floor`` — ``file_bytes / floor_bytes`` (1.00 = nothing but parameters);
+* ``matmuls_total`` / ``matmuls_quantized`` — nodes that multiply by a constant weight
+  (MatMul, Gemm, Attention and their quantized forms) and how many of them read that weight
+  as an integer tensor: an integer op (MatMulInteger, DynamicQuantizeMatMul, QAttention,
+  MatMulNBits, ...) or a MatMul/Gemm/Attention fed by DequantizeLinear of an integer
+  initializer. Activation × activation MatMuls (QKᵀ, softmax·V) are not counted;
+  ``matmuls_fp16`` counts the float ones whose weight is stored as fp16/bf16;
+* ``factorized_embedding_intact`` — :func:`albert_edge.onnx.passes.guard.check_factorization`
+  with V, E, H from the model's metadata (written at export) or ``config.json`` beside it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import onnx_ir as ir
+
+from albert_edge.errors import AlbertEdgeError
+
+METADATA_KEY = "albert_edge.config"
+
+# Stored bytes per parameter at each precision (the nominal figure; scales extra).
+PRECISION_BYTES = {"fp32": 4.0, "fp16": 2.0, "int8": 1.0, "int4": 0.5}
+
+# Weight-consuming ops → index of the weight input.
+FLOAT_WEIGHT_OPS = {"MatMul": 1, "Gemm": 1, "Attention": 1, "FusedMatMul": 1}
+INT_WEIGHT_OPS = {
+    "MatMulInteger": 1,
+    "DynamicQuantizeMatMul": 1,
+    "MatMulIntegerToFloat": 1,
+    "QAttention": 1,
+    "MatMulNBits": 1,
+    "MatMulBnb4": 1,
+    "QLinearMatMul": 3,
+    "QGemm": 3,
+}
+# Inputs of quantized ops that are scales / zero points / indices, not parameters.
+QUANT_META_INPUTS = {
+    "DequantizeLinear": (1, 2),
+    "QuantizeLinear": (1, 2),
+    "MatMulInteger": (2, 3),
+    "DynamicQuantizeMatMul": (2, 3),
+    "MatMulIntegerToFloat": (2, 3, 4, 5),
+    "MatMulNBits": (2, 3, 4),
+    "MatMulBnb4": (2,),
+    "GatherBlockQuantized": (2, 3),
+    "QAttention": (3, 4, 6, 7),
+    "QLinearMatMul": (1, 2, 4, 5, 6, 7),
+    "QGemm": (1, 2, 4, 5, 7, 8),
+    "QEmbedLayerNormalization": tuple(range(8, 20)),
+}
+_PASS_THROUGH = ("Identity", "Transpose", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten")
+_PARAM_DTYPES = {
+    ir.DataType.FLOAT,
+    ir.DataType.FLOAT16,
+    ir.DataType.BFLOAT16,
+    ir.DataType.DOUBLE,
+    ir.DataType.INT8,
+    ir.DataType.UINT8,
+    ir.DataType.INT4,
+    ir.DataType.UINT4,
+    ir.DataType.INT16,
+    ir.DataType.UINT16,
+}
+
+
+def _stored(model: ir.Model) -> list[tuple[ir.Value, ir.TensorProtocol]]:
+    from albert_edge.onnx.passes.guard import stored_tensors
+
+    return [(v, t) for v, t, _ in stored_tensors(model) if v is not None]
+
+
+def _is_quant_meta(value: ir.Value) -> bool:
+    uses = list(value.uses())
+    return bool(uses) and all(u.idx in QUANT_META_INPUTS.get(u.node.op_type, ()) for u in uses)
+
+
+def _attr_int(node: ir.Node, name: str, default: int) -> int:
+    a = node.attributes.get(name)
+    return a.as_int() if a is not None else default
+
+
+def _param_count(value: ir.Value, tensor: ir.TensorProtocol) -> int:
+    from albert_edge.onnx.passes.guard import logical_shape
+
+    n = 1
+    for d in logical_shape(value, tensor):
+        n *= int(d)
+    return n
+
+
+def tensor_accounting(model: ir.Model) -> dict[str, Any]:
+    """unique/duplicate tensor bytes, unique params and floor bytes of ``model``."""
+    from albert_edge.onnx.passes.base import tensor_key
+
+    seen: set[tuple[str, tuple[int, ...], str]] = set()
+    unique_bytes = dup_bytes = params = floor = 0
+    count = 0
+    for value, tensor in _stored(model):
+        count += 1
+        nbytes = int(tensor.nbytes)
+        key = tensor_key(tensor)
+        if key in seen:
+            dup_bytes += nbytes
+            continue
+        seen.add(key)
+        unique_bytes += nbytes
+        if tensor.dtype not in _PARAM_DTYPES:
+            continue
+        floor += nbytes
+        if not _is_quant_meta(value):
+            params += _param_count(value, tensor)
+    return {
+        "stored_tensors": count,
+        "unique_tensor_bytes": unique_bytes,
+        "duplicate_tensor_bytes": dup_bytes,
+        "unique_params": params,
+        "floor_bytes": floor,
+    }
+
+
+def _trace_weight(value: ir.Value | None) -> tuple[ir.Value | None, list[str]]:
+    """Follow pass-through ops/DequantizeLinear back to an initializer (None if activation)."""
+    chain: list[str] = []
+    cur = value
+    for _ in range(8):
+        if cur is None:
+            return None, chain
+        if cur.is_initializer() or cur.const_value is not None:
+            return cur, chain
+        node = cur.producer()
+        if node is None or node.op_type not in (*_PASS_THROUGH, "DequantizeLinear"):
+            return None, chain
+        if node.op_type == "Constant":
+            return cur, chain
+        chain.append(node.op_type)
+        cur = node.inputs[0] if node.inputs else None
+    return None, chain
+
+
+def _is_int(value: ir.Value) -> bool:
+    t = value.const_value
+    return t is not None and t.dtype in (
+        ir.DataType.INT8,
+        ir.DataType.UINT8,
+        ir.DataType.INT4,
+        ir.DataType.UINT4,
+        ir.DataType.INT16,
+        ir.DataType.UINT16,
+    )
+
+
+def weight_matmuls(model: ir.Model) -> list[dict[str, Any]]:
+    """Every node multiplying by a constant weight, and whether that weight is integer."""
+    found: list[dict[str, Any]] = []
+    for node in model.graph:
+        if node.op_type in INT_WEIGHT_OPS:
+            slot = INT_WEIGHT_OPS[node.op_type]
+        elif node.op_type in FLOAT_WEIGHT_OPS:
+            slot = FLOAT_WEIGHT_OPS[node.op_type]
+        else:
+            continue
+        if len(node.inputs) <= slot:
+            continue
+        weight, chain = _trace_weight(node.inputs[slot])
+        if weight is None:
+            continue
+        if node.op_type in INT_WEIGHT_OPS:
+            quantized = True
+        else:
+            quantized = "DequantizeLinear" in chain and _is_int(weight)
+        dtype = weight.const_value.dtype if weight.const_value is not None else None
+        found.append(
+            {
+                "node": node.name,
+                "op_type": node.op_type,
+                "weight": weight.name,
+                "quantized": quantized,
+                "half": not quantized and dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16),
+            }
+        )
+    return found
+
+
+def matmul_counts(model: ir.Model) -> dict[str, Any]:
+    uses = weight_matmuls(model)
+    by_op: dict[str, dict[str, int]] = {}
+    for u in uses:
+        entry = by_op.setdefault(u["op_type"], {"total": 0, "quantized": 0})
+        entry["total"] += 1
+        entry["quantized"] += int(u["quantized"])
+    return {
+        "matmuls_total": len(uses),
+        "matmuls_quantized": sum(int(u["quantized"]) for u in uses),
+        "matmuls_fp16": sum(int(u["half"]) for u in uses),
+        "matmuls_by_op": by_op,
+    }
+
+
+def infer_precision(model: ir.Model) -> str:
+    """fp32 / fp16 / int8-dynamic / int8-static / int4, read off the graph's ops and dtypes."""
+    ops = {n.op_type for n in model.graph}
+    if any(
+        n.op_type in ("MatMulNBits", "GatherBlockQuantized") and _attr_int(n, "bits", 4) == 4
+        for n in model.graph
+    ):
+        return "int4"
+    if ops & {"DynamicQuantizeLinear", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"}:
+        return "int8-dynamic"
+    if ops & {"QuantizeLinear", "QLinearMatMul", "QGemm", "QAttention", "MatMulInteger"}:
+        return "int8-static"
+    if "DequantizeLinear" in ops:
+        return "int8-dynamic"
+    weights = [t for _, t in _stored(model) if t.dtype.is_floating_point() and t.size > 1]
+    half = sum(t.size for t in weights if t.dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16))
+    if weights and half * 2 > sum(t.size for t in weights):
+        return "fp16"
+    return "fp32"
+
+
+def albert_config(model: ir.Model, path: Path | None) -> dict[str, Any] | None:
+    """The ALBERT facts: model metadata first, then manifest/config.json beside the file."""
+    raw = model.metadata_props.get(METADATA_KEY)
+    if raw:
+        try:
+            data = json.loads(raw)
+            if isinstance(data, dict):
+                return data
+        except json.JSONDecodeError:
+            pass
+    if path is not None:
+        cfg = path.parent / "config.json"
+        if cfg.is_file():
+            try:
+                data = json.loads(cfg.read_text())
+            except (OSError, json.JSONDecodeError):
+                return None
+            keys = (
+                "vocab_size",
+                "embedding_size",
+                "hidden_size",
+                "num_hidden_layers",
+                "num_hidden_groups",
+                "inner_group_num",
+                "num_attention_heads",
+                "intermediate_size",
+                "max_position_embeddings",
+            )
+            return {k: data[k] for k in keys if k in data}
+    return None
+
+
+def factorization(model: ir.Model, config: dict[str, Any] | None) -> tuple[bool | None, list[str]]:
+    from albert_edge.onnx.passes.guard import check_factorization
+
+    if not config or not all(k in config for k in ("vocab_size", "embedding_size", "hidden_size")):
+        return None, [
+            "V, E, H unknown: no ALBERT metadata in the model and no config.json beside it"
+        ]
+    problems = check_factorization(
+        model,
+        int(config["vocab_size"]),
+        int(config["embedding_size"]),
+        int(config["hidden_size"]),
+        strict=False,
+    )
+    return not problems, problems
+
+
+def size_summary(model: ir.Model, file_bytes: int) -> dict[str, Any]:
+    acc = tensor_accounting(model)
+    floor = acc["floor_bytes"]
+    return {
+        "file_bytes": int(file_bytes),
+        "unique_tensor_bytes": acc["unique_tensor_bytes"],
+        "duplicate_tensor_bytes": acc["duplicate_tensor_bytes"],
+        "unique_params": acc["unique_params"],
+        "floor_bytes": floor,
+        "ratio_to_floor": round(file_bytes / floor, 4) if floor else None,
+    }
+
+
+def model_files_bytes(path: Path, model: ir.Model | None = None) -> int:
+    """Size on disk of the model file plus any external-data files it references."""
+    total = path.stat().st_size
+    if model is not None:
+        names = set()
+        for _, t in _stored(model):
+            if isinstance(t, ir.ExternalTensor):
+                names.add(t.location)
+        for name in names:
+            f = path.parent / name
+            if f.is_file():
+                total += f.stat().st_size
+    return total
+
+
+def io_spec(values: Iterable[ir.Value]) -> list[dict[str, Any]]:
+    spec = []
+    for v in values:
+        dtype = v.dtype.name.lower() if v.dtype is not None else None
+        shape = (
+            [
+                d if isinstance(d, int) else (d.value if isinstance(d, ir.SymbolicDim) else str(d))
+                for d in v.shape
+            ]
+            if v.shape is not None
+            else None
+        )
+        spec.append(
+            {"name": v.name, "dtype": {"float": "float32"}.get(str(dtype), dtype), "shape": shape}
+        )
+    return spec
+
+
+def describe_model(model: ir.Model, path: Path | None, file_bytes: int) -> dict[str, Any]:
+    """Everything ``inspect`` reports about an in-memory model (``path`` for neighbours)."""
+    from albert_edge.onnx.passes.base import op_counts
+
+    config = albert_config(model, path)
+    intact, problems = factorization(model, config)
+    info: dict[str, Any] = {
+        "format": "onnx",
+        "path": str(path) if path is not None else None,
+        "precision": infer_precision(model),
+        "opset": int(model.opset_imports.get("", 0)),
+        "producer": f"{model.producer_name or ''} {model.producer_version or ''}".strip(),
+        "inputs": io_spec(model.graph.inputs),
+        "outputs": io_spec(model.graph.outputs),
+        **size_summary(model, file_bytes),
+        "initializers": len(model.graph.initializers),
+        **matmul_counts(model),
+        "factorized_embedding_intact": intact,
+        "op_counts": op_counts(model.graph),
+    }
+    if problems:
+        info["factorization_problems"] = problems
+    if config:
+        info["albert"] = config
+    return info
+
+
+def inspect_onnx(path: str | Path) -> dict[str, Any]:
+    """Size accounting, weight-MatMul counts and ALBERT facts of an ``.onnx`` file.
+
+    If an albert-edge ``manifest.json`` sits beside it, its precision, head, source and
+    verification figures are reported too.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise AlbertEdgeError(f"{p}: no such ONNX file")
+    try:
+        model = ir.load(str(p))
+    except Exception as exc:
+        raise AlbertEdgeError(
+            f"{p}: not a readable ONNX model ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}); re-export it"
+        ) from None
+    info = describe_model(model, p, model_files_bytes(p, model))
+    manifest_path = p.parent / "manifest.json"
+    if manifest_path.is_file():
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            manifest = None
+        if isinstance(manifest, dict) and manifest.get("model_file") == p.name:
+            info["precision"] = manifest.get("precision", info["precision"])
+            for key in ("head", "source", "optimize", "verification", "quantization"):
+                if key in manifest:
+                    info[key] = manifest[key]
+    return info

@@ -1,0 +1,155 @@
+"""factorization guard: the V×E word table and the E×H projection stay separate.
+
+ALBERT's first idea is the factorized embedding: a V×E table (30000×128) and an E×H
+projection instead of one V×H table (30000×4096 = 123M parameters for xxlarge). A
+constant-folding optimizer can silently undo it (fold Gather-then-MatMul into a gathered
+V×H table), multiplying the embedding's size by H/E; this pass makes that impossible to
+miss. Hand-written because it is a fact about ALBERT, not a generic graph property.
+
+Checks (``check_factorization``, shared with ``albert-edge inspect``):
+
+* exactly one tensor of shape (V, E) — the word table — read by a Gather-like op;
+* a tensor of shape (E, H) or (H, E) — the projection — read by a MatMul/Gemm;
+* no stored tensor with V·H elements, unless E == H (then only the word table);
+* the word table is never the left operand of a MatMul/Gemm (a V×H product at run time).
+
+Shapes are *logical*: a 4-bit tensor packed two values per byte counts as unpacked, so
+the check holds after quantization too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx_ir as ir
+
+from albert_edge.onnx.passes.base import AlbertInPlacePass, dims
+
+GATHER_OPS = ("Gather", "GatherBlockQuantized", "EmbedLayerNormalization", "DequantizeLinear")
+MATMUL_OPS = (
+    "MatMul",
+    "Gemm",
+    "MatMulNBits",
+    "MatMulInteger",
+    "DynamicQuantizeMatMul",
+    "MatMulIntegerToFloat",
+    "QLinearMatMul",
+    "QGemm",
+    "DequantizeLinear",
+)
+
+
+def _attr_int(node: ir.Node, name: str, default: int) -> int:
+    a = node.attributes.get(name)
+    return a.as_int() if a is not None else default
+
+
+def logical_shape(value: ir.Value, tensor: ir.TensorProtocol) -> tuple[int, ...]:
+    """The shape ``tensor`` represents, undoing 4-bit packing into uint8 bytes."""
+    shape = dims(tensor)
+    for use in value.uses():
+        node = use.node
+        if node.op_type == "MatMulNBits" and use.idx == 1:
+            return (_attr_int(node, "K", 0), _attr_int(node, "N", 0))
+        if (
+            node.op_type == "GatherBlockQuantized"
+            and use.idx == 0
+            and tensor.dtype == ir.DataType.UINT8
+            and len(shape) == 2
+        ):
+            bits = _attr_int(node, "bits", 4)
+            return (shape[0], shape[1] * 8 // bits)
+    return shape
+
+
+def stored_tensors(model: ir.Model) -> list[tuple[ir.Value | None, ir.TensorProtocol, str]]:
+    """Every constant tensor stored in the graph: initializers and Constant-node values."""
+    found: list[tuple[ir.Value | None, ir.TensorProtocol, str]] = []
+    for v in model.graph.initializers.values():
+        if v.const_value is not None:
+            found.append((v, v.const_value, str(v.name)))
+    for node in model.graph:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            attr = node.attributes.get("value")
+            if attr is not None and attr.type == ir.AttributeType.TENSOR:
+                found.append((node.outputs[0], attr.as_tensor(), str(node.outputs[0].name)))
+    return found
+
+
+def check_factorization(
+    model: ir.Model, vocab_size: int, embedding_size: int, hidden_size: int, *, strict: bool = True
+) -> list[str]:
+    """Why the factorized embedding is not intact in ``model`` ([] when it is).
+
+    ``strict`` (the fp32 graph the pass sees) also demands exactly one V×E table read by a
+    Gather; inspection of quantized graphs only asks for at least one.
+    """
+    v_, e_, h_ = vocab_size, embedding_size, hidden_size
+    problems: list[str] = []
+    tables: list[ir.Value] = []
+    projections: list[str] = []
+    vxh: list[str] = []
+    for value, tensor, name in stored_tensors(model):
+        shape = logical_shape(value, tensor) if value is not None else dims(tensor)
+        size = 1
+        for d in shape:
+            size *= int(d)
+        if shape == (v_, e_) and value is not None:
+            tables.append(value)
+        if (
+            shape in ((e_, h_), (h_, e_))
+            and value is not None
+            and any(
+                u.node.op_type in MATMUL_OPS or u.node.op_type == "Attention" for u in value.uses()
+            )
+        ):
+            projections.append(name)
+        if size == v_ * h_ and not (e_ == h_ and shape == (v_, e_)):
+            vxh.append(f"{name} {list(shape)}")
+    gathered = [t for t in tables if any(u.node.op_type in GATHER_OPS for u in t.uses())]
+    if not gathered:
+        problems.append(f"no {v_}x{e_} word-embedding table read by a Gather")
+    elif strict and len(tables) != 1:
+        problems.append(
+            f"{len(tables)} tensors of shape {v_}x{e_} ({', '.join(str(t.name) for t in tables)}); "
+            "expected exactly one word-embedding table"
+        )
+    if not projections:
+        problems.append(f"no {e_}x{h_} embedding projection read by a MatMul/Gemm")
+    if vxh:
+        problems.append(f"a V x H ({v_}x{h_}) tensor exists: {', '.join(vxh[:3])}")
+    for t in tables:
+        for use in t.uses():
+            if use.node.op_type in ("MatMul", "Gemm") and use.idx == 0:
+                problems.append(
+                    f"the word table {t.name!r} is the left operand of {use.node.op_type} "
+                    f"{use.node.name!r} (a {v_}x{h_} product at run time)"
+                )
+    return problems
+
+
+class FactorizationGuardPass(AlbertInPlacePass):
+    """Check-only pass: the V×E table and E×H projection are separate; no V×H tensor."""
+
+    name = "factorization-guard"
+
+    def __init__(self, vocab_size: int, embedding_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.sizes = (vocab_size, embedding_size, hidden_size)
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        v_, e_, h_ = self.sizes
+        self.report = {"vocab_size": v_, "embedding_size": e_, "hidden_size": h_}
+        return ir.passes.PassResult(model, modified=False)
+
+    def ensures(self, model: ir.Model) -> None:
+        problems = check_factorization(model, *self.sizes, strict=True)
+        if problems:
+            self.fail("factorized embedding broken: " + "; ".join(problems))
+        self.report["factorized_embedding_intact"] = True
+
+
+def describe(model: ir.Model, sizes: tuple[int, int, int]) -> dict[str, Any]:
+    """For reports: the table and projection the guard found."""
+    problems = check_factorization(model, *sizes, strict=False)
+    return {"factorized_embedding_intact": not problems, "problems": problems}

@@ -1,0 +1,195 @@
+"""ONNX conversion: export → graph passes → (quantize) → write → verify → manifest.
+
+Called by :func:`albert_edge.convert.convert` with a temporary output directory that is
+renamed into place only when everything succeeded; ``model.onnx`` itself is also written
+via a temp file + rename, so a failure while writing (disk full) leaves no partial model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from albert_edge.errors import AlbertEdgeError, UnsupportedError
+
+if TYPE_CHECKING:
+    import onnx
+    import onnx_ir as ir
+
+    from albert_edge.checkpoint import Checkpoint
+    from albert_edge.options import ConvertOptions
+
+MODEL_FILE = "model.onnx"
+# protobuf cannot serialize a message of 2 GiB or more.
+_PROTO_LIMIT = 2**31 - 1
+
+
+def check_request(ckpt: Checkpoint, options: ConvertOptions) -> None:
+    """Refuse what this route cannot do before any export work starts."""
+    from albert_edge.heads import HEADS
+
+    if options.target != "onnx":
+        raise UnsupportedError(f"convert_onnx cannot produce --to {options.target}")
+    if ckpt.head.name not in HEADS or HEADS[ckpt.head.name] != ckpt.head:
+        raise UnsupportedError(
+            f"{ckpt.path}: unsupported head {ckpt.head.name!r}; supported: {', '.join(HEADS)}"
+        )
+    from converters.onnx_export import check_opset
+
+    check_opset(options.opset)
+    if options.optimize == "fuse":
+        from albert_edge.onnx.passes.fuse import MIN_FUSE_OPSET
+
+        if options.opset < MIN_FUSE_OPSET:
+            raise UnsupportedError(
+                f"--opset {options.opset} is too old for --optimize fuse (ONNX Runtime's "
+                f"fusions need LayerNormalization, opset >= {MIN_FUSE_OPSET}); pass "
+                f"--opset {MIN_FUSE_OPSET} or --optimize none"
+            )
+    if options.precision != "fp32":
+        try:
+            from albert_edge.onnx.quantize import check_options
+        except ImportError:
+            raise UnsupportedError(
+                f"--precision {options.precision} is not available in this build "
+                "(albert_edge.onnx.quantize is missing); use --precision fp32"
+            ) from None
+        check_options(options)
+
+
+def build_passes(ckpt: Checkpoint, options: ConvertOptions) -> list[Any]:
+    """The pass list for ``options``: canonicalize, (fuse), dedup, compact, guard."""
+    from albert_edge.onnx.passes import (
+        CanonicalizeWeightsPass,
+        CompactGraphPass,
+        DedupInitializersPass,
+        FactorizationGuardPass,
+        FuseTransformerPass,
+    )
+
+    c = ckpt.config
+    passes: list[Any] = [CanonicalizeWeightsPass()]
+    if options.optimize == "fuse":
+        passes.append(
+            FuseTransformerPass(
+                num_heads=c.num_attention_heads,
+                hidden_size=c.hidden_size,
+                num_layers=c.num_hidden_layers * c.inner_group_num,
+                distinct_layers=c.num_hidden_groups * c.inner_group_num,
+            )
+        )
+    passes += [
+        DedupInitializersPass(),
+        CompactGraphPass(),
+        FactorizationGuardPass(c.vocab_size, c.embedding_size, c.hidden_size),
+    ]
+    return passes
+
+
+def optimize(ckpt: Checkpoint, options: ConvertOptions) -> tuple[ir.Model, list[dict[str, Any]]]:
+    """Export ``ckpt`` and run the passes; returns the fp32 graph and the pass log."""
+    import onnx_ir as ir
+
+    from albert_edge.onnx.passes import run_passes
+    from converters.onnx_export import export_onnx
+
+    proto = export_onnx(ckpt, options.opset)
+    model = ir.from_proto(proto)
+    del proto
+    return run_passes(model, build_passes(ckpt, options))
+
+
+def write_model(proto: onnx.ModelProto, path: Path) -> int:
+    """Serialize ``proto`` to ``path`` via temp file + rename; returns the bytes written.
+
+    Any failure (ENOSPC mid-write included) removes the temp file and leaves no
+    ``path`` behind.
+    """
+    size = proto.ByteSize()
+    if size > _PROTO_LIMIT:
+        raise UnsupportedError(
+            f"{path}: the model is {size / 2**30:.2f} GiB, above ONNX's 2 GiB single-file "
+            "limit; convert with --precision fp16 or int8-dynamic"
+        )
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "xb") as f:
+            f.write(proto.SerializeToString())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise AlbertEdgeError(
+            f"{path}: cannot write the model ({exc.strerror or exc}); free disk space or "
+            "choose another -o"
+        ) from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path.stat().st_size
+
+
+def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> dict[str, Any]:
+    """Write ``out_dir/model.onnx`` for ``ckpt``; return the manifest (without ``files``
+    of the tokenizer, which :func:`albert_edge.convert.convert` adds)."""
+    import onnx_ir as ir
+
+    from albert_edge.onnx.inspect import describe_model
+    from converters.onnx_export import albert_metadata
+
+    check_request(ckpt, options)
+    model, log = optimize(ckpt, options)
+    proto = ir.to_proto(model)
+    del model
+    quantization: dict[str, Any] | None = None
+    if options.precision != "fp32":
+        from albert_edge.onnx.quantize import quantize_model
+
+        proto, quantization = quantize_model(proto, ckpt, options)
+    path = Path(out_dir) / MODEL_FILE
+    file_bytes = write_model(proto, path)
+    info = describe_model(ir.from_proto(proto), path, file_bytes)
+    del proto
+    manifest: dict[str, Any] = {
+        "target": "onnx",
+        "source": {"path": str(ckpt.path), "kind": ckpt.source},
+        "head": ckpt.head.name,
+        "opset": options.opset,
+        "precision": options.precision,
+        "optimize": options.optimize,
+        "model_file": MODEL_FILE,
+        "max_sequence_length": int(ckpt.config.max_position_embeddings),
+        "inputs": info["inputs"],
+        "outputs": info["outputs"],
+        "albert": albert_metadata(ckpt),
+        "passes": log,
+        "sizes": {
+            k: info[k]
+            for k in (
+                "file_bytes",
+                "unique_params",
+                "unique_tensor_bytes",
+                "duplicate_tensor_bytes",
+                "floor_bytes",
+                "ratio_to_floor",
+            )
+        },
+        "matmuls_total": info["matmuls_total"],
+        "matmuls_quantized": info["matmuls_quantized"],
+        "factorized_embedding_intact": info["factorized_embedding_intact"],
+        "files": [MODEL_FILE],
+    }
+    if quantization is not None:
+        manifest["quantization"] = quantization
+    if options.verify:
+        from albert_edge.verify import verify_against_reference
+
+        manifest["verification"] = verify_against_reference(path, ckpt, precision=options.precision)
+    else:
+        manifest["verification"] = None
+    return manifest

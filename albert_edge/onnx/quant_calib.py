@@ -1,0 +1,95 @@
+"""Calibration data for int8-static: real sentences, tokenized like the artifact will be.
+
+Each sentence is fed alone at its natural length (batch 1, no padding), so activation
+ranges come from real tokens only: padded positions would add activations no deployed
+request produces and widen the ranges for nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from albert_edge.errors import QuantizationError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+    from albert_edge.tokenizer import AlbertTokenizer
+
+METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
+
+_NP_INT = {6: "int32", 7: "int64"}
+
+
+def calibration_feeds(
+    model: onnx.ModelProto,
+    texts: Sequence[str],
+    tokenizer: AlbertTokenizer,
+    *,
+    max_length: int = 512,
+) -> list[dict[str, np.ndarray]]:
+    """One feed dict per sentence, shaped and typed as the graph's inputs declare."""
+
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    feeds = []
+    for text in texts:
+        enc = tokenizer.encode(text, max_length=max_length, padding="none").as_numpy()
+        feed = {}
+        for inp in inputs:
+            if inp.name not in enc:
+                raise QuantizationError(
+                    f"graph input {inp.name!r} is not one of input_ids/attention_mask/"
+                    "token_type_ids; cannot calibrate this model from text"
+                )
+            arr = enc[inp.name]
+            rank = len(inp.type.tensor_type.shape.dim)
+            while arr.ndim < rank:  # multiple choice: [batch, choices, seq]
+                arr = arr[:, None, :]
+            feed[inp.name] = arr.astype(_NP_INT.get(inp.type.tensor_type.elem_type, "int64"))
+        feeds.append(feed)
+    if not feeds:
+        raise QuantizationError("no calibration sentences; pass a file with at least one")
+    return feeds
+
+
+def make_reader(feeds: list[dict[str, np.ndarray]]) -> Any:
+    """An ``onnxruntime.quantization.CalibrationDataReader`` over precomputed feeds."""
+    from onnxruntime.quantization import CalibrationDataReader
+
+    class _Reader(CalibrationDataReader):
+        """Supports ``CalibStridedMinMax`` (``__len__`` + ``set_range``): ORT's histogram
+        calibrators (entropy, percentile) stack every sample's activations into one array,
+        which fails for sentences of different lengths; fed one sentence per stride they
+        merge histograms instead."""
+
+        def __init__(self) -> None:
+            self._items = feeds
+            self._it: Iterator[dict[str, np.ndarray]] = iter(self._items)
+
+        def __len__(self) -> int:
+            return len(feeds)
+
+        def set_range(self, start_index: int, end_index: int) -> None:
+            self._it = iter(feeds[start_index:end_index])
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self._it, None)
+
+        def rewind(self) -> None:
+            self._it = iter(feeds)
+
+    return _Reader()
+
+
+def calibrate_method(name: str) -> Any:
+    from onnxruntime.quantization import CalibrationMethod
+
+    try:
+        return getattr(CalibrationMethod, METHODS[name])
+    except KeyError:
+        raise QuantizationError(
+            f"unknown calibration method {name!r}; choose one of {', '.join(METHODS)}"
+        ) from None

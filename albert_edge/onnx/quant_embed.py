@@ -1,0 +1,308 @@
+"""Quantizing ALBERT's V×E word-embedding table, still factorized and still stored once.
+
+Why by hand: ONNX Runtime's ``MatMulNBitsQuantizer`` quantizes Gather only to 4 bits and
+writes INT4 tensors, which forces opset 21 onto a graph exported for opset 17 (its own
+log says "the generated model may not be a valid model"); ``quantize_dynamic``'s Gather
+support is per-tensor uint8. Neither knows that ALBERT's masked-LM decoder reads the
+same table (tied weights). So this module writes the table itself, once:
+
+* ORT CPU recipes (int8-dynamic, int4): blockwise symmetric uint8 codes (8-bit, or two
+  4-bit codes per byte, low nibble first) with one fp32 scale per block of E, read by
+  ``GatherBlockQuantized`` (runs on ORT CPU at any opset); a tied decoder reads the very
+  same initializer through ``MatMulNBits`` (a Reshape of the codes to [V, blocks, blob],
+  which ORT folds at load) — one table in the file, two consumers.
+* int8-static (QDQ, for accelerators): standard ops only — Gather on an int8 table, then
+  DequantizeLinear with a per-tensor scale; a tied decoder reads DequantizeLinear(table).
+
+The table stays V×E; nothing here ever materialises a V×H tensor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from albert_edge.errors import QuantizationError
+from albert_edge.onnx.quant_graph import MS_DOMAIN, GraphIndex, _unique_namer, make_constant
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+
+@dataclass(frozen=True)
+class TableUse:
+    """Where the word table is read: gathers, and tied decoder MatMuls — MatMul on a
+    Transpose of the table, or (albert-edge's canonical form) Gemm(x, table, transB=1)."""
+
+    table: str
+    vocab: int
+    dim: int
+    gathers: tuple[str, ...]
+    tied_matmuls: tuple[str, ...]
+    embed_layernorms: tuple[str, ...] = ()  # fused EmbedLayerNormalization readers
+    others: tuple[str, ...] = ()  # any other reader: the table cannot be quantized here
+
+    def check_quantizable(self) -> None:
+        if self.others:
+            raise QuantizationError(
+                f"the word-embedding table {self.table} is read by {', '.join(self.others)}; "
+                "albert-edge quantizes embeddings read by Gather, EmbedLayerNormalization and "
+                "a tied decoder only; drop --quantize-embeddings"
+            )
+
+
+def find_word_table(model: onnx.ModelProto, vocab_size: int | None = None) -> TableUse | None:
+    """The word-embedding initializer and its readers, or None if the graph has none.
+
+    The table is the 2-D float initializer gathered by a Gather whose first dimension is
+    ``vocab_size`` (when known), else the largest gathered table. Readers other than
+    Gather, EmbedLayerNormalization and a tied decoder are listed in ``others``
+    (:meth:`TableUse.check_quantizable` refuses them).
+    """
+    idx = GraphIndex.of(model.graph)
+    candidates: dict[str, int] = {}
+    for node in model.graph.node:
+        if node.op_type == "Gather" and node.input[0] in idx.inits:
+            t = idx.inits[node.input[0]]
+            if len(t.dims) == 2 and t.data_type in (1, 10):
+                candidates[t.name] = int(t.dims[0]) * int(t.dims[1])
+        if node.op_type == "EmbedLayerNormalization" and len(node.input) > 2:
+            eln_table = idx.inits.get(node.input[2])
+            if eln_table is not None:
+                candidates[eln_table.name] = int(eln_table.dims[0]) * int(eln_table.dims[1])
+    if not candidates:
+        return None
+    exact = [n for n in candidates if vocab_size and int(idx.inits[n].dims[0]) == vocab_size]
+    table = exact[0] if exact else max(candidates, key=lambda n: candidates[n])
+    t = idx.inits[table]
+    gathers, tied, fused, other = [], [], [], []
+    for node, slot in idx.consumers[table]:
+        if node.op_type == "Gather" and slot == 0:
+            gathers.append(node.name)
+        elif node.op_type == "EmbedLayerNormalization" and slot == 2:
+            fused.append(node.name)
+        elif node.op_type == "Gemm" and slot == 1 and _is_plain_gemm_transb(node):
+            tied.append(node.name)  # canonical tied decoder: Gemm(x, table, b, transB=1)
+        elif node.op_type == "Transpose" and all(
+            c.op_type == "MatMul" and s == 1 for c, s in idx.consumers[node.output[0]]
+        ):
+            tied.extend(c.name for c, _ in idx.consumers[node.output[0]])
+        else:
+            other.append(f"{node.op_type} {node.name!r}")
+    return TableUse(
+        table,
+        int(t.dims[0]),
+        int(t.dims[1]),
+        tuple(gathers),
+        tuple(tied),
+        tuple(fused),
+        tuple(other),
+    )
+
+
+def _is_plain_gemm_transb(node: onnx.NodeProto) -> bool:
+    from onnx import helper
+
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    return (
+        attrs.get("transB", 0) == 1
+        and attrs.get("transA", 0) == 0
+        and float(attrs.get("alpha", 1.0)) == 1.0
+        and float(attrs.get("beta", 1.0)) == 1.0
+    )
+
+
+def table_block_size(dim: int, bits: int, block_size: int) -> int:
+    """Block along E: int8 — the whole row (one scale per token) rounded to a power of
+    two; int4 — ``block_size`` (or the largest power of two ≥ 16 dividing E when a tied
+    decoder needs whole blocks)."""
+    if bits == 8:
+        b = 16
+        while b < dim:
+            b *= 2
+        return b
+    return block_size
+
+
+def _quantize_blocks(w: np.ndarray, bits: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric blockwise codes (uint8, zero point 2^(bits-1)) and fp32 scales [V, nb]."""
+    import numpy as np
+
+    v, e = w.shape
+    nb = -(-e // block)
+    padded = np.zeros((v, nb * block), dtype=np.float32)
+    padded[:, :e] = w
+    blocks = padded.reshape(v, nb, block)
+    qmax = 2 ** (bits - 1) - 1
+    scales = np.abs(blocks).max(axis=-1) / qmax
+    scales[scales == 0] = 1.0
+    q = np.clip(np.rint(blocks / scales[..., None]), -qmax, qmax) + 2 ** (bits - 1)
+    codes = q.astype(np.uint8).reshape(v, nb * block)[:, :e]
+    if bits == 4:
+        codes = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
+    return np.ascontiguousarray(codes), scales.astype(np.float32)
+
+
+def quantize_word_table(
+    model: onnx.ModelProto,
+    use: TableUse,
+    *,
+    bits: int,
+    block_size: int,
+    qdq: bool,
+    accuracy_level: int | None = None,
+) -> dict[str, Any]:
+    """Replace the fp32 table by its quantized form for every reader, in place.
+
+    Returns facts for the manifest (scheme, block, tied decoder count, bytes).
+    """
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    idx = GraphIndex.of(model.graph)
+    fresh = _unique_namer(model)
+    w = numpy_helper.to_array(idx.inits[use.table]).astype(np.float32)
+    v, e = w.shape
+    replace: dict[str, list[onnx.NodeProto]] = {}
+    new_inits: list[onnx.TensorProto] = []
+    if qdq:
+        if bits != 8:
+            raise QuantizationError("QDQ embedding quantization is int8 only")
+        amax = float(np.abs(w).max()) or 1.0
+        scale = np.float32(amax / 127.0)
+        codes = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+        data = numpy_helper.from_array(codes, fresh(f"{use.table}_int8"))
+        s = numpy_helper.from_array(
+            np.asarray(scale, dtype=np.float32), fresh(f"{use.table}_scale")
+        )
+        z = numpy_helper.from_array(np.asarray(0, dtype=np.int8), fresh(f"{use.table}_zero_point"))
+        new_inits += [data, s, z]
+        for node in model.graph.node:
+            if node.name in use.gathers:
+                q_out = fresh(f"{node.output[0]}_int8")
+                g = helper.make_node("Gather", [data.name, node.input[1]], [q_out], name=node.name)
+                g.attribute.extend(node.attribute)
+                dq = helper.make_node(
+                    "DequantizeLinear",
+                    [q_out, s.name, z.name],
+                    [node.output[0]],
+                    name=fresh(f"{node.name}_dq"),
+                )
+                replace[node.name] = [g, dq]
+        if use.tied_matmuls:
+            dq_table = fresh(f"{use.table}_dequantized")
+            dq = helper.make_node(
+                "DequantizeLinear",
+                [data.name, s.name, z.name],
+                [dq_table],
+                name=fresh(f"{use.table}_dq"),
+            )
+            readers = [
+                n
+                for n in model.graph.node
+                if (n.op_type == "Transpose" and n.input[0] == use.table)
+                or (n.op_type == "Gemm" and n.name in use.tied_matmuls)
+            ]
+            for node in readers:
+                node.input[0 if node.op_type == "Transpose" else 1] = dq_table
+            replace[readers[0].name] = [dq, readers[0]]
+        facts: dict[str, Any] = {
+            "format": "int8 per-tensor, Gather + DequantizeLinear",
+            "block_size": None,
+        }
+    else:
+        block = table_block_size(e, bits, block_size)
+        if bits == 4 and e % 2:
+            raise QuantizationError(f"int4 embeddings need an even embedding size, got E={e}")
+        if use.tied_matmuls and e % block:
+            b = block
+            while b >= 16 and e % b:
+                b //= 2
+            if b < 16:
+                raise QuantizationError(
+                    f"the tied decoder needs E={e} divisible by a block size >= 16; drop "
+                    "--quantize-embeddings for this model"
+                )
+            block = b
+        codes, scales = _quantize_blocks(w, bits, block)
+        data = numpy_helper.from_array(codes, fresh(f"{use.table}_q{bits}"))
+        s = numpy_helper.from_array(scales, fresh(f"{use.table}_scales"))
+        new_inits += [data, s]
+        for node in model.graph.node:
+            if node.name in use.gathers:
+                axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+                if axis != 0:
+                    raise QuantizationError(
+                        f"Gather {node.name!r} on the word table uses axis={axis}"
+                    )
+                replace[node.name] = [
+                    helper.make_node(
+                        "GatherBlockQuantized",
+                        [data.name, node.input[1], s.name],
+                        list(node.output),
+                        name=node.name,
+                        domain=MS_DOMAIN,
+                        gather_axis=0,
+                        quantize_axis=1,
+                        block_size=block,
+                        bits=bits,
+                    )
+                ]
+        if use.tied_matmuls:
+            nb = e // block
+            shape_name = fresh(f"{use.table}_blob_shape")
+            shape = make_constant(
+                shape_name, np.asarray([v, nb, block * bits // 8], dtype=np.int64)
+            )
+            blob = fresh(f"{use.table}_q{bits}_blocks")
+            reshape = helper.make_node(
+                "Reshape", [data.name, shape_name], [blob], name=fresh(f"{use.table}_blocks")
+            )
+            first = True
+            for node in model.graph.node:
+                if node.name in use.tied_matmuls:
+                    kwargs: dict[str, Any] = {"K": e, "N": v, "bits": bits, "block_size": block}
+                    if accuracy_level is not None:
+                        kwargs["accuracy_level"] = accuracy_level
+                    bias = node.input[2] if node.op_type == "Gemm" and len(node.input) > 2 else ""
+                    mm_out = fresh(f"{node.output[0]}_mm") if bias else node.output[0]
+                    mm = helper.make_node(
+                        "MatMulNBits",
+                        [node.input[0], blob, s.name],
+                        [mm_out],
+                        name=node.name,
+                        domain=MS_DOMAIN,
+                        **kwargs,
+                    )
+                    group = [shape, reshape, mm] if first else [mm]
+                    if bias:
+                        group.append(
+                            helper.make_node(
+                                "Add",
+                                [mm_out, bias],
+                                [node.output[0]],
+                                name=fresh(f"{node.name}_bias"),
+                            )
+                        )
+                    replace[node.name] = group
+                    first = False
+        facts = {
+            "format": f"{bits}-bit blockwise symmetric, GatherBlockQuantized"
+            + (" + MatMulNBits (tied decoder)" if use.tied_matmuls else ""),
+            "block_size": block,
+        }
+    nodes: list[onnx.NodeProto] = []
+    for node in model.graph.node:
+        nodes.extend(replace.get(node.name, [node]))
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    model.graph.initializer.extend(new_inits)
+    return {
+        "table": use.table,
+        "shape": [v, e],
+        "bits": bits,
+        "gathers": len(use.gathers),
+        "tied_decoder_matmuls": len(use.tied_matmuls),
+        **facts,
+    }

@@ -1,0 +1,156 @@
+"""``OrtRunner``: an ``.onnx`` artifact behind the :class:`albert_edge.runtime.Runner` protocol.
+
+Verification and benchmarking see every artifact through the same small interface, so
+this class only translates: feeds the model does not declare are dropped (an export may
+have pruned ``token_type_ids``), integer feeds are cast to the dtype the graph declares,
+and outputs come back as float32 whatever precision the graph computes in. Session
+settings are pinned (thread counts, sequential execution, optimisation level) so that two
+runs of the same artifact are comparable.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from albert_edge.errors import AlbertEdgeError, UnsupportedError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+DEFAULT_MAX_SEQ_LEN = 512
+
+_PROVIDERS = {
+    "auto": "CPUExecutionProvider",
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+}
+
+_OPT_LEVELS = {
+    "disable": "ORT_DISABLE_ALL",
+    "none": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "layout": "ORT_ENABLE_LAYOUT",
+    "all": "ORT_ENABLE_ALL",
+}
+
+_NP_DTYPES = {
+    "tensor(int64)": "int64",
+    "tensor(int32)": "int32",
+    "tensor(int16)": "int16",
+    "tensor(int8)": "int8",
+    "tensor(uint8)": "uint8",
+    "tensor(bool)": "bool",
+    "tensor(float)": "float32",
+    "tensor(float16)": "float16",
+}
+
+
+def _max_seq_len_beside(model: Path) -> int:
+    """The longest sequence the artifact accepts, from its manifest or config.json."""
+    folder = model.parent
+    manifest = folder / "manifest.json"
+    config = folder / "config.json"
+    for path, key in ((manifest, "max_seq_len"), (config, "max_position_embeddings")):
+        if path.is_file():
+            try:
+                value = json.loads(path.read_text()).get(key)
+            except (OSError, ValueError, AttributeError):
+                continue
+            if isinstance(value, int) and value > 0:
+                return value
+    return DEFAULT_MAX_SEQ_LEN
+
+
+class OrtRunner:
+    """One ONNX Runtime inference session over an ``.onnx`` file.
+
+    ``backend``: "auto"/"cpu" → CPUExecutionProvider, "cuda" → CUDAExecutionProvider
+    (needs the onnxruntime-gpu wheel). ``optimization_level`` overrides ORT's graph
+    optimisation ("disable", "basic", "extended", "all"; default "all": these are
+    in-memory rewrites for speed and never touch the file on disk).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        threads: int = 2,
+        backend: str = "auto",
+        *,
+        optimization_level: str = "all",
+    ) -> None:
+        import onnxruntime as ort
+
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise AlbertEdgeError(f"{self.path}: ONNX model not found; pass an existing model.onnx")
+        if backend not in _PROVIDERS:
+            raise UnsupportedError(
+                f"{self.path}: unknown ONNX Runtime backend {backend!r}; choose one of "
+                + ", ".join(_PROVIDERS)
+            )
+        if optimization_level not in _OPT_LEVELS:
+            raise UnsupportedError(
+                f"unknown ONNX Runtime optimization level {optimization_level!r}; choose one of "
+                + ", ".join(_OPT_LEVELS)
+            )
+        provider = _PROVIDERS[backend]
+        if provider not in ort.get_available_providers():
+            raise UnsupportedError(
+                f"{self.path}: backend {backend!r} needs {provider}, which this onnxruntime "
+                f"({ort.__version__}) lacks; install onnxruntime-gpu (and CUDA) or use --backend cpu"
+            )
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = max(0, int(threads))
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = getattr(
+            ort.GraphOptimizationLevel, _OPT_LEVELS[optimization_level]
+        )
+        opts.log_severity_level = 3
+        try:
+            self.session = ort.InferenceSession(str(self.path), opts, providers=[provider])
+        except Exception as exc:  # ORT raises its own Fail/InvalidGraph/... classes
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            raise AlbertEdgeError(
+                f"{self.path}: ONNX Runtime cannot load this model ({type(exc).__name__}: "
+                f"{first}); re-export it with albert-edge convert"
+            ) from None
+        self.backend = backend
+        self.threads = threads
+        self.providers = tuple(self.session.get_providers())
+        inputs = self.session.get_inputs()
+        self.input_names: tuple[str, ...] = tuple(i.name for i in inputs)
+        self.output_names: tuple[str, ...] = tuple(o.name for o in self.session.get_outputs())
+        self._input_dtypes = {i.name: _NP_DTYPES.get(i.type, "int64") for i in inputs}
+        max_len = _max_seq_len_beside(self.path)
+        for i in inputs:  # a graph exported with a fixed sequence axis accepts only that
+            if len(i.shape) >= 2 and isinstance(i.shape[-1], int) and i.shape[-1] > 0:
+                max_len = min(max_len, i.shape[-1])
+        self.max_seq_len: int = max_len
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run one batch; returns float32 arrays keyed by ``output_names``."""
+        import numpy as np
+
+        missing = [n for n in self.input_names if n not in feeds]
+        if missing:
+            raise AlbertEdgeError(
+                f"{self.path}: the model needs input(s) {missing} that were not given; "
+                f"given: {sorted(feeds)}"
+            )
+        ort_feeds: dict[str, Any] = {
+            name: np.ascontiguousarray(feeds[name], dtype=self._input_dtypes[name])
+            for name in self.input_names
+        }
+        values = self.session.run(list(self.output_names), ort_feeds)
+        return {
+            name: np.asarray(v, dtype=np.float32)
+            for name, v in zip(self.output_names, values, strict=True)
+        }
+
+    def __repr__(self) -> str:
+        return f"OrtRunner({str(self.path)!r}, threads={self.threads}, providers={self.providers})"

@@ -1,0 +1,61 @@
+"""Conversion options as data: one frozen dataclass that refuses contradictions up front."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from albert_edge.errors import UnsupportedError
+
+TARGETS = ("onnx", "tflite")
+ONNX_PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-static", "int4")
+TFLITE_PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-full")
+CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
+OPTIMIZE_LEVELS = ("none", "fuse")
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """Everything ``albert-edge convert`` can be asked; the CLI builds exactly this."""
+
+    target: str = "onnx"
+    precision: str = "fp32"
+    optimize: str = "fuse"  # ONNX only
+    opset: int = 17  # ONNX only
+    seq_lens: tuple[int, ...] = ()  # TFLite signatures; () = one bucket of 128 (or max pos.)
+    calibration: Path | None = None  # int8-static / int8-full: text or SST-2 style .tsv
+    num_calibration: int = 128
+    calibration_method: str = "minmax"
+    quantize_embeddings: bool = False
+    per_channel: bool = True
+    block_size: int = 32  # int4
+    int8_io: bool = False  # TFLite int8-full: int8 inputs/outputs where possible
+    overwrite: bool = False
+    verify: bool = True
+
+    def __post_init__(self) -> None:
+        if self.target not in TARGETS:
+            raise UnsupportedError(f"unknown target {self.target!r}; choose one of {TARGETS}")
+        allowed = ONNX_PRECISIONS if self.target == "onnx" else TFLITE_PRECISIONS
+        if self.precision not in allowed:
+            raise UnsupportedError(
+                f"precision {self.precision!r} is not available for {self.target}; "
+                f"choose one of {', '.join(allowed)}"
+            )
+        if self.optimize not in OPTIMIZE_LEVELS:
+            raise UnsupportedError(f"unknown --optimize {self.optimize!r}; choose none or fuse")
+        if self.calibration_method not in CALIBRATION_METHODS:
+            raise UnsupportedError(
+                f"unknown calibration method {self.calibration_method!r}; "
+                f"choose one of {', '.join(CALIBRATION_METHODS)}"
+            )
+        if self.num_calibration <= 0:
+            raise UnsupportedError("--num-calibration must be positive")
+        if self.block_size < 16 or self.block_size & (self.block_size - 1):
+            raise UnsupportedError("--block-size must be a power of two >= 16")
+        if any(s <= 0 for s in self.seq_lens):
+            raise UnsupportedError(f"--seq-lens must be positive, got {self.seq_lens}")
+        if self.seq_lens and self.target != "tflite":
+            raise UnsupportedError("--seq-lens applies to --to tflite (ONNX has a dynamic axis)")
+        if self.int8_io and self.precision != "int8-full":
+            raise UnsupportedError("--int8-io needs --precision int8-full")

@@ -1,0 +1,108 @@
+"""Human-readable reports for the CLI (rich tables); ``--json`` bypasses all of this."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _mb(n: float | int | None) -> str:
+    return "-" if n is None else f"{n / 1e6:.2f} MB"
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console()
+
+
+def print_inspect_report(info: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    con = _console()
+    if "embedding" in info and "sharing" in info:
+        e, s, f = info["embedding"], info["sharing"], info["floor_bytes"]
+        t = Table(title=f"ALBERT accounting: {info.get('path', '')} ({info.get('head')})")
+        t.add_column("what")
+        t.add_column("value", justify="right")
+        t.add_column("instead of", justify="right")
+        t.add_row("unique parameters", f"{info['parameters']:,}", "")
+        t.add_row(
+            f"embedding V×E + E×H ({e['vocab_size']}×{e['embedding_size']} + "
+            f"{e['embedding_size']}×{e['hidden_size']})",
+            f"{e['params']:,}",
+            f"V×H = {e['params_unfactorized']:,}",
+        )
+        t.add_row(
+            f"layers L={s['num_layers']}, groups G={s['num_groups']}, inner K={s['inner_group_num']}",
+            f"{s['params_shared']:,} shared",
+            f"{s['params_unshared']:,} unshared",
+        )
+        t.add_row("params per shared group", f"{s['params_per_group']:,}", "")
+        for k in ("fp32", "fp16", "int8", "int4"):
+            t.add_row(f"floor at {k}", _mb(f[k]), "")
+        con.print(t)
+        return
+    t = Table(title=f"artifact: {info.get('path', '')}")
+    t.add_column("key")
+    t.add_column("value", justify="right")
+    for k, v in info.items():
+        if isinstance(v, dict | list):
+            continue
+        t.add_row(k, _mb(v) if k.endswith("_bytes") and isinstance(v, int) else str(v))
+    con.print(t)
+
+
+def print_convert_report(out: Path, manifest: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    con = _console()
+    sizes = manifest.get("sizes", {})
+    t = Table(title=f"{manifest.get('target')} {manifest.get('precision')} → {out}")
+    t.add_column("what")
+    t.add_column("value", justify="right")
+    t.add_row("head", str(manifest.get("head")))
+    t.add_row("model file", str(Path(out) / str(manifest.get("model_file"))))
+    t.add_row("size", _mb(sizes.get("file_bytes")))
+    t.add_row("floor", _mb(sizes.get("floor_bytes")))
+    if sizes.get("ratio_to_floor") is not None:
+        t.add_row("ratio to floor", f"{sizes['ratio_to_floor']:.3f}")
+    q = manifest.get("quantization") or {}
+    if q.get("matmuls_total"):
+        t.add_row("MatMuls quantized", f"{q.get('matmuls_quantized')}/{q.get('matmuls_total')}")
+    ver = manifest.get("verification") or {}
+    for name, m in (ver.get("outputs") or {}).items():
+        t.add_row(
+            f"verify {name}",
+            f"max|Δ| {m.get('max_abs_err', float('nan')):.2e}  SQNR {m.get('sqnr_db', float('nan')):.1f} dB",
+        )
+    if "passed" in ver:
+        t.add_row("verification", "passed" if ver["passed"] else "FAILED")
+    con.print(t)
+
+
+def print_verify_report(report: Any) -> None:
+    from rich.table import Table
+
+    con = _console()
+    d = report.to_dict()
+    t = Table(title=f"verify {d.get('artifact')} against {d.get('reference')}")
+    for col in ("output", "max |Δ|", "mean |Δ|", "SQNR dB", "status"):
+        t.add_column(col, justify="right" if col != "output" else "left")
+    for name, m in (d.get("outputs") or {}).items():
+        t.add_row(
+            name,
+            f"{m.get('max_abs_err', float('nan')):.3e}",
+            f"{m.get('mean_abs_err', float('nan')):.3e}",
+            f"{m.get('sqnr_db', float('nan')):.1f}",
+            "ok" if m.get("passed", True) else "FAIL",
+        )
+    con.print(t)
+    acc = d.get("accuracy")
+    if acc:
+        con.print(
+            f"accuracy: artifact {acc.get('accuracy_artifact', 0):.4f}  reference "
+            f"{acc.get('accuracy_reference', 0):.4f}  Δ {acc.get('delta_points', 0):+.2f} points  "
+            f"agreement {acc.get('agreement', 0):.4f}  ({acc.get('examples')} examples)"
+        )
+    con.print("[green]PASSED[/green]" if d.get("passed") else "[red]FAILED[/red]")

@@ -1,0 +1,59 @@
+"""One way to run any artifact: ``open_runner(path)`` → an object with ``run(feeds)``.
+
+Verification and benchmarking are written once against this protocol; each format
+module supplies a runner (ONNX Runtime for ``.onnx``, the LiteRT interpreter for
+``.tflite``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from albert_edge.errors import UnsupportedError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class Runner(Protocol):
+    """A loaded artifact.
+
+    ``run`` takes int64 arrays ``input_ids``/``attention_mask``/``token_type_ids`` of
+    shape [batch, seq] ([batch, choices, seq] for multiple choice) and returns float32
+    outputs keyed by ``output_names``, with the feeds' batch and sequence dimensions
+    (a runner with fixed-length signatures pads internally and slices back).
+    ``max_seq_len`` is the longest sequence it accepts.
+    """
+
+    path: Path
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    max_seq_len: int
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+
+def model_file(path: str | Path) -> Path:
+    """The model file of an artifact directory (by its manifest), or ``path`` itself."""
+    p = Path(path)
+    if p.is_dir():
+        from albert_edge.manifest import read_manifest
+
+        return p / str(read_manifest(p)["model_file"])
+    return p
+
+
+def open_runner(path: str | Path, *, threads: int = 2, backend: str = "auto") -> Runner:
+    """Load ``path`` for inference on this machine's CPU (``backend`` picks a variant)."""
+    f = model_file(path)
+    if f.suffix == ".onnx":
+        from albert_edge.onnx.runtime import OrtRunner
+
+        return OrtRunner(f, threads=threads, backend=backend)
+    if f.suffix == ".tflite":
+        from albert_edge.tflite.runtime import LiteRTRunner
+
+        return LiteRTRunner(f, threads=threads, backend=backend)
+    raise UnsupportedError(f"{f}: unknown artifact type; expected .onnx or .tflite")

@@ -1,0 +1,675 @@
+"""Reading, rewriting and writing ``.tflite`` flatbuffers: the passes the converters lack.
+
+Parsing and the object model come from the field's library: the TFLite schema module
+and ``flatbuffer_utils`` shipped with ai-edge-litert. What is written here by hand is
+only what no converter or tool does for us, each a small pass with a postcondition:
+
+- :func:`share_prefix_slices` — litert-torch folds ``position_embeddings[:L]`` into one
+  constant per signature ([1,32,E], [1,64,E], [1,128,E] for three buckets). Those are
+  byte-prefixes of each other, so every signature after the first would add weight bytes.
+  The pass keeps the largest one and gives the others a ``SLICE`` of it (one cheap op,
+  supported by every delegate), so adding signatures adds no weight bytes.
+- :func:`dedup_buffers` — identical bytes in two buffers become one buffer, the tensors
+  re-pointed (TFLite allows several tensors, in one subgraph or several, to share a
+  buffer; the interpreter reads buffers read-only). Catches the tied MLM decoder, shape
+  constants repeated per layer and anything a quantizer re-materialises.
+- :func:`compact_names` — the converter names every tensor by its full Python module path
+  (~500 bytes each, 125 KB for a 3-layer model and 3× that for three signatures); they
+  become short unique names, and weights get their Hugging Face parameter name (found by
+  content), so ``inspect`` and quantization recipes can address them.
+- :func:`write_model` — the Python ``BufferT.Pack`` ignores the schema's
+  ``force_align: 16`` on buffer data; weights are written 16-byte aligned, inline (no
+  ``Buffer.offset``, which runtimes before TF 2.15 cannot read).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from albert_edge.errors import PassError
+
+if TYPE_CHECKING:
+    from ai_edge_litert.schema_py_generated import ModelT, TensorT
+
+METADATA_NAME = "albert_edge"
+# Constants smaller than this are shape vectors and scalars; never worth a SLICE op.
+_MIN_SLICE_BYTES = 1024
+
+_NP_DTYPES: dict[str, Any] = {
+    "FLOAT32": np.float32,
+    "FLOAT16": np.float16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "INT8": np.int8,
+    "UINT8": np.uint8,
+    "INT16": np.int16,
+    "BOOL": np.bool_,
+    "FLOAT64": np.float64,
+}
+
+
+def schema() -> Any:
+    """The TFLite flatbuffer schema module (ai-edge-litert's, else TensorFlow's)."""
+    try:
+        from ai_edge_litert import schema_py_generated
+    except ImportError:  # pragma: no cover - depends on what is installed
+        from tensorflow.lite.python import schema_py_generated
+    return schema_py_generated
+
+
+def _names(enum_cls: Any) -> dict[int, str]:
+    return {v: k for k, v in vars(enum_cls).items() if not k.startswith("_")}
+
+
+def builtin_names() -> dict[int, str]:
+    return _names(schema().BuiltinOperator)
+
+
+def tensor_type_names() -> dict[int, str]:
+    return _names(schema().TensorType)
+
+
+def read_model(data: bytes | bytearray | memoryview) -> ModelT:
+    """Parse a flatbuffer into the schema's mutable object model."""
+    from ai_edge_litert.tools import flatbuffer_utils
+
+    return flatbuffer_utils.read_model_from_bytearray(data)
+
+
+def opcode_builtin(opcode: Any) -> int:
+    """The builtin code of an OperatorCode (new field, or the deprecated int8 one)."""
+    return int(max(opcode.builtinCode or 0, opcode.deprecatedBuiltinCode or 0))
+
+
+def buffer_bytes(model: ModelT, index: int) -> bytes:
+    b = model.buffers[index]
+    if b.data is None:
+        return b""
+    if isinstance(b.data, (bytes, bytearray, memoryview)):
+        return bytes(b.data)
+    return np.ascontiguousarray(b.data, dtype=np.uint8).tobytes()
+
+
+def tensor_array(model: ModelT, tensor: TensorT) -> np.ndarray | None:
+    """A constant tensor's value as a numpy array (None for activations)."""
+    raw = buffer_bytes(model, tensor.buffer)
+    if not raw:
+        return None
+    dtype = _NP_DTYPES.get(tensor_type_names().get(tensor.type, ""))
+    if dtype is None:
+        return None
+    shape = [int(s) for s in (tensor.shape if tensor.shape is not None else [])]
+    arr = np.frombuffer(raw, dtype=dtype)
+    return arr.reshape(shape) if arr.size == int(np.prod(shape)) else arr
+
+
+def constant_buffer_ids(model: ModelT) -> set[int]:
+    """Buffers that hold a constant tensor's data (not metadata, not empty)."""
+    ids = set()
+    for sg in model.subgraphs:
+        for t in sg.tensors:
+            data = model.buffers[t.buffer].data if t.buffer else None
+            if data is not None and len(data):
+                ids.add(int(t.buffer))
+    return ids
+
+
+# --- passes ---------------------------------------------------------------------------
+
+
+def dedup_buffers(model: ModelT) -> int:
+    """Point every tensor whose buffer bytes equal an earlier buffer's at that buffer.
+
+    Returns the number of bytes saved. Postcondition: no two referenced constant buffers
+    hold the same bytes.
+    """
+    first: dict[tuple[int, str], int] = {}
+    remap: dict[int, int] = {}
+    saved = 0
+    for bid in sorted(constant_buffer_ids(model)):
+        raw = buffer_bytes(model, bid)
+        key = (len(raw), hashlib.sha256(raw).hexdigest())
+        if key in first:
+            remap[bid] = first[key]
+            saved += len(raw)
+        else:
+            first[key] = bid
+    for sg in model.subgraphs:
+        for t in sg.tensors:
+            if t.buffer in remap:
+                t.buffer = remap[t.buffer]
+    drop_unused_buffers(model)
+    dups = duplicate_groups(model)
+    if dups:
+        raise PassError(f"dedup_buffers: {len(dups)} groups of identical buffers remain")
+    return saved
+
+
+def duplicate_groups(model: ModelT) -> list[list[int]]:
+    """Groups of constant buffers with identical bytes (empty when deduplicated)."""
+    by_hash: dict[str, list[int]] = defaultdict(list)
+    for bid in sorted(constant_buffer_ids(model)):
+        by_hash[hashlib.sha256(buffer_bytes(model, bid)).hexdigest()].append(bid)
+    return [ids for ids in by_hash.values() if len(ids) > 1]
+
+
+def drop_unused_buffers(model: ModelT) -> None:
+    """Remove buffers no tensor or metadata entry references; keep buffer 0 (the empty one)."""
+    used = {0}
+    for sg in model.subgraphs:
+        used.update(int(t.buffer) for t in sg.tensors)
+    for md in model.metadata or []:
+        used.add(int(md.buffer))
+    order = sorted(used)
+    new_index = {old: new for new, old in enumerate(order)}
+    model.buffers = [model.buffers[i] for i in order]
+    for sg in model.subgraphs:
+        for t in sg.tensors:
+            t.buffer = new_index[int(t.buffer)]
+    for md in model.metadata or []:
+        md.buffer = new_index[int(md.buffer)]
+
+
+def _opcode_index(model: ModelT, builtin: int, version: int) -> int:
+    s = schema()
+    for i, oc in enumerate(model.operatorCodes):
+        if opcode_builtin(oc) == builtin:
+            oc.version = max(int(oc.version), version)
+            return i
+    oc = s.OperatorCodeT()
+    oc.builtinCode = builtin
+    oc.deprecatedBuiltinCode = min(builtin, 127)
+    oc.version = version
+    model.operatorCodes.append(oc)
+    return len(model.operatorCodes) - 1
+
+
+def _add_const(model: ModelT, sg: Any, name: str, arr: np.ndarray, ttype: int) -> int:
+    s = schema()
+    buf = s.BufferT()
+    buf.data = np.frombuffer(arr.tobytes(), dtype=np.uint8).copy()
+    model.buffers.append(buf)
+    t = s.TensorT()
+    t.name = name.encode()
+    t.shape = list(arr.shape)
+    t.type = ttype
+    t.buffer = len(model.buffers) - 1
+    sg.tensors.append(t)
+    return len(sg.tensors) - 1
+
+
+def share_prefix_slices(model: ModelT) -> int:
+    """Replace constants that are leading slices of a larger constant by a SLICE of it.
+
+    Only float/int constants ≥ 1 KiB without quantization parameters, whose shape equals
+    the larger one's except on one axis, and whose bytes equal ``big[..., :n, ...]``.
+    Returns the number of weight bytes removed.
+    """
+    s = schema()
+    types = tensor_type_names()
+    consts: list[tuple[int, int, Any]] = []  # (subgraph, tensor index, tensor)
+    for si, sg in enumerate(model.subgraphs):
+        for ti, t in enumerate(sg.tensors):
+            raw_len = len(buffer_bytes(model, t.buffer))
+            q = t.quantization
+            quantized = q is not None and q.scale is not None and len(q.scale) > 0
+            sliceable = types.get(t.type) in ("FLOAT32", "FLOAT16", "INT32", "INT8")
+            if raw_len >= _MIN_SLICE_BYTES and not quantized and sliceable:
+                consts.append((si, ti, t))
+    by_buffer: dict[int, tuple[int, int, Any]] = {}
+    for c in consts:
+        by_buffer.setdefault(int(c[2].buffer), c)
+    arrays = {bid: tensor_array(model, c[2]) for bid, c in by_buffer.items()}
+    replaced: dict[int, tuple[int, int]] = {}  # small buffer -> (big buffer, axis)
+    for small_bid, (_, _, st) in by_buffer.items():
+        sa = arrays[small_bid]
+        best: tuple[int, int] | None = None
+        for big_bid, (_, _, bt) in by_buffer.items():
+            ba = arrays[big_bid]
+            if big_bid == small_bid or sa is None or ba is None or bt.type != st.type:
+                continue
+            if sa.ndim != ba.ndim or sa.ndim == 0 or ba.size <= sa.size:
+                continue
+            diff = [ax for ax in range(sa.ndim) if sa.shape[ax] != ba.shape[ax]]
+            if len(diff) != 1 or sa.shape[diff[0]] > ba.shape[diff[0]]:
+                continue
+            ax = diff[0]
+            if np.array_equal(np.take(ba, np.arange(sa.shape[ax]), axis=ax), sa) and (
+                best is None or ba.size > arrays[best[0]].size  # type: ignore[union-attr]
+            ):
+                best = (big_bid, ax)
+        if best is not None:
+            replaced[small_bid] = best
+    # Chains (32 ⊂ 64 ⊂ 128): always slice from a buffer that is itself kept.
+    for small, (big, _) in list(replaced.items()):
+        while big in replaced:
+            big = replaced[big][0]
+        replaced[small] = (big, 0)
+    if not replaced:
+        return 0
+    slice_code = s.BuiltinOperator.SLICE
+    removed = 0
+    for si, sg in enumerate(model.subgraphs):
+        new_ops = []
+        big_tensor_in_sg: dict[int, int] = {}
+        for ti, t in enumerate(list(sg.tensors)):
+            bid = int(t.buffer)
+            if bid not in replaced:
+                continue
+            big_bid = replaced[bid][0]
+            big_arr = arrays[big_bid]
+            assert big_arr is not None
+            if big_bid not in big_tensor_in_sg:
+                existing = [i for i, x in enumerate(sg.tensors) if int(x.buffer) == big_bid]
+                if existing:
+                    big_tensor_in_sg[big_bid] = existing[0]
+                else:
+                    bt = s.TensorT()
+                    bt.name = (t.name or b"const") + b"/full"
+                    bt.shape = list(big_arr.shape)
+                    bt.type = t.type
+                    bt.buffer = big_bid
+                    sg.tensors.append(bt)
+                    big_tensor_in_sg[big_bid] = len(sg.tensors) - 1
+            shape = [int(d) for d in t.shape]
+            begin = _add_const(
+                model,
+                sg,
+                f"slice_begin/{si}/{ti}",
+                np.zeros(len(shape), np.int32),
+                s.TensorType.INT32,
+            )
+            size = _add_const(
+                model, sg, f"slice_size/{si}/{ti}", np.asarray(shape, np.int32), s.TensorType.INT32
+            )
+            op = s.OperatorT()
+            op.opcodeIndex = _opcode_index(
+                model, slice_code, 1 if types.get(t.type) == "FLOAT32" else 2
+            )
+            op.inputs = [big_tensor_in_sg[big_bid], begin, size]
+            op.outputs = [ti]
+            op.builtinOptionsType = s.BuiltinOptions.SliceOptions
+            op.builtinOptions = s.SliceOptionsT()
+            new_ops.append(op)
+            removed += len(buffer_bytes(model, bid))
+            t.buffer = 0
+        sg.operators = new_ops + list(sg.operators)
+    drop_unused_buffers(model)
+    return removed
+
+
+def _short_name(name: str) -> str:
+    """``pkg.mod.Class_attr/pkg.Class_sub;fused`` → ``attr/sub``."""
+    first = name.split(";")[0]
+    parts = [p.rsplit("_", 1)[-1] if "." in p.split("_", 1)[0] else p for p in first.split("/")]
+    return "/".join([p for p in parts if p][-2:])[-40:]
+
+
+def compact_names(model: ModelT, param_names: Mapping[str, str] | None = None) -> int:
+    """Shorten tensor names; name constants after the parameter whose bytes they hold.
+
+    ``param_names`` maps a sha256 of raw bytes → parameter name (see
+    :func:`param_hashes`). Names stay unique across the whole model (quantizers key tensors by name). Returns bytes saved.
+    """
+    before = 0
+    after = 0
+    seen: dict[str, int] = {}  # global: ai-edge-quantizer keys tensors by name model-wide
+    for sg in model.subgraphs:
+        for t in sg.tensors:
+            old = (t.name or b"").decode("utf-8", "replace")
+            before += len(old)
+            new = None
+            if param_names and t.buffer:
+                raw = buffer_bytes(model, t.buffer)
+                if raw:
+                    new = param_names.get(hashlib.sha256(raw).hexdigest())
+            if new is None:
+                new = _short_name(old) or "t"
+            if new in seen:
+                seen[new] += 1
+                new = f"{new}:{seen[new]}"
+            else:
+                seen[new] = 0
+            t.name = new.encode()
+            after += len(new)
+    return before - after
+
+
+def param_hashes(named_arrays: Iterable[tuple[str, np.ndarray]]) -> dict[str, str]:
+    """sha256 of each parameter's bytes (as stored and transposed) → its name."""
+    out: dict[str, str] = {}
+    for name, arr in named_arrays:
+        a = np.ascontiguousarray(arr, dtype=np.float32)
+        variants = [a]
+        if a.ndim == 2:
+            variants.append(np.ascontiguousarray(a.T))
+        if a.ndim == 1:
+            variants.append(a.reshape(1, 1, -1))
+        for v in variants:
+            out.setdefault(hashlib.sha256(v.tobytes()).hexdigest(), name)
+    return out
+
+
+def set_metadata(model: ModelT, name: str, payload: Mapping[str, Any]) -> None:
+    """Store a JSON object as a named metadata buffer (TFLite ignores unknown metadata)."""
+    s = schema()
+    data = np.frombuffer(json.dumps(payload, sort_keys=True).encode(), dtype=np.uint8).copy()
+    for md in model.metadata or []:
+        if (md.name or b"").decode() == name:
+            model.buffers[md.buffer].data = data
+            return
+    buf = s.BufferT()
+    buf.data = data
+    model.buffers.append(buf)
+    md = s.MetadataT()
+    md.name = name.encode()
+    md.buffer = len(model.buffers) - 1
+    model.metadata = [*(model.metadata or []), md]
+
+
+def get_metadata(model: ModelT, name: str = METADATA_NAME) -> dict[str, Any] | None:
+    for md in model.metadata or []:
+        if (md.name or b"").decode() == name:
+            try:
+                data: dict[str, Any] = json.loads(buffer_bytes(model, md.buffer).decode())
+                return data
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                return None
+    return None
+
+
+# --- writing --------------------------------------------------------------------------
+
+
+def _aligned_buffer_pack(self: Any, builder: Any) -> int:
+    """BufferT.Pack with the schema's ``force_align: 16`` honoured for the data vector."""
+    s = schema()
+    data_off = None
+    if self.data is not None:
+        data = self.data
+        payload = (
+            bytes(data)
+            if isinstance(data, (bytes, bytearray, memoryview))
+            else np.ascontiguousarray(data, dtype=np.uint8).tobytes()
+        )
+        builder.StartVector(1, len(payload), 16)
+        builder.head = builder.head - len(payload)
+        builder.Bytes[builder.head : builder.head + len(payload)] = payload
+        builder.vectorNumElems = len(payload)
+        data_off = builder.EndVector()
+    s.BufferStart(builder)
+    if data_off is not None:
+        s.BufferAddData(builder, data_off)
+    if self.offset:
+        s.BufferAddOffset(builder, self.offset)
+    if self.size:
+        s.BufferAddSize(builder, self.size)
+    return int(s.BufferEnd(builder))
+
+
+def _quant_key(q: Any) -> tuple[Any, ...]:
+    def raw(v: Any) -> bytes:
+        return b"" if v is None else np.asarray(v).tobytes()
+
+    return (
+        raw(q.scale),
+        raw(q.zeroPoint),
+        raw(q.min),
+        raw(q.max),
+        int(q.quantizedDimension or 0),
+        int(q.detailsType or 0),
+        q.details is None,
+        q.blockwise is None if hasattr(q, "blockwise") else True,
+    )
+
+
+def write_model(model: ModelT) -> bytes:
+    """Serialize ``model``: buffer data 16-byte aligned, identical quantization tables shared.
+
+    A shared weight appears as one tensor per signature subgraph (and ai-edge-quantizer
+    gives each its own QuantizationParameters): per-channel scales and int64 zero points
+    are 12 bytes per output channel, repeated per tensor. FlatBuffers allows one table to
+    be referenced from many places, so each distinct quantization table is written once.
+    """
+    import flatbuffers
+
+    s = schema()
+    cache: dict[tuple[Any, ...], int] = {}
+
+    class _AlignedBufferT(s.BufferT):  # type: ignore[name-defined]
+        Pack = _aligned_buffer_pack
+
+    base_pack = s.QuantizationParametersT.Pack
+
+    def shared_pack(self: Any, builder: Any) -> int:
+        key = _quant_key(self)
+        if key not in cache:
+            cache[key] = base_pack(self, builder)
+        return cache[key]
+
+    class _SharedQuantT(s.QuantizationParametersT):  # type: ignore[name-defined]
+        Pack = shared_pack
+
+    swapped: list[tuple[Any, type]] = []
+    for b in model.buffers:
+        swapped.append((b, b.__class__))
+        b.__class__ = _AlignedBufferT
+    for sg in model.subgraphs:
+        for t in sg.tensors:
+            if t.quantization is not None and t.quantization.details is None:
+                swapped.append((t.quantization, t.quantization.__class__))
+                t.quantization.__class__ = _SharedQuantT
+    try:
+        builder = flatbuffers.Builder(1024 * 1024)
+        root = model.Pack(builder)
+        builder.Finish(root, file_identifier=b"TFL3")
+        out = bytes(builder.Output())
+    finally:
+        for obj, cls in swapped:
+            obj.__class__ = cls
+    return out
+
+
+def int8_outputs(model: ModelT) -> list[str]:
+    """Drop the DEQUANTIZE in front of each signature output whose input is int8.
+
+    For full-integer delegates that want int8 I/O (``--int8-io``); the output tensor then
+    carries its scale and zero point, which the runner (and an app) apply. Inputs stay
+    int32 token ids: ids are indices, there is nothing to quantize. Returns the outputs
+    changed.
+    """
+    types = tensor_type_names()
+    names = builtin_names()
+    changed = []
+    for sd in model.signatureDefs or []:
+        sg = model.subgraphs[sd.subgraphIndex]
+        producer = {o: i for i, op in enumerate(sg.operators) for o in op.outputs}
+        consumers: dict[int, int] = defaultdict(int)
+        for op in sg.operators:
+            for i in op.inputs:
+                consumers[int(i)] += 1
+        drop = set()
+        for tm in sd.outputs:
+            ti = int(tm.tensorIndex)
+            pi = producer.get(ti)
+            if pi is None:
+                continue
+            op = sg.operators[pi]
+            if names.get(opcode_builtin(model.operatorCodes[op.opcodeIndex])) != "DEQUANTIZE":
+                continue
+            qi = int(op.inputs[0])
+            if types.get(sg.tensors[qi].type) not in ("INT8", "UINT8") or consumers[ti]:
+                continue
+            tm.tensorIndex = qi
+            sg.outputs = [qi if int(o) == ti else int(o) for o in sg.outputs]
+            drop.add(pi)
+            changed.append(tm.name.decode())
+        sg.operators = [op for i, op in enumerate(sg.operators) if i not in drop]
+    return sorted(set(changed))
+
+
+def strip_activation_names(model: ModelT) -> int:
+    """Drop the names of activation tensors that are not signature inputs/outputs.
+
+    Run last, after quantization (ai-edge-quantizer keys calibration by name). Weights
+    keep their parameter names and I/O keeps its names; an activation's name is debug
+    information only, and ~25 bytes × every tensor of every signature is most of the
+    graph overhead of a small model. Returns bytes saved.
+    """
+    keep: set[tuple[int, int]] = set()
+    for sd in model.signatureDefs or []:
+        for tm in [*(sd.inputs or []), *(sd.outputs or [])]:
+            keep.add((int(sd.subgraphIndex), int(tm.tensorIndex)))
+    saved = 0
+    for si, sg in enumerate(model.subgraphs):
+        for ti, t in enumerate(sg.tensors):
+            if (si, ti) in keep or t.name is None:
+                continue
+            data = model.buffers[t.buffer].data if t.buffer else None
+            if data is not None and len(data):
+                continue
+            saved += len(t.name)
+            t.name = None
+    return saved
+
+
+def float_outputs(model: ModelT) -> list[str]:
+    """Give every int8 signature output a DEQUANTIZE to float32 (the default I/O).
+
+    ai-edge-quantizer's static recipe leaves the last op's int8 output as the model
+    output; apps and ``verify`` expect float logits unless ``--int8-io`` was asked.
+    Returns the outputs changed.
+    """
+    s = schema()
+    types = tensor_type_names()
+    changed = []
+    for sd in model.signatureDefs or []:
+        sg = model.subgraphs[sd.subgraphIndex]
+        for tm in sd.outputs:
+            qi = int(tm.tensorIndex)
+            qt = sg.tensors[qi]
+            if types.get(qt.type) not in ("INT8", "UINT8", "INT16"):
+                continue
+            ft = s.TensorT()
+            ft.name = tm.name or b"output"
+            qt.name = ft.name + b"/int8"
+            ft.shape = list(qt.shape)
+            ft.type = s.TensorType.FLOAT32
+            ft.buffer = 0
+            sg.tensors.append(ft)
+            fi = len(sg.tensors) - 1
+            op = s.OperatorT()
+            # DEQUANTIZE v1 reads uint8, v2 adds int8/int16 (TFLite op versioning).
+            version = 1 if types.get(qt.type) == "UINT8" else 2
+            op.opcodeIndex = _opcode_index(model, s.BuiltinOperator.DEQUANTIZE, version)
+            op.inputs, op.outputs = [qi], [fi]
+            sg.operators.append(op)
+            tm.tensorIndex = fi
+            sg.outputs = [fi if int(o) == qi else int(o) for o in sg.outputs]
+            changed.append(tm.name.decode())
+    return sorted(set(changed))
+
+
+def unfold_scaled_copies(model: ModelT) -> int:
+    """Undo a constant fold that turned a tied weight into a second, scaled copy.
+
+    The MLM decoder is tied to the V×E word table, but the converter folds the head's
+    LayerNorm gamma into the decoder's FULLY_CONNECTED weight (W' = W · diag(γ)), which
+    stores a second V×E table (+33 % of an ALBERT-base file). When an FC weight ``B``
+    equals another constant ``A`` scaled per input column (``B = A * γ``, checked to
+    float32 rounding), the FC reads ``A`` again and a MUL by γ ([E] floats) goes in front
+    of it: the same function, the table stored once. Returns weight bytes removed.
+    """
+    s = schema()
+    types = tensor_type_names()
+    names = builtin_names()
+    floats: dict[int, np.ndarray] = {}
+    for sg in model.subgraphs:
+        for t in sg.tensors:
+            if (
+                t.buffer
+                and types.get(t.type) == "FLOAT32"
+                and t.shape is not None
+                and len(t.shape) == 2
+            ) and (
+                int(t.buffer) not in floats
+                and len(buffer_bytes(model, t.buffer)) >= _MIN_SLICE_BYTES
+            ):
+                arr = tensor_array(model, t)
+                if arr is not None and arr.ndim == 2:
+                    floats[int(t.buffer)] = arr
+    fc_weight_buffers: set[int] = set()
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            if names.get(opcode_builtin(model.operatorCodes[op.opcodeIndex])) == "FULLY_CONNECTED":
+                fc_weight_buffers.add(int(sg.tensors[op.inputs[1]].buffer))
+    matches: dict[int, tuple[int, np.ndarray]] = {}
+    for b_id in fc_weight_buffers & set(floats):
+        B = floats[b_id]
+        for a_id, A in floats.items():
+            if a_id == b_id or A.shape != B.shape or a_id in matches:
+                continue
+            rows = np.abs(A).argmax(axis=0)
+            cols = np.arange(A.shape[1])
+            pivot = A[rows, cols]
+            if np.any(pivot == 0):
+                continue
+            gamma = (B[rows, cols] / pivot).astype(np.float32)
+            scale = float(np.abs(B).max()) or 1.0
+            if float(np.abs(A * gamma[None, :] - B).max()) <= 1e-6 * scale:
+                matches[b_id] = (a_id, gamma)
+                break
+    if not matches:
+        return 0
+    removed = 0
+    mul_code = s.BuiltinOperator.MUL
+    for si, sg in enumerate(model.subgraphs):
+        new_ops = []
+        for op in sg.operators:
+            name = names.get(opcode_builtin(model.operatorCodes[op.opcodeIndex]))
+            w = sg.tensors[op.inputs[1]] if name == "FULLY_CONNECTED" else None
+            if w is None or int(w.buffer) not in matches:
+                new_ops.append(op)
+                continue
+            a_id, gamma = matches[int(w.buffer)]
+            x = sg.tensors[op.inputs[0]]
+            g_idx = _add_const(
+                model, sg, f"unfolded_scale/{si}/{len(new_ops)}", gamma, s.TensorType.FLOAT32
+            )
+            xs = s.TensorT()
+            xs.name = (x.name or b"x") + b"/scaled"
+            xs.shape = list(x.shape)
+            xs.type = s.TensorType.FLOAT32
+            xs.buffer = 0
+            sg.tensors.append(xs)
+            xs_idx = len(sg.tensors) - 1
+            mul = s.OperatorT()
+            mul.opcodeIndex = _opcode_index(model, mul_code, 1)
+            mul.inputs, mul.outputs = [int(op.inputs[0]), g_idx], [xs_idx]
+            mul.builtinOptionsType = s.BuiltinOptions.MulOptions
+            mul.builtinOptions = s.MulOptionsT()
+            new_ops.append(mul)
+            at = s.TensorT()
+            at.name = (w.name or b"w") + b"/tied"
+            at.shape = list(w.shape)
+            at.type = w.type
+            at.buffer = a_id
+            sg.tensors.append(at)
+            op.inputs = [xs_idx, len(sg.tensors) - 1, *list(op.inputs[2:])]
+            new_ops.append(op)
+        sg.operators = new_ops
+    for sg in model.subgraphs:
+        used = {int(i) for op in sg.operators for i in op.inputs}
+        for ti, t in enumerate(sg.tensors):
+            if int(t.buffer) in matches and ti not in used:
+                t.buffer = 0  # the scaled copy no operator reads any more
+    still_used = {int(t.buffer) for sg in model.subgraphs for t in sg.tensors}
+    removed = sum(len(buffer_bytes(model, b)) for b in matches if b not in still_used)
+    drop_unused_buffers(model)
+    return removed

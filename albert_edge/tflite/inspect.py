@@ -1,0 +1,202 @@
+"""``inspect model.tflite``: what the flatbuffer holds, measured from its bytes.
+
+The same artifact keys as the ONNX inspector (``file_bytes``, ``unique_tensor_bytes``,
+``duplicate_tensor_bytes``, ``floor_bytes``, ``ratio_to_floor``,
+``factorized_embedding_intact``, quantized FULLY_CONNECTED / BATCH_MATMUL counts), plus
+the signatures, the builtin op versions the file needs, and whether tflite-runtime 2.14
+could load it.
+
+Definitions:
+- a *constant tensor* is one whose buffer holds data; ``unique_tensor_bytes`` counts each
+  distinct byte content once, ``duplicate_tensor_bytes`` the rest (buffers with equal
+  bytes; tensors sharing one buffer are not duplicates, that is how sharing looks);
+- ``floor_bytes`` = ``unique_tensor_bytes``: the unique parameters actually exported, at
+  the precision they are stored in; ``ratio_to_floor`` = ``file_bytes / floor_bytes``
+  (graph structure, quantization scales and any duplicate are the overhead it measures).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from albert_edge.errors import AlbertEdgeError
+
+_ITEMSIZE = {
+    "FLOAT32": 4,
+    "FLOAT16": 2,
+    "INT32": 4,
+    "INT64": 8,
+    "INT8": 1,
+    "UINT8": 1,
+    "INT16": 2,
+    "BOOL": 1,
+    "FLOAT64": 8,
+    "INT4": 1,
+}
+_MATMULS = ("FULLY_CONNECTED", "BATCH_MATMUL")
+_INT_TYPES = ("INT8", "UINT8", "INT16", "INT4")
+
+
+def _tensor_info(t: Any, types: dict[int, str]) -> dict[str, Any]:
+    return {
+        "shape": [int(d) for d in (t.shape if t.shape is not None else [])],
+        "dtype": types.get(t.type, str(t.type)).lower(),
+    }
+
+
+def analyze_model(model: Any, file_bytes: int) -> dict[str, Any]:
+    """The inspect report of a parsed model (see module docstring for definitions)."""
+    from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite.op_versions import check_runtime
+
+    types = fb.tensor_type_names()
+    ops = fb.builtin_names()
+    const_ids = fb.constant_buffer_ids(model)
+    by_hash: dict[str, list[int]] = {}
+    sizes: dict[int, int] = {}
+    for bid in sorted(const_ids):
+        raw = fb.buffer_bytes(model, bid)
+        sizes[bid] = len(raw)
+        by_hash.setdefault(hashlib.sha256(raw).hexdigest(), []).append(bid)
+    unique = sum(sizes[ids[0]] for ids in by_hash.values())
+    duplicate = sum(sizes[i] for ids in by_hash.values() for i in ids[1:])
+
+    # Parameters: elements of each distinct constant buffer, via the first tensor using it.
+    first_tensor: dict[int, Any] = {}
+    for sg in model.subgraphs:
+        for t in sg.tensors:
+            if int(t.buffer) in const_ids:
+                first_tensor.setdefault(int(t.buffer), t)
+    unique_params = 0
+    for ids in by_hash.values():
+        t = first_tensor[ids[0]]
+        unique_params += sizes[ids[0]] // _ITEMSIZE.get(types.get(t.type, ""), 1)
+
+    op_versions: dict[str, int] = {}
+    for oc in model.operatorCodes or []:
+        name = ops.get(fb.opcode_builtin(oc), "CUSTOM")
+        if name == "CUSTOM" and oc.customCode:
+            name = "CUSTOM:" + oc.customCode.decode()
+        op_versions[name] = max(op_versions.get(name, 0), int(oc.version))
+
+    op_counts: Counter[str] = Counter()
+    matmul = {k: {"total": 0, "quantized": 0} for k in _MATMULS}
+    float_compute: Counter[str] = Counter()
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            name = ops.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex]), "CUSTOM")
+            op_counts[name] += 1
+            in_types = [types.get(sg.tensors[i].type, "") for i in op.inputs if i >= 0]
+            if name in matmul:
+                matmul[name]["total"] += 1
+                if any(t in _INT_TYPES for t in in_types):
+                    matmul[name]["quantized"] += 1
+            if name not in ("QUANTIZE", "DEQUANTIZE", "CAST", "EMBEDDING_LOOKUP", "GATHER") and any(
+                types.get(sg.tensors[i].type, "") == "FLOAT32" for i in op.outputs
+            ):
+                float_compute[name] += 1
+
+    meta = fb.get_metadata(model) or {}
+    signatures = []
+    for sd in model.signatureDefs or []:
+        sg = model.subgraphs[sd.subgraphIndex]
+        ins = [
+            {"name": tm.name.decode(), **_tensor_info(sg.tensors[tm.tensorIndex], types)}
+            for tm in sd.inputs
+        ]
+        outs = [
+            {"name": tm.name.decode(), **_tensor_info(sg.tensors[tm.tensorIndex], types)}
+            for tm in sd.outputs
+        ]
+        id_input = next((i for i in ins if i["name"] == "input_ids"), None)
+        signatures.append(
+            {
+                "name": sd.signatureKey.decode(),
+                "seq_len": id_input["shape"][-1] if id_input else None,
+                "inputs": ins,
+                "outputs": outs,
+            }
+        )
+
+    # Factorized embedding: the V×E table and the E×H projection are separate tensors and
+    # no V×H tensor exists. Dimensions from our metadata, else from the largest table.
+    shapes = {tuple(int(d) for d in first_tensor[b].shape) for b in const_ids}
+    cfg = meta.get("config", {})
+    V, E, H = cfg.get("vocab_size"), cfg.get("embedding_size"), cfg.get("hidden_size")
+    if V is None and shapes:
+        big = max(shapes, key=lambda s: int(np.prod(s)) if s else 0)
+        V, E = ((*big, None, None))[:2] if len(big) == 2 else (None, None)
+    factorized: bool | None = None
+    if V and E:
+        has_table = (V, E) in shapes
+        if H is None or H == E:
+            factorized = has_table
+        else:
+            has_proj = (H, E) in shapes or (E, H) in shapes
+            no_vh = not any(int(np.prod(s)) == V * H for s in shapes if s)
+            factorized = has_table and has_proj and no_vh
+
+    min_runtime = None
+    for md in model.metadata or []:
+        if (md.name or b"").decode() == "min_runtime_version":
+            min_runtime = fb.buffer_bytes(model, md.buffer).rstrip(b"\x00").decode(errors="replace")
+    offending = check_runtime(op_versions)
+    floor = unique or 1
+    return {
+        "format": "tflite",
+        "file_bytes": file_bytes,
+        "floor_bytes": unique,
+        "ratio_to_floor": round(file_bytes / floor, 4),
+        "unique_tensor_bytes": unique,
+        "duplicate_tensor_bytes": duplicate,
+        "duplicate_buffer_groups": sum(1 for ids in by_hash.values() if len(ids) > 1),
+        "unique_params": unique_params,
+        "constant_buffers": len(const_ids),
+        "buffers": len(model.buffers),
+        "subgraphs": len(model.subgraphs),
+        "tensors": sum(len(sg.tensors) for sg in model.subgraphs),
+        "operators": sum(len(sg.operators) for sg in model.subgraphs),
+        "factorized_embedding_intact": factorized,
+        "quantized_fully_connected": matmul["FULLY_CONNECTED"]["quantized"],
+        "quantized_batch_matmul": matmul["BATCH_MATMUL"]["quantized"],
+        "matmul_ops": matmul,
+        "float_compute_ops": dict(sorted(float_compute.items())),
+        "op_counts": dict(sorted(op_counts.items())),
+        "op_versions": dict(sorted(op_versions.items())),
+        "signatures": signatures,
+        "min_runtime_version": min_runtime,
+        "tflite_runtime_2_14": {
+            "loads_on_tflite_runtime_2_14": not offending,
+            "offending_ops": offending,
+        },
+        "loads_on_tflite_runtime_2_14": not offending,
+        "albert_edge": meta or None,
+    }
+
+
+def inspect_tflite(path: str | Path) -> dict[str, Any]:
+    """Parse ``path`` and report it (see module docstring)."""
+    from albert_edge.tflite import flatbuffer as fb
+
+    p = Path(path)
+    if not p.is_file():
+        raise AlbertEdgeError(f"{p}: no such .tflite file")
+    data = p.read_bytes()
+    if len(data) < 8 or data[4:8] != b"TFL3":
+        raise AlbertEdgeError(
+            f"{p}: not a TFLite flatbuffer (no TFL3 identifier); pass a .tflite file"
+        )
+    try:
+        model = fb.read_model(data)
+    except Exception as exc:
+        raise AlbertEdgeError(
+            f"{p}: corrupt TFLite flatbuffer ({type(exc).__name__}); re-convert it"
+        ) from None
+    report = analyze_model(model, len(data))
+    report["path"] = str(p)
+    return report

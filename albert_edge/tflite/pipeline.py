@@ -1,0 +1,374 @@
+"""``convert --to tflite``: PyTorch ALBERT → one multi-signature ``model.tflite``.
+
+Stages (each small, each checked): export (litert-torch, one signature per sequence
+bucket) → flatbuffer passes (re-tie the MLM decoder to the word table, share
+position-embedding prefixes, dedup buffers, compact names) → quantize (ai-edge-quantizer) → passes again (dedup, int8 outputs) → metadata →
+postconditions (no duplicate buffers, factorized embedding intact, no weight stored
+twice) → parity against PyTorch → verification.
+
+Signatures are batch 1 (what a phone runs; the Python runner loops over batch items).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from albert_edge.errors import PassError, QuantizationError, UnsupportedError, VerificationError
+
+if TYPE_CHECKING:
+    from albert_edge.checkpoint import Checkpoint
+    from albert_edge.options import ConvertOptions
+
+MODEL_FILE = "model.tflite"
+DEFAULT_BUCKET = 128
+FP32_TOLERANCE = 1e-4
+
+# Chosen per precision by measurement (benchmarks/tflite_routes.py on an albert-base shape,
+# results in benchmarks/results/tflite_routes.md): size, XNNPACK latency, error vs PyTorch.
+# The alternative measured for every precision is TF's converter on a TF ALBERT built from
+# the same weights (converters/tflite_keras.py), plus litert-torch's own PT2E int8.
+ROUTES: dict[str, tuple[str, str]] = {
+    "fp32": (
+        "litert-torch",
+        "measured even with the TF converter (46.68 vs 46.65 MB, latency "
+        "within noise, both ~7e-7 error); litert-torch converts every transformers head "
+        "directly, the TF route needs a second ALBERT implementation (2 heads)",
+    ),
+    "fp16": (
+        "litert-torch+ai-edge-quantizer",
+        "fp16 casting of the deduplicated float model: "
+        "same size as TF's float16 converter (23.46 vs 23.38 MB), half its error, not slower",
+    ),
+    "int8-dynamic": (
+        "litert-torch+ai-edge-quantizer",
+        "same size/latency as TF's dynamic range "
+        "(11.95 vs 11.92 MB), but TF stamps FULLY_CONNECTED v12 (no tflite-runtime "
+        "2.14); litert-torch's PT2E dynamic quant_config quantized 0 of 150 matmuls",
+    ),
+    "int8-full": (
+        "litert-torch+ai-edge-quantizer",
+        "33% smaller than TF's full-integer converter "
+        "(12.3 vs 18.4 MB; shared-weight inputs calibrated to one range so biases are "
+        "stored once), all ops integer; TF's is faster on CPU XNNPACK, but int8-full "
+        "targets NPU/DSP delegates — on CPU use int8-dynamic (~3x faster than either)",
+    ),
+}
+
+
+def default_seq_lens(ckpt: Checkpoint) -> tuple[int, ...]:
+    return (min(DEFAULT_BUCKET, int(ckpt.config.max_position_embeddings)),)
+
+
+def _check_seq_lens(ckpt: Checkpoint, seq_lens: tuple[int, ...]) -> tuple[int, ...]:
+    limit = int(ckpt.config.max_position_embeddings)
+    too_long = [s for s in seq_lens if s > limit]
+    if too_long:
+        raise UnsupportedError(
+            f"{ckpt.path}: --seq-lens {','.join(map(str, too_long))} exceed the checkpoint's "
+            f"max_position_embeddings={limit}; use lengths <= {limit}"
+        )
+    if any(s < 2 for s in seq_lens):
+        raise UnsupportedError("--seq-lens must be at least 2 ([CLS] and [SEP])")
+    return tuple(sorted(set(seq_lens)))
+
+
+def seq_outputs(ckpt: Checkpoint) -> list[str]:
+    """Outputs with a sequence axis, found by running the model at two lengths."""
+    import torch
+
+    lens = (3, 4)
+    shapes = []
+    for n in lens:
+        shape = (1, 1, n) if ckpt.head.choices_axis else (1, n)
+        with torch.no_grad():
+            out = ckpt.model(
+                input_ids=torch.full(shape, 5),
+                attention_mask=torch.ones(shape, dtype=torch.long),
+                token_type_ids=torch.zeros(shape, dtype=torch.long),
+                return_dict=True,
+            )
+        shapes.append({k: tuple(getattr(out, k).shape) for k in ckpt.head.outputs})
+    return [k for k in ckpt.head.outputs if shapes[0][k] != shapes[1][k]]
+
+
+def model_unique_params(ckpt: Checkpoint) -> int:
+    """Elements of the PyTorch model's distinct parameters (tied ones once)."""
+    seen = set()
+    total = 0
+    for p in ckpt.model.parameters():
+        if p.data_ptr() not in seen:
+            seen.add(p.data_ptr())
+            total += p.numel()
+    return total
+
+
+def _calibration(ckpt: Checkpoint, options: ConvertOptions, seq_lens: tuple[int, ...]) -> Any:
+    from albert_edge.data import load_calibration_texts
+    from albert_edge.tflite.quantize import calibration_feeds
+
+    if options.precision != "int8-full":
+        return None, None
+    if options.calibration is None:
+        raise QuantizationError(
+            "--precision int8-full needs calibration sentences: pass --calibration FILE "
+            "(SST-2 train .tsv or one sentence per line)"
+        )
+    if options.calibration_method != "minmax":
+        raise UnsupportedError(
+            f"--calibration-method {options.calibration_method} is ONNX-only; TFLite int8-full "
+            "calibrates min/max ranges (ai-edge-quantizer); drop the flag"
+        )
+    texts = load_calibration_texts(options.calibration, options.num_calibration)
+    feeds = calibration_feeds(
+        ckpt.tokenizer(), texts, list(seq_lens), choices_axis=ckpt.head.choices_axis
+    )
+    return feeds, {
+        "file": str(options.calibration),
+        "sentences": len(texts),
+        "per_signature": {k: len(v) for k, v in feeds.items()},
+    }
+
+
+def build_tflite(
+    ckpt: Checkpoint, options: ConvertOptions, seq_lens: tuple[int, ...], calibration: Any = None
+) -> tuple[bytes, dict[str, Any]]:
+    """The finished flatbuffer bytes and what each stage did."""
+    from albert_edge.tflite import flatbuffer as fb
+    from converters.tflite_export import export_litert_torch
+
+    stages: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    raw = export_litert_torch(ckpt.model, ckpt.head, seq_lens)
+    stages["export"] = {
+        "tool": "litert-torch",
+        "bytes": len(raw),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+
+    model = fb.read_model(raw)
+    stages["unfold_scaled_copies"] = {"bytes_removed": fb.unfold_scaled_copies(model)}
+    stages["share_prefix_slices"] = {"bytes_removed": fb.share_prefix_slices(model)}
+    stages["dedup_buffers"] = {"bytes_removed": fb.dedup_buffers(model)}
+    hashes = fb.param_hashes(
+        (n, p.detach().cpu().numpy()) for n, p in ckpt.model.named_parameters()
+    )
+    stages["compact_names"] = {"bytes_removed": fb.compact_names(model, hashes)}
+    data = fb.write_model(model)
+
+    if options.precision != "fp32":
+        from albert_edge.tflite.quantize import quantize_flatbuffer
+
+        t0 = time.perf_counter()
+        try:
+            data = quantize_flatbuffer(
+                data,
+                options.precision,
+                per_channel=options.per_channel,
+                quantize_embeddings=options.quantize_embeddings,
+                calibration=calibration,
+            )
+        except QuantizationError:
+            raise
+        except Exception as exc:
+            raise QuantizationError(
+                f"ai-edge-quantizer failed for {options.precision} ({type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:200]})"
+            ) from None
+        stages["quantize"] = {
+            "tool": "ai-edge-quantizer",
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+        model = fb.read_model(data)
+        stages["dedup_buffers_after_quantize"] = {"bytes_removed": fb.dedup_buffers(model)}
+        if options.int8_io:
+            stages["int8_outputs"] = {"outputs": fb.int8_outputs(model)}
+        else:
+            stages["float_outputs"] = {"outputs": fb.float_outputs(model)}
+        fb.drop_unused_buffers(model)
+
+    stages["strip_activation_names"] = {"bytes_removed": fb.strip_activation_names(model)}
+    cfg = ckpt.config
+    fb.set_metadata(
+        model,
+        fb.METADATA_NAME,
+        {
+            "head": ckpt.head.name,
+            "outputs": list(ckpt.head.outputs),
+            "seq_outputs": seq_outputs(ckpt),
+            "seq_lens": list(seq_lens),
+            "batch": 1,
+            "precision": options.precision,
+            "config": {
+                k: int(getattr(cfg, k))
+                for k in (
+                    "vocab_size",
+                    "embedding_size",
+                    "hidden_size",
+                    "num_hidden_layers",
+                    "num_hidden_groups",
+                    "inner_group_num",
+                    "num_attention_heads",
+                    "intermediate_size",
+                )
+            },
+        },
+    )
+    return fb.write_model(model), stages
+
+
+def check_postconditions(report: dict[str, Any], ckpt: Checkpoint) -> dict[str, Any]:
+    """What the artifact promises; a broken promise is a PassError (a bug, not user input)."""
+    checks = {
+        "no_duplicate_buffers": report["duplicate_tensor_bytes"] == 0,
+        "factorized_embedding_intact": report["factorized_embedding_intact"] is True,
+        # Every weight once: the file holds at most the model's parameters plus small
+        # converter constants (shape vectors, folded scalars) — never a second layer copy.
+        "weights_stored_once": report["unique_params"] <= model_unique_params(ckpt) * 1.02 + 4096,
+    }
+    failed = [k for k, ok in checks.items() if not ok]
+    if failed:
+        raise PassError(
+            f"TFLite postconditions failed: {', '.join(failed)} (a bug in albert-edge; report it)"
+        )
+    return checks
+
+
+def parity(
+    path: Path, ckpt: Checkpoint, seq_lens: tuple[int, ...], *, seed: int = 0
+) -> dict[str, Any]:
+    """Max abs error of every output vs PyTorch on random inputs, per bucket, batch 2."""
+    import torch
+
+    from albert_edge.tflite.runtime import LiteRTRunner
+
+    runner = LiteRTRunner(path, threads=2)
+    rng = np.random.default_rng(seed)
+    worst: dict[str, float] = {}
+    for L in seq_lens:
+        n = max(2, L - 3)  # not a bucket length: exercises padding and output slicing
+        shape = (2, 2, n) if ckpt.head.choices_axis else (2, n)
+        ids = rng.integers(5, int(ckpt.config.vocab_size), shape)
+        mask = np.ones(shape, dtype=np.int64)
+        mask[..., n // 2 + 1 :][0] = 0
+        tt = np.zeros(shape, dtype=np.int64)
+        tt[..., n // 2 :] = 1
+        got = runner.run({"input_ids": ids, "attention_mask": mask, "token_type_ids": tt})
+        with torch.no_grad():
+            ref = ckpt.model(
+                input_ids=torch.from_numpy(ids),
+                attention_mask=torch.from_numpy(mask),
+                token_type_ids=torch.from_numpy(tt),
+                return_dict=True,
+            )
+        for k in ckpt.head.outputs:
+            err = float(np.abs(got[k] - getattr(ref, k).numpy()).max())
+            worst[k] = max(worst.get(k, 0.0), err)
+    return {"max_abs_error": worst, "seq_lens": list(seq_lens), "batch": 2}
+
+
+def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> dict[str, Any]:
+    """Write ``out_dir/model.tflite`` and return the manifest (see module docstring)."""
+    from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite.inspect import analyze_model
+
+    seq_lens = _check_seq_lens(ckpt, tuple(options.seq_lens) or default_seq_lens(ckpt))
+    calibration, calib_info = _calibration(ckpt, options, seq_lens)  # fail fast, before export
+    data, stages = build_tflite(ckpt, options, seq_lens, calibration)
+    path = Path(out_dir) / MODEL_FILE
+    path.write_bytes(data)
+
+    report = analyze_model(fb.read_model(data), len(data))
+    checks = check_postconditions(report, ckpt)
+    if options.precision == "int8-full" and report["float_compute_ops"]:
+        ops = ", ".join(f"{k} x{v}" for k, v in report["float_compute_ops"].items())
+        raise UnsupportedError(
+            f"{ckpt.path}: int8-full left float ops that integer-only delegates (NNAPI, NPU, "
+            f"DSP) cannot take: {ops}; use --precision int8-dynamic for XNNPACK instead"
+        )
+    check = parity(path, ckpt, seq_lens)
+    if options.precision == "fp32":
+        bad = {k: v for k, v in check["max_abs_error"].items() if v > FP32_TOLERANCE}
+        if bad:
+            raise VerificationError(
+                f"{path.name}: fp32 output differs from PyTorch by {max(bad.values()):.2e} "
+                f"(> {FP32_TOLERANCE:g}) in {', '.join(bad)}; nothing was written"
+            )
+    route, why = ROUTES[options.precision]
+    sig0 = report["signatures"][0] if report["signatures"] else {"inputs": [], "outputs": []}
+    manifest: dict[str, Any] = {
+        "target": "tflite",
+        "source": {"path": str(ckpt.path), "kind": ckpt.source},
+        "head": ckpt.head.name,
+        "precision": options.precision,
+        "route": {"converter": route, "why": why},
+        "model_file": MODEL_FILE,
+        "inputs": [{**i, "shape": ["batch", *i["shape"][1:-1], "seq"]} for i in sig0["inputs"]],
+        "outputs": [o["name"] for o in sig0["outputs"]],
+        "signatures": report["signatures"],
+        "batch": {
+            "signature_batch": 1,
+            "note": "signatures are batch 1 (mobile); the Python runner loops over batch items",
+        },
+        "runtime": {
+            "interpreter": "ai-edge-litert (falls back to tflite-runtime, then tf.lite)",
+            "op_versions": report["op_versions"],
+            "loads_on_tflite_runtime_2_14": report["loads_on_tflite_runtime_2_14"],
+            "offending_ops_for_2_14": report["tflite_runtime_2_14"]["offending_ops"],
+        },
+        "sizes": {
+            "file_bytes": report["file_bytes"],
+            "unique_params": report["unique_params"],
+            "model_unique_params": model_unique_params(ckpt),
+            "unique_tensor_bytes": report["unique_tensor_bytes"],
+            "duplicate_tensor_bytes": report["duplicate_tensor_bytes"],
+            "floor_bytes": report["floor_bytes"],
+            "ratio_to_floor": report["ratio_to_floor"],
+        },
+        "quantization": {
+            "precision": options.precision,
+            "tool": "ai-edge-quantizer" if options.precision != "fp32" else None,
+            "weights": {
+                "fp32": "float32",
+                "fp16": "float16 (DEQUANTIZE in front, GPU delegates read fp16)",
+                "int8-dynamic": "int8, activations float (quantized on the fly)",
+                "int8-full": "int8 weights and activations",
+            }[options.precision],
+            "per_channel": options.per_channel,
+            "word_embeddings": (
+                "int8 per tensor"
+                if options.quantize_embeddings and options.precision.startswith("int8")
+                else "float16"
+                if options.precision == "fp16"
+                else "float32"
+            ),
+            "quantized_fully_connected": report["quantized_fully_connected"],
+            "quantized_batch_matmul": report["quantized_batch_matmul"],
+            "matmul_ops": report["matmul_ops"],
+            # Same keys as the ONNX manifest: FULLY_CONNECTED + BATCH_MATMUL ops.
+            "matmuls_total": sum(v["total"] for v in report["matmul_ops"].values()),
+            "matmuls_quantized": sum(v["quantized"] for v in report["matmul_ops"].values()),
+            "float_compute_ops": report["float_compute_ops"]
+            if options.precision == "int8-full"
+            else None,
+            "int8_io": options.int8_io,
+            "calibration": calib_info,
+        },
+        "factorized_embedding_intact": report["factorized_embedding_intact"],
+        "postconditions": checks,
+        "stages": stages,
+        "parity": check,
+    }
+    if options.verify:
+        try:
+            from albert_edge.verify import verify_against_reference
+        except ImportError:
+            manifest["verification"] = {"parity": check, "note": "albert_edge.verify not available"}
+        else:
+            manifest["verification"] = verify_against_reference(
+                path, ckpt, precision=options.precision
+            )
+    return manifest

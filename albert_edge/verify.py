@@ -1,0 +1,689 @@
+"""``verify``: run an artifact and its PyTorch reference on the same inputs and compare.
+
+Why a grid and not one example: export bugs hide in corners — batch 1 vs batch > 1
+(a baked-in batch axis), sequence length 1 (a squeezed axis), the maximum length (a
+position table sliced short), padded rows (a mask that is ignored or inverted). Each
+grid point feeds seeded random ids with ``[CLS]``/``[SEP]``, right-padding and two
+segments, and every output is compared at every position, padded ones included: the
+PyTorch model computes values there too, and a faithful export reproduces them.
+
+Bars (documented, not tuned per model):
+
+* fp32: max abs error ≤ 1e-4 on every output; identical task accuracy.
+* fp16 / int8 / int4: no absolute bar (quantization error scales with the model), but a
+  per-output SQNR floor (:data:`SQNR_FLOORS_DB`) that a correct artifact clears with a
+  wide margin and a broken one (wrong weights, ignored mask, swapped outputs) does not;
+  with ``--data``, the accuracy bar of the precision (:data:`ACCURACY_BARS`).
+
+SQNR is ``10·log10(Σref² / Σ(ref−out)²)`` in dB, ``inf`` when the outputs are identical.
+Per output, the summary over the grid holds the worst ``max_abs_err`` and
+``mean_abs_err`` of any grid point, ``sqnr_db_min`` (the worst point) and ``sqnr_db``,
+pooled over all points (Σ over the grid of both energies). The SQNR floor is applied to
+the pooled value: at sequence length 1 a per-token output holds one number per row, and
+the SQNR of one number near zero says nothing about the artifact (measured: a correct
+int8-static QA export scores 6 dB there and ≥ 24 dB everywhere else).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from albert_edge.errors import (
+    AlbertEdgeError,
+    CheckpointError,
+    UnsupportedError,
+    VerificationError,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from albert_edge.checkpoint import Checkpoint
+    from albert_edge.runtime import Runner
+    from albert_edge.tokenizer import AlbertTokenizer
+
+FP32_MAX_ABS_ERR = 1e-4
+
+# Per-output SQNR floors (dB), judged on the SQNR pooled over the whole grid.
+# Measured with stock ORT quantizers on the tiny random configs × all seven heads (pooled,
+# lowest seen): fp16 ≈ 56, int8-dynamic ≈ 31, int8-static ≈ 26, int4 ≈ 14.5 dB. A replaced
+# or noise-scrambled weight lands at 0-5 dB. The floors sit well below the first set so a
+# correct artifact never fails on an unlucky model, and above the second. (SQNR alone
+# cannot catch every defect: an output dominated by a bias stays high even when the body
+# is broken; the fp32 bar and the accuracy bars cover that.)
+SQNR_FLOORS_DB: dict[str, float] = {
+    "fp16": 30.0,
+    "int8-dynamic": 12.0,
+    "int8-static": 10.0,
+    "int8-full": 8.0,  # full-integer activations incl. softmax/LayerNorm: looser
+    "int4": 8.0,
+}
+
+# Largest allowed |accuracy(artifact) − accuracy(PyTorch fp32)| in points, from the issue.
+# "Within N points" is read literally (both directions): an artifact that is much *better*
+# than its reference is not computing the reference's function either.
+ACCURACY_BARS: dict[tuple[str, str], float] = {
+    ("onnx", "fp32"): 0.0,
+    ("onnx", "fp16"): 0.5,
+    ("onnx", "int8-dynamic"): 0.5,
+    ("onnx", "int8-static"): 1.0,
+    ("onnx", "int4"): 1.5,
+    ("tflite", "fp32"): 0.0,
+    ("tflite", "fp16"): 0.5,
+    ("tflite", "int8-dynamic"): 0.5,
+    ("tflite", "int8-full"): 1.0,
+}
+
+CLS_ID, SEP_ID, PAD_ID, FIRST_PIECE = 2, 3, 0, 5
+MIDDLE_SEQ_LEN = 16
+NUM_CHOICES = 2
+ACCURACY_BATCH = 32
+
+
+# --- metrics -------------------------------------------------------------------------
+
+
+def sqnr_db(signal: float, noise: float) -> float:
+    """``10·log10(signal/noise)``: inf when the noise is zero, NaN when it is not finite."""
+    if not math.isfinite(noise):
+        return math.nan
+    if noise == 0.0:
+        return math.inf
+    if signal == 0.0:
+        return -math.inf
+    return 10.0 * math.log10(signal / noise)
+
+
+def compare_arrays(ref: np.ndarray, out: np.ndarray) -> dict[str, float]:
+    """max/mean absolute error and SQNR (dB) of ``out`` against ``ref``, in float64.
+
+    Also returns the two energies (``signal`` = Σref², ``noise`` = Σ(ref−out)²) so that
+    callers can pool SQNR over several comparisons.
+    """
+    import numpy as np
+
+    r = np.asarray(ref, dtype=np.float64)
+    d = np.asarray(out, dtype=np.float64) - r
+    a = np.abs(d)
+    noise = float(np.sum(d * d))
+    signal = float(np.sum(r * r))
+    return {
+        "max_abs_err": float(a.max()) if a.size else 0.0,
+        "mean_abs_err": float(a.mean()) if a.size else 0.0,
+        "sqnr_db": sqnr_db(signal, noise),
+        "signal": signal,
+        "noise": noise,
+    }
+
+
+def _worse(a: float, b: float, *, larger_is_worse: bool) -> float:
+    """The worse of two metric values; NaN (a broken output) is worst of all."""
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    return max(a, b) if larger_is_worse else min(a, b)
+
+
+def tolerance_for(precision: str) -> dict[str, Any]:
+    """The per-output bar of ``precision``: an absolute-error cap (fp32) or an SQNR floor."""
+    if precision == "fp32":
+        return {"max_abs_err": FP32_MAX_ABS_ERR}
+    if precision in SQNR_FLOORS_DB:
+        return {"min_sqnr_db": SQNR_FLOORS_DB[precision]}
+    raise UnsupportedError(
+        f"unknown precision {precision!r}; expected fp32, " + ", ".join(SQNR_FLOORS_DB)
+    )
+
+
+def _judge(summary: dict[str, Any], tol: dict[str, Any]) -> str | None:
+    """None if ``summary`` meets ``tol``, else the reason in one phrase."""
+    if "max_abs_err" in tol:
+        err = summary["max_abs_err"]
+        if not err <= tol["max_abs_err"]:  # NaN fails too
+            return f"max abs err {err:.3e} > {tol['max_abs_err']:.0e}"
+        return None
+    sqnr = summary["sqnr_db"]
+    if not sqnr >= tol["min_sqnr_db"]:
+        return f"SQNR {sqnr:.1f} dB < {tol['min_sqnr_db']:.1f} dB over the grid"
+    return None
+
+
+def _json_safe(value: Any) -> Any:
+    """Plain dicts/lists/strings for json; non-finite floats stay floats (the printers
+    format them, and Python's json writes them as Infinity/NaN)."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+# --- inputs --------------------------------------------------------------------------
+
+
+def make_grid_inputs(
+    config: Any, choices_axis: bool, batch: int, seq: int, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    """Seeded ALBERT-shaped inputs: ``[CLS] ... [SEP]``, right padding, two segments.
+
+    Row 0 is full length (so the maximum length is really exercised); every other row is
+    padded. Ids are random pieces ≥ 5 (past ``<pad> <unk> [CLS] [SEP] [MASK]``).
+    """
+    import numpy as np
+
+    lead = (batch, NUM_CHOICES) if choices_axis else (batch,)
+    rows = int(np.prod(lead))
+    vocab = int(config.vocab_size)
+    types_n = int(getattr(config, "type_vocab_size", 2) or 1)
+    ids = rng.integers(min(FIRST_PIECE, vocab - 1), vocab, size=(rows, seq), dtype=np.int64)
+    mask = np.ones((rows, seq), dtype=np.int64)
+    types = np.zeros((rows, seq), dtype=np.int64)
+    for r in range(rows):
+        length = seq if r == 0 or seq == 1 else int(rng.integers(1, seq))
+        ids[r, 0] = min(CLS_ID, vocab - 1)
+        if length >= 2:
+            ids[r, length - 1] = min(SEP_ID, vocab - 1)
+        ids[r, length:] = PAD_ID
+        mask[r, length:] = 0
+        if length >= 3 and types_n >= 2:
+            split = int(rng.integers(1, length))
+            types[r, split:length] = 1
+    shape = (*lead, seq)
+    return {
+        "input_ids": ids.reshape(shape),
+        "attention_mask": mask.reshape(shape),
+        "token_type_ids": types.reshape(shape),
+    }
+
+
+def _adapt_feeds(feeds: dict[str, np.ndarray], runner: Runner) -> dict[str, np.ndarray]:
+    """Make the reference see what the artifact sees when the export pruned an input.
+
+    An export without ``token_type_ids`` computes with all-zero types (and one without
+    ``attention_mask`` with an all-ones mask); feeding those to both sides keeps the
+    comparison about the export, not about an input the artifact cannot receive.
+    """
+    import numpy as np
+
+    feeds = dict(feeds)
+    names = set(runner.input_names)
+    if "token_type_ids" not in names:
+        feeds["token_type_ids"] = np.zeros_like(feeds["input_ids"])
+    if "attention_mask" not in names:
+        feeds["attention_mask"] = np.ones_like(feeds["input_ids"])
+        feeds["input_ids"] = np.where(feeds["input_ids"] == PAD_ID, FIRST_PIECE, feeds["input_ids"])
+    return feeds
+
+
+# --- reference -----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    import torch
+
+    old = torch.get_num_threads()
+    if n > 0:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def run_reference(ckpt: Checkpoint, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The PyTorch model's head outputs for ``feeds`` (float32 numpy)."""
+    import torch
+
+    inputs = {k: torch.from_numpy(v) for k, v in feeds.items()}
+    # Eval mode every time: an exporter that restores a wrapper's training flag leaves the
+    # model with dropout on, and a stochastic reference fails every artifact at random.
+    ckpt.model.eval()
+    with torch.inference_mode():
+        out = ckpt.model(**inputs, return_dict=True)
+    return {
+        name: getattr(out, name).detach().float().numpy()
+        for name in ckpt.head.outputs
+        if getattr(out, name, None) is not None
+    }
+
+
+# --- the grid ------------------------------------------------------------------------
+
+
+def default_seq_lens(max_seq_len: int) -> tuple[int, ...]:
+    return tuple(sorted({1, min(MIDDLE_SEQ_LEN, max_seq_len), max_seq_len}))
+
+
+def run_grid(
+    runner: Runner,
+    ckpt: Checkpoint,
+    *,
+    batch_sizes: Sequence[int] = (1, 2),
+    seq_lens: Sequence[int] | None = None,
+    seed: int = 0,
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Compare ``runner`` with ``ckpt`` over batch × sequence length.
+
+    Returns (grid points, per-output worst-case summary). An output the head defines but
+    the artifact lacks, or one with the wrong shape, gets NaN metrics and a ``problem``.
+    """
+    import numpy as np
+
+    max_len = min(int(runner.max_seq_len), int(ckpt.config.max_position_embeddings))
+    seqs = tuple(seq_lens) if seq_lens else default_seq_lens(max_len)
+    bad = [s for s in seqs if s < 1 or s > max_len]
+    if bad or any(b < 1 for b in batch_sizes):
+        raise UnsupportedError(
+            f"{runner.path}: grid batch sizes {tuple(batch_sizes)} / sequence lengths "
+            f"{seqs} must be ≥ 1 and ≤ the artifact's max_seq_len {max_len}"
+        )
+    rng = np.random.default_rng(seed)
+    grid: list[dict[str, Any]] = []
+    summary: dict[str, dict[str, Any]] = {}
+    pooled: dict[str, list[float]] = {}  # output → [Σref², Σ(ref−out)²] over the grid
+    for batch in batch_sizes:
+        for seq in seqs:
+            feeds = make_grid_inputs(ckpt.config, ckpt.head.choices_axis, batch, seq, rng)
+            feeds = _adapt_feeds(feeds, runner)
+            ref = run_reference(ckpt, feeds)
+            out = runner.run(feeds)
+            point: dict[str, Any] = {"batch": batch, "seq": seq, "outputs": {}}
+            for name in ckpt.head.outputs:
+                problem = None
+                if name not in out:
+                    problem = "missing from the artifact's outputs"
+                elif out[name].shape != ref[name].shape:
+                    problem = f"shape {out[name].shape} != reference {ref[name].shape}"
+                if problem:
+                    m: dict[str, Any] = {
+                        "max_abs_err": math.nan,
+                        "mean_abs_err": math.nan,
+                        "sqnr_db": math.nan,
+                        "signal": 0.0,
+                        "noise": math.nan,
+                        "problem": problem,
+                    }
+                else:
+                    m = compare_arrays(ref[name], out[name])
+                signal, noise = m.pop("signal"), m.pop("noise")
+                point["outputs"][name] = m
+                s = summary.setdefault(
+                    name,
+                    {
+                        "max_abs_err": 0.0,
+                        "mean_abs_err": 0.0,
+                        "sqnr_db": math.inf,
+                        "sqnr_db_min": math.inf,
+                        "worst_at": {},
+                    },
+                )
+                energies = pooled.setdefault(name, [0.0, 0.0])
+                energies[0] += signal
+                energies[1] += noise
+                for key, src, larger in (
+                    ("max_abs_err", "max_abs_err", True),
+                    ("mean_abs_err", "mean_abs_err", True),
+                    ("sqnr_db_min", "sqnr_db", False),
+                ):
+                    prev = s[key]
+                    s[key] = _worse(prev, m[src], larger_is_worse=larger)
+                    changed = (not math.isnan(prev)) if math.isnan(s[key]) else s[key] != prev
+                    if changed or key not in s["worst_at"]:
+                        s["worst_at"][key] = {"batch": batch, "seq": seq}
+                if problem and "problem" not in s:
+                    s["problem"] = f"{problem} (batch {batch}, seq {seq})"
+            grid.append(point)
+    for name, (signal, noise) in pooled.items():
+        summary[name]["sqnr_db"] = sqnr_db(signal, noise)
+    return grid, summary
+
+
+def judge_outputs(summary: dict[str, dict[str, Any]], precision: str) -> list[str]:
+    """Mark each output passed/failed against the precision's bar; return failure phrases."""
+    tol = tolerance_for(precision)
+    failures = []
+    for name, s in summary.items():
+        s["tolerance"] = tol
+        reason: str | None
+        if s.get("problem"):
+            reason = str(s["problem"])
+        else:
+            reason = _judge(s, tol)
+            if reason and "max_abs_err" in tol:
+                at = s["worst_at"].get("max_abs_err")
+                if at:
+                    reason += f" (worst at batch {at['batch']}, seq {at['seq']})"
+            elif reason:
+                at = s["worst_at"].get("sqnr_db_min")
+                if at:
+                    reason += (
+                        f" (worst point {s['sqnr_db_min']:.1f} dB at batch {at['batch']}, "
+                        f"seq {at['seq']})"
+                    )
+        s["passed"] = reason is None
+        if reason:
+            s["failure"] = f"{name}: {reason}"
+            failures.append(s["failure"])
+    return failures
+
+
+def _runtime_name(runner: Runner) -> str:
+    providers = getattr(runner, "providers", None)
+    kind = type(runner).__name__
+    return f"{kind} ({', '.join(providers)})" if providers else kind
+
+
+def verify_against_reference(
+    artifact_file: Path,
+    ckpt: Checkpoint,
+    *,
+    precision: str,
+    batch_sizes: Sequence[int] = (1, 2),
+    seq_lens: Sequence[int] | None = None,
+    threads: int = 2,
+) -> dict[str, Any]:
+    """Grid-verify a freshly written model file; the result goes into manifest.json.
+
+    Raises :class:`VerificationError` naming every failing output, so ``convert`` never
+    ships an artifact that does not compute its checkpoint's function.
+    """
+    from albert_edge.runtime import open_runner
+
+    tolerance_for(precision)  # unknown precision: fail before loading anything
+    runner = open_runner(artifact_file, threads=threads)
+    with _torch_threads(threads):
+        grid, summary = run_grid(runner, ckpt, batch_sizes=batch_sizes, seq_lens=seq_lens)
+    failures = judge_outputs(summary, precision)
+    result = {
+        "reference": "pytorch",
+        "runtime": _runtime_name(runner),
+        "precision": precision,
+        "batch_sizes": list(batch_sizes),
+        "seq_lens": sorted({p["seq"] for p in grid}),
+        "tolerance": tolerance_for(precision),
+        "outputs": summary,
+        "passed": not failures,
+    }
+    if failures:
+        raise VerificationError(
+            f"{artifact_file}: {precision} artifact disagrees with the PyTorch reference: "
+            + "; ".join(failures)
+            + "; this is a conversion bug (convert --no-verify keeps the artifact for "
+            "inspection)"
+        )
+    return dict(_json_safe(result))
+
+
+# --- accuracy ------------------------------------------------------------------------
+
+
+def _artifact_tokenizer(folder: Path, ckpt: Checkpoint) -> AlbertTokenizer:
+    """The tokenizer shipped in the artifact (proving it works), else the reference's."""
+    from albert_edge.tokenizer import AlbertTokenizer
+
+    spm = folder / "spiece.model"
+    if not spm.is_file():
+        return ckpt.tokenizer()
+    lower, keep_accents = ckpt.do_lower_case, False
+    cfg = folder / "tokenizer_config.json"
+    if cfg.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            data = json.loads(cfg.read_text())
+            lower = bool(data.get("do_lower_case", lower))
+            keep_accents = bool(data.get("keep_accents", False))
+    tok = AlbertTokenizer(spm, do_lower_case=lower, keep_accents=keep_accents)
+    tok.check_vocab_size(int(ckpt.config.vocab_size), folder / "config.json")
+    return tok
+
+
+def evaluate_accuracy(
+    runner: Runner,
+    ckpt: Checkpoint,
+    tokenizer: AlbertTokenizer,
+    rows: Sequence[tuple[int, str]],
+    *,
+    batch_size: int = ACCURACY_BATCH,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Accuracy of the artifact and of PyTorch on labelled sentences, plus agreement.
+
+    Sentences are sorted by token length and batched, each batch padded to its longest
+    row: the same predictions as one-at-a-time, in a fraction of the time.
+    """
+    import numpy as np
+    from tqdm import tqdm
+
+    from albert_edge.data import DataError
+
+    num_labels = int(ckpt.config.num_labels)
+    bad = sorted({label for label, _ in rows if not 0 <= label < num_labels})
+    if bad:
+        raise DataError(
+            f"labels {bad} in the data are outside the reference's {num_labels} classes; "
+            "pass a dataset for the task this model was trained on"
+        )
+    max_len = min(int(runner.max_seq_len), int(ckpt.config.max_position_embeddings))
+    encoded = []
+    for _, text in rows:
+        enc = tokenizer.encode(text, max_length=max_len, padding="none")
+        encoded.append((enc.input_ids[0], enc.token_type_ids[0]))
+    order = sorted(range(len(rows)), key=lambda i: len(encoded[i][0]))
+    pred_art = np.zeros(len(rows), dtype=np.int64)
+    pred_ref = np.zeros(len(rows), dtype=np.int64)
+    bar = tqdm(
+        total=len(rows), desc="accuracy", unit="ex", file=sys.stderr, disable=not progress or None
+    )
+    try:
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            width = max(len(encoded[i][0]) for i in idx)
+            ids = np.full((len(idx), width), tokenizer.pad_id, dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            types = np.zeros((len(idx), width), dtype=np.int64)
+            for r, i in enumerate(idx):
+                n = len(encoded[i][0])
+                ids[r, :n] = encoded[i][0]
+                mask[r, :n] = 1
+                types[r, :n] = encoded[i][1]
+            feeds = _adapt_feeds(
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}, runner
+            )
+            pred_art[idx] = runner.run(feeds)["logits"].argmax(-1)
+            pred_ref[idx] = run_reference(ckpt, feeds)["logits"].argmax(-1)
+            bar.update(len(idx))
+    finally:
+        bar.close()
+    labels = np.asarray([label for label, _ in rows], dtype=np.int64)
+    acc_art = float((pred_art == labels).mean())
+    acc_ref = float((pred_ref == labels).mean())
+    return {
+        "examples": len(rows),
+        "accuracy_artifact": acc_art,
+        "accuracy_reference": acc_ref,
+        "delta_points": round((acc_art - acc_ref) * 100.0, 6),
+        "agreement": float((pred_art == pred_ref).mean()),
+        "tokenizer": str(tokenizer.path),
+    }
+
+
+# --- the report ----------------------------------------------------------------------
+
+
+@dataclass
+class VerifyReport:
+    """What ``albert-edge verify`` found; ``passed`` is False iff ``failures()`` is non-empty."""
+
+    artifact: str
+    reference: str
+    precision: str
+    target: str
+    head: str
+    runtime: str
+    grid: list[dict[str, Any]]
+    outputs: dict[str, dict[str, Any]]
+    accuracy: dict[str, Any] | None = None
+    tolerance: dict[str, Any] = field(default_factory=dict)
+    passed: bool = False
+
+    def failures(self) -> list[str]:
+        """Each failing output or bar, one phrase each."""
+        out = [str(s["failure"]) for s in self.outputs.values() if s.get("failure")]
+        if self.accuracy and self.accuracy.get("failure"):
+            out.append(str(self.accuracy["failure"]))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = _json_safe(asdict(self))
+        d["failures"] = self.failures()
+        return d
+
+
+def _manifest_beside(artifact: Path) -> dict[str, Any] | None:
+    path = artifact / "manifest.json" if artifact.is_dir() else artifact.parent / "manifest.json"
+    if not path.is_file():
+        return None
+    from albert_edge.manifest import read_manifest
+
+    return read_manifest(artifact)
+
+
+def guess_precision(model: Path) -> str:
+    """Precision of a bare model file (no manifest), from what its graph computes with."""
+    if model.suffix == ".onnx":
+        import onnx
+
+        m = onnx.load(str(model), load_external_data=False)
+        ops = {n.op_type for n in m.graph.node}
+        if ops & {"MatMulNBits", "MatMulBnb4"}:
+            return "int4"
+        if ops & {"DynamicQuantizeLinear", "MatMulInteger", "DynamicQuantizeMatMul"}:
+            return "int8-dynamic"
+        if ops & {"QuantizeLinear", "DequantizeLinear", "QLinearMatMul", "QAttention"}:
+            return "int8-static"
+        if any(t.data_type == onnx.TensorProto.FLOAT16 for t in m.graph.initializer):
+            return "fp16"
+        return "fp32"
+    if model.suffix == ".tflite":
+        from ai_edge_litert.interpreter import Interpreter
+
+        interp = Interpreter(model_path=str(model))
+        dtypes = {d["dtype"].__name__ for d in interp.get_tensor_details()}
+        if "int8" in dtypes:
+            ops = {d.get("op_name") for d in interp._get_ops_details()}
+            return "int8-full" if "QUANTIZE" in ops else "int8-dynamic"
+        return "fp16" if "float16" in dtypes else "fp32"
+    raise UnsupportedError(f"{model}: unknown artifact type; expected .onnx or .tflite")
+
+
+def _resolve_reference(
+    artifact: Path, manifest: dict[str, Any] | None, reference: str | Path | None
+) -> Path:
+    if reference is not None:
+        return Path(reference)
+    source = (manifest or {}).get("source")
+    path = source.get("path") if isinstance(source, dict) else source
+    if not path:
+        raise CheckpointError(
+            f"{artifact}: no reference checkpoint recorded in manifest.json; pass "
+            "--reference CHECKPOINT (the checkpoint it was converted from)"
+        )
+    if not Path(str(path)).exists():
+        raise CheckpointError(
+            f"{artifact}: reference checkpoint {path} (from manifest.json) does not exist; "
+            "pass --reference CHECKPOINT"
+        )
+    return Path(str(path))
+
+
+def verify(
+    artifact: str | Path,
+    *,
+    reference: str | Path | None = None,
+    data: str | Path | None = None,
+    batch_sizes: Sequence[int] = (1, 2),
+    seq_lens: Sequence[int] | None = None,
+    threads: int = 2,
+    max_examples: int | None = None,
+    progress: bool = True,
+) -> VerifyReport:
+    """Verify an artifact directory (or model file) against its PyTorch checkpoint.
+
+    ``reference`` defaults to the manifest's ``source`` path. With ``data`` (an SST-2
+    style .tsv) and a sequence-classification head, also compares task accuracy.
+    """
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.runtime import model_file, open_runner
+
+    art = Path(artifact)
+    if not art.exists():
+        raise AlbertEdgeError(f"{art}: no such artifact; pass an albert-edge output directory")
+    manifest = _manifest_beside(art)
+    model = model_file(art)
+    if not model.is_file():
+        raise AlbertEdgeError(f"{model}: model file named by manifest.json is missing")
+    ref_path = _resolve_reference(art, manifest, reference)
+    precision = str((manifest or {}).get("precision") or guess_precision(model))
+    target = str((manifest or {}).get("target") or model.suffix.lstrip("."))
+    tol = tolerance_for(precision)
+    ckpt = load_checkpoint(ref_path)
+    m_head = (manifest or {}).get("head")
+    if m_head and m_head != ckpt.head.name:
+        raise CheckpointError(
+            f"{ref_path}: reference is a {ckpt.head.name} model but {art} is {m_head}; "
+            "pass the checkpoint the artifact was converted from as --reference"
+        )
+    rows = None
+    if data is not None:
+        from albert_edge.data import read_sst2
+
+        if ckpt.head.name != "sequence-classification":
+            raise UnsupportedError(
+                f"{data}: accuracy needs a sequence-classification model, but {ref_path} "
+                f"is {ckpt.head.name}; drop --data"
+            )
+        rows = read_sst2(data)
+        if max_examples is not None:
+            rows = rows[: max(0, max_examples)]
+    runner = open_runner(model, threads=threads)
+    with _torch_threads(threads):
+        grid, summary = run_grid(runner, ckpt, batch_sizes=batch_sizes, seq_lens=seq_lens)
+        judge_outputs(summary, precision)
+        accuracy = None
+        if rows:
+            tok = _artifact_tokenizer(model.parent, ckpt)
+            accuracy = evaluate_accuracy(runner, ckpt, tok, rows, progress=progress)
+            bar = ACCURACY_BARS.get((target, precision), 0.0)
+            accuracy["bar_points"] = bar
+            delta = accuracy["delta_points"]
+            ok = abs(delta) <= bar + 1e-9
+            accuracy["passed"] = ok
+            if not ok:
+                need = "identical" if bar == 0 else f"within {bar:g} points"
+                accuracy["failure"] = (
+                    f"accuracy: artifact {accuracy['accuracy_artifact'] * 100:.2f}% vs reference "
+                    f"{accuracy['accuracy_reference'] * 100:.2f}% ({delta:+.2f} points; "
+                    f"{target} {precision} bar: {need})"
+                )
+    report = VerifyReport(
+        artifact=str(art),
+        reference=str(ref_path),
+        precision=precision,
+        target=target,
+        head=ckpt.head.name,
+        runtime=_runtime_name(runner),
+        grid=grid,
+        outputs=summary,
+        accuracy=accuracy,
+        tolerance=tol,
+    )
+    report.passed = not report.failures()
+    return report

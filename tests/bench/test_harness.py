@@ -1,0 +1,201 @@
+"""A real tiny benchmark run, checked against the schema and for honesty (no timings)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from albert_edge.bench import validate_report
+from albert_edge.bench.flops import floor_bytes, model_flops
+
+
+def _rows(report: dict[str, Any], backend: str) -> list[dict[str, Any]]:
+    return [r for r in report["results"] if r["backend"] == backend]
+
+
+def test_report_follows_the_schema(tiny_report: dict[str, Any]) -> None:
+    assert validate_report(tiny_report) == []
+    assert json.loads(json.dumps(tiny_report)) == tiny_report  # plain JSON all the way
+    # artifact x backend x shape: 3 checkpoint backends and 2 ONNX backends, 2 shapes each
+    assert len(tiny_report["results"]) == 5 * 2
+
+
+def test_cpu_backends_measured_in_child_processes(tiny_report: dict[str, Any]) -> None:
+    for backend in ("torch-fp32", "torch-int8-dynamic", "ort-cpu"):
+        rows = _rows(tiny_report, backend)
+        assert rows and all(r["status"] == "ok" for r in rows), rows
+        for r in rows:
+            assert r["peak_rss_bytes"] > 0
+            assert r["peak_rss_bytes"] >= r["rss_before_load_bytes"] > 0
+            assert r["latency_ms"]["runs"] == 3
+            lat = r["latency_ms"]
+            assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
+            assert r["throughput_seq_per_s"] == pytest.approx(r["batch"] / (lat["p50"] / 1e3))
+            assert r["gops"] == pytest.approx(r["flops"] / (lat["p50"] / 1e3) / 1e9)
+            assert 0 < r["roofline_fraction"] == pytest.approx(r["gops"] / r["roofline_gops"])
+            assert r["load_ms"] > 0 and r["first_inference_ms"] > 0
+
+
+def test_peak_rss_is_per_process(tiny_report: dict[str, Any]) -> None:
+    """ONNX Runtime children never import torch: their peak is far below PyTorch's."""
+    ort = max(r["peak_rss_bytes"] for r in _rows(tiny_report, "ort-cpu"))
+    torch_ = min(r["peak_rss_bytes"] for r in _rows(tiny_report, "torch-fp32"))
+    assert ort < torch_
+
+
+def test_gpu_backends_skip_with_reason_or_run(tiny_report: dict[str, Any]) -> None:
+    import onnxruntime as ort
+
+    for r in _rows(tiny_report, "ort-cuda"):
+        if "CUDAExecutionProvider" in ort.get_available_providers():
+            assert r["status"] in ("ok", "skipped")
+        else:
+            assert r["status"] == "skipped"
+            assert "CUDAExecutionProvider" in r["reason"]
+            assert r["latency_ms"] is None and r["peak_rss_bytes"] is None
+    for r in _rows(tiny_report, "torch-cuda-fp16"):
+        assert r["status"] in ("ok", "skipped")
+        if r["status"] == "skipped":
+            assert (r["reason"] and "CUDA" in r["reason"]) or "cuda" in r["reason"]
+            assert r["latency_ms"] is None and r["gops"] is None
+
+
+def test_sizes_are_files_on_disk(
+    tiny_report: dict[str, Any], make_checkpoint: Callable[..., Path], tiny_onnx: Path
+) -> None:
+    ckpt = make_checkpoint("tiny")
+    config = json.loads((ckpt / "config.json").read_text())
+    for r in _rows(tiny_report, "torch-fp32"):
+        assert r["file_bytes"] == (ckpt / "model.safetensors").stat().st_size
+        assert r["floor_bytes"] == floor_bytes(config, "sequence-classification", "fp32")
+        assert 1.0 <= r["ratio_to_floor"] < 1.05  # safetensors stores each tensor once
+    for r in _rows(tiny_report, "torch-int8-dynamic"):
+        assert r["precision"] == "int8-dynamic"
+        assert r["floor_bytes"] == floor_bytes(config, "sequence-classification", "int8")
+    for r in _rows(tiny_report, "ort-cpu"):
+        assert r["file_bytes"] == tiny_onnx.stat().st_size
+        assert r["precision"] == "fp32"  # read from the graph: no manifest beside it
+        assert r["flops"] == model_flops(config, "sequence-classification", r["batch"], 16)
+
+
+def test_roofline_measured_on_model_shapes(tiny_report: dict[str, Any]) -> None:
+    roof = tiny_report["roofline"]
+    best = roof["cpu"]["1"]
+    assert best["fp32"]["gops"] > 0 and best["int8"]["gops"] > 0
+    shapes = {(g["m"], g["k"], g["n"]) for g in roof["gemms"]}
+    assert (16, 16, 32) in shapes  # batch 1 x seq 16 tokens through the E->H projection
+    assert (32, 32, 64) in shapes  # batch 2 x seq 16 through the FFN
+
+
+def test_failed_load_is_reported_not_raised(tmp_path: Path, tiny_onnx: Path) -> None:
+    from albert_edge.bench import bench
+
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"this is not an onnx model")
+    for name in ("config.json", "spiece.model"):
+        (tmp_path / name).write_bytes((tiny_onnx.parent / name).read_bytes())
+    report = bench(
+        [bad],
+        backends=["ort-cpu"],
+        seq_lens=(16,),
+        threads=(1,),
+        runs=2,
+        warmup=0,
+        roofline=False,
+        progress=False,
+    )
+    assert validate_report(report) == []
+    [r] = report["results"]
+    assert r["status"] == "failed"
+    assert "load failed" in r["reason"]
+    assert r["latency_ms"] is None and r["gops"] is None
+
+
+def test_too_long_sequence_is_skipped(tiny_onnx: Path) -> None:
+    from albert_edge.bench import bench
+
+    report = bench(
+        [tiny_onnx],
+        backends=["ort-cpu"],
+        seq_lens=(16, 256),
+        threads=(1,),
+        runs=2,
+        warmup=0,
+        roofline=False,
+        progress=False,
+    )
+    assert validate_report(report) == []
+    by_seq = {r["seq_len"]: r for r in report["results"]}
+    assert by_seq[16]["status"] == "ok"
+    assert by_seq[256]["status"] == "skipped" and "128 positions" in by_seq[256]["reason"]
+
+
+def test_cli_writes_json_markdown_and_plot(tmp_path: Path, tiny_onnx: Path) -> None:
+    out = tmp_path / "r.json"
+    md = tmp_path / "r.md"
+    png = tmp_path / "r.png"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "albert_edge.cli",
+            "bench",
+            str(tiny_onnx),
+            "--backend",
+            "ort-cpu",
+            "--seq-lens",
+            "8,16",
+            "--threads",
+            "1",
+            "--runs",
+            "3",
+            "--warmup",
+            "1",
+            "--json",
+            str(out),
+            "--markdown",
+            str(md),
+            "--plot",
+            str(png),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert validate_report(report) == []
+    assert [r["seq_len"] for r in report["results"]] == [8, 16]
+    assert "| artifact | backend |" in md.read_text()
+    assert "ort-cpu" in md.read_text()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "ort-cpu" in proc.stdout  # the console table
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["/nonexistent/model.onnx"], "no such file"),
+        (["{onnx}", "--backend", "torch-fp32"], "none of --backend"),
+        (["{onnx}", "--backend", "nope"], "unknown backend"),
+        (["{onnx}", "--json", "/nonexistent/dir/r.json"], "does not exist"),
+        (["{onnx}", "--runs", "0"], "--runs must be positive"),
+    ],
+)
+def test_cli_bad_input_is_one_line(args: list[str], needle: str, tiny_onnx: Path) -> None:
+    argv = [a.replace("{onnx}", str(tiny_onnx)) for a in args]
+    proc = subprocess.run(
+        [sys.executable, "-m", "albert_edge.cli", "bench", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], proc.stderr

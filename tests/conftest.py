@@ -1,0 +1,71 @@
+"""Shared fixtures: paths to the shared data, tiny random checkpoints, the trained model.
+
+Area-specific fixtures live in the test modules (or a conftest in a sub-folder) of the
+area that needs them, so that parallel work on separate areas never edits this file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
+SPIECE = SHARED / "data" / "albert" / "30k-clean.model"
+SST2_DEV = SHARED / "data" / "sst2" / "dev.tsv"
+SST2_TRAIN = SHARED / "data" / "sst2" / "train.tsv"
+TRAINED = ROOT / "albert_edge" / "models" / "sst2-albert-tiny"
+
+# Keep test processes from oversubscribing the 2-core machines they run on.
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+@pytest.fixture(scope="session")
+def spiece_path() -> Path:
+    assert SPIECE.is_file(), f"missing {SPIECE}: tests need ../shared/data beside the repo"
+    return SPIECE
+
+
+@pytest.fixture(scope="session")
+def sst2_dev() -> Path:
+    return SST2_DEV
+
+
+@pytest.fixture(scope="session")
+def sst2_train() -> Path:
+    return SST2_TRAIN
+
+
+@pytest.fixture(scope="session")
+def trained_checkpoint() -> Path:
+    assert (TRAINED / "config.json").is_file(), f"the trained fixture {TRAINED} is missing"
+    return TRAINED
+
+
+@pytest.fixture(scope="session")
+def make_checkpoint(
+    tmp_path_factory: pytest.TempPathFactory, spiece_path: Path
+) -> Callable[..., Path]:
+    """Factory: ``make_checkpoint(config="tiny", head="sequence-classification", **kw)``.
+
+    Cached per argument set for the session, so many tests can share one random model.
+    Never modify what it returns: copy it first.
+    """
+    from albert_edge.configs import make_random_checkpoint
+
+    cache: dict[tuple[object, ...], Path] = {}
+
+    def factory(config: str = "tiny", head: str = "sequence-classification", **kw: object) -> Path:
+        key = (config, head, tuple(sorted(kw.items())))
+        if key not in cache:
+            out = tmp_path_factory.mktemp(f"ckpt-{config}-{head}")
+            cache[key] = make_random_checkpoint(
+                out, config, head=head, spiece_model=spiece_path, **kw  # type: ignore[arg-type]
+            )
+        return cache[key]
+
+    return factory

@@ -1,0 +1,359 @@
+"""Each graph pass on small hand-built graphs: the ops it leaves, its postcondition, and
+numeric equality with ONNX Runtime before/after on seeded random inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from albert_edge.errors import PassError
+from albert_edge.onnx.passes import (
+    CanonicalizeWeightsPass,
+    CompactGraphPass,
+    DedupInitializersPass,
+    FactorizationGuardPass,
+    FuseTransformerPass,
+    run_passes,
+)
+from albert_edge.onnx.passes.canonicalize import transposed_twins
+
+RNG = np.random.default_rng(0)
+
+
+def _w(name: str, *shape: int) -> onnx.TensorProto:
+    return numpy_helper.from_array(RNG.standard_normal(shape).astype(np.float32), name)
+
+
+def _model(nodes, inputs, outputs, inits, opset: int = 17) -> ir.Model:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=inits)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    proto.ir_version = 8
+    onnx.checker.check_model(proto)
+    return ir.from_proto(proto)
+
+
+def _run(model: ir.Model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    data = ir.to_proto(model).SerializeToString()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    return list(sess.run(None, feeds))
+
+
+def _clone(model: ir.Model) -> ir.Model:
+    return ir.from_proto(ir.to_proto(model))
+
+
+def _ops(model: ir.Model) -> list[str]:
+    return [n.op_type for n in model.graph]
+
+
+def _f(name: str, *shape: int | str) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+
+
+# --- canonicalize --------------------------------------------------------------------
+
+
+def _identity_chain_model() -> ir.Model:
+    """A 'layer' W applied three times; uses 2 and 3 reach W through Identity chains."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["h1"]),
+        helper.make_node("Identity", ["W"], ["W_a"]),
+        helper.make_node("MatMul", ["h1", "W_a"], ["h2"]),
+        helper.make_node("Identity", ["W_a"], ["W_b"]),
+        helper.make_node("MatMul", ["h2", "W_b"], ["y"]),
+    ]
+    return _model(nodes, [_f("x", 2, 4)], [_f("y", 2, 4)], [_w("W", 4, 4)])
+
+
+def test_canonicalize_removes_identity_chains_and_keeps_results() -> None:
+    model = _identity_chain_model()
+    feeds = {"x": RNG.standard_normal((2, 4)).astype(np.float32)}
+    before = _run(model, feeds)
+    p = CanonicalizeWeightsPass()
+    model, log = run_passes(model, [p])
+    assert _ops(model) == ["MatMul", "MatMul", "MatMul"]
+    assert all(n.inputs[1] is model.graph.initializers["W"] for n in model.graph)
+    assert list(model.graph.initializers) == ["W"]
+    assert log[0]["name"] == "canonicalize" and log[0]["identity_removed"] == 2
+    np.testing.assert_array_equal(_run(model, feeds)[0], before[0])
+
+
+def test_canonicalize_folds_transpose_of_initializer_once_for_all_uses() -> None:
+    nodes = [
+        helper.make_node("Transpose", ["W"], ["Wt1"], perm=[1, 0]),
+        helper.make_node("MatMul", ["x", "Wt1"], ["h"]),
+        helper.make_node("Transpose", ["W"], ["Wt2"], perm=[1, 0]),
+        helper.make_node("MatMul", ["h", "Wt2"], ["y"]),
+    ]
+    model = _model(nodes, [_f("x", 3, 5)], [_f("y", 3, 5)], [_w("W", 5, 5)])
+    feeds = {"x": RNG.standard_normal((3, 5)).astype(np.float32)}
+    before = _run(model, feeds)
+    model, log = run_passes(model, [CanonicalizeWeightsPass()])
+    assert _ops(model) == ["MatMul", "MatMul"]
+    weights = {id(n.inputs[1]) for n in model.graph}
+    assert len(weights) == 1 and len(model.graph.initializers) == 1
+    assert log[0]["transposes_folded"] == 2
+    np.testing.assert_allclose(_run(model, feeds)[0], before[0], rtol=1e-6, atol=1e-6)
+
+
+def _tied_decoder_model() -> ir.Model:
+    """Gather on a V×E table plus an MLM-style decoder reading a transposed E×V copy."""
+    table = RNG.standard_normal((11, 4)).astype(np.float32)
+    nodes = [
+        helper.make_node("Gather", ["table", "ids"], ["emb"]),
+        helper.make_node("MatMul", ["emb", "proj"], ["h"]),
+        helper.make_node("MatMul", ["h", "back"], ["e"]),
+        helper.make_node("MatMul", ["e", "table_T"], ["mm"]),
+        helper.make_node("Add", ["mm", "bias"], ["logits"]),
+    ]
+    inits = [
+        numpy_helper.from_array(table, "table"),
+        numpy_helper.from_array(np.ascontiguousarray(table.T), "table_T"),
+        _w("proj", 4, 6),
+        _w("back", 6, 4),
+        _w("bias", 11),
+    ]
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, ["b", "s"])
+    return _model(nodes, [ids], [_f("logits", "b", "s", 11)], inits)
+
+
+def test_canonicalize_merges_transposed_copy_of_tied_table() -> None:
+    model = _tied_decoder_model()
+    assert len(transposed_twins(model)) == 2  # (table, table_T) and (table_T, table)
+    feeds = {"ids": RNG.integers(0, 11, (2, 3)).astype(np.int64)}
+    before = _run(model, feeds)
+    model, log = run_passes(model, [CanonicalizeWeightsPass()])
+    assert "table_T" not in model.graph.initializers
+    table = model.graph.initializers["table"]
+    assert sorted(u.node.op_type for u in table.uses()) == ["Gather", "Gemm"]
+    gemm = next(n for n in model.graph if n.op_type == "Gemm")
+    assert gemm.attributes["transB"].as_int() == 1
+    assert log[0]["transposed_copies_merged"] == 1
+    assert transposed_twins(model) == []
+    after = _run(model, feeds)
+    assert after[0].shape == (2, 3, 11)
+    np.testing.assert_allclose(after[0], before[0], rtol=1e-5, atol=1e-5)
+
+
+def test_canonicalize_postcondition_names_the_pass() -> None:
+    """Two Gathers on transposed copies cannot share one layout: the promise fails."""
+    a = RNG.standard_normal((3, 5)).astype(np.float32)
+    nodes = [
+        helper.make_node("Gather", ["A", "i"], ["ya"]),
+        helper.make_node("Gather", ["B", "i"], ["yb"]),
+    ]
+    inits = [
+        numpy_helper.from_array(a, "A"),
+        numpy_helper.from_array(np.ascontiguousarray(a.T), "B"),
+    ]
+    i = helper.make_tensor_value_info("i", TensorProto.INT64, [2])
+    model = _model(nodes, [i], [_f("ya", 2, 5), _f("yb", 2, 3)], inits)
+    with pytest.raises(PassError, match=r"canonicalize pass: .*'A'.*'B'.*transposed"):
+        run_passes(model, [CanonicalizeWeightsPass()])
+
+
+# --- dedup ---------------------------------------------------------------------------
+
+
+def _duplicate_model() -> ir.Model:
+    w = RNG.standard_normal((4, 4)).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "W1"], ["h"]),
+        helper.make_node("MatMul", ["h", "W2"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(w, "W1"), numpy_helper.from_array(w.copy(), "W2")]
+    return _model(nodes, [_f("x", 2, 4)], [_f("y", 2, 4)], inits)
+
+
+def test_dedup_keeps_one_copy_and_repoints_uses() -> None:
+    model = _duplicate_model()
+    feeds = {"x": RNG.standard_normal((2, 4)).astype(np.float32)}
+    before = _run(model, feeds)
+    p = DedupInitializersPass()
+    model, log = run_passes(model, [p])
+    assert len(model.graph.initializers) == 1
+    assert log[0] == {
+        "name": "dedup",
+        "constants_lifted": 0,
+        "initializers_removed": 1,
+        "bytes_saved": 64,
+    }
+    np.testing.assert_array_equal(_run(model, feeds)[0], before[0])
+
+
+class _BrokenDedup(DedupInitializersPass):
+    """A dedup whose work is skipped: its postcondition must catch that."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        return ir.passes.PassResult(model, modified=False)
+
+
+def test_dedup_postcondition_catches_remaining_duplicates() -> None:
+    with pytest.raises(PassError, match=r"dedup pass: 1 groups .* W1, W2"):
+        run_passes(_duplicate_model(), [_BrokenDedup()])
+
+
+# --- factorization guard -------------------------------------------------------------
+
+
+def _embedding_model(
+    v: int, e: int, h: int, extra: list[onnx.TensorProto] | None = None, table_as_lhs: bool = False
+) -> ir.Model:
+    nodes = [
+        helper.make_node("Gather", ["table", "ids"], ["emb"]),
+        helper.make_node("MatMul", ["emb", "proj"], ["y"]),
+    ]
+    outputs = [_f("y", "b", "s", h)]
+    inits = [_w("table", v, e), _w("proj", e, h)]
+    for t in extra or []:
+        inits.append(t)
+        nodes.append(helper.make_node("Identity", [t.name], [t.name + "_out"]))
+        outputs.append(_f(t.name + "_out", *t.dims))
+    if table_as_lhs:
+        nodes.append(helper.make_node("MatMul", ["table", "proj"], ["full"]))
+        outputs.append(_f("full", v, h))
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, ["b", "s"])
+    return _model(nodes, [ids], outputs, inits)
+
+
+def test_guard_accepts_factorized_embedding() -> None:
+    _, log = run_passes(_embedding_model(10, 4, 6), [FactorizationGuardPass(10, 4, 6)])
+    assert log[0]["factorized_embedding_intact"] is True
+
+
+def test_guard_accepts_unfactorized_config_when_e_equals_h() -> None:
+    run_passes(_embedding_model(10, 6, 6), [FactorizationGuardPass(10, 6, 6)])
+
+
+def test_guard_rejects_a_v_by_h_tensor() -> None:
+    model = _embedding_model(10, 4, 6, extra=[_w("folded", 10, 6)])
+    with pytest.raises(PassError, match=r"factorization-guard pass: .*V x H \(10x6\).*folded"):
+        run_passes(model, [FactorizationGuardPass(10, 4, 6)])
+
+
+def test_guard_rejects_table_as_left_operand() -> None:
+    model = _embedding_model(10, 4, 6, table_as_lhs=True)
+    with pytest.raises(PassError, match="left operand of MatMul"):
+        run_passes(model, [FactorizationGuardPass(10, 4, 6)])
+
+
+def test_guard_rejects_a_second_table_copy() -> None:
+    model = _embedding_model(10, 4, 6, extra=[_w("table_copy", 10, 4)])
+    with pytest.raises(PassError, match="2 tensors of shape 10x4"):
+        run_passes(model, [FactorizationGuardPass(10, 4, 6)])
+
+
+# --- compact -------------------------------------------------------------------------
+
+
+def test_compact_merges_constants_shortens_names_keeps_results() -> None:
+    two = helper.make_tensor("c", TensorProto.FLOAT, [], [2.0])
+    nodes = [
+        helper.make_node("Constant", [], ["/very/long/scope/name/Constant_output_0"], value=two),
+        helper.make_node("Mul", ["x", "/very/long/scope/name/Constant_output_0"], ["/scope/a"]),
+        helper.make_node("Constant", [], ["/very/long/scope/name/Constant_1_output_0"], value=two),
+        helper.make_node("Mul", ["/scope/a", "/very/long/scope/name/Constant_1_output_0"], ["y"]),
+    ]
+    model = _model(nodes, [_f("x", 3)], [_f("y", 3)], [])
+    feeds = {"x": RNG.standard_normal(3).astype(np.float32)}
+    before = _run(model, feeds)
+    model, log = run_passes(model, [CompactGraphPass()])
+    assert _ops(model).count("Constant") == 1
+    assert log[0]["nodes_merged"] == 1 and log[0]["name_bytes_saved"] > 0
+    names = [v.name for n in model.graph for v in n.outputs]
+    assert "y" in names and all(len(str(n)) <= 3 for n in names)
+    np.testing.assert_array_equal(_run(model, feeds)[0], before[0])
+
+
+# --- fuse (on a real tiny export: ORT's fusions need the real BERT pattern) -----------
+
+
+@pytest.fixture(scope="module")
+def tiny_groups_export(make_checkpoint) -> tuple[ir.Model, object]:
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.onnx.pipeline import optimize
+    from albert_edge.options import ConvertOptions
+
+    ckpt = load_checkpoint(make_checkpoint("tiny-groups", "sequence-classification"))
+    model, _ = optimize(ckpt, ConvertOptions(optimize="none", verify=False))
+    return model, ckpt
+
+
+def _fuse_pass(cfg: object) -> FuseTransformerPass:
+    c = cfg
+    return FuseTransformerPass(
+        num_heads=c.num_attention_heads,  # type: ignore[attr-defined]
+        hidden_size=c.hidden_size,  # type: ignore[attr-defined]
+        num_layers=c.num_hidden_layers * c.inner_group_num,  # type: ignore[attr-defined]
+        distinct_layers=c.num_hidden_groups * c.inner_group_num,  # type: ignore[attr-defined]
+    )
+
+
+def _albert_feeds(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, 30000, (2, 9)).astype(np.int64)
+    mask = np.ones_like(ids)
+    mask[0, :3] = 0  # left padding: right only if the fused mask is the raw 2-D mask
+    mask[1, 6:] = 0
+    types = np.zeros_like(ids)
+    types[:, 5:] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+def test_fuse_fuses_every_layer_and_stores_fused_weights_once(tiny_groups_export) -> None:
+    model, ckpt = tiny_groups_export
+    c = ckpt.config
+    feeds = _albert_feeds(1)
+    before = _run(model, feeds)
+    fused, log = run_passes(_clone(model), [_fuse_pass(c)])
+    ops = _ops(fused)
+    assert ops.count("Attention") == c.num_hidden_layers * c.inner_group_num == 8
+    assert ops.count("SkipLayerNormalization") == 16 and ops.count("FastGelu") == 8
+    assert "Softmax" not in ops
+    qkv = {id(n.inputs[1]) for n in fused.graph if n.op_type == "Attention"}
+    assert len(qkv) == c.num_hidden_groups * c.inner_group_num == 4
+    assert log[0]["fused_weights_shared"] > 0 and log[0]["attention"] == "fused"
+    after = _run(fused, feeds)
+    np.testing.assert_allclose(after[0], before[0], rtol=1e-4, atol=1e-5)
+
+
+def test_fuse_postcondition_catches_per_layer_copies(tiny_groups_export, monkeypatch) -> None:
+    """Without the sharing at creation and the dedup step, ORT's per-node QKV
+    concatenation is caught by the postcondition."""
+    import albert_edge.onnx.passes.fuse as fuse_mod
+
+    class NoDedup:
+        def __init__(self, **_: object) -> None:
+            pass
+
+        def __call__(self, model: ir.Model) -> None:
+            return None
+
+    monkeypatch.setattr(fuse_mod, "DeduplicateHashedInitializersPass", NoDedup)
+    monkeypatch.setattr(fuse_mod, "share_created_initializers", lambda onnx_model: {})
+    model, ckpt = tiny_groups_export
+    with pytest.raises(PassError, match="fuse pass: fused weights stored more than once"):
+        run_passes(_clone(model), [_fuse_pass(ckpt.config)])
+
+
+def test_fuse_refuses_old_opset() -> None:
+    model = _identity_chain_model()
+    model.opset_imports[""] = 16
+    p = FuseTransformerPass(num_heads=1, hidden_size=4, num_layers=1, distinct_layers=1)
+    with pytest.raises(PassError, match="fuse pass: opset 16 is too old"):
+        run_passes(model, [p])
+
+
+def test_run_passes_reports_every_pass_in_order() -> None:
+    _, log = run_passes(
+        _identity_chain_model(),
+        [CanonicalizeWeightsPass(), DedupInitializersPass(), CompactGraphPass()],
+    )
+    assert [entry["name"] for entry in log] == ["canonicalize", "dedup", "compact"]
