@@ -95,7 +95,9 @@ def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path}: not valid JSON ({exc}); restore the original file") from None
+        raise CheckpointError(
+            f"{path}: not valid JSON ({exc}); restore the original file"
+        ) from None
     if not isinstance(data, dict):
         raise CheckpointError(f"{path}: expected a JSON object")
     return data
@@ -123,7 +125,9 @@ def _load_state_dict(path: Path) -> dict[str, torch.Tensor]:
     import torch
 
     if not path.is_file() or path.stat().st_size == 0:
-        raise CheckpointError(f"{path}: weights file is missing or empty; re-download or re-save it")
+        raise CheckpointError(
+            f"{path}: weights file is missing or empty; re-download or re-save it"
+        )
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
@@ -220,7 +224,9 @@ def load_checkpoint(path: str | Path | None = None) -> Checkpoint:
     """
     p = Path(path) if path is not None else DEFAULT_MODEL
     if not p.exists():
-        raise CheckpointError(f"{p}: no such file or directory; pass an ALBERT checkpoint directory")
+        raise CheckpointError(
+            f"{p}: no such file or directory; pass an ALBERT checkpoint directory"
+        )
     if is_tf1_checkpoint(p) and not (p.is_dir() and (p / "config.json").is_file()):
         from converters.tf1_checkpoint import load_tf1_checkpoint
 

@@ -20,7 +20,9 @@ def _ints(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
 
 
 def _print_json(data: Any) -> None:
@@ -32,20 +34,28 @@ def _print_json(data: Any) -> None:
 
 def _add_convert(sub: Any) -> None:
     p = sub.add_parser("convert", help="checkpoint -> ONNX or TFLite artifact directory")
-    p.add_argument("checkpoint", nargs="?", default=None,
-                   help="HF directory or TF1 checkpoint (default: the embedded SST-2 ALBERT)")
+    p.add_argument(
+        "checkpoint",
+        nargs="?",
+        default=None,
+        help="HF directory or TF1 checkpoint (default: the embedded SST-2 ALBERT)",
+    )
     p.add_argument("--to", dest="target", choices=("onnx", "tflite"), default="onnx")
     p.add_argument("-o", "--output", required=True, type=Path)
-    p.add_argument("--precision", default="fp32",
-                   help="onnx: fp32|fp16|int8-dynamic|int8-static|int4; "
-                        "tflite: fp32|fp16|int8-dynamic|int8-full")
+    p.add_argument(
+        "--precision",
+        default="fp32",
+        help="onnx: fp32|fp16|int8-dynamic|int8-static|int4; "
+        "tflite: fp32|fp16|int8-dynamic|int8-full",
+    )
     p.add_argument("--optimize", choices=("none", "fuse"), default="fuse")
     p.add_argument("--opset", type=int, default=17)
     p.add_argument("--seq-lens", type=_ints, default=())
     p.add_argument("--calibration", type=Path, default=None)
     p.add_argument("--num-calibration", type=int, default=128)
-    p.add_argument("--calibration-method", default="minmax",
-                   choices=("minmax", "entropy", "percentile"))
+    p.add_argument(
+        "--calibration-method", default="minmax", choices=("minmax", "entropy", "percentile")
+    )
     p.add_argument("--quantize-embeddings", action="store_true")
     p.add_argument("--per-tensor", action="store_true", help="int8: per-tensor weight scales")
     p.add_argument("--block-size", type=int, default=32)
@@ -62,11 +72,20 @@ def _run_convert(a: argparse.Namespace) -> int:
     from albert_edge.report import print_convert_report
 
     options = ConvertOptions(
-        target=a.target, precision=a.precision, optimize=a.optimize, opset=a.opset,
-        seq_lens=a.seq_lens, calibration=a.calibration, num_calibration=a.num_calibration,
-        calibration_method=a.calibration_method, quantize_embeddings=a.quantize_embeddings,
-        per_channel=not a.per_tensor, block_size=a.block_size, int8_io=a.int8_io,
-        overwrite=a.overwrite, verify=not a.no_verify,
+        target=a.target,
+        precision=a.precision,
+        optimize=a.optimize,
+        opset=a.opset,
+        seq_lens=a.seq_lens,
+        calibration=a.calibration,
+        num_calibration=a.num_calibration,
+        calibration_method=a.calibration_method,
+        quantize_embeddings=a.quantize_embeddings,
+        per_channel=not a.per_tensor,
+        block_size=a.block_size,
+        int8_io=a.int8_io,
+        overwrite=a.overwrite,
+        verify=not a.no_verify,
     )
     manifest = convert(a.checkpoint, a.output, options)
     if a.json:
@@ -86,8 +105,9 @@ def _add_quantize(sub: Any) -> None:
     p.add_argument("-o", "--output", required=True, type=Path)
     p.add_argument("--calibration", type=Path, default=None)
     p.add_argument("--num-calibration", type=int, default=128)
-    p.add_argument("--calibration-method", default="minmax",
-                   choices=("minmax", "entropy", "percentile"))
+    p.add_argument(
+        "--calibration-method", default="minmax", choices=("minmax", "entropy", "percentile")
+    )
     p.add_argument("--quantize-embeddings", action="store_true")
     p.add_argument("--per-tensor", action="store_true")
     p.add_argument("--block-size", type=int, default=32)
@@ -102,10 +122,15 @@ def _run_quantize(a: argparse.Namespace) -> int:
     from albert_edge.report import print_convert_report
 
     options = ConvertOptions(
-        target="onnx", precision=a.precision, calibration=a.calibration,
-        num_calibration=a.num_calibration, calibration_method=a.calibration_method,
-        quantize_embeddings=a.quantize_embeddings, per_channel=not a.per_tensor,
-        block_size=a.block_size, overwrite=a.overwrite,
+        target="onnx",
+        precision=a.precision,
+        calibration=a.calibration,
+        num_calibration=a.num_calibration,
+        calibration_method=a.calibration_method,
+        quantize_embeddings=a.quantize_embeddings,
+        per_channel=not a.per_tensor,
+        block_size=a.block_size,
+        overwrite=a.overwrite,
     )
     manifest = quantize_artifact(a.model, a.output, options)
     if a.json:
@@ -121,8 +146,11 @@ def _run_quantize(a: argparse.Namespace) -> int:
 def _add_verify(sub: Any) -> None:
     p = sub.add_parser("verify", help="compare an artifact with its PyTorch reference")
     p.add_argument("artifact", type=Path, help="artifact directory or model file")
-    p.add_argument("--reference", default=None,
-                   help="checkpoint to compare against (default: the manifest's source)")
+    p.add_argument(
+        "--reference",
+        default=None,
+        help="checkpoint to compare against (default: the manifest's source)",
+    )
     p.add_argument("--data", type=Path, default=None, help="SST-2 style .tsv for accuracy")
     p.add_argument("--batch-sizes", type=_ints, default=(1, 2))
     p.add_argument("--seq-lens", type=_ints, default=())
@@ -137,8 +165,13 @@ def _run_verify(a: argparse.Namespace) -> int:
     from albert_edge.verify import verify
 
     report = verify(
-        a.artifact, reference=a.reference, data=a.data, batch_sizes=a.batch_sizes,
-        seq_lens=a.seq_lens or None, threads=a.threads, max_examples=a.max_examples,
+        a.artifact,
+        reference=a.reference,
+        data=a.data,
+        batch_sizes=a.batch_sizes,
+        seq_lens=a.seq_lens or None,
+        threads=a.threads,
+        max_examples=a.max_examples,
     )
     if a.json:
         _print_json(report.to_dict())
@@ -155,8 +188,12 @@ def _run_verify(a: argparse.Namespace) -> int:
 
 def _add_inspect(sub: Any) -> None:
     p = sub.add_parser("inspect", help="ALBERT structure and size accounting")
-    p.add_argument("path", nargs="?", default=None,
-                   help="checkpoint, model.onnx, model.tflite or artifact dir (default: embedded)")
+    p.add_argument(
+        "path",
+        nargs="?",
+        default=None,
+        help="checkpoint, model.onnx, model.tflite or artifact dir (default: embedded)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_run_inspect)
 
@@ -179,8 +216,12 @@ def _run_inspect(a: argparse.Namespace) -> int:
 def _add_bench(sub: Any) -> None:
     p = sub.add_parser("bench", help="size, latency and memory of artifacts and checkpoints")
     p.add_argument("targets", nargs="*", help="artifacts or checkpoints (default: embedded)")
-    p.add_argument("--backend", action="append", default=None,
-                   help="repeatable; default: every backend that can run each target")
+    p.add_argument(
+        "--backend",
+        action="append",
+        default=None,
+        help="repeatable; default: every backend that can run each target",
+    )
     p.add_argument("--batch", type=_ints, default=(1,))
     p.add_argument("--seq-lens", type=_ints, default=(128,))
     p.add_argument("--threads", type=_ints, default=(2,))

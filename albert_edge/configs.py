@@ -19,30 +19,62 @@ if TYPE_CHECKING:
 
 # Shapes of the published v2 checkpoints (google-research/albert, HF albert-*-v2).
 NAMED_CONFIGS: dict[str, dict[str, Any]] = {
-    "albert-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                        intermediate_size=3072),
-    "albert-large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
-                         intermediate_size=4096),
-    "albert-xlarge": dict(hidden_size=2048, num_hidden_layers=24, num_attention_heads=16,
-                          intermediate_size=8192),
-    "albert-xxlarge": dict(hidden_size=4096, num_hidden_layers=12, num_attention_heads=64,
-                           intermediate_size=16384),
+    "albert-base": dict(
+        hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072
+    ),
+    "albert-large": dict(
+        hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096
+    ),
+    "albert-xlarge": dict(
+        hidden_size=2048, num_hidden_layers=24, num_attention_heads=16, intermediate_size=8192
+    ),
+    "albert-xxlarge": dict(
+        hidden_size=4096, num_hidden_layers=12, num_attention_heads=64, intermediate_size=16384
+    ),
     # Small shapes for tests: same vocabulary as the real tokenizer, tiny everything else.
-    "tiny": dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
-                 intermediate_size=64, embedding_size=16, max_position_embeddings=128),
-    "tiny-groups": dict(hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
-                        intermediate_size=64, embedding_size=16, max_position_embeddings=128,
-                        num_hidden_groups=2, inner_group_num=2),
-    "tiny-unfactorized": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                              intermediate_size=64, embedding_size=32,
-                              max_position_embeddings=128),
+    "tiny": dict(
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=64,
+        embedding_size=16,
+        max_position_embeddings=128,
+    ),
+    "tiny-groups": dict(
+        hidden_size=32,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        intermediate_size=64,
+        embedding_size=16,
+        max_position_embeddings=128,
+        num_hidden_groups=2,
+        inner_group_num=2,
+    ),
+    "tiny-unfactorized": dict(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        embedding_size=32,
+        max_position_embeddings=128,
+    ),
 }
 
 COMMON: dict[str, Any] = dict(
-    vocab_size=30000, embedding_size=128, max_position_embeddings=512, type_vocab_size=2,
-    num_hidden_groups=1, inner_group_num=1, hidden_act="gelu_new",
-    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.1,
-    layer_norm_eps=1e-12, initializer_range=0.02, pad_token_id=0, bos_token_id=2,
+    vocab_size=30000,
+    embedding_size=128,
+    max_position_embeddings=512,
+    type_vocab_size=2,
+    num_hidden_groups=1,
+    inner_group_num=1,
+    hidden_act="gelu_new",
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+    classifier_dropout_prob=0.1,
+    layer_norm_eps=1e-12,
+    initializer_range=0.02,
+    pad_token_id=0,
+    bos_token_id=2,
     eos_token_id=3,
 )
 

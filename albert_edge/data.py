@@ -17,7 +17,9 @@ def _read_text(path: Path, what: str) -> str:
         raise DataError(f"{path}: {what} file not found; pass an existing .tsv or .txt file")
     raw = path.read_bytes()
     if b"\x00" in raw[:4096]:
-        raise DataError(f"{path}: {what} file is binary, not text; pass a .tsv or .txt of sentences")
+        raise DataError(
+            f"{path}: {what} file is binary, not text; pass a .tsv or .txt of sentences"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -54,7 +56,9 @@ def read_sst2(path: str | Path) -> list[tuple[int, str]]:
         try:
             out.append((int(row[li]), row[si]))
         except (ValueError, IndexError):
-            raise DataError(f"{p}:{n}: malformed row {row!r}; expected label<TAB>sentence") from None
+            raise DataError(
+                f"{p}:{n}: malformed row {row!r}; expected label<TAB>sentence"
+            ) from None
     if not out:
         raise DataError(f"{p}: no labelled rows after the header")
     return out

@@ -33,7 +33,9 @@ HEADS: dict[str, HeadSpec] = {
         HeadSpec("sequence-classification", "AlbertForSequenceClassification", ("logits",)),
         HeadSpec("masked-lm", "AlbertForMaskedLM", ("logits",)),
         HeadSpec("pretraining", "AlbertForPreTraining", ("prediction_logits", "sop_logits")),
-        HeadSpec("question-answering", "AlbertForQuestionAnswering", ("start_logits", "end_logits")),
+        HeadSpec(
+            "question-answering", "AlbertForQuestionAnswering", ("start_logits", "end_logits")
+        ),
         HeadSpec("token-classification", "AlbertForTokenClassification", ("logits",)),
         HeadSpec("multiple-choice", "AlbertForMultipleChoice", ("logits",), choices_axis=True),
     )
@@ -59,6 +61,5 @@ def head_from_architectures(architectures: list[str] | None) -> HeadSpec:
         if arch in _BY_CLASS:
             return _BY_CLASS[arch]
     raise UnsupportedError(
-        f"unsupported ALBERT head {architectures[0]!r}; supported: "
-        + ", ".join(sorted(_BY_CLASS))
+        f"unsupported ALBERT head {architectures[0]!r}; supported: " + ", ".join(sorted(_BY_CLASS))
     )

@@ -39,7 +39,9 @@ def atomic_output_dir(out: str | Path, *, overwrite: bool = False) -> Iterator[P
             os.replace(tmp, out)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise AlbertEdgeError(f"{out}: cannot move the finished output into place ({exc})") from None
+        raise AlbertEdgeError(
+            f"{out}: cannot move the finished output into place ({exc})"
+        ) from None
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

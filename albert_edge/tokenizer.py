@@ -107,8 +107,10 @@ class AlbertTokenizer:
         self._build_vocab()
 
     def _build_vocab(self) -> None:
-        from sentencepiece import sentencepiece_model_pb2 as pb
+        import importlib
 
+        # generated protobuf module: typed as Any (its stubs vary across protobuf releases)
+        pb: Any = importlib.import_module("sentencepiece.sentencepiece_model_pb2")
         proto = pb.ModelProto()
         proto.ParseFromString(self.path.read_bytes())
         self._scores: dict[str, tuple[int, float]] = {}

@@ -28,10 +28,19 @@ from pathlib import Path
 from typing import Any
 
 DEFAULTS: dict[str, Any] = dict(
-    vocab_size=30000, embedding_size=64, hidden_size=128, num_hidden_layers=4,
-    num_attention_heads=4, intermediate_size=512, num_hidden_groups=1, inner_group_num=1,
-    max_position_embeddings=512, hidden_act="gelu_new", hidden_dropout_prob=0.1,
-    attention_probs_dropout_prob=0.1, classifier_dropout_prob=0.1,
+    vocab_size=30000,
+    embedding_size=64,
+    hidden_size=128,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    intermediate_size=512,
+    num_hidden_groups=1,
+    inner_group_num=1,
+    max_position_embeddings=512,
+    hidden_act="gelu_new",
+    hidden_dropout_prob=0.1,
+    attention_probs_dropout_prob=0.1,
+    classifier_dropout_prob=0.1,
 )
 
 
@@ -41,14 +50,18 @@ def _batches(
     """Length-bucketed batches: sort within shuffled chunks so padding stays small."""
     import torch
 
-    order = torch.randperm(len(examples), generator=generator).tolist() if shuffle else list(
-        range(len(examples))
+    order = (
+        torch.randperm(len(examples), generator=generator).tolist()
+        if shuffle
+        else list(range(len(examples)))
     )
     chunk = batch_size * 50
     batches = []
     for i in range(0, len(order), chunk):
         part = sorted(order[i : i + chunk], key=lambda j: len(examples[j][0]))
-        batches += [[examples[j] for j in part[k : k + batch_size]] for k in range(0, len(part), batch_size)]
+        batches += [
+            [examples[j] for j in part[k : k + batch_size]] for k in range(0, len(part), batch_size)
+        ]
     if shuffle:
         perm = torch.randperm(len(batches), generator=generator).tolist()
         batches = [batches[j] for j in perm]
@@ -112,10 +125,17 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     model = AlbertForSequenceClassification(config)
 
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embeddings" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embeddings" not in n)]
+    no_decay = [
+        p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embeddings" not in n)
+    ]
     opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=args.lr, betas=(0.9, 0.98), eps=1e-6,
+        [
+            {"params": decay, "weight_decay": args.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=args.lr,
+        betas=(0.9, 0.98),
+        eps=1e-6,
     )
     gen = torch.Generator().manual_seed(args.seed)
     steps_per_epoch = math.ceil(len(train_ex) / args.batch_size)
@@ -133,8 +153,12 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     for epoch in range(args.epochs):
         model.train()
         running, seen = 0.0, 0
-        bar = tqdm(_batches(train_ex, args.batch_size, gen, shuffle=True), desc=f"epoch {epoch + 1}",
-                   file=sys.stderr, mininterval=5)
+        bar = tqdm(
+            _batches(train_ex, args.batch_size, gen, shuffle=True),
+            desc=f"epoch {epoch + 1}",
+            file=sys.stderr,
+            mininterval=5,
+        )
         for batch in bar:
             ids, mask, labels = _collate(batch)
             loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
@@ -148,8 +172,13 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             seen += len(batch)
             bar.set_postfix(loss=f"{running / seen:.4f}")
         acc = evaluate(model, dev_ex)
-        entry = {"epoch": epoch + 1, "step": step, "train_loss": round(running / seen, 5),
-                 "dev_accuracy": round(acc, 5), "elapsed_s": round(time.time() - t0, 1)}
+        entry = {
+            "epoch": epoch + 1,
+            "step": step,
+            "train_loss": round(running / seen, 5),
+            "dev_accuracy": round(acc, 5),
+            "elapsed_s": round(time.time() - t0, 1),
+        }
         log.append(entry)
         print(json.dumps(entry), file=sys.stderr)
 
@@ -160,8 +189,16 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     model.save_pretrained(str(tmp), safe_serialization=True)
     shutil.copyfile(args.spiece, tmp / "spiece.model")
     (tmp / "tokenizer_config.json").write_text(
-        json.dumps({"tokenizer_class": "AlbertTokenizer", "do_lower_case": True, "keep_accents": False,
-                    "model_max_length": args.max_len}, indent=2) + "\n"
+        json.dumps(
+            {
+                "tokenizer_class": "AlbertTokenizer",
+                "do_lower_case": True,
+                "keep_accents": False,
+                "model_max_length": args.max_len,
+            },
+            indent=2,
+        )
+        + "\n"
     )
     summary = {
         "task": "SST-2 (GLUE), binary sentiment",
@@ -169,13 +206,19 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "dev_examples": len(dev_ex),
         "train_examples": len(train_ex),
         "wall_time_s": round(time.time() - t0, 1),
-        "seed": args.seed, "threads": args.threads,
-        "hyperparameters": {k: getattr(args, k) for k in
-                            ("epochs", "batch_size", "lr", "warmup", "weight_decay", "max_len")},
+        "seed": args.seed,
+        "threads": args.threads,
+        "hyperparameters": {
+            k: getattr(args, k)
+            for k in ("epochs", "batch_size", "lr", "warmup", "weight_decay", "max_len")
+        },
         "config_overrides": overrides,
         "parameters": sum(p.numel() for p in model.parameters()),
-        "machine": {"python": platform.python_version(), "torch": torch.__version__,
-                    "processor": platform.processor() or platform.machine()},
+        "machine": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "processor": platform.processor() or platform.machine(),
+        },
         "command": "python -m albert_edge.train " + " ".join(sys.argv[1:]),
         "log": log,
     }
@@ -193,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train", type=Path, default=shared / "sst2" / "train.tsv")
     p.add_argument("--dev", type=Path, default=shared / "sst2" / "dev.tsv")
     p.add_argument("--spiece", type=Path, default=shared / "albert" / "30k-clean.model")
-    p.add_argument("--out", type=Path, default=Path(__file__).parent / "models" / "sst2-albert-tiny")
+    p.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / "models" / "sst2-albert-tiny"
+    )
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-3)

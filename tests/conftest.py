@@ -64,7 +64,11 @@ def make_checkpoint(
         if key not in cache:
             out = tmp_path_factory.mktemp(f"ckpt-{config}-{head}")
             cache[key] = make_random_checkpoint(
-                out, config, head=head, spiece_model=spiece_path, **kw  # type: ignore[arg-type]
+                out,
+                config,
+                head=head,
+                spiece_model=spiece_path,
+                **kw,  # type: ignore[arg-type]
             )
         return cache[key]
 

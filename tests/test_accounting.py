@@ -33,8 +33,12 @@ def _independent(path):
 
 @pytest.mark.parametrize(
     ("config", "head"),
-    [("tiny", "sequence-classification"), ("tiny-groups", "masked-lm"),
-     ("tiny-unfactorized", "base"), ("tiny", "pretraining")],
+    [
+        ("tiny", "sequence-classification"),
+        ("tiny-groups", "masked-lm"),
+        ("tiny-unfactorized", "base"),
+        ("tiny", "pretraining"),
+    ],
 )
 def test_accounting_matches_state_dict(make_checkpoint, config, head):
     path = make_checkpoint(config, head=head)
@@ -49,14 +53,19 @@ def test_accounting_matches_state_dict(make_checkpoint, config, head):
     assert s["params_shared"] == sum(groups.values())
     assert s["params_unshared"] == cfg["num_hidden_layers"] * groups[0]
     assert info["floor_bytes"] == {
-        "fp32": params * 4, "fp16": params * 2, "int8": params, "int4": params // 2,
+        "fp32": params * 4,
+        "fp16": params * 2,
+        "int8": params,
+        "int4": params // 2,
     }
 
 
 def test_inspect_cli_json_on_trained_model(trained_checkpoint):
     r = subprocess.run(
         [sys.executable, "-m", "albert_edge.cli", "inspect", str(trained_checkpoint), "--json"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
@@ -65,5 +74,6 @@ def test_inspect_cli_json_on_trained_model(trained_checkpoint):
     assert info["embedding"]["vocab_size"] == cfg["vocab_size"] == 30000
     assert info["embedding"]["embedding_size"] < info["embedding"]["hidden_size"]
     assert info["embedding"]["params"] == emb
+    assert info["embedding"]["params_unfactorized"] == unfact
     assert info["sharing"]["params_shared"] == sum(groups.values())
     assert set(info["floor_bytes"]) == {"fp32", "fp16", "int8", "int4"}

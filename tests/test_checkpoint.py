@@ -112,11 +112,11 @@ def test_missing_files(tmp_path, make_checkpoint):
         load_checkpoint(tmp_path / "nope")
     d = _copy(make_checkpoint, tmp_path)
     (d / "model.safetensors").unlink()
-    with pytest.raises(CheckpointError, match="no model.safetensors"):
+    with pytest.raises(CheckpointError, match=r"no model\.safetensors"):
         load_checkpoint(d)
     d2 = _copy(make_checkpoint, tmp_path, "c2")
     (d2 / "config.json").unlink()
-    with pytest.raises(CheckpointError, match="no config.json"):
+    with pytest.raises(CheckpointError, match=r"no config\.json"):
         load_checkpoint(d2)
 
 
@@ -160,7 +160,9 @@ def test_cli_bad_input_is_one_line_and_nonzero(tmp_path, make_checkpoint):
     (d / "config.json").write_text(json.dumps(cfg))
     r = subprocess.run(
         [sys.executable, "-m", "albert_edge.cli", "inspect", str(d)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert r.returncode != 0
     errors = [line for line in r.stderr.splitlines() if line.startswith("albert-edge")]
