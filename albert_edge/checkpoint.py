@@ -223,14 +223,15 @@ def load_checkpoint(path: str | Path | None = None) -> Checkpoint:
     ``None`` loads the embedded default model (a small ALBERT trained on SST-2).
     """
     p = Path(path) if path is not None else DEFAULT_MODEL
-    if not p.exists():
-        raise CheckpointError(
-            f"{p}: no such file or directory; pass an ALBERT checkpoint directory"
-        )
+    # A TF1 prefix (model.ckpt-1000) names no file of its own: test for it before existence.
     if is_tf1_checkpoint(p) and not (p.is_dir() and (p / "config.json").is_file()):
         from converters.tf1_checkpoint import load_tf1_checkpoint
 
         return load_tf1_checkpoint(p)
+    if not p.exists():
+        raise CheckpointError(
+            f"{p}: no such file or directory; pass an ALBERT checkpoint directory"
+        )
     if not p.is_dir():
         raise CheckpointError(
             f"{p}: expected a checkpoint directory (config.json + model.safetensors or "

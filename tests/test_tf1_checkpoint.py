@@ -215,11 +215,6 @@ def test_hub_module_prefixed_variables(tf1):
         _state_equal(src.state_dict(), ckpt.model.state_dict())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="load_checkpoint() checks p.exists() before TF1 dispatch; a prefix is not a file "
-    "(fix requested from the lead; remove this marker with the fix)",
-)
 def test_load_checkpoint_accepts_a_prefix(tf1):
     src, written = tf1("tiny-seqcls")
     _state_equal(src.state_dict(), load_checkpoint(written.prefix).model.state_dict())
@@ -558,7 +553,7 @@ def _break(kind: str, d: Path, prefix: Path) -> None:
     "command, kind",
     [
         ("convert", "missing-config"),
-        pytest.param("convert", "truncated-data", marks=pytest.mark.slow),  # one more TF start
+        ("convert", "truncated-data"),
         ("inspect", "shape-mismatch"),
     ],
 )

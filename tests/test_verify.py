@@ -450,7 +450,6 @@ def test_convert_onnx_then_verify(make_checkpoint: Any, tmp_path: Path, sst2_dev
     assert report.accuracy is not None and report.accuracy["agreement"] == 1.0
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp32", "int8-full"])
 def test_convert_tflite_then_verify(
     precision: str, make_checkpoint: Any, tmp_path: Path, sst2_dev: Path, sst2_train: Path
@@ -481,7 +480,6 @@ def test_convert_tflite_then_verify(
         assert m["sqnr_db"] >= SQNR_FLOORS_DB["int8-full"]
 
 
-@pytest.mark.slow
 def test_trained_model_fp32_identical_dev_accuracy(
     trained_checkpoint: Path, tmp_path: Path, sst2_dev: Path
 ) -> None:

@@ -220,9 +220,13 @@ def build_tflite(
     return fb.write_model(model), stages
 
 
-def check_postconditions(report: dict[str, Any], ckpt: Checkpoint) -> dict[str, Any]:
+def check_postconditions(
+    report: dict[str, Any], ckpt: Checkpoint, orphan_tensors: int = 0
+) -> dict[str, Any]:
     """What the artifact promises; a broken promise is a PassError (a bug, not user input)."""
     checks = {
+        # A tensor nothing reads or writes looks like an unproduced activation to TFLite.
+        "no_orphan_tensors": orphan_tensors == 0,
         "no_duplicate_buffers": report["duplicate_tensor_bytes"] == 0,
         "factorized_embedding_intact": report["factorized_embedding_intact"] is True,
         # Every weight once: the file holds at most the model's parameters plus small
@@ -281,8 +285,9 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
     path = Path(out_dir) / MODEL_FILE
     path.write_bytes(data)
 
-    report = analyze_model(fb.read_model(data), len(data))
-    checks = check_postconditions(report, ckpt)
+    final = fb.read_model(data)
+    report = analyze_model(final, len(data))
+    checks = check_postconditions(report, ckpt, fb.orphan_tensor_count(final))
     if options.precision == "int8-full" and report["float_compute_ops"]:
         ops = ", ".join(f"{k} x{v}" for k, v in report["float_compute_ops"].items())
         raise UnsupportedError(

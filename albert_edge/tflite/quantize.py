@@ -96,8 +96,14 @@ def quantize_flatbuffer(
 
     from ai_edge_quantizer import quantizer
 
+    from albert_edge.tflite import flatbuffer as fb
+
     for name in ("root", "absl"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    if precision == "int8-full":
+        model = fb.read_model(model_bytes)
+        if fb.bound_mask_fill(model):
+            model_bytes = fb.write_model(model)
     q = quantizer.Quantizer(bytearray(model_bytes))
     q.load_quantization_recipe(
         _recipe(precision, per_channel=per_channel, quantize_embeddings=quantize_embeddings)
@@ -112,6 +118,7 @@ def quantize_flatbuffer(
                 )
             qsv = q.calibrate({k: list(v) for k, v in calibration.items()}, num_threads=threads)
             unify_shared_weight_inputs(model_bytes, qsv)
+            bound_softmax_input_ranges(model_bytes, qsv)
             result = q.quantize(qsv, enable_progress_report=False, enable_progress_bar=False)
         else:
             result = q.quantize(enable_progress_report=False, enable_progress_bar=False)
@@ -199,3 +206,40 @@ def unify_shared_weight_inputs(model_bytes: bytes, qsv: dict[str, Any]) -> int:
             qsv[n] = {**qsv[n], "min": np.full_like(old_min, lo), "max": np.full_like(old_max, hi)}
             widened += 1
     return widened
+
+
+# Softmax inputs keep at most this span (in logits) below their calibrated maximum.
+SOFTMAX_INPUT_SPAN = 32.0
+
+
+def bound_softmax_input_ranges(
+    model_bytes: bytes, qsv: dict[str, Any], span: float = SOFTMAX_INPUT_SPAN
+) -> int:
+    """Clip the calibrated range of every SOFTMAX input to ``[max - span, max]``.
+
+    The attention scores reach SOFTMAX through an ADD of the padding mask (-1e4 at
+    padded positions, see :func:`albert_edge.tflite.flatbuffer.bound_mask_fill`), so
+    min/max calibration gives that tensor a range of ~1e4 and an int8 step of ~40: the
+    scores themselves (a span of ~20) would all round to one value. Clipped, padded
+    positions saturate at ``max - span`` (weight ≤ e^-span of the row's largest, i.e.
+    masked) and real scores keep a step of span/255 ≈ 0.13. Returns tensors clipped.
+    """
+    from albert_edge.tflite import flatbuffer as fb
+
+    model = fb.read_model(model_bytes)
+    names = fb.builtin_names()
+    clipped = 0
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            if names.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex])) != "SOFTMAX":
+                continue
+            t = sg.tensors[op.inputs[0]]
+            name = t.name.decode() if t.name else None
+            if name is None or name not in qsv or "min" not in qsv[name]:
+                continue
+            lo, hi = np.asarray(qsv[name]["min"]), np.asarray(qsv[name]["max"])
+            if float(np.max(hi) - np.min(lo)) <= span:
+                continue
+            qsv[name] = {**qsv[name], "min": np.maximum(lo, hi - span).astype(lo.dtype)}
+            clipped += 1
+    return clipped

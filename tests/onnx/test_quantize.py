@@ -532,10 +532,9 @@ def test_check_options_refuses_contradictions(sst2_train) -> None:
     check_options(ConvertOptions(precision="int8-static", calibration=sst2_train))
 
 
-# --- slow: albert-base sizes, trained-model accuracy ----------------------------------
+# --- albert-base sizes, trained-model accuracy ------------------------------------------
 
 
-@pytest.mark.slow
 def test_albert_base_int8_with_embeddings_is_about_12mb(make_checkpoint, tmp_path) -> None:
     from albert_edge.convert import convert
 
@@ -553,7 +552,6 @@ def test_albert_base_int8_with_embeddings_is_about_12mb(make_checkpoint, tmp_pat
     assert manifest["matmuls_quantized"] == manifest["matmuls_total"]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("precision", "bar"), [("int8-dynamic", 0.5), ("int8-static", 1.0), ("int4", 1.5)]
 )

@@ -141,6 +141,7 @@ def test_artifact_files_and_manifest(small_fp32: tuple[Path, dict]) -> None:
     assert man["batch"]["signature_batch"] == 1
     assert man["parity"]["max_abs_error"]["logits"] <= 1e-4
     assert man["postconditions"] == {
+        "no_orphan_tensors": True,
         "no_duplicate_buffers": True,
         "factorized_embedding_intact": True,
         "weights_stored_once": True,
@@ -212,6 +213,43 @@ def test_signatures_share_every_weight(small_fp32: tuple[Path, dict]) -> None:
         if t.buffer and len(fb.buffer_bytes(model, t.buffer)) >= 1024
     ]
     assert (1, 16, 64) not in shapes
+
+
+def test_drop_orphan_tensors_remaps_and_keeps_outputs(
+    small_fp32: tuple[Path, dict], small_ckpt: Path, tmp_path: Path
+) -> None:
+    """An unreferenced tensor (what a rewrite leaves behind) is removed, indices remapped."""
+    from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite.runtime import LiteRTRunner
+
+    src = small_fp32[0] / "model.tflite"
+    model = _model(src)
+    assert fb.orphan_tensor_count(model) == 0
+    sizes = [len(sg.tensors) for sg in model.subgraphs]
+    orphan = fb.schema().TensorT()
+    orphan.name, orphan.shape, orphan.type, orphan.buffer = b"orphan", [64, 64], 0, 0
+    model.subgraphs[0].tensors.insert(0, orphan)  # index 0: every other index shifts
+    for op in model.subgraphs[0].operators:
+        op.inputs = [int(i) + 1 if int(i) >= 0 else int(i) for i in op.inputs]
+        op.outputs = [int(i) + 1 for i in op.outputs]
+    sg0 = model.subgraphs[0]
+    sg0.inputs = [int(i) + 1 for i in sg0.inputs]
+    sg0.outputs = [int(i) + 1 for i in sg0.outputs]
+    for sd in model.signatureDefs:
+        if int(sd.subgraphIndex) == 0:
+            for tm in [*sd.inputs, *sd.outputs]:
+                tm.tensorIndex = int(tm.tensorIndex) + 1
+    assert fb.orphan_tensor_count(model) == 1
+
+    assert fb.drop_orphan_tensors(model) == 1
+    assert [len(sg.tensors) for sg in model.subgraphs] == sizes
+    assert fb.orphan_tensor_count(model) == 0
+    out = tmp_path / "model.tflite"
+    out.write_bytes(fb.write_model(model))
+    feeds = _feeds(1, 12)
+    got = LiteRTRunner(out, threads=1).run(feeds)
+    ref = LiteRTRunner(src, threads=1).run(feeds)
+    assert _max_err(got, ref) == 0.0
 
 
 def test_factorized_embedding_intact(small_fp32: tuple[Path, dict]) -> None:
@@ -332,7 +370,6 @@ def test_groups_masked_lm(groups_mlm: tuple[Path, dict, Path]) -> None:
     assert man["factorized_embedding_intact"] is True
 
 
-@pytest.mark.slow
 def test_unfactorized_question_answering(unfact_qa: tuple[Path, dict, Path]) -> None:
     from albert_edge.tflite.runtime import LiteRTRunner
 
@@ -387,7 +424,6 @@ def test_runner_rejects_a_missing_file(tmp_path: Path) -> None:
 # --- slow: every precision's size bar, more heads, TF1 source, the trained model ----------
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("precision", "bar"), [("fp16", 1.02), ("int8-full", 1.05)])
 def test_precision_size_bars(
     tmp_path_factory: Any, small_ckpt: Path, sst2_train: Path, precision: str, bar: float
@@ -417,7 +453,6 @@ def test_precision_size_bars(
     assert sqnr > (40 if precision == "fp16" else 10), sqnr
 
 
-@pytest.mark.slow
 def test_int8_io_keeps_int8_outputs(
     tmp_path_factory: Any, make_checkpoint: Any, sst2_train: Path
 ) -> None:
@@ -443,7 +478,6 @@ def test_int8_io_keeps_int8_outputs(
     assert np.abs(got - _torch_ref(ck, feeds)["logits"]).max() < 0.05
 
 
-@pytest.mark.slow
 def test_signatures_add_no_weight_bytes(tmp_path_factory: Any, small_ckpt: Path) -> None:
     from albert_edge.tflite.inspect import inspect_tflite
 
@@ -455,7 +489,6 @@ def test_signatures_add_no_weight_bytes(tmp_path_factory: Any, small_ckpt: Path)
     assert b["file_bytes"] <= a["file_bytes"] * 1.03
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("head", ["base", "multiple-choice", "token-classification", "pretraining"])
 def test_more_heads(tmp_path_factory: Any, make_checkpoint: Any, head: str) -> None:
     from albert_edge.tflite.runtime import LiteRTRunner
@@ -468,7 +501,6 @@ def test_more_heads(tmp_path_factory: Any, make_checkpoint: Any, head: str) -> N
     assert man["sizes"]["duplicate_tensor_bytes"] == 0
 
 
-@pytest.mark.slow
 def test_from_an_original_tf1_checkpoint(
     tmp_path_factory: Any, make_checkpoint: Any, spiece_path: Path
 ) -> None:
@@ -503,7 +535,6 @@ def _sst2_accuracy(model_file: Path, tok: Any, rows: list[tuple[int, str]]) -> f
     return 100.0 * hits / len(rows)
 
 
-@pytest.mark.slow
 def test_trained_sst2_accuracy_per_precision(
     tmp_path_factory: Any, sst2_dev: Path, sst2_train: Path
 ) -> None:
@@ -531,7 +562,6 @@ def test_trained_sst2_accuracy_per_precision(
     assert abs(acc["int8-full"] - acc["fp32"]) <= 1.0, acc
 
 
-@pytest.mark.slow
 def test_loads_on_tflite_runtime_2_14_when_available(small_fp32: tuple[Path, dict]) -> None:
     """Set TFLITE_RUNTIME_214_PYTHON to a python with tflite-runtime 2.14 (numpy<2) installed."""
     import os
