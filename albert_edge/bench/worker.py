@@ -505,6 +505,9 @@ def run_roofline(job: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from albert_edge.cli import quiet_frameworks
+
+    quiet_frameworks()
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m albert_edge.bench.worker JOB.json", file=sys.stderr)

@@ -176,18 +176,16 @@ def drop_unused_buffers(model: ModelT) -> None:
         md.buffer = new_index[int(md.buffer)]
 
 
-def bound_mask_fill(model: ModelT, value: float = -1.0e4) -> int:
-    """Replace float constants that hold only ``finfo(float32).min`` by ``value``.
+def bound_mask_fill(
+    model: ModelT, value: float = -1.0e4, below: float = float(np.finfo(np.float32).min) / 2
+) -> int:
+    """Rewrite float constants whose every value is ≤ ``below`` to ``value``.
 
-    transformers builds ALBERT's additive attention mask as ``finfo.min`` at padded
-    positions. In float that is the same as -1e4 (``exp`` underflows to 0 either way;
-    -1e4 is what the original BERT/ALBERT code used), but an integer kernel cannot take
-    it: the mask tensor's int8 scale becomes ~1e36 and ADD's fixed-point rescale of the
-    attention scores (scale ~0.1) underflows to zero, so every token attends uniformly
-    (measured: SST-2 dev 80.4 % → 61.7 % at int8-full). Returns the number of constants
-    rewritten.
+    Made for the additive attention mask, which transformers fills with
+    ``finfo(float32).min`` at padded positions: in float any large negative value masks
+    the same (``exp`` underflows to 0), but integer kernels need a finite, moderate one
+    (see ``albert_edge.tflite.quantize.mask_magnitude``). Returns constants rewritten.
     """
-    floor = float(np.finfo(np.float32).min) / 2
     rewritten = 0
     done: set[int] = set()
     for sg in model.subgraphs:
@@ -197,7 +195,7 @@ def bound_mask_fill(model: ModelT, value: float = -1.0e4) -> int:
             if tensor_type_names().get(t.type) != "FLOAT32":
                 continue
             arr = tensor_array(model, t)
-            if arr is None or arr.size == 0 or not bool(np.all(arr <= floor)):
+            if arr is None or arr.size == 0 or not bool(np.all(arr <= below)):
                 continue
             model.buffers[t.buffer].data = np.frombuffer(
                 np.full(arr.shape, value, np.float32).tobytes(), dtype=np.uint8

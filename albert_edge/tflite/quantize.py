@@ -100,28 +100,41 @@ def quantize_flatbuffer(
 
     for name in ("root", "absl"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    if precision == "int8-full":
-        model = fb.read_model(model_bytes)
-        if fb.bound_mask_fill(model):
-            model_bytes = fb.write_model(model)
-    q = quantizer.Quantizer(bytearray(model_bytes))
-    q.load_quantization_recipe(
-        _recipe(precision, per_channel=per_channel, quantize_embeddings=quantize_embeddings)
-    )
-    result = None
+    recipe = _recipe(precision, per_channel=per_channel, quantize_embeddings=quantize_embeddings)
+
+    def _calibrated(data: bytes) -> tuple[Any, dict[str, Any]]:
+        q = quantizer.Quantizer(bytearray(data))
+        q.load_quantization_recipe(recipe)
+        assert calibration is not None
+        qsv = q.calibrate({k: list(v) for k, v in calibration.items()}, num_threads=threads)
+        return q, qsv
+
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        if q.need_calibration:
-            if not calibration:
-                raise QuantizationError(
-                    "int8-full needs calibration sentences; pass --calibration FILE (SST-2 .tsv "
-                    "or one sentence per line)"
-                )
-            qsv = q.calibrate({k: list(v) for k, v in calibration.items()}, num_threads=threads)
-            unify_shared_weight_inputs(model_bytes, qsv)
-            bound_softmax_input_ranges(model_bytes, qsv)
-            result = q.quantize(qsv, enable_progress_report=False, enable_progress_bar=False)
-        else:
+        if precision != "int8-full":
+            q = quantizer.Quantizer(bytearray(model_bytes))
+            q.load_quantization_recipe(recipe)
             result = q.quantize(enable_progress_report=False, enable_progress_bar=False)
+            return bytes(result.quantized_model)
+        if not calibration:
+            raise QuantizationError(
+                "int8-full needs calibration sentences; pass --calibration FILE (SST-2 .tsv "
+                "or one sentence per line)"
+            )
+        # Pass 1: a finite mask (-1e4) so that calibration sees the attention scores' range.
+        model = fb.read_model(model_bytes)
+        if fb.bound_mask_fill(model, value=-MASK_PROBE):
+            model_bytes = fb.write_model(model)
+            _, qsv = _calibrated(model_bytes)
+            # Pass 2: the smallest mask that still masks, so int8 kernels can add it.
+            magnitude = mask_magnitude(model_bytes, qsv)
+            if magnitude is not None:
+                model = fb.read_model(model_bytes)
+                fb.bound_mask_fill(model, value=-magnitude, below=-MASK_PROBE)
+                model_bytes = fb.write_model(model)
+        q, qsv = _calibrated(model_bytes)
+        unify_shared_weight_inputs(model_bytes, qsv)
+        bound_softmax_input_ranges(model_bytes, qsv)
+        result = q.quantize(qsv, enable_progress_report=False, enable_progress_bar=False)
     return bytes(result.quantized_model)
 
 
@@ -208,38 +221,94 @@ def unify_shared_weight_inputs(model_bytes: bytes, qsv: dict[str, Any]) -> int:
     return widened
 
 
-# Softmax inputs keep at most this span (in logits) below their calibrated maximum.
-SOFTMAX_INPUT_SPAN = 32.0
+# int8-full and the padding mask. transformers adds finfo(float32).min at padded key
+# positions. Integer kernels cannot: ADD rescales both inputs to a common fixed-point
+# scale, and next to a ~1e36 mask scale the attention scores (scale ~0.1) vanish or
+# overflow (measured: SST-2 dev 80.4 % → 61.7 %, and with a -1e4 mask some ADDs wrapped
+# to +127). So the mask is made as small as masking allows: calibrate once with -1e4
+# (MASK_PROBE) to learn the scores' range, then use -(largest score span + MASK_MARGIN).
+# Every padded position then sits at least MASK_MARGIN below every real score of its
+# row (softmax weight ≤ e^-16 ≈ 1e-7 of a real one), and the mask's int8 scale is of the
+# same order as the scores'.
+MASK_PROBE = 1.0e4
+MASK_MARGIN = 16.0
 
 
-def bound_softmax_input_ranges(
-    model_bytes: bytes, qsv: dict[str, Any], span: float = SOFTMAX_INPUT_SPAN
-) -> int:
-    """Clip the calibrated range of every SOFTMAX input to ``[max - span, max]``.
-
-    The attention scores reach SOFTMAX through an ADD of the padding mask (-1e4 at
-    padded positions, see :func:`albert_edge.tflite.flatbuffer.bound_mask_fill`), so
-    min/max calibration gives that tensor a range of ~1e4 and an int8 step of ~40: the
-    scores themselves (a span of ~20) would all round to one value. Clipped, padded
-    positions saturate at ``max - span`` (weight ≤ e^-span of the row's largest, i.e.
-    masked) and real scores keep a step of span/255 ≈ 0.13. Returns tensors clipped.
-    """
+def _softmax_adds(model: Any) -> list[tuple[Any, Any, Any]]:
+    """(subgraph, ADD op, SOFTMAX op) for each SOFTMAX whose input an ADD produces."""
     from albert_edge.tflite import flatbuffer as fb
 
-    model = fb.read_model(model_bytes)
     names = fb.builtin_names()
-    clipped = 0
+    out = []
     for sg in model.subgraphs:
+        producer = {int(o): op for op in sg.operators for o in op.outputs}
         for op in sg.operators:
             if names.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex])) != "SOFTMAX":
                 continue
-            t = sg.tensors[op.inputs[0]]
-            name = t.name.decode() if t.name else None
-            if name is None or name not in qsv or "min" not in qsv[name]:
-                continue
-            lo, hi = np.asarray(qsv[name]["min"]), np.asarray(qsv[name]["max"])
-            if float(np.max(hi) - np.min(lo)) <= span:
-                continue
-            qsv[name] = {**qsv[name], "min": np.maximum(lo, hi - span).astype(lo.dtype)}
-            clipped += 1
+            add = producer.get(int(op.inputs[0]))
+            if (
+                add is not None
+                and names.get(fb.opcode_builtin(model.operatorCodes[add.opcodeIndex])) == "ADD"
+            ):
+                out.append((sg, add, op))
+    return out
+
+
+def _range(sg: Any, index: int, qsv: Mapping[str, Any]) -> tuple[str, float, float] | None:
+    t = sg.tensors[index]
+    name = t.name.decode() if t.name else None
+    if name is None or name not in qsv or "min" not in qsv[name] or "max" not in qsv[name]:
+        return None
+    return name, float(np.min(qsv[name]["min"])), float(np.max(qsv[name]["max"]))
+
+
+def _scores_range(sg: Any, add: Any, qsv: Mapping[str, Any]) -> tuple[float, float] | None:
+    """Calibrated range of the unmasked operand of a mask ADD (the narrower one)."""
+    ranges = [r for r in (_range(sg, int(i), qsv) for i in add.inputs) if r is not None]
+    if len(ranges) != 2:
+        return None
+    _, lo, hi = min(ranges, key=lambda r: r[2] - r[1])
+    return lo, hi
+
+
+def mask_magnitude(
+    model_bytes: bytes, qsv: Mapping[str, Any], margin: float = MASK_MARGIN
+) -> float | None:
+    """The mask magnitude that keeps every padded position ``margin`` below any score."""
+    from albert_edge.tflite import flatbuffer as fb
+
+    spans = []
+    for sg, add, _ in _softmax_adds(fb.read_model(model_bytes)):
+        r = _scores_range(sg, add, qsv)
+        if r is not None:
+            spans.append(r[1] - r[0])
+    if not spans:
+        return None
+    return float(np.ceil(max(spans) + margin))
+
+
+def bound_softmax_input_ranges(
+    model_bytes: bytes, qsv: dict[str, Any], margin: float = MASK_MARGIN
+) -> int:
+    """Clip each masked SOFTMAX input's calibrated minimum to (lowest score − margin).
+
+    With the mask of :func:`mask_magnitude`, padded positions land at or below that
+    value and saturate there, while real scores keep an int8 step of (span + margin)/255
+    instead of (span + mask)/255. Returns the number of tensors clipped.
+    """
+    from albert_edge.tflite import flatbuffer as fb
+
+    clipped = 0
+    for sg, add, softmax in _softmax_adds(fb.read_model(model_bytes)):
+        x = _range(sg, int(softmax.inputs[0]), qsv)
+        scores = _scores_range(sg, add, qsv)
+        if x is None or scores is None:
+            continue
+        name, lo, _ = x
+        new_lo = scores[0] - margin
+        if lo >= new_lo:
+            continue
+        old = np.asarray(qsv[name]["min"])
+        qsv[name] = {**qsv[name], "min": np.maximum(old, new_lo).astype(old.dtype)}
+        clipped += 1
     return clipped

@@ -252,6 +252,23 @@ def test_drop_orphan_tensors_remaps_and_keeps_outputs(
     assert _max_err(got, ref) == 0.0
 
 
+def test_bound_mask_fill_keeps_float_outputs(small_fp32: tuple[Path, dict], tmp_path: Path) -> None:
+    """The finfo.min mask becomes a moderate constant; padded inputs give the same outputs."""
+    from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite.runtime import LiteRTRunner
+
+    src = small_fp32[0] / "model.tflite"
+    model = _model(src)
+    assert fb.bound_mask_fill(model, value=-64.0) >= 1
+    assert fb.bound_mask_fill(model, value=-64.0) == 0  # nothing at finfo.min is left
+    out = tmp_path / "model.tflite"
+    out.write_bytes(fb.write_model(model))
+    feeds = _feeds(2, 20)  # row 0 is half padding
+    got = LiteRTRunner(out, threads=1).run(feeds)
+    ref = LiteRTRunner(src, threads=1).run(feeds)
+    assert _max_err(got, ref) <= 1e-5
+
+
 def test_factorized_embedding_intact(small_fp32: tuple[Path, dict]) -> None:
     from albert_edge.tflite import flatbuffer as fb
 
