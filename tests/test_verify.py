@@ -173,6 +173,22 @@ def test_grid_inputs_are_albert_shaped() -> None:
     assert mc["input_ids"].shape == (2, 2, 8)
 
 
+def test_static_precisions_are_judged_on_text(make_checkpoint) -> None:
+    """int8-static/int8-full grids draw ids from real text: windows of the pool, in order."""
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.verify import make_grid_inputs, text_token_pool
+
+    ckpt = load_checkpoint(make_checkpoint("tiny"))
+    pool = text_token_pool(ckpt)
+    assert pool is not None and len(pool) > 50 and (pool >= 5).all()
+    feeds = make_grid_inputs(ckpt.config, False, 2, 40, np.random.default_rng(0), pool)
+    ids, mask = feeds["input_ids"], feeds["attention_mask"]
+    assert ids[0, 0] == 2 and ids[0, 39] == 3 and mask[0].all()
+    body = ids[0, 1:39]
+    text = "".join(f",{i}" for i in np.concatenate([pool, pool])) + ","
+    assert "".join(f",{i}" for i in body) + "," in text  # a contiguous window of the text
+
+
 # --- the ONNX Runtime runner -----------------------------------------------------------
 
 
