@@ -32,6 +32,39 @@ def _print_json(data: Any) -> None:
 # --- convert -------------------------------------------------------------------------
 
 
+def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
+    """The flags ``convert`` and ``quantize`` share: one definition, one meaning."""
+    p.add_argument("--calibration", type=Path, default=None)
+    p.add_argument("--num-calibration", type=int, default=128)
+    p.add_argument(
+        "--calibration-method", default="minmax", choices=("minmax", "entropy", "percentile")
+    )
+    p.add_argument("--quantize-embeddings", action="store_true")
+    p.add_argument("--per-tensor", action="store_true", help="int8: per-tensor weight scales")
+    p.add_argument("--block-size", type=int, default=32)
+
+
+def _quantization_options(a: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "calibration": a.calibration,
+        "num_calibration": a.num_calibration,
+        "calibration_method": a.calibration_method,
+        "quantize_embeddings": a.quantize_embeddings,
+        "per_channel": not a.per_tensor,
+        "block_size": a.block_size,
+    }
+
+
+def _report_manifest(a: argparse.Namespace, manifest: dict[str, Any]) -> int:
+    from albert_edge.report import print_convert_report
+
+    if a.json:
+        _print_json(manifest)
+    else:
+        print_convert_report(a.output, manifest)
+    return 0
+
+
 def _add_convert(sub: Any) -> None:
     p = sub.add_parser("convert", help="checkpoint -> ONNX or TFLite artifact directory")
     p.add_argument(
@@ -51,14 +84,7 @@ def _add_convert(sub: Any) -> None:
     p.add_argument("--optimize", choices=("none", "fuse"), default="fuse")
     p.add_argument("--opset", type=int, default=17)
     p.add_argument("--seq-lens", type=_ints, default=())
-    p.add_argument("--calibration", type=Path, default=None)
-    p.add_argument("--num-calibration", type=int, default=128)
-    p.add_argument(
-        "--calibration-method", default="minmax", choices=("minmax", "entropy", "percentile")
-    )
-    p.add_argument("--quantize-embeddings", action="store_true")
-    p.add_argument("--per-tensor", action="store_true", help="int8: per-tensor weight scales")
-    p.add_argument("--block-size", type=int, default=32)
+    _add_quantization_flags(p)
     p.add_argument("--int8-io", action="store_true")
     p.add_argument("--no-verify", action="store_true")
     p.add_argument("--overwrite", action="store_true")
@@ -69,7 +95,6 @@ def _add_convert(sub: Any) -> None:
 def _run_convert(a: argparse.Namespace) -> int:
     from albert_edge.convert import convert
     from albert_edge.options import ConvertOptions
-    from albert_edge.report import print_convert_report
 
     options = ConvertOptions(
         target=a.target,
@@ -77,22 +102,12 @@ def _run_convert(a: argparse.Namespace) -> int:
         optimize=a.optimize,
         opset=a.opset,
         seq_lens=a.seq_lens,
-        calibration=a.calibration,
-        num_calibration=a.num_calibration,
-        calibration_method=a.calibration_method,
-        quantize_embeddings=a.quantize_embeddings,
-        per_channel=not a.per_tensor,
-        block_size=a.block_size,
         int8_io=a.int8_io,
         overwrite=a.overwrite,
         verify=not a.no_verify,
+        **_quantization_options(a),
     )
-    manifest = convert(a.checkpoint, a.output, options)
-    if a.json:
-        _print_json(manifest)
-    else:
-        print_convert_report(a.output, manifest)
-    return 0
+    return _report_manifest(a, convert(a.checkpoint, a.output, options))
 
 
 # --- quantize ------------------------------------------------------------------------
@@ -103,14 +118,7 @@ def _add_quantize(sub: Any) -> None:
     p.add_argument("model", type=Path, help="model.onnx (or its artifact directory)")
     p.add_argument("--precision", required=True, help="int8-dynamic|int8-static|int4|fp16")
     p.add_argument("-o", "--output", required=True, type=Path)
-    p.add_argument("--calibration", type=Path, default=None)
-    p.add_argument("--num-calibration", type=int, default=128)
-    p.add_argument(
-        "--calibration-method", default="minmax", choices=("minmax", "entropy", "percentile")
-    )
-    p.add_argument("--quantize-embeddings", action="store_true")
-    p.add_argument("--per-tensor", action="store_true")
-    p.add_argument("--block-size", type=int, default=32)
+    _add_quantization_flags(p)
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_run_quantize)
@@ -119,25 +127,11 @@ def _add_quantize(sub: Any) -> None:
 def _run_quantize(a: argparse.Namespace) -> int:
     from albert_edge.onnx.quantize import quantize_artifact
     from albert_edge.options import ConvertOptions
-    from albert_edge.report import print_convert_report
 
     options = ConvertOptions(
-        target="onnx",
-        precision=a.precision,
-        calibration=a.calibration,
-        num_calibration=a.num_calibration,
-        calibration_method=a.calibration_method,
-        quantize_embeddings=a.quantize_embeddings,
-        per_channel=not a.per_tensor,
-        block_size=a.block_size,
-        overwrite=a.overwrite,
+        target="onnx", precision=a.precision, overwrite=a.overwrite, **_quantization_options(a)
     )
-    manifest = quantize_artifact(a.model, a.output, options)
-    if a.json:
-        _print_json(manifest)
-    else:
-        print_convert_report(a.output, manifest)
-    return 0
+    return _report_manifest(a, quantize_artifact(a.model, a.output, options))
 
 
 # --- verify --------------------------------------------------------------------------

@@ -142,6 +142,12 @@ class Logits:
 # --- the peers ---------------------------------------------------------------------------
 
 
+def optimum_cli() -> str:
+    """The ``optimum-cli`` of this interpreter's environment (works without activating it)."""
+    beside = Path(sys.executable).with_name("optimum-cli")
+    return str(beside) if beside.is_file() else "optimum-cli"
+
+
 def build_optimum(ckpt: Path, work: Path, variant: str) -> Path:
     """optimum-cli export (``fp32``), with ``-O3`` (``O3``), or quantized (``int8``)."""
     out = work / f"optimum-{variant}"
@@ -154,7 +160,7 @@ def build_optimum(ckpt: Path, work: Path, variant: str) -> Path:
         src = build_optimum(ckpt, work, "fp32").parent
         sh(
             [
-                "optimum-cli",
+                optimum_cli(),
                 "onnxruntime",
                 "quantize",
                 "--onnx_model",
@@ -167,7 +173,7 @@ def build_optimum(ckpt: Path, work: Path, variant: str) -> Path:
         )
     else:
         cmd = [
-            "optimum-cli",
+            optimum_cli(),
             "export",
             "onnx",
             "--model",

@@ -438,7 +438,7 @@ def test_runner_rejects_a_missing_file(tmp_path: Path) -> None:
         LiteRTRunner(tmp_path / "nope.tflite")
 
 
-# --- slow: every precision's size bar, more heads, TF1 source, the trained model ----------
+# --- every precision's size bar, more heads, TF1 source, the trained model ------------
 
 
 @pytest.mark.parametrize(("precision", "bar"), [("fp16", 1.02), ("int8-full", 1.05)])
