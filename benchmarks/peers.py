@@ -668,27 +668,30 @@ def plots(report: dict[str, Any], out: Path) -> list[Path]:
         for m in models
         if len({r["seq_len"] for r in report["results"] if r.get("model") == m}) > 1
     ]
-    fig, axes = plt.subplots(1, len(curves), figsize=(7 * len(curves), 6), squeeze=False)
-    for ax, model in zip(axes[0], curves):
-        series: dict[str, list[tuple[int, float]]] = {}
-        for r in report["results"]:
-            if r.get("model") == model and r["status"] == "ok":
-                series.setdefault(r["artifact"], []).append((r["seq_len"], r["latency_ms"]["p50"]))
-        for label, pts in sorted(series.items()):
-            pts.sort()
-            style = "-" if label.startswith("albert-edge") else "--"
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=label)
-        ax.set_title(f"{model}: p50 latency vs sequence length")
-        ax.set_xlabel("sequence length (tokens)")
-        ax.set_ylabel("p50 latency (ms), batch 1")
-        ax.set_yscale("log")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = out / "peers_latency.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    if curves:  # a run of one sequence length (--large alone) has no curve to draw
+        fig, axes = plt.subplots(1, len(curves), figsize=(7 * len(curves), 6), squeeze=False)
+        for ax, model in zip(axes[0], curves):
+            series: dict[str, list[tuple[int, float]]] = {}
+            for r in report["results"]:
+                if r.get("model") == model and r["status"] == "ok":
+                    series.setdefault(r["artifact"], []).append(
+                        (r["seq_len"], r["latency_ms"]["p50"])
+                    )
+            for label, pts in sorted(series.items()):
+                pts.sort()
+                style = "-" if label.startswith("albert-edge") else "--"
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=label)
+            ax.set_title(f"{model}: p50 latency vs sequence length")
+            ax.set_xlabel("sequence length (tokens)")
+            ax.set_ylabel("p50 latency (ms), batch 1")
+            ax.set_yscale("log")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = out / "peers_latency.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
 
     fig, axes = plt.subplots(1, len(models), figsize=(7 * len(models), 6), squeeze=False)
     for ax, model in zip(axes[0], models):
