@@ -199,6 +199,11 @@ def text_token_pool(ckpt: Checkpoint) -> np.ndarray | None:
     return np.asarray(pool, dtype=np.int64) if pool else None
 
 
+def grid_token_pool(ckpt: Checkpoint, precision: str) -> np.ndarray | None:
+    """Text to draw grid ids from for statically calibrated precisions, else None."""
+    return text_token_pool(ckpt) if precision in STATIC_PRECISIONS else None
+
+
 def make_grid_inputs(
     config: Any,
     choices_axis: bool,
@@ -444,7 +449,7 @@ def verify_against_reference(
 
     tolerance_for(precision)  # unknown precision: fail before loading anything
     runner = open_runner(artifact_file, threads=threads)
-    pool = text_token_pool(ckpt) if precision in STATIC_PRECISIONS else None
+    pool = grid_token_pool(ckpt, precision)
     with _torch_threads(threads):
         grid, summary = run_grid(
             runner, ckpt, batch_sizes=batch_sizes, seq_lens=seq_lens, token_pool=pool
@@ -703,7 +708,7 @@ def verify(
         if max_examples is not None:
             rows = rows[: max(0, max_examples)]
     runner = open_runner(model, threads=threads)
-    pool = text_token_pool(ckpt) if precision in STATIC_PRECISIONS else None
+    pool = grid_token_pool(ckpt, precision)
     with _torch_threads(threads):
         grid, summary = run_grid(
             runner, ckpt, batch_sizes=batch_sizes, seq_lens=seq_lens, token_pool=pool
