@@ -27,7 +27,8 @@ Statically calibrated precisions (int8-static, int8-full) get the same grid with
 text instead of random pieces (:func:`text_token_pool`): their activation ranges are
 calibrated on text, and random pieces at 512 tokens drive a model that has only read
 sentences far outside any calibrated range (measured on the trained SST-2 model at
-TFLite int8-full: -1.6 dB on random pieces, ~20 dB on real text of the same length).
+TFLite int8-full, buckets 128/512: -1.6 dB at the worst 512-token grid point on random
+pieces, 12.3 dB over 12 full-length SST-2 dev texts).
 """
 
 from __future__ import annotations
