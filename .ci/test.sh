@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The test command: lint, format check, type check, then the default (non-slow) suite.
+# The test command: lint, format check, type check, layering, then the default (non-slow) suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} TF_CPP_MIN_LOG_LEVEL=2 PYTHONDONTWRITEBYTECODE=1
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
+# Layering: the import-linter contract in pyproject.toml, and no module import cycles.
+.venv/bin/lint-imports
+.venv/bin/python benchmarks/import_graph.py --check
 .venv/bin/python -m pytest -q -n 2 --durations=15 "$@"

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from albert_edge.environment import quiet_frameworks
 from albert_edge.errors import AlbertEdgeError
 
 
@@ -248,26 +249,6 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_add_convert, _add_quantize, _add_verify, _add_inspect, _add_bench):
         add(sub)
     return parser
-
-
-def quiet_frameworks() -> None:
-    """Keep transformers from importing TensorFlow (it does whenever TF is installed).
-
-    albert-edge never uses transformers' TF classes (its TF route builds Keras layers
-    itself), and importing TF costs seconds and a screen of C++ log lines per process.
-    ``setdefault``: a user's explicit ``USE_TF``/``TF_CPP_MIN_LOG_LEVEL`` wins.
-    """
-    import logging
-    import os
-    import warnings
-
-    os.environ.setdefault("USE_TF", "0")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # Import-time chatter of transformers' optional torchao integration (CUDA kernels
-    # that a CPU build cannot load) and of torch's pytree deprecations: not actionable.
-    for name in ("torchao", "torch.utils._pytree"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -38,6 +38,10 @@ def convert(
     Returns the manifest that was written to ``output/manifest.json``.
     """
     options = options or ConvertOptions()
+    if options.target == "tflite":  # before loading anything: name the extra in one line
+        from albert_edge.extras import require
+
+        require("tflite", "--to tflite")
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
     with atomic_output_dir(output, overwrite=options.overwrite) as tmp:
         files = copy_tokenizer_files(ckpt, tmp)

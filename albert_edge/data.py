@@ -80,3 +80,16 @@ def load_calibration_texts(path: str | Path, limit: int | None = None) -> list[s
     if not sentences:
         raise DataError(f"{p}: calibration file has no sentences")
     return sentences[:limit] if limit else sentences
+
+
+# Used where no SST-2 file is at hand (bench inputs, verify of static precisions).
+FALLBACK_SENTENCES = (
+    "a warm , funny and ultimately moving film about two brothers who never quite grew up .",
+    "the plot is thin and the jokes land with a dull thud .",
+    "an engaging cast keeps the story moving even when the script runs out of ideas .",
+    "it is too long , too loud and far too pleased with itself .",
+    "a small , honest picture that earns every one of its quiet surprises .",
+    "the performances are fine but the film never finds a reason to exist .",
+    "smart , tender and often very funny , this is the rare comedy with a heart .",
+    "nothing in it feels new , and little of it feels alive .",
+)

@@ -11,6 +11,9 @@ from albert_edge.errors import AlbertEdgeError
 def inspect_path(path: str | Path | None = None) -> dict[str, Any]:
     """Accounting for a checkpoint (None: the embedded model), or an artifact's report.
 
+    An artifact's sizes, floor, MatMul counts and precision are :mod:`albert_edge.facts`,
+    the values convert wrote to its manifest.
+
     An artifact directory (one holding manifest.json) is inspected through its model file.
     """
     if path is not None:
@@ -22,15 +25,18 @@ def inspect_path(path: str | Path | None = None) -> dict[str, Any]:
         if p.suffix == ".onnx":
             if not p.is_file():
                 raise AlbertEdgeError(f"{p}: no such ONNX file")
+            from albert_edge.facts import artifact_facts
             from albert_edge.onnx.inspect import inspect_onnx
 
-            return inspect_onnx(p)
+            return {**inspect_onnx(p), **artifact_facts(p)}
         if p.suffix == ".tflite":
             if not p.is_file():
                 raise AlbertEdgeError(f"{p}: no such TFLite file")
+            from albert_edge.facts import tflite_facts
             from albert_edge.tflite.inspect import inspect_tflite
 
-            return inspect_tflite(p)
+            report = inspect_tflite(p)
+            return {**report, **tflite_facts(report, p)}
     from albert_edge.accounting import account
     from albert_edge.checkpoint import load_checkpoint
 

@@ -184,7 +184,7 @@ def text_token_pool(ckpt: Checkpoint) -> np.ndarray | None:
     """Piece ids of plain English text (no specials), or None without a tokenizer."""
     import numpy as np
 
-    from albert_edge.bench.inputs import FALLBACK_SENTENCES
+    from albert_edge.data import FALLBACK_SENTENCES
 
     try:
         tok = ckpt.tokenizer()
@@ -588,6 +588,7 @@ class VerifyReport:
     tolerance: dict[str, Any] = field(default_factory=dict)
     passed: bool = False
     grid_ids: str = "random pieces"  # "text" for statically calibrated precisions
+    facts: dict[str, Any] | None = None  # albert_edge.facts of the verified model file
 
     def failures(self) -> list[str]:
         """Each failing output or bar, one phrase each."""
@@ -612,31 +613,13 @@ def _manifest_beside(artifact: Path) -> dict[str, Any] | None:
 
 
 def guess_precision(model: Path) -> str:
-    """Precision of a bare model file (no manifest), from what its graph computes with."""
-    if model.suffix == ".onnx":
-        import onnx
+    """Precision of a bare model file (no manifest), from what its graph computes with.
 
-        m = onnx.load(str(model), load_external_data=False)
-        ops = {n.op_type for n in m.graph.node}
-        if ops & {"MatMulNBits", "MatMulBnb4"}:
-            return "int4"
-        if ops & {"DynamicQuantizeLinear", "MatMulInteger", "DynamicQuantizeMatMul"}:
-            return "int8-dynamic"
-        if ops & {"QuantizeLinear", "DequantizeLinear", "QLinearMatMul", "QAttention"}:
-            return "int8-static"
-        if any(t.data_type == onnx.TensorProto.FLOAT16 for t in m.graph.initializer):
-            return "fp16"
-        return "fp32"
-    if model.suffix == ".tflite":
-        from ai_edge_litert.interpreter import Interpreter
+    One definition for every command: :func:`albert_edge.facts.detect_precision`.
+    """
+    from albert_edge.facts import detect_precision
 
-        interp = Interpreter(model_path=str(model))
-        dtypes = {d["dtype"].__name__ for d in interp.get_tensor_details()}
-        if "int8" in dtypes:
-            ops = {d.get("op_name") for d in interp._get_ops_details()}
-            return "int8-full" if "QUANTIZE" in ops else "int8-dynamic"
-        return "fp16" if "float16" in dtypes else "fp32"
-    raise UnsupportedError(f"{model}: unknown artifact type; expected .onnx or .tflite")
+    return detect_precision(model)
 
 
 def _resolve_reference(
@@ -676,6 +659,7 @@ def verify(
     style .tsv) and a sequence-classification head, also compares task accuracy.
     """
     from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.facts import artifact_facts
     from albert_edge.runtime import model_file, open_runner
 
     art = Path(artifact)
@@ -743,6 +727,7 @@ def verify(
         accuracy=accuracy,
         tolerance=tol,
         grid_ids="text" if pool is not None else "random pieces",
+        facts=artifact_facts(model),
     )
     report.passed = not report.failures()
     return report

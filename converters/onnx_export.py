@@ -28,6 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import UnsupportedError
 
+# The model-metadata key holding the ALBERT facts a graph alone cannot tell (written here,
+# read by albert_edge.onnx.inspect).
+METADATA_KEY = "albert_edge.config"
+
 if TYPE_CHECKING:
     import onnx
     import torch
@@ -227,8 +231,6 @@ def export_onnx(ckpt: Checkpoint, opset: int) -> onnx.ModelProto:
     """
     import onnx
     import torch
-
-    from albert_edge.onnx.inspect import METADATA_KEY
 
     check_opset(opset)
     wrapper = make_wrapper(ckpt)

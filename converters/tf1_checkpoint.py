@@ -58,14 +58,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from albert_edge.checkpoint import (
+from albert_edge.errors import CheckpointError, ConfigError, TokenizerError, UnsupportedError
+from albert_edge.heads import HEADS, HeadSpec
+from albert_edge.torch_model import (
     Checkpoint,
     build_model,
     load_state_dict_strict,
     validate_config,
 )
-from albert_edge.errors import CheckpointError, ConfigError, TokenizerError, UnsupportedError
-from albert_edge.heads import HEADS, HeadSpec
 
 if TYPE_CHECKING:
     import numpy as np
@@ -568,6 +568,9 @@ def _native_stderr_captured() -> Iterator[None]:
 
 
 def _tensorflow() -> Any:
+    from albert_edge.extras import require
+
+    require("tflite", "reading a TF1 checkpoint", ("tensorflow",))
     try:
         if "tensorflow" not in sys.modules:
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

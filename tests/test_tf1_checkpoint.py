@@ -558,10 +558,6 @@ def _break(kind: str, d: Path, prefix: Path) -> None:
     ],
 )
 def test_cli_bad_input_one_line_nonzero_nothing_written(good, tmp_path, command, kind):
-    import importlib.util
-
-    if command == "inspect" and importlib.util.find_spec("albert_edge.inspect") is None:
-        pytest.skip("albert_edge.inspect (the lead's) does not exist yet")
     d, prefix = good
     _break(kind, d, prefix)
     before = _listing(d)

@@ -6,7 +6,6 @@ verifier is tested on its own; one test goes through ``albert_edge.convert``.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -452,8 +451,6 @@ def test_cli_verify_passes_in_process(
 
 
 def test_convert_onnx_then_verify(make_checkpoint: Any, tmp_path: Path, sst2_dev: Path) -> None:
-    if importlib.util.find_spec("albert_edge.onnx.pipeline") is None:  # removed at integration
-        pytest.skip("albert_edge.onnx.pipeline not written yet")
     from albert_edge.convert import convert
     from albert_edge.options import ConvertOptions
     from albert_edge.verify import verify

@@ -30,72 +30,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# Heads whose AlbertModel keeps the pooler (transformers' add_pooling_layer=True).
-POOLED_HEADS = frozenset({"base", "sequence-classification", "multiple-choice", "pretraining"})
+from albert_edge.facts import (
+    POOLED_HEADS,
+    PRECISION_BYTES,
+    floor_bytes,
+    num_labels,
+    param_count,
+)
+from albert_edge.facts import config_dims as _dims
 
-# Bytes per stored weight at each precision's nominal width (the size floor's unit).
-PRECISION_BYTES: dict[str, float] = {
-    "fp32": 4.0,
-    "fp16": 2.0,
-    "int8-dynamic": 1.0,
-    "int8-static": 1.0,
-    "int8-full": 1.0,
-    "int8": 1.0,
-    "int4": 0.5,
-}
-
-
-def _dims(config: Mapping[str, Any]) -> tuple[int, ...]:
-    c = config
-    return (
-        int(c["vocab_size"]),
-        int(c.get("embedding_size", 128)),
-        int(c["hidden_size"]),
-        int(c["intermediate_size"]),
-        int(c["num_hidden_layers"]),
-        int(c.get("num_hidden_groups", 1)),
-        int(c.get("inner_group_num", 1)),
-        int(c.get("max_position_embeddings", 512)),
-        int(c.get("type_vocab_size", 2)),
-    )
-
-
-def num_labels(config: Mapping[str, Any]) -> int:
-    """transformers derives num_labels from id2label; configs written by it carry both."""
-    id2label = config.get("id2label")
-    if isinstance(id2label, Mapping) and id2label:
-        return len(id2label)
-    return int(config.get("num_labels", 2))
-
-
-def param_count(config: Mapping[str, Any], head: str = "base") -> int:
-    """Unique parameters of the transformers ALBERT module for ``head`` (tied counted once)."""
-    v, e, h, i, _layers, groups, inner, pos, types = _dims(config)
-    labels = num_labels(config)
-    n = v * e + pos * e + types * e + 2 * e  # embeddings + LayerNorm
-    n += e * h + h  # embedding_hidden_mapping_in
-    layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
-    n += groups * inner * layer
-    if head in POOLED_HEADS:
-        n += h * h + h
-    mlm = 2 * e + v + h * e + e  # LayerNorm, bias (decoder.bias tied to it), dense; decoder tied
-    if head in ("sequence-classification", "token-classification", "question-answering"):
-        n += h * labels + labels
-    elif head == "multiple-choice":
-        n += h + 1
-    elif head == "masked-lm":
-        n += mlm
-    elif head == "pretraining":
-        n += mlm + h * labels + labels
-    return n
-
-
-def floor_bytes(config: Mapping[str, Any], head: str, precision: str) -> int | None:
-    """Every unique parameter stored once at the precision's nominal width; None if unknown."""
-    width = PRECISION_BYTES.get(precision)
-    if width is None:
-        return None
-    return int(param_count(config, head) * width)
+# The parameter count and the size floor are defined once in albert_edge.facts (imported
+# above) and re-exported here for the FLOP counts and existing callers.
+__all__ = [
+    "POOLED_HEADS",
+    "PRECISION_BYTES",
+    "floor_bytes",
+    "gemm_shapes",
+    "model_flops",
+    "num_labels",
+    "param_count",
+]
 
 
 def model_flops(

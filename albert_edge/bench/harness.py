@@ -32,7 +32,6 @@ from albert_edge.bench.targets import (
     Backend,
     Target,
     gpu_unavailable_reason,
-    model_bytes,
     pick_backends,
     resolve_target,
 )
@@ -188,7 +187,17 @@ def _size_fields(target: Target, backend: Backend, worker: Mapping[str, Any]) ->
             file_bytes = weights.stat().st_size if weights else None
             floor_precision = "fp32"  # what is on disk, whatever the backend casts to
     elif target.model_file is not None:
-        file_bytes = model_bytes(target.model_file)
+        # An artifact: every size fact from albert_edge.facts, as convert/inspect report it.
+        from albert_edge.facts import artifact_facts
+
+        facts = artifact_facts(target.model_file)
+        sized = {k: facts[k] for k in ("file_bytes", "floor_bytes", "ratio_to_floor")}
+        sized["floor_precision"] = facts["floor_precision"]
+        if target.floor_bytes is not None:
+            sized["manifest_floor_bytes"] = target.floor_bytes
+        if sized["floor_bytes"] is not None:
+            return sized
+        file_bytes = sized["file_bytes"]
     # One definition for every row (albert_edge.accounting's): unique parameters x the
     # precision's bytes per parameter, counted from config.json. An artifact manifest's
     # own floor (unique tensor bytes as stored) is kept beside it for reference only, so

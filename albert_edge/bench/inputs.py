@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from albert_edge.data import FALLBACK_SENTENCES
 from albert_edge.errors import BenchmarkError
 
 if TYPE_CHECKING:
@@ -22,19 +23,8 @@ if TYPE_CHECKING:
 
     from albert_edge.bench.targets import Target
 
+
 # Used only when no SST-2 file can be found; plain English of SST-2-like length.
-FALLBACK_SENTENCES = (
-    "a warm , funny and ultimately moving film about two brothers who never quite grew up .",
-    "the plot is thin and the jokes land with a dull thud .",
-    "an engaging cast keeps the story moving even when the script runs out of ideas .",
-    "it is too long , too loud and far too pleased with itself .",
-    "a small , honest picture that earns every one of its quiet surprises .",
-    "the performances are fine but the film never finds a reason to exist .",
-    "smart , tender and often very funny , this is the rare comedy with a heart .",
-    "nothing in it feels new , and little of it feels alive .",
-)
-
-
 def default_sst2() -> Path | None:
     """SST-2 dev beside the checkout (../shared) or under $ALBERT_EDGE_SHARED."""
     candidates = []

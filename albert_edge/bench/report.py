@@ -222,6 +222,9 @@ def _label(r: Mapping[str, Any]) -> str:
 
 def plot(report: Mapping[str, Any], out: str | Path) -> Path:
     """Latency (p50) vs sequence length per artifact/backend, and file size bars."""
+    from albert_edge.extras import require
+
+    require("plots", "plotting a bench report")
     import matplotlib
 
     matplotlib.use("Agg")

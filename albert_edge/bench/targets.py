@@ -149,14 +149,13 @@ def _head_of(config: dict[str, Any] | None) -> str:
 
 
 def model_bytes(model_file: Path) -> int:
-    """The model file plus ONNX external-data files beside it (what a user ships)."""
-    total = model_file.stat().st_size
-    if model_file.suffix == ".onnx":
-        for extra in model_file.parent.glob(model_file.name + "*.data"):
-            total += extra.stat().st_size
-        for extra in model_file.parent.glob(model_file.stem + ".onnx_data"):
-            total += extra.stat().st_size
-    return total
+    """The model file plus the ONNX external-data files it references (what a user ships).
+
+    One definition with convert/inspect: :func:`albert_edge.facts.model_file_bytes`.
+    """
+    from albert_edge.facts import model_file_bytes
+
+    return model_file_bytes(model_file)
 
 
 def resolve_target(path: str | Path | None) -> Target:

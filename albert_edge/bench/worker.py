@@ -505,7 +505,7 @@ def run_roofline(job: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from albert_edge.cli import quiet_frameworks
+    from albert_edge.environment import quiet_frameworks
 
     quiet_frameworks()
     args = sys.argv[1:] if argv is None else argv

@@ -8,9 +8,8 @@ Definitions (the same functions fill ``manifest.json``'s ``sizes`` at convert ti
 * ``unique_params`` — the model parameters those unique tensors represent: float and
   low-bit integer weights, counted unpacked (a 4-bit weight packed two per byte counts
   two), not quantization scales/zero points and not int32/int64 shape or index constants;
-* ``floor_bytes`` — the bytes those parameters need stored once at the precision they
-  are stored in, scales and zero points included (fp32: ``unique_params × 4``);
-* ``ratio_to_floor`` — ``file_bytes / floor_bytes`` (1.00 = nothing but parameters);
+* ``floor_bytes`` / ``ratio_to_floor`` / ``precision`` — from :mod:`albert_edge.facts`
+  (the checkpoint's parameters at the requested precision, never this file's dtypes);
 * ``matmuls_total`` / ``matmuls_quantized`` — nodes that multiply by a constant weight
   (MatMul, Gemm, Attention and their quantized forms) and how many of them read that weight
   as an integer tensor: an integer op (MatMulInteger, DynamicQuantizeMatMul, QAttention,
@@ -31,11 +30,7 @@ from typing import Any
 import onnx_ir as ir
 
 from albert_edge.errors import AlbertEdgeError
-
-METADATA_KEY = "albert_edge.config"
-
-# Stored bytes per parameter at each precision (the nominal figure; scales extra).
-PRECISION_BYTES = {"fp32": 4.0, "fp16": 2.0, "int8": 1.0, "int4": 0.5}
+from converters.onnx_export import METADATA_KEY  # defined where it is written; re-exported
 
 # Weight-consuming ops → index of the weight input.
 FLOAT_WEIGHT_OPS = {"MatMul": 1, "Gemm": 1, "Attention": 1, "FusedMatMul": 1}
@@ -105,11 +100,11 @@ def _param_count(value: ir.Value, tensor: ir.TensorProtocol) -> int:
 
 
 def tensor_accounting(model: ir.Model) -> dict[str, Any]:
-    """unique/duplicate tensor bytes, unique params and floor bytes of ``model``."""
+    """unique/duplicate tensor bytes, unique params and the bytes storing them in ``model``."""
     from albert_edge.onnx.passes.base import tensor_key
 
     seen: set[tuple[str, tuple[int, ...], str]] = set()
-    unique_bytes = dup_bytes = params = floor = 0
+    unique_bytes = dup_bytes = params = stored_param_bytes = 0
     count = 0
     for value, tensor in _stored(model):
         count += 1
@@ -122,7 +117,7 @@ def tensor_accounting(model: ir.Model) -> dict[str, Any]:
         unique_bytes += nbytes
         if tensor.dtype not in _PARAM_DTYPES:
             continue
-        floor += nbytes
+        stored_param_bytes += nbytes
         if not _is_quant_meta(value):
             params += _param_count(value, tensor)
     return {
@@ -130,7 +125,7 @@ def tensor_accounting(model: ir.Model) -> dict[str, Any]:
         "unique_tensor_bytes": unique_bytes,
         "duplicate_tensor_bytes": dup_bytes,
         "unique_params": params,
-        "floor_bytes": floor,
+        "stored_param_bytes": stored_param_bytes,
     }
 
 
@@ -226,6 +221,8 @@ def infer_precision(model: ir.Model) -> str:
         return "int8-static"
     if "DequantizeLinear" in ops:
         return "int8-dynamic"
+    if any(u["half"] for u in weight_matmuls(model)):  # the weight products read fp16
+        return "fp16"
     weights = [t for _, t in _stored(model) if t.dtype.is_floating_point() and t.size > 1]
     half = sum(t.size for t in weights if t.dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16))
     if weights and half * 2 > sum(t.size for t in weights):
@@ -282,19 +279,6 @@ def factorization(model: ir.Model, config: dict[str, Any] | None) -> tuple[bool 
     return not problems, problems
 
 
-def size_summary(model: ir.Model, file_bytes: int) -> dict[str, Any]:
-    acc = tensor_accounting(model)
-    floor = acc["floor_bytes"]
-    return {
-        "file_bytes": int(file_bytes),
-        "unique_tensor_bytes": acc["unique_tensor_bytes"],
-        "duplicate_tensor_bytes": acc["duplicate_tensor_bytes"],
-        "unique_params": acc["unique_params"],
-        "floor_bytes": floor,
-        "ratio_to_floor": round(file_bytes / floor, 4) if floor else None,
-    }
-
-
 def model_files_bytes(path: Path, model: ir.Model | None = None) -> int:
     """Size on disk of the model file plus any external-data files it references."""
     total = path.stat().st_size
@@ -329,11 +313,17 @@ def io_spec(values: Iterable[ir.Value]) -> list[dict[str, Any]]:
 
 
 def describe_model(model: ir.Model, path: Path | None, file_bytes: int) -> dict[str, Any]:
-    """Everything ``inspect`` reports about an in-memory model (``path`` for neighbours)."""
+    """What the graph itself says about an in-memory model (``path`` for neighbours).
+
+    The size floor and ratio are not here: they need the checkpoint's parameter count and
+    the requested precision, and :func:`albert_edge.facts.describe_onnx` adds them (with
+    this graph's counts) so every command reports the same facts.
+    """
     from albert_edge.onnx.passes.base import op_counts
 
     config = albert_config(model, path)
     intact, problems = factorization(model, config)
+    acc = tensor_accounting(model)
     info: dict[str, Any] = {
         "format": "onnx",
         "path": str(path) if path is not None else None,
@@ -342,7 +332,8 @@ def describe_model(model: ir.Model, path: Path | None, file_bytes: int) -> dict[
         "producer": f"{model.producer_name or ''} {model.producer_version or ''}".strip(),
         "inputs": io_spec(model.graph.inputs),
         "outputs": io_spec(model.graph.outputs),
-        **size_summary(model, file_bytes),
+        "file_bytes": int(file_bytes),
+        **{k: acc[k] for k in ("unique_tensor_bytes", "duplicate_tensor_bytes", "unique_params")},
         "initializers": len(model.graph.initializers),
         **matmul_counts(model),
         "factorized_embedding_intact": intact,
@@ -378,7 +369,6 @@ def inspect_onnx(path: str | Path) -> dict[str, Any]:
         except (OSError, json.JSONDecodeError):
             manifest = None
         if isinstance(manifest, dict) and manifest.get("model_file") == p.name:
-            info["precision"] = manifest.get("precision", info["precision"])
             for key in ("head", "source", "optimize", "verification", "quantization"):
                 if key in manifest:
                     info[key] = manifest[key]

@@ -139,7 +139,7 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
     of the tokenizer, which :func:`albert_edge.convert.convert` adds)."""
     import onnx_ir as ir
 
-    from albert_edge.onnx.inspect import describe_model
+    from albert_edge.facts import MATMUL_KEYS, SIZE_KEYS, describe_onnx, reconcile_quantization
     from converters.onnx_export import albert_metadata
 
     check_request(ckpt, options)
@@ -153,7 +153,14 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
         proto, quantization = quantize_model(proto, ckpt, options)
     path = Path(out_dir) / MODEL_FILE
     file_bytes = write_model(proto, path)
-    info = describe_model(ir.from_proto(proto), path, file_bytes)
+    info = describe_onnx(
+        ir.from_proto(proto),
+        path,
+        file_bytes,
+        precision=options.precision,
+        config=ckpt.config.to_dict(),
+        head=ckpt.head.name,
+    )
     del proto
     manifest: dict[str, Any] = {
         "target": "onnx",
@@ -168,24 +175,13 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
         "outputs": info["outputs"],
         "albert": albert_metadata(ckpt),
         "passes": log,
-        "sizes": {
-            k: info[k]
-            for k in (
-                "file_bytes",
-                "unique_params",
-                "unique_tensor_bytes",
-                "duplicate_tensor_bytes",
-                "floor_bytes",
-                "ratio_to_floor",
-            )
-        },
-        "matmuls_total": info["matmuls_total"],
-        "matmuls_quantized": info["matmuls_quantized"],
+        "sizes": {k: info[k] for k in SIZE_KEYS},
+        **{k: info[k] for k in MATMUL_KEYS},
         "factorized_embedding_intact": info["factorized_embedding_intact"],
         "files": [MODEL_FILE],
     }
     if quantization is not None:
-        manifest["quantization"] = quantization
+        manifest["quantization"] = reconcile_quantization(quantization, info)
     if options.verify:
         from albert_edge.verify import verify_against_reference
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import AlbertEdgeError, QuantizationError, UnsupportedError
+from albert_edge.facts import SIZE_KEYS, reconcile_quantization
 from albert_edge.onnx.quant_graph import (
     dedup_initializers,
     duplicate_initializer_groups,
@@ -567,14 +568,7 @@ def _source_checkpoint(manifest: dict[str, Any]) -> tuple[Checkpoint | None, str
     return load_checkpoint(Path(str(path))), None
 
 
-_SIZE_KEYS = (
-    "file_bytes",
-    "unique_params",
-    "unique_tensor_bytes",
-    "duplicate_tensor_bytes",
-    "floor_bytes",
-    "ratio_to_floor",
-)
+_SIZE_KEYS = SIZE_KEYS  # albert_edge.facts: the manifest's sizes, as convert writes them
 
 
 def _describe(model: onnx.ModelProto, path: Path, file_bytes: int) -> dict[str, Any]:
@@ -582,9 +576,9 @@ def _describe(model: onnx.ModelProto, path: Path, file_bytes: int) -> dict[str, 
     so ``quantize`` and ``convert`` fill the manifest the same way."""
     import onnx_ir as ir
 
-    from albert_edge.onnx.inspect import describe_model
+    from albert_edge.facts import describe_onnx
 
-    info: dict[str, Any] = describe_model(ir.from_proto(model), path, file_bytes)
+    info: dict[str, Any] = describe_onnx(ir.from_proto(model), path, file_bytes)
     return info
 
 
@@ -677,7 +671,7 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
             "factorized_embedding_intact": info.get(
                 "factorized_embedding_intact", keep.get("factorized_embedding_intact")
             ),
-            "quantization": report,
+            "quantization": reconcile_quantization(report, info),
             "verification": verification,
             "files": ["model.onnx", *files],
         }

@@ -10,9 +10,9 @@ Definitions:
 - a *constant tensor* is one whose buffer holds data; ``unique_tensor_bytes`` counts each
   distinct byte content once, ``duplicate_tensor_bytes`` the rest (buffers with equal
   bytes; tensors sharing one buffer are not duplicates, that is how sharing looks);
-- ``floor_bytes`` = ``unique_tensor_bytes``: the unique parameters actually exported, at
-  the precision they are stored in; ``ratio_to_floor`` = ``file_bytes / floor_bytes``
-  (graph structure, quantization scales and any duplicate are the overhead it measures).
+- ``floor_bytes`` / ``ratio_to_floor`` / ``precision`` and the ``matmuls_*`` counts come
+  from :func:`albert_edge.facts.tflite_facts` (the checkpoint's parameters at the
+  requested precision, never this file's dtypes), the same function the manifest uses.
 """
 
 from __future__ import annotations
@@ -87,7 +87,18 @@ def analyze_model(model: Any, file_bytes: int) -> dict[str, Any]:
     op_counts: Counter[str] = Counter()
     matmul = {k: {"total": 0, "quantized": 0} for k in _MATMULS}
     float_compute: Counter[str] = Counter()
+    # Weight products (a constant operand, possibly through a DEQUANTIZE of a constant):
+    # the same definition as the ONNX side, activation x activation products left out.
+    weight_matmuls = {"total": 0, "quantized": 0}
     for sg in model.subgraphs:
+        dequantized_consts = {
+            int(op.outputs[0])
+            for op in sg.operators
+            if ops.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex])) == "DEQUANTIZE"
+            and op.inputs is not None
+            and len(op.inputs)
+            and int(sg.tensors[op.inputs[0]].buffer) in const_ids
+        }
         for op in sg.operators:
             name = ops.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex]), "CUSTOM")
             op_counts[name] += 1
@@ -96,6 +107,12 @@ def analyze_model(model: Any, file_bytes: int) -> dict[str, Any]:
                 matmul[name]["total"] += 1
                 if any(t in _INT_TYPES for t in in_types):
                     matmul[name]["quantized"] += 1
+                if any(
+                    i >= 0 and (int(sg.tensors[i].buffer) in const_ids or i in dequantized_consts)
+                    for i in op.inputs
+                ):
+                    weight_matmuls["total"] += 1
+                    weight_matmuls["quantized"] += int(any(t in _INT_TYPES for t in in_types))
             if name not in ("QUANTIZE", "DEQUANTIZE", "CAST", "EMBEDDING_LOOKUP", "GATHER") and any(
                 types.get(sg.tensors[i].type, "") == "FLOAT32" for i in op.outputs
             ):
@@ -146,16 +163,16 @@ def analyze_model(model: Any, file_bytes: int) -> dict[str, Any]:
         if (md.name or b"").decode() == "min_runtime_version":
             min_runtime = fb.buffer_bytes(model, md.buffer).rstrip(b"\x00").decode(errors="replace")
     offending = check_runtime(op_versions)
-    floor = unique or 1
     return {
         "format": "tflite",
         "file_bytes": file_bytes,
-        "floor_bytes": unique,
-        "ratio_to_floor": round(file_bytes / floor, 4),
         "unique_tensor_bytes": unique,
         "duplicate_tensor_bytes": duplicate,
         "duplicate_buffer_groups": sum(1 for ids in by_hash.values() if len(ids) > 1),
         "unique_params": unique_params,
+        "has_fp16_constants": any(
+            types.get(first_tensor[b].type, "") == "FLOAT16" for b in const_ids
+        ),
         "constant_buffers": len(const_ids),
         "buffers": len(model.buffers),
         "subgraphs": len(model.subgraphs),
@@ -165,6 +182,7 @@ def analyze_model(model: Any, file_bytes: int) -> dict[str, Any]:
         "quantized_fully_connected": matmul["FULLY_CONNECTED"]["quantized"],
         "quantized_batch_matmul": matmul["BATCH_MATMUL"]["quantized"],
         "matmul_ops": matmul,
+        "weight_matmuls": weight_matmuls,
         "float_compute_ops": dict(sorted(float_compute.items())),
         "op_counts": dict(sorted(op_counts.items())),
         "op_versions": dict(sorted(op_versions.items())),
@@ -181,7 +199,10 @@ def analyze_model(model: Any, file_bytes: int) -> dict[str, Any]:
 
 def inspect_tflite(path: str | Path) -> dict[str, Any]:
     """Parse ``path`` and report it (see module docstring)."""
+    from albert_edge.extras import require
     from albert_edge.tflite import flatbuffer as fb
+
+    require("tflite", "inspecting a .tflite file", ("ai_edge_litert",))
 
     p = Path(path)
     if not p.is_file():

@@ -276,6 +276,7 @@ def parity(
 
 def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> dict[str, Any]:
     """Write ``out_dir/model.tflite`` and return the manifest (see module docstring)."""
+    from albert_edge.facts import MATMUL_KEYS, SIZE_KEYS, tflite_facts
     from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite.inspect import analyze_model
 
@@ -287,6 +288,13 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
 
     final = fb.read_model(data)
     report = analyze_model(final, len(data))
+    facts = tflite_facts(
+        report,
+        path,
+        precision=options.precision,
+        config=ckpt.config.to_dict(),
+        head=ckpt.head.name,
+    )
     checks = check_postconditions(report, ckpt, fb.orphan_tensor_count(final))
     if options.precision == "int8-full" and report["float_compute_ops"]:
         ops = ", ".join(f"{k} x{v}" for k, v in report["float_compute_ops"].items())
@@ -325,14 +333,10 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
             "offending_ops_for_2_14": report["tflite_runtime_2_14"]["offending_ops"],
         },
         "sizes": {
-            "file_bytes": report["file_bytes"],
-            "unique_params": report["unique_params"],
+            **{k: facts[k] for k in SIZE_KEYS},
             "model_unique_params": model_unique_params(ckpt),
-            "unique_tensor_bytes": report["unique_tensor_bytes"],
-            "duplicate_tensor_bytes": report["duplicate_tensor_bytes"],
-            "floor_bytes": report["floor_bytes"],
-            "ratio_to_floor": report["ratio_to_floor"],
         },
+        **{k: facts[k] for k in MATMUL_KEYS},
         "quantization": {
             "precision": options.precision,
             "tool": "ai-edge-quantizer" if options.precision != "fp32" else None,
@@ -354,8 +358,8 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
             "quantized_batch_matmul": report["quantized_batch_matmul"],
             "matmul_ops": report["matmul_ops"],
             # Same keys as the ONNX manifest: FULLY_CONNECTED + BATCH_MATMUL ops.
-            "matmuls_total": sum(v["total"] for v in report["matmul_ops"].values()),
-            "matmuls_quantized": sum(v["quantized"] for v in report["matmul_ops"].values()),
+            "matmuls_total": facts["matmuls_total"],
+            "matmuls_quantized": facts["matmuls_quantized"],
             "float_compute_ops": report["float_compute_ops"]
             if options.precision == "int8-full"
             else None,

@@ -42,6 +42,10 @@ def load_interpreter(
         raise UnsupportedError(
             f"unknown TFLite backend {backend!r}; choose one of {', '.join(BACKENDS)}"
         )
+    from albert_edge.extras import missing, require
+
+    if len(missing("tflite", ("ai_edge_litert", "tflite_runtime", "tensorflow"))) == 3:
+        require("tflite", "running a .tflite model", ("ai_edge_litert",))
     errors = []
     for package in ("ai_edge_litert", "tflite_runtime", "tensorflow"):
         try:

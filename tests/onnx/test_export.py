@@ -21,8 +21,8 @@ import onnxruntime as ort
 import pytest
 
 from albert_edge.errors import AlbertEdgeError, OutputExistsError, UnsupportedError
+from albert_edge.facts import describe_onnx
 from albert_edge.heads import HEADS
-from albert_edge.onnx.inspect import describe_model
 from albert_edge.onnx.passes import run_passes
 from albert_edge.onnx.passes.base import duplicate_groups
 from albert_edge.onnx.pipeline import build_passes
@@ -87,13 +87,20 @@ def test_export_size_sharing_factorization_parity(
     options = ConvertOptions(optimize=optimize, verify=False)
     model, log = run_passes(ir.from_proto(onnx.load_from_string(raw)), build_passes(ckpt, options))
     data = ir.to_proto(model).SerializeToString()
-    info = describe_model(model, None, len(data))
+    info = describe_onnx(
+        model,
+        None,
+        len(data),
+        precision="fp32",
+        config=ckpt.config.to_dict(),
+        head=ckpt.head.name,
+    )
 
     c = ckpt.config
     assert log[0]["name"] == "canonicalize"
     assert ("fuse" in [e["name"] for e in log]) == (optimize == "fuse")
     assert info["ratio_to_floor"] <= MAX_RATIO, info
-    assert info["floor_bytes"] == 4 * info["unique_params"]
+    assert info["floor_bytes"] == 4 * info["checkpoint_params"] == 4 * info["unique_params"]
     assert info["duplicate_tensor_bytes"] == 0 and duplicate_groups(model) == []
     assert info["factorized_embedding_intact"] is True
     assert [o["name"] for o in info["outputs"]] == list(ckpt.head.outputs)

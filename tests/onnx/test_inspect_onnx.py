@@ -12,6 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from albert_edge.errors import AlbertEdgeError
+from albert_edge.inspect import inspect_path
 from albert_edge.onnx.inspect import METADATA_KEY, inspect_onnx
 from albert_edge.options import ConvertOptions
 
@@ -52,11 +53,13 @@ def artifacts(make_checkpoint, tmp_path_factory) -> dict[str, Path]:
 @pytest.mark.parametrize("optimize", ["none", "fuse"])
 def test_inspect_converted_artifact(artifacts, optimize: str) -> None:
     model = artifacts[optimize] / "model.onnx"
-    info = inspect_onnx(model)
+    info = inspect_path(model)
     assert set(info) >= ARTIFACT_KEYS
     assert info["file_bytes"] == model.stat().st_size
     assert info["duplicate_tensor_bytes"] == 0
-    assert info["floor_bytes"] == 4 * info["unique_params"]
+    # the floor: the checkpoint's parameters at fp32, which the artifact stores all of
+    assert info["floor_bytes"] == 4 * info["checkpoint_params"]
+    assert info["unique_params"] == info["checkpoint_params"]
     assert info["ratio_to_floor"] == pytest.approx(
         info["file_bytes"] / info["floor_bytes"], abs=1e-4
     )

@@ -179,10 +179,10 @@ def test_truncation_only_when_asked(small_fp32: tuple[Path, dict], small_ckpt: P
 
 
 def test_size_bar_and_no_duplicate_buffers(small_fp32: tuple[Path, dict]) -> None:
+    from albert_edge.inspect import inspect_path
     from albert_edge.tflite import flatbuffer as fb
-    from albert_edge.tflite.inspect import inspect_tflite
 
-    info = inspect_tflite(small_fp32[0] / "model.tflite")
+    info = inspect_path(small_fp32[0] / "model.tflite")
     assert info["duplicate_tensor_bytes"] == 0
     assert fb.duplicate_groups(_model(small_fp32[0] / "model.tflite")) == []
     assert info["ratio_to_floor"] <= 1.02, info["ratio_to_floor"]
@@ -338,11 +338,11 @@ def test_runtime_2_14_table_flags_newer_ops() -> None:
 def test_int8_dynamic_quantizes_every_matmul_once(
     small_int8: tuple[Path, dict], small_ckpt: Path
 ) -> None:
-    from albert_edge.tflite.inspect import inspect_tflite
+    from albert_edge.inspect import inspect_path
     from albert_edge.tflite.runtime import LiteRTRunner
 
     out, man = small_int8
-    info = inspect_tflite(out / "model.tflite")
+    info = inspect_path(out / "model.tflite")
     fc = info["matmul_ops"]["FULLY_CONNECTED"]
     assert fc["total"] > 0 and fc["quantized"] == fc["total"]
     assert info["duplicate_tensor_bytes"] == 0
@@ -445,7 +445,7 @@ def test_runner_rejects_a_missing_file(tmp_path: Path) -> None:
 def test_precision_size_bars(
     tmp_path_factory: Any, small_ckpt: Path, sst2_train: Path, precision: str, bar: float
 ) -> None:
-    from albert_edge.tflite.inspect import inspect_tflite
+    from albert_edge.inspect import inspect_path
 
     kw: dict[str, Any] = {"quantize_embeddings": True}
     if precision == "int8-full":
@@ -453,7 +453,7 @@ def test_precision_size_bars(
     out, _man = _convert(
         tmp_path_factory, small_ckpt, precision, precision=precision, seq_lens=(16, 32), **kw
     )
-    info = inspect_tflite(out / "model.tflite")
+    info = inspect_path(out / "model.tflite")
     assert info["ratio_to_floor"] <= bar, info["ratio_to_floor"]
     assert info["duplicate_tensor_bytes"] == 0
     assert info["factorized_embedding_intact"] is True
@@ -558,8 +558,7 @@ def test_trained_sst2_accuracy_per_precision(
     from albert_edge.checkpoint import DEFAULT_MODEL
     from albert_edge.data import read_sst2
 
-    if not (DEFAULT_MODEL / "config.json").is_file():
-        pytest.skip("the trained SST-2 model is not in the package yet")
+    assert (DEFAULT_MODEL / "config.json").is_file(), "the trained SST-2 model ships in the package"
     tok = load_checkpoint(DEFAULT_MODEL).tokenizer()
     rows = read_sst2(sst2_dev)
     acc = {}

@@ -23,8 +23,6 @@ each other, and no initializer is unused.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import onnx_ir as ir
 from onnx_ir.passes.common import IdentityEliminationPass, RemoveUnusedNodesPass
 
@@ -38,9 +36,6 @@ from albert_edge.onnx.passes.base import (
     initializers,
     is_float,
 )
-
-if TYPE_CHECKING:
-    pass
 
 WEIGHT_CONSUMERS = ("MatMul", "Gemm")
 

@@ -19,8 +19,6 @@ the check holds after quantization too.
 
 from __future__ import annotations
 
-from typing import Any
-
 import onnx_ir as ir
 
 from albert_edge.onnx.passes.base import AlbertInPlacePass, dims
@@ -147,9 +145,3 @@ class FactorizationGuardPass(AlbertInPlacePass):
         if problems:
             self.fail("factorized embedding broken: " + "; ".join(problems))
         self.report["factorized_embedding_intact"] = True
-
-
-def describe(model: ir.Model, sizes: tuple[int, int, int]) -> dict[str, Any]:
-    """For reports: the table and projection the guard found."""
-    problems = check_factorization(model, *sizes, strict=False)
-    return {"factorized_embedding_intact": not problems, "problems": problems}

@@ -1,0 +1,353 @@
+"""Every fact about an artifact, computed in one place.
+
+Why one module: ``convert`` (the manifest), ``inspect``, ``verify`` and ``bench`` used to
+compute sizes, the floor, quantized-MatMul counts and the precision each their own way,
+and reported different answers for the same file (a manifest saying 0/19 MatMuls
+quantized at its top level and 19/19 inside; ``bench`` at 1.12x the floor where
+``convert`` said 1.010x). Every one of them now calls :func:`onnx_facts`,
+:func:`tflite_facts` or :func:`artifact_facts`, so they cannot disagree.
+
+Definitions (the keys of :data:`FACT_KEYS`):
+
+* ``file_bytes`` — what a user ships: the model file plus the ONNX external-data files
+  it references;
+* ``unique_tensor_bytes`` / ``duplicate_tensor_bytes`` — stored constant tensors, each
+  distinct content counted once / the bytes of repeats (format-specific readers:
+  :func:`albert_edge.onnx.inspect.tensor_accounting`, :func:`albert_edge.tflite.inspect.analyze_model`);
+* ``unique_params`` — parameters the artifact stores (its own count, for reference);
+* ``checkpoint_params`` — the unique parameters of the *checkpoint* the artifact came from
+  (:func:`param_count` of its config and head; tied weights once);
+* ``floor_bytes`` — ``checkpoint_params`` × the bytes per parameter of ``floor_precision``
+  (the precision that was asked for). It never looks at the artifact's dtypes: an
+  artifact that kept a tensor wider than asked reads above 1x, which is the point;
+* ``ratio_to_floor`` — ``file_bytes / floor_bytes``;
+* ``matmuls_total`` / ``matmuls_quantized`` / ``matmuls_fp16`` — ops multiplying by a
+  constant weight / those reading it as an integer tensor / those reading it as fp16
+  (activation x activation products, QK^T and softmax·V, are not weight products; a TFLite
+  file counts every signature's subgraph);
+* ``precision`` — what the graph computes with, read off its ops and dtypes (the requested
+  precision is ``floor_precision``);
+* ``factorized_embedding_intact`` — the V×E table and E×H projection stored apart, no V×H.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from albert_edge.errors import AlbertEdgeError, UnsupportedError
+
+# The keys every reader reports identically for one artifact.
+SIZE_KEYS = (
+    "file_bytes",
+    "unique_tensor_bytes",
+    "duplicate_tensor_bytes",
+    "unique_params",
+    "checkpoint_params",
+    "floor_precision",
+    "floor_bytes",
+    "ratio_to_floor",
+)
+MATMUL_KEYS = ("matmuls_total", "matmuls_quantized", "matmuls_fp16")
+FACT_KEYS = (*SIZE_KEYS, *MATMUL_KEYS, "precision", "factorized_embedding_intact")
+
+# Heads whose AlbertModel keeps the pooler (transformers' add_pooling_layer=True).
+POOLED_HEADS = frozenset({"base", "sequence-classification", "multiple-choice", "pretraining"})
+
+# Bytes per stored weight at each precision's nominal width (the size floor's unit).
+PRECISION_BYTES: dict[str, float] = {
+    "fp32": 4.0,
+    "fp16": 2.0,
+    "int8-dynamic": 1.0,
+    "int8-static": 1.0,
+    "int8-full": 1.0,
+    "int8": 1.0,
+    "int4": 0.5,
+}
+
+
+def config_dims(config: Mapping[str, Any]) -> tuple[int, ...]:
+    """V, E, H, I, L, G, K, positions, token types (transformers' defaults where absent)."""
+    c = config
+    return (
+        int(c["vocab_size"]),
+        int(c.get("embedding_size", 128)),
+        int(c["hidden_size"]),
+        int(c["intermediate_size"]),
+        int(c["num_hidden_layers"]),
+        int(c.get("num_hidden_groups", 1)),
+        int(c.get("inner_group_num", 1)),
+        int(c.get("max_position_embeddings", 512)),
+        int(c.get("type_vocab_size", 2)),
+    )
+
+
+def num_labels(config: Mapping[str, Any]) -> int:
+    """transformers derives num_labels from id2label; configs written by it carry both."""
+    id2label = config.get("id2label")
+    if isinstance(id2label, Mapping) and id2label:
+        return len(id2label)
+    return int(config.get("num_labels", 2))
+
+
+def param_count(config: Mapping[str, Any], head: str = "base") -> int:
+    """Unique parameters of the transformers ALBERT module for ``head`` (tied counted once).
+
+    Analytic, so that a bare artifact with its ``config.json`` gets the same count as the
+    checkpoint it came from (``tests/bench/test_flops.py`` holds it to transformers' own
+    modules for every head).
+    """
+    v, e, h, i, _layers, groups, inner, pos, types = config_dims(config)
+    labels = num_labels(config)
+    n = v * e + pos * e + types * e + 2 * e  # embeddings + LayerNorm
+    n += e * h + h  # embedding_hidden_mapping_in
+    layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
+    n += groups * inner * layer
+    if head in POOLED_HEADS:
+        n += h * h + h
+    mlm = 2 * e + v + h * e + e  # LayerNorm, bias (decoder.bias tied to it), dense; decoder tied
+    if head in ("sequence-classification", "token-classification", "question-answering"):
+        n += h * labels + labels
+    elif head == "multiple-choice":
+        n += h + 1
+    elif head == "masked-lm":
+        n += mlm
+    elif head == "pretraining":
+        n += mlm + h * labels + labels
+    return n
+
+
+def floor_bytes(config: Mapping[str, Any], head: str, precision: str) -> int | None:
+    """Every unique checkpoint parameter stored once at ``precision``; None if unknown."""
+    width = PRECISION_BYTES.get(precision)
+    if width is None:
+        return None
+    return int(param_count(config, head) * width)
+
+
+def floor_fields(
+    file_bytes: int, config: Mapping[str, Any] | None, head: str | None, precision: str | None
+) -> dict[str, Any]:
+    """checkpoint_params / floor_precision / floor_bytes / ratio_to_floor (None if unknown)."""
+    params = floor = None
+    if config and head and all(k in config for k in ("vocab_size", "hidden_size")):
+        try:
+            params = param_count(config, head)
+        except (KeyError, TypeError, ValueError):
+            params = None
+        if params is not None and precision:
+            floor = floor_bytes(config, head, precision)
+    return {
+        "checkpoint_params": params,
+        "floor_precision": precision,
+        "floor_bytes": floor,
+        "ratio_to_floor": round(file_bytes / floor, 4) if floor else None,
+    }
+
+
+# --- what sits beside an artifact --------------------------------------------------------
+
+
+def _json_beside(path: Path | None, name: str) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    f = path.parent / name
+    if not f.is_file():
+        return None
+    try:
+        data = json.loads(f.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def manifest_beside(path: Path | None) -> dict[str, Any] | None:
+    """The albert-edge manifest describing ``path`` (None if absent or about another file)."""
+    m = _json_beside(path, "manifest.json")
+    if m is None or path is None or m.get("model_file") not in (None, path.name):
+        return None
+    return m
+
+
+def _config(path: Path | None, embedded: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """config.json beside the file (labels, positions) over the embedded metadata."""
+    # transformers writes config.json as a diff against its defaults (a vocab_size of
+    # 30000 is left out), so the embedded metadata fills what the file omits.
+    merged = {**(embedded or {}), **(_json_beside(path, "config.json") or {})}
+    return merged if "vocab_size" in merged else None
+
+
+# --- ONNX --------------------------------------------------------------------------------
+
+
+def onnx_file_bytes(path: Path, model: Any | None = None) -> int:
+    """Size on disk of an ONNX file plus the external-data files it references."""
+    import onnx_ir as ir
+
+    from albert_edge.onnx.inspect import model_files_bytes
+
+    return model_files_bytes(path, model if model is not None else ir.load(str(path)))
+
+
+def onnx_facts(
+    model: Any,
+    path: Path | None,
+    file_bytes: int,
+    *,
+    precision: str | None = None,
+    config: Mapping[str, Any] | None = None,
+    head: str | None = None,
+) -> dict[str, Any]:
+    """The facts (:data:`FACT_KEYS`) of an in-memory ``onnx_ir.Model`` written to ``path``.
+
+    ``precision``/``config``/``head`` are what the caller knows (convert knows all three);
+    whatever is missing is read from the manifest and config.json beside ``path``, then
+    from the model's own metadata and graph.
+    """
+    from albert_edge.onnx import inspect as oi
+
+    meta = oi.albert_config(model, None) or {}
+    manifest = manifest_beside(path) or {}
+    detected = oi.infer_precision(model)
+    precision = precision or manifest.get("precision") or detected
+    head = head or manifest.get("head") or meta.get("head")
+    config = config or _config(path, meta)
+    acc = oi.tensor_accounting(model)
+    counts = oi.matmul_counts(model)
+    intact, _ = oi.factorization(model, dict(config or meta))
+    return {
+        "file_bytes": int(file_bytes),
+        "unique_tensor_bytes": acc["unique_tensor_bytes"],
+        "duplicate_tensor_bytes": acc["duplicate_tensor_bytes"],
+        "unique_params": acc["unique_params"],
+        **floor_fields(int(file_bytes), config, head, precision),
+        **{k: counts[k] for k in MATMUL_KEYS},
+        "precision": detected,
+        "factorized_embedding_intact": intact,
+    }
+
+
+def describe_onnx(
+    model: Any,
+    path: Path | None,
+    file_bytes: int,
+    *,
+    precision: str | None = None,
+    config: Mapping[str, Any] | None = None,
+    head: str | None = None,
+) -> dict[str, Any]:
+    """:func:`albert_edge.onnx.inspect.describe_model` with the facts in place of its own."""
+    from albert_edge.onnx.inspect import describe_model
+
+    info = describe_model(model, path, file_bytes)
+    info.update(onnx_facts(model, path, file_bytes, precision=precision, config=config, head=head))
+    return info
+
+
+# --- TFLite ------------------------------------------------------------------------------
+
+
+def tflite_precision(report: Mapping[str, Any]) -> str:
+    """fp32 / fp16 / int8-dynamic / int8-full from an :func:`analyze_model` report."""
+    ops = report.get("op_counts") or {}
+    quantized = sum(int(v["quantized"]) for v in (report.get("matmul_ops") or {}).values())
+    if quantized:
+        return "int8-full" if "QUANTIZE" in ops else "int8-dynamic"
+    if report.get("has_fp16_constants"):
+        return "fp16"
+    return "fp32"
+
+
+def tflite_facts(
+    report: Mapping[str, Any],
+    path: Path | None = None,
+    *,
+    precision: str | None = None,
+    config: Mapping[str, Any] | None = None,
+    head: str | None = None,
+) -> dict[str, Any]:
+    """The facts (:data:`FACT_KEYS`) of a TFLite model, from its ``analyze_model`` report."""
+    meta = report.get("albert_edge") or {}
+    manifest = manifest_beside(path) or {}
+    precision = precision or manifest.get("precision") or meta.get("precision")
+    detected = tflite_precision(report)
+    head = head or manifest.get("head") or meta.get("head")
+    config = config or _config(path, meta.get("config"))
+    weights = report.get("weight_matmuls") or {"total": 0, "quantized": 0}
+    file_bytes = int(report["file_bytes"])
+    return {
+        "file_bytes": file_bytes,
+        "unique_tensor_bytes": report["unique_tensor_bytes"],
+        "duplicate_tensor_bytes": report["duplicate_tensor_bytes"],
+        "unique_params": report["unique_params"],
+        **floor_fields(file_bytes, config, head, precision or detected),
+        "matmuls_total": int(weights["total"]),
+        "matmuls_quantized": int(weights["quantized"]),
+        "matmuls_fp16": 0,  # TFLite fp16 weights feed a DEQUANTIZE: the op computes in float
+        "precision": detected,
+        "factorized_embedding_intact": report.get("factorized_embedding_intact"),
+    }
+
+
+# --- any artifact ------------------------------------------------------------------------
+
+
+def artifact_facts(path: str | Path) -> dict[str, Any]:
+    """The facts of a model file (``.onnx`` / ``.tflite``) or an artifact directory."""
+    p = Path(path)
+    if p.is_dir():
+        from albert_edge.runtime import model_file
+
+        p = model_file(p)
+    if not p.is_file():
+        raise AlbertEdgeError(f"{p}: no such model file; pass an .onnx/.tflite file")
+    if p.suffix == ".onnx":
+        import onnx_ir as ir
+
+        try:
+            model = ir.load(str(p))
+        except Exception as exc:
+            raise AlbertEdgeError(
+                f"{p}: not a readable ONNX model ({type(exc).__name__}); re-export it"
+            ) from None
+        return onnx_facts(model, p, onnx_file_bytes(p, model))
+    if p.suffix == ".tflite":
+        from albert_edge.tflite.inspect import inspect_tflite
+
+        return tflite_facts(inspect_tflite(p), p)
+    raise UnsupportedError(f"{p}: unknown artifact type; expected .onnx or .tflite")
+
+
+def detect_precision(path: str | Path) -> str:
+    """What a bare model file computes with (no manifest needed), read off its graph."""
+    return str(artifact_facts(path)["precision"])
+
+
+def model_file_bytes(path: str | Path) -> int:
+    """``file_bytes`` of a model file: for ONNX the external data it references too."""
+    p = Path(path)
+    if p.suffix == ".onnx":
+        return onnx_file_bytes(p)
+    return p.stat().st_size
+
+
+def reconcile_quantization(block: dict[str, Any], facts: Mapping[str, Any]) -> dict[str, Any]:
+    """The quantizer's report with its counts restated as the artifact's facts.
+
+    Why: the quantizer's postcondition counts an fp16 MatMul as "reduced" and measures its
+    own floor from the weights it wrote; printed beside the manifest's facts that read as
+    a contradiction (0/19 vs 19/19). The facts replace ``matmuls_*``; the quantizer's own
+    size check stays, renamed to say what it measured (initializer bytes over the bytes
+    of the parameters it stored).
+    """
+    out = dict(block)
+    if "floor_bytes" in out:
+        out["postcondition_weights_floor_bytes"] = out.pop("floor_bytes")
+    if "ratio_to_floor" in out:
+        out["postcondition_weights_ratio"] = out.pop("ratio_to_floor")
+    if "matmuls_quantized" in out and out.get("matmuls_quantized") != facts["matmuls_quantized"]:
+        out["postcondition_matmuls_reduced"] = out["matmuls_quantized"]
+    out.update({k: facts[k] for k in MATMUL_KEYS})
+    return out

@@ -1,0 +1,136 @@
+"""The in-memory reference model: :class:`Checkpoint` and how one is built and filled.
+
+Why its own module: the loaders — Hugging Face directories (:mod:`albert_edge.checkpoint`)
+and original TF1 checkpoints (:mod:`converters.tf1_checkpoint`) — both build on this,
+and the TF1 converter must not import the loader that dispatches to it (that was an
+import cycle). Everything here is core: it imports nothing above ``errors``/``heads``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from albert_edge.errors import CheckpointError, ConfigError
+from albert_edge.heads import HeadSpec
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import AlbertConfig
+
+    from albert_edge.tokenizer import AlbertTokenizer
+
+# Tensors transformers ties to others; checkpoints saved with safetensors omit them.
+_TIED_SUFFIXES = ("predictions.decoder.weight", "predictions.decoder.bias")
+
+
+@dataclass
+class Checkpoint:
+    """An ALBERT loaded into transformers' PyTorch classes, in eval mode.
+
+    ``model`` is the reference every artifact is verified against.
+    """
+
+    path: Path
+    source: str  # "hf" or "tf1"
+    config: AlbertConfig
+    head: HeadSpec
+    model: torch.nn.Module
+    spiece_model: Path | None
+    do_lower_case: bool = True
+    extra_files: dict[str, Path] = field(default_factory=dict)
+
+    def tokenizer(self) -> AlbertTokenizer:
+        from albert_edge.tokenizer import AlbertTokenizer
+
+        if self.spiece_model is None:
+            raise CheckpointError(
+                f"{self.path}: no spiece.model beside the checkpoint; copy the SentencePiece "
+                "model the checkpoint was trained with into that directory"
+            )
+        return AlbertTokenizer(self.spiece_model, do_lower_case=self.do_lower_case)
+
+
+def validate_config(config: AlbertConfig, where: Path) -> None:
+    """Refuse configs transformers would build but that are not a valid ALBERT."""
+    c = config
+    problems = []
+    positive = (
+        "vocab_size",
+        "embedding_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "intermediate_size",
+        "num_hidden_groups",
+        "inner_group_num",
+        "max_position_embeddings",
+        "type_vocab_size",
+    )
+    for name in positive:
+        value = getattr(c, name, None)
+        if not isinstance(value, int) or value <= 0:
+            problems.append(f"{name}={value!r} must be a positive integer")
+    if not problems:
+        if c.hidden_size % c.num_attention_heads:
+            problems.append(
+                f"hidden_size={c.hidden_size} is not a multiple of "
+                f"num_attention_heads={c.num_attention_heads}"
+            )
+        if c.num_hidden_groups > c.num_hidden_layers:
+            problems.append(
+                f"num_hidden_groups={c.num_hidden_groups} exceeds "
+                f"num_hidden_layers={c.num_hidden_layers}"
+            )
+    if problems:
+        raise ConfigError(f"{where}: invalid ALBERT config: " + "; ".join(problems))
+
+
+def build_model(config: AlbertConfig, head: HeadSpec) -> torch.nn.Module:
+    import transformers
+
+    cls = getattr(transformers, head.hf_class)
+    model = cls(config)
+    model.eval()
+    return model
+
+
+def load_state_dict_strict(
+    model: torch.nn.Module, state: dict[str, torch.Tensor], where: Path
+) -> None:
+    """Load ``state`` into ``model``; any missing, unexpected or mis-shaped tensor is an error.
+
+    Tied tensors (the MLM decoder, tied to the word embeddings) may be absent.
+    """
+    expected = model.state_dict()
+    prefix = getattr(model, "base_model_prefix", "albert") + "."
+    has_base = any(k.startswith(prefix) for k in expected)
+    if not has_base and state and all(k.startswith(prefix) for k in state):
+        state = {k[len(prefix) :]: v for k, v in state.items()}
+    missing = [
+        k
+        for k in expected
+        if k not in state and not k.endswith(_TIED_SUFFIXES) and not k.endswith("position_ids")
+    ]
+    unexpected = [k for k in state if k not in expected]
+    mismatched = [
+        f"{k}: checkpoint {tuple(state[k].shape)} vs config {tuple(expected[k].shape)}"
+        for k in state
+        if k in expected and tuple(state[k].shape) != tuple(expected[k].shape)
+    ]
+    problems = []
+    if mismatched:
+        problems.append("shape mismatch: " + ", ".join(mismatched))
+    if missing:
+        problems.append("missing tensors: " + ", ".join(missing))
+    if unexpected:
+        problems.append("unexpected tensors: " + ", ".join(unexpected))
+    if problems:
+        raise CheckpointError(
+            f"{where}: weights do not match the config ({'; '.join(problems)}); "
+            "use the config.json saved with these weights"
+        )
+    model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
