@@ -329,7 +329,10 @@ def model_file_bytes(path: str | Path) -> int:
     """``file_bytes`` of a model file: for ONNX the external data it references too."""
     p = Path(path)
     if p.suffix == ".onnx":
-        return onnx_file_bytes(p)
+        try:
+            return onnx_file_bytes(p)
+        except Exception:  # unparsable: it names no external data; its size is its bytes
+            return p.stat().st_size
     return p.stat().st_size
 
 

@@ -36,7 +36,7 @@ from albert_edge.bench.targets import (
     resolve_target,
 )
 from albert_edge.bench.worker import PROGRESS_PREFIX
-from albert_edge.errors import BenchmarkError
+from albert_edge.errors import AlbertEdgeError, BenchmarkError
 
 # Adaptive run policy (see benchmarks/README.md, "Stability"): warm up >= 3 runs and
 # >= 0.5 s, then time >= 20 runs and >= 3 s; stop at 2000 runs, or after 60 s once 5
@@ -188,11 +188,15 @@ def _size_fields(target: Target, backend: Backend, worker: Mapping[str, Any]) ->
             floor_precision = "fp32"  # what is on disk, whatever the backend casts to
     elif target.model_file is not None:
         # An artifact: every size fact from albert_edge.facts, as convert/inspect report it.
-        from albert_edge.facts import artifact_facts
+        # A file that does not parse is reported by the worker ("load failed"), not here.
+        from albert_edge.facts import artifact_facts, model_file_bytes
 
-        facts = artifact_facts(target.model_file)
-        sized = {k: facts[k] for k in ("file_bytes", "floor_bytes", "ratio_to_floor")}
-        sized["floor_precision"] = facts["floor_precision"]
+        try:
+            facts = artifact_facts(target.model_file)
+        except AlbertEdgeError:
+            facts = {"file_bytes": model_file_bytes(target.model_file), "floor_bytes": None}
+        sized = {k: facts.get(k) for k in ("file_bytes", "floor_bytes", "ratio_to_floor")}
+        sized["floor_precision"] = facts.get("floor_precision")
         if target.floor_bytes is not None:
             sized["manifest_floor_bytes"] = target.floor_bytes
         if sized["floor_bytes"] is not None:
