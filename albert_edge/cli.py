@@ -42,6 +42,15 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quantize-embeddings", action="store_true")
     p.add_argument("--per-tensor", action="store_true", help="int8: per-tensor weight scales")
     p.add_argument("--block-size", type=int, default=32)
+    p.add_argument(
+        "--target",
+        dest="runs_on",
+        default="portable",
+        choices=("portable", "x86-vnni", "arm64", "wasm"),
+        help="the CPUs the int8 artifact will run on (default portable: right on every "
+        "kernel, x86 AVX2 included; x86-vnni/arm64/wasm keep 8-bit weights, which saturate "
+        "on AVX2-only x86)",
+    )
 
 
 def _quantization_options(a: argparse.Namespace) -> dict[str, Any]:
@@ -52,6 +61,7 @@ def _quantization_options(a: argparse.Namespace) -> dict[str, Any]:
         "quantize_embeddings": a.quantize_embeddings,
         "per_channel": not a.per_tensor,
         "block_size": a.block_size,
+        "runs_on": a.runs_on,
     }
 
 

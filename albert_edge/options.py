@@ -32,6 +32,7 @@ class ConvertOptions:
     int8_io: bool = False  # TFLite int8-full: int8 inputs/outputs where possible
     overwrite: bool = False
     verify: bool = True
+    runs_on: str = "portable"  # int8 recipe target (albert_edge.onnx.recipes)
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -57,5 +58,8 @@ class ConvertOptions:
             raise UnsupportedError(f"--seq-lens must be positive, got {self.seq_lens}")
         if self.seq_lens and self.target != "tflite":
             raise UnsupportedError("--seq-lens applies to --to tflite (ONNX has a dynamic axis)")
+        from albert_edge.onnx.recipes import int8_recipe
+
+        int8_recipe(self.runs_on)  # unknown --target: refused here, before any work
         if self.int8_io and self.precision != "int8-full":
             raise UnsupportedError("--int8-io needs --precision int8-full")

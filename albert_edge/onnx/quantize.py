@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import AlbertEdgeError, QuantizationError, UnsupportedError
+from albert_edge.onnx.recipes import int8_recipe
 from albert_edge.onnx.quant_graph import (
     dedup_initializers,
     duplicate_initializer_groups,
@@ -211,7 +212,10 @@ def _int8_dynamic(model: onnx.ModelProto, nodes: list[str], options: ConvertOpti
             model,
             out,
             per_channel=options.per_channel,
-            weight_type=QuantType.QInt8,
+            reduce_range=int8_recipe(options.runs_on).reduce_range,
+            weight_type=QuantType.QUInt8
+            if int8_recipe(options.runs_on).weight_type == "u8"
+            else QuantType.QInt8,
             op_types_to_quantize=["MatMul", "Attention"],
             nodes_to_quantize=nodes,
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT, "MatMulConstBOnly": True},
@@ -240,6 +244,7 @@ def _int8_static(
             op_types_to_quantize=["MatMul"],
             nodes_to_quantize=nodes,
             per_channel=options.per_channel,
+            reduce_range=int8_recipe(options.runs_on).reduce_range,
             activation_type=QuantType.QUInt8,
             weight_type=QuantType.QInt8,
             calibrate_method=calibrate_method(options.calibration_method),
@@ -316,6 +321,17 @@ def _check_runs(model: onnx.ModelProto, precision: str) -> None:
             f"ONNX Runtime {ort.__version__} cannot run the {precision} graph on this machine "
             f"({first}); choose another --precision"
         ) from None
+
+
+def _target_report(options: ConvertOptions) -> dict[str, Any]:
+    """The manifest's record of which int8 recipe was chosen, and where it is right."""
+    r = int8_recipe(options.runs_on)
+    return {
+        "target": r.target,
+        "reduce_range": r.reduce_range,
+        "accurate_on": list(r.accurate_on),
+        "target_reason": r.why,
+    }
 
 
 # --- the public API ------------------------------------------------------------------
@@ -492,6 +508,7 @@ def _quantize_model(
         "recipe": RECIPES[precision],
         "tool": f"onnxruntime {ort.__version__}",
         "per_channel": options.per_channel if precision.startswith("int8") else None,
+        **(_target_report(options) if precision.startswith("int8") else {}),
         "block_size": options.block_size if precision == "int4" else None,
         "calibration": calibration,
         "embeddings_quantized": bool(plan.quantize_table),

@@ -1,0 +1,110 @@
+"""Integer recipes per deployment target, as data: what each trades, and where it is right.
+
+An int8 MatMul in ONNX Runtime is u8 activations × s8 weights. On x86 AVX2 (and AVX-512
+without VNNI) MLAS multiplies with ``VPMADDUBSW``, which adds each *pair* of u8×s8
+products into a signed int16 with saturation: 2 × 255 × 127 = 64,770 does not fit in
+32,767, so full-range weights saturate whenever two large activations meet two large
+weights of the same sign. VNNI (``VPDPBUSD``), ARM64 (``SDOT``/``UDOT``/i8mm) and wasm
+SIMD accumulate in int32 and never saturate.
+
+``reduce_range`` (7-bit weights, −64..63) bounds a pair at 2 × 255 × 64 = 32,640 < 32,767:
+no saturation on any kernel, for one bit of weight resolution. Measured on the trained
+SST-2 model (``benchmarks/cross_kernel.py``, results in ``benchmarks/results/``), the
+full-range file loses 22 dB of logits SQNR on AVX2 (39.3 → 17.3 dB) while the 7-bit one
+is the same on every kernel; the kernels run at the same speed for both (the weight's
+range does not change the instruction sequence), so ``portable`` costs no time.
+
+``--target`` names the hardware; a full-range recipe is only offered for targets whose
+kernels accumulate in int32, and the manifest records where the artifact is right.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from albert_edge.errors import UnsupportedError
+from albert_edge.kernels import KERNELS
+
+
+@dataclass(frozen=True)
+class Int8Recipe:
+    """How int8 weights are quantized for one deployment target."""
+
+    target: str
+    reduce_range: bool  # 7-bit weights: no int16 pair saturation on x86 AVX2 u8s8
+    weight_type: str  # "s8" (u8s8 kernels) or "u8" (u8u8 kernels: never saturate)
+    accurate_on: tuple[str, ...]  # kernel families whose arithmetic the recipe is right on
+    why: str
+
+    def __post_init__(self) -> None:
+        unknown = [k for k in self.accurate_on if k not in KERNELS]
+        if unknown:
+            raise UnsupportedError(f"recipe {self.target!r} names unknown kernels {unknown}")
+        saturating = [k for k in self.accurate_on if KERNELS[k].saturating_u8s8]
+        if self.weight_type not in ("s8", "u8"):
+            raise UnsupportedError(f"recipe {self.target!r}: weight_type must be s8 or u8")
+        if saturating and self.weight_type == "s8" and not self.reduce_range:
+            raise UnsupportedError(
+                f"recipe {self.target!r}: full-range int8 weights saturate on {saturating}"
+            )
+
+
+_INT32_KERNELS = tuple(k for k, fam in KERNELS.items() if not fam.saturating_u8s8)
+
+RECIPES: dict[str, Int8Recipe] = {
+    r.target: r
+    for r in (
+        Int8Recipe(
+            "portable",
+            reduce_range=True,
+            weight_type="s8",
+            accurate_on=tuple(KERNELS),
+            why="7-bit weights: no u8s8 saturation on x86 AVX2, same speed everywhere",
+        ),
+        Int8Recipe(
+            "x86-vnni",
+            reduce_range=False,
+            weight_type="s8",
+            accurate_on=_INT32_KERNELS,
+            why="8-bit weights: VNNI accumulates in int32 (wrong on AVX2-only x86: saturates)",
+        ),
+        Int8Recipe(
+            "arm64",
+            reduce_range=False,
+            weight_type="s8",
+            accurate_on=_INT32_KERNELS,
+            why="8-bit weights: ARM64 dot-product kernels accumulate in int32",
+        ),
+        Int8Recipe(
+            "wasm",
+            reduce_range=False,
+            weight_type="s8",
+            accurate_on=_INT32_KERNELS,
+            why="8-bit weights: wasm SIMD accumulates in int32",
+        ),
+    )
+}
+
+RUNS_ON = tuple(RECIPES)
+
+# Candidates measured by benchmarks/cross_kernel.py but not offered as a --target.
+CANDIDATES: dict[str, Int8Recipe] = {
+    "u8u8": Int8Recipe(
+        "u8u8",
+        reduce_range=False,
+        weight_type="u8",
+        accurate_on=tuple(KERNELS),
+        why="8-bit asymmetric uint8 weights: MLAS's u8u8 kernels widen to int16 first",
+    ),
+}
+
+
+def int8_recipe(target: str) -> Int8Recipe:
+    if target in CANDIDATES:
+        return CANDIDATES[target]
+    if target not in RECIPES:
+        raise UnsupportedError(
+            f"unknown --target {target!r}; choose one of {', '.join(RECIPES)} (portable: right "
+            "on every CPU)"
+        )
+    return RECIPES[target]
