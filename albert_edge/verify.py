@@ -689,7 +689,7 @@ def verify(
     or wasm kernels (see :mod:`albert_edge.kernels`).
     """
     from albert_edge.checkpoint import load_checkpoint
-    from albert_edge.runtime import model_file, open_runner
+    from albert_edge.runtime import model_file
 
     art = Path(artifact)
     if not art.exists():

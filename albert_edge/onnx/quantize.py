@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import AlbertEdgeError, QuantizationError, UnsupportedError
-from albert_edge.onnx.recipes import int8_recipe
 from albert_edge.onnx.quant_graph import (
     dedup_initializers,
     duplicate_initializer_groups,
@@ -50,6 +49,7 @@ from albert_edge.onnx.quant_graph import (
     unfuse_embed_layernorm,
     weight_matmuls,
 )
+from albert_edge.onnx.recipes import int8_recipe
 
 if TYPE_CHECKING:
     import onnx

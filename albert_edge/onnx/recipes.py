@@ -8,11 +8,26 @@ weights of the same sign. VNNI (``VPDPBUSD``), ARM64 (``SDOT``/``UDOT``/i8mm) an
 SIMD accumulate in int32 and never saturate.
 
 ``reduce_range`` (7-bit weights, |w| ≤ 64) bounds a pair at 2 × 255 × 64 = 32,640 < 32,767:
-no saturation on any kernel, for one bit of weight resolution. Measured on the trained
-SST-2 model (``benchmarks/cross_kernel.py``, results in ``benchmarks/results/``), the
-full-range file loses 22 dB of logits SQNR on AVX2 (39.3 → 17.3 dB) while the 7-bit one
-is the same on every kernel; the kernels run at the same speed for both (the weight's
-range does not change the instruction sequence), so ``portable`` costs no time.
+no saturation on any kernel, for one bit of weight resolution; the integer results are then
+the same on every kernel family, so a measurement here speaks for all of them. Measured on
+the README's int8 artifact (trained SST-2 model, ``verify``'s grid, logits SQNR; AMD EPYC
+with AVX-512 VNNI host, the other kernels emulated by ``albert-edge verify --on``):
+
+=====================================  =========  ========  =====  =====
+recipe                                 x86-vnni   x86-avx2  arm64  wasm
+=====================================  =========  ========  =====  =====
+8-bit per-channel (before)             39.3       17.3      39.2   39.3
+7-bit per-channel                      29.3       29.3      29.4   29.3
+7-bit per-tensor (``portable``)        39.8       39.8      40.1   40.0
+8-bit u8u8 (no saturation either)      37.7       37.7      37.8   37.7
+=====================================  =========  ========  =====  =====
+
+Speed (albert-base, batch 1, seq 128, 2 threads, VNNI host, one interleaved run): 7-bit
+50.8 ms, 8-bit 53.6 ms, u8u8 74.6 ms, so u8u8's safety costs 1.47× and is not offered.
+Per-tensor vs per-channel at 7 bits is close (real SST-2 dev sentences: 45.0 vs 46.6 dB;
+random tiny configs, seeds 0-3: 28.2-42.1 vs 37.5-40.4 dB), per-channel's grid figure is
+pulled down by one padded batch; per-tensor is also onnxruntime's own default.
+``benchmarks/cross_kernel.py`` re-measures all of this.
 
 ``--target`` names the hardware; a full-range recipe is only offered for targets whose
 kernels accumulate in int32, and the manifest records where the artifact is right.
