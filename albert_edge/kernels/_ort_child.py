@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _wire  # noqa: E402
+import _wire
 
 
 def main() -> int:

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import AlbertEdgeError, QuantizationError, UnsupportedError
-from albert_edge.onnx.recipes import int8_recipe
 from albert_edge.onnx.quant_graph import (
     dedup_initializers,
     duplicate_initializer_groups,
@@ -50,6 +49,7 @@ from albert_edge.onnx.quant_graph import (
     unfuse_embed_layernorm,
     weight_matmuls,
 )
+from albert_edge.onnx.recipes import int8_recipe
 
 if TYPE_CHECKING:
     import onnx
@@ -605,6 +605,13 @@ def _describe(model: onnx.ModelProto, path: Path, file_bytes: int) -> dict[str, 
     return info
 
 
+def _requirements(model: onnx.ModelProto, report: dict[str, Any], verified: bool) -> Any:
+    """The manifest's ``requirements`` (min onnxruntime, opsets, contrib ops; issue 12)."""
+    from albert_edge.onnx.requirements import artifact_requirements
+
+    return artifact_requirements(model, report, verified)
+
+
 def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -> dict[str, Any]:
     """``albert-edge quantize``: an fp32 ONNX artifact → a new, complete quantized artifact.
 
@@ -695,6 +702,7 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
                 "factorized_embedding_intact", keep.get("factorized_embedding_intact")
             ),
             "quantization": report,
+            "requirements": _requirements(qmodel, report, ckpt is not None and options.verify),
             "verification": verification,
             "files": ["model.onnx", *files],
         }
