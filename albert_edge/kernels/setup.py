@@ -26,7 +26,7 @@ DEBIAN_MIRROR = "http://deb.debian.org/debian"
 QEMU_SUITE = "trixie"  # qemu-user 10.x, static binaries
 ARM64_SUITE = "bookworm"  # Python 3.11, as the aarch64 wheels below are tagged
 ARM64_PYTHON = "3.11"
-ONNXRUNTIME_WEB = "1.23.2"  # pinned: the newest release whose wasm build runs in Node 20
+ONNXRUNTIME_WEB = "1.30.0"  # pinned; its wasm build loads in Node 20 (checked here)
 MIN_QEMU = (8, 0)
 
 Log = Callable[[str], None]
@@ -167,6 +167,11 @@ def setup_qemu(log: Log) -> Path:
     tmp = dest.with_name(dest.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     _run(["dpkg-deb", "-x", str(found[-1]), str(tmp)], log, "qemu: unpacking")
+    keep = {"qemu-x86_64", "qemu-aarch64"}  # the package holds every architecture (~450 MB)
+    for other in (tmp / "usr" / "bin").iterdir():
+        if other.name not in keep:
+            other.unlink()
+    shutil.rmtree(work / "debs", ignore_errors=True)
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
     log(f"qemu: {_qemu_version(dest / 'usr' / 'bin' / 'qemu-aarch64')} in {dest}")
