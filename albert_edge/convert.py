@@ -39,7 +39,7 @@ def convert(
     """
     options = options or ConvertOptions()
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
-    with atomic_output_dir(output, overwrite=options.overwrite) as tmp:
+    with atomic_output_dir(output, overwrite=options.overwrite, inputs=[ckpt.path]) as tmp:
         files = copy_tokenizer_files(ckpt, tmp)
         if options.target == "onnx":
             from albert_edge.onnx.pipeline import convert_onnx

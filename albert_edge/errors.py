@@ -50,3 +50,13 @@ class VerificationError(AlbertEdgeError):
 
 class BenchmarkError(AlbertEdgeError):
     """A benchmark could not be run as asked."""
+
+
+class OutputError(AlbertEdgeError):
+    """The output cannot be written (permission, full disk, read-only file system, ...)."""
+
+
+class ArtifactIntegrityError(AlbertEdgeError):
+    """An artifact's files or manifest.json differ from what albert-edge wrote."""
+
+    exit_code = 1
