@@ -157,9 +157,7 @@ def _judge(summary: dict[str, Any], tol: dict[str, Any]) -> str | None:
         return None
     sqnr = summary["sqnr_db"]
     if not sqnr >= tol["min_sqnr_db"]:
-        return (
-            f"SQNR {_below(sqnr, tol['min_sqnr_db'])} dB < {tol['min_sqnr_db']:g} dB over the grid"
-        )
+        return f"SQNR {_below(sqnr, tol['min_sqnr_db'])} dB < {tol['min_sqnr_db']:.1f} dB over the grid"
     return None
 
 

@@ -37,7 +37,7 @@ from albert_edge.bench.targets import (
     resolve_target,
 )
 from albert_edge.bench.worker import PROGRESS_PREFIX
-from albert_edge.errors import BenchmarkError
+from albert_edge.errors import AlbertEdgeError, BenchmarkError
 
 # Adaptive run policy (see benchmarks/README.md, "Stability"): warm up >= 3 runs and
 # >= 0.5 s, then time >= 20 runs and >= 3 s; stop at 2000 runs, or after 60 s once 5
@@ -537,7 +537,8 @@ def _run_roofline(
             continue
         k = choices_of(t)
         for batch, seq in shapes:
-            gemms.update(gemm_shapes(t.config, batch * seq * k))
+            for length in {seq, run_length(t, seq)}:
+                gemms.update(gemm_shapes(t.config, batch * length * k))
     if not gemms:
         return {"errors": ["no target has a config.json: the model's GEMM shapes are unknown"]}
     cpu_threads = sorted({j.threads for j in jobs if j.backend.device == "cpu"}) or list(threads)
@@ -552,6 +553,27 @@ def _run_roofline(
     if "shapes" in res and res.get("status") == "failed":  # the child itself failed
         return {"errors": [f"roofline {res['reason']}"]}
     return res
+
+
+def run_length(target: Target, seq: int) -> int:
+    """The sequence length ``target`` really computes for ``seq`` tokens.
+
+    A TFLite artifact with fixed-length signatures pads to the smallest bucket >= ``seq``;
+    its rows count FLOPs at that length (``effective_seq_len``), so the roofline must be
+    measured on GEMMs of that length too. Measured only at the requested length, the
+    ceiling came from small-M GEMMs (far below the machine's best) while the row's
+    FLOPs were the bucket's: a "181 %" fraction on a 128-token bucket row asked for 8.
+    """
+    if target.format != "tflite" or target.model_file is None:
+        return seq
+    try:
+        from albert_edge.manifest import read_manifest
+
+        signatures = read_manifest(target.model_file).get("signatures") or []
+        buckets = sorted(int(s["seq_len"]) for s in signatures if "seq_len" in s)
+    except (AlbertEdgeError, TypeError, ValueError, KeyError):
+        return seq
+    return next((b for b in buckets if b >= seq), seq)
 
 
 def _progress(enabled: bool) -> Any:

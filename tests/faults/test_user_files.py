@@ -133,7 +133,7 @@ def test_sqnr_failure_reads_as_a_failure() -> None:
     from albert_edge.verify import _judge
 
     msg = _judge({"sqnr_db": 11.96}, {"min_sqnr_db": 12.0})
-    assert msg is not None and msg.startswith("SQNR 11.96 dB < 12 dB")
+    assert msg is not None and msg.startswith("SQNR 11.96 dB < 12.0 dB")
 
 
 def test_refused_pickle_is_not_called_truncated(tmp_path: Path) -> None:
