@@ -101,6 +101,13 @@ def check_output(out: Path, *, overwrite: bool, inputs: Iterable[Path] = ()) -> 
 
     Called before any work, so a refusal costs nothing and changes no byte.
     """
+    try:
+        _check_output(out, overwrite=overwrite, inputs=inputs)
+    except OSError as exc:  # e.g. EACCES on stat: a directory on the way is closed to us
+        raise describe_os_error(exc, out) from None
+
+
+def _check_output(out: Path, *, overwrite: bool, inputs: Iterable[Path]) -> None:
     resolved = out.resolve()
     for src in inputs:
         src = Path(src).resolve()
@@ -109,6 +116,7 @@ def check_output(out: Path, *, overwrite: bool, inputs: Iterable[Path] = ()) -> 
                 f"{out}: the output would replace the input {src}; choose another -o"
             )
     if not (out.exists() or out.is_symlink()):
+        _check_writable(out)
         return
     if not overwrite:
         raise OutputExistsError(f"{out}: output exists; choose another -o or pass --overwrite")
@@ -122,6 +130,23 @@ def check_output(out: Path, *, overwrite: bool, inputs: Iterable[Path] = ()) -> 
             f"{out}: holds files albert-edge did not write (no valid manifest.json listing "
             "them); --overwrite only replaces a previous albert-edge artifact; choose another -o"
         )
+    _check_writable(out)
+
+
+def _check_writable(out: Path) -> None:
+    """Fail before any work when the output's directory cannot be written."""
+    anc = out.parent
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir():
+        raise describe_os_error(OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)), out)
+    if not os.access(anc, os.W_OK | os.X_OK):
+        try:
+            read_only = bool(os.statvfs(anc).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only = False
+        code = errno.EROFS if read_only else errno.EACCES
+        raise describe_os_error(OSError(code, os.strerror(code)), out)
 
 
 # --- lock ----------------------------------------------------------------------------

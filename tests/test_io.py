@@ -171,7 +171,7 @@ def test_missing_writable_parent_is_one_line(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with (
-        pytest.raises(OutputError, match="cannot create the output's parent"),
+        pytest.raises(OutputError, match="parent path is a file"),
         atomic_output_dir(blocker / "sub" / "out"),
     ):
         pass
@@ -239,3 +239,24 @@ def test_run_scratch_holds_every_temp_and_is_removed(tmp_path: Path) -> None:
         assert os.environ["TMPDIR"] == str(scratch)
     assert not scratch.exists()
     assert tempfile.gettempdir() != str(scratch)
+
+
+def test_unwritable_output_is_refused_before_any_work(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-c",
+            "from pathlib import Path; from albert_edge.io import check_output\n"
+            f"check_output(Path({str(tmp_path / 'sub' / 'out')!r}), overwrite=False)",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    if "setpriv" in r.stderr and r.returncode == 127:
+        pytest.skip("setpriv is not available")
+    assert r.returncode != 0 and "OutputError" in r.stderr and "permission denied" in r.stderr

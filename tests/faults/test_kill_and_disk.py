@@ -119,3 +119,20 @@ def test_concurrent_converts_to_one_output(tmp_path: Path, n: int) -> None:
         assert rc == 0 or ("writing this output" in err and len(err.strip().splitlines()) == 1)
     assert complete(out)
     assert sorted(q.name for q in tmp_path.iterdir()) == ["out"]
+
+
+def test_truncated_tflite_says_truncated_not_op_versions(tmp_path: Path) -> None:
+    """Was: a truncated .tflite said "see op versions"."""
+    from albert_edge.convert import convert
+    from albert_edge.errors import UnsupportedError
+    from albert_edge.options import ConvertOptions
+    from albert_edge.tflite.runtime import LiteRTRunner
+
+    art = tmp_path / "art"
+    convert(None, art, ConvertOptions(target="tflite", verify=False, seq_lens=(16,)))
+    bare = tmp_path / "bare.tflite"  # no manifest beside it: the runtime must say why
+    data = (art / "model.tflite").read_bytes()
+    bare.write_bytes(data[: len(data) // 2])
+    with pytest.raises(UnsupportedError, match="truncated or corrupt") as info:
+        LiteRTRunner(bare)
+    assert "op versions" not in str(info.value)
