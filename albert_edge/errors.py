@@ -60,3 +60,7 @@ class ArtifactIntegrityError(AlbertEdgeError):
     """An artifact's files or manifest.json differ from what albert-edge wrote."""
 
     exit_code = 1
+
+
+class KernelSetupError(AlbertEdgeError):
+    """Running on another kernel family needs set-up that is missing or broken."""
