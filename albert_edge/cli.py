@@ -325,10 +325,17 @@ def _run_bench(a: argparse.Namespace) -> int:
     return run_bench_cli(a)
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line, like every other error (the usage is one --help away)."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from albert_edge import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="albert-edge",
         description="Ship ALBERT to the edge: convert, quantize, verify, inspect, bench.",
     )
