@@ -18,11 +18,30 @@ from albert_edge.errors import AlbertEdgeError
 
 def _ints(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
+        values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated integers, got {text!r}"
         ) from None
+    if not values or min(values) < 1:  # sizes, lengths and thread counts: >= 1 each
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
+    return values
+
+
+def _at_least(low: int) -> Any:
+    """An argparse type: an integer >= ``low`` (0 runs, 0 threads, 0 examples: nonsense)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
 
 
 def _print_json(data: Any) -> None:
@@ -35,7 +54,7 @@ def _print_json(data: Any) -> None:
 def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
     """The flags ``convert`` and ``quantize`` share: one definition, one meaning."""
     p.add_argument("--calibration", type=Path, default=None)
-    p.add_argument("--num-calibration", type=int, default=128)
+    p.add_argument("--num-calibration", type=_at_least(1), default=128)
     p.add_argument(
         "--calibration-method", default="minmax", choices=("minmax", "entropy", "percentile")
     )
@@ -54,7 +73,7 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="int8: one weight scale per output channel (default for the other targets)",
     )
-    p.add_argument("--block-size", type=int, default=32)
+    p.add_argument("--block-size", type=_at_least(1), default=32)
     p.add_argument(
         "--target",
         dest="runs_on",
@@ -105,7 +124,7 @@ def _add_convert(sub: Any) -> None:
         "tflite: fp32|fp16|int8-dynamic|int8-full",
     )
     p.add_argument("--optimize", choices=("none", "fuse"), default="fuse")
-    p.add_argument("--opset", type=int, default=17)
+    p.add_argument("--opset", type=_at_least(1), default=17)
     p.add_argument("--seq-lens", type=_ints, default=())
     _add_quantization_flags(p)
     p.add_argument("--int8-io", action="store_true")
@@ -142,6 +161,7 @@ def _add_quantize(sub: Any) -> None:
     p.add_argument("--precision", required=True, help="int8-dynamic|int8-static|int4|fp16")
     p.add_argument("-o", "--output", required=True, type=Path)
     _add_quantization_flags(p)
+    p.add_argument("--no-verify", action="store_true")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_run_quantize)
@@ -152,7 +172,11 @@ def _run_quantize(a: argparse.Namespace) -> int:
     from albert_edge.options import ConvertOptions
 
     options = ConvertOptions(
-        target="onnx", precision=a.precision, overwrite=a.overwrite, **_quantization_options(a)
+        target="onnx",
+        precision=a.precision,
+        overwrite=a.overwrite,
+        verify=not a.no_verify,
+        **_quantization_options(a),
     )
     return _report_manifest(a, quantize_artifact(a.model, a.output, options))
 
@@ -171,8 +195,8 @@ def _add_verify(sub: Any) -> None:
     p.add_argument("--data", type=Path, default=None, help="SST-2 style .tsv for accuracy")
     p.add_argument("--batch-sizes", type=_ints, default=(1, 2))
     p.add_argument("--seq-lens", type=_ints, default=())
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--max-examples", type=int, default=None)
+    p.add_argument("--threads", type=_at_least(1), default=2)
+    p.add_argument("--max-examples", type=_at_least(1), default=None)
     p.add_argument(
         "--on",
         default=None,
@@ -284,8 +308,8 @@ def _add_bench(sub: Any) -> None:
     p.add_argument("--batch", type=_ints, default=(1,))
     p.add_argument("--seq-lens", type=_ints, default=(128,))
     p.add_argument("--threads", type=_ints, default=(2,))
-    p.add_argument("--runs", type=int, default=None, help="timed runs per shape")
-    p.add_argument("--warmup", type=int, default=None)
+    p.add_argument("--runs", type=_at_least(1), default=None, help="timed runs per shape")
+    p.add_argument("--warmup", type=_at_least(0), default=None)
     p.add_argument("--json", dest="json_out", type=Path, default=None)
     p.add_argument("--markdown", type=Path, default=None)
     p.add_argument("--plot", type=Path, default=None)
@@ -301,10 +325,17 @@ def _run_bench(a: argparse.Namespace) -> int:
     return run_bench_cli(a)
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line, like every other error (the usage is one --help away)."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from albert_edge import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="albert-edge",
         description="Ship ALBERT to the edge: convert, quantize, verify, inspect, bench.",
     )
@@ -339,12 +370,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_frameworks()
     parser = build_parser()
     args = parser.parse_args(argv)
+    from albert_edge.io import run_scratch
+
     try:
-        code: int = args.run(args)
+        with run_scratch():
+            code: int = args.run(args)
         return code
     except AlbertEdgeError as exc:
         print(f"albert-edge {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # the safety net: a file error is one line, never a traceback
+        where = exc.filename or "a file"
+        print(
+            f"albert-edge {args.command}: error: {where}: {exc.strerror or exc}; "
+            "check the path and its permissions",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         print("albert-edge: interrupted", file=sys.stderr)
         return 130

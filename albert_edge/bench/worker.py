@@ -410,7 +410,7 @@ def run_bench(job: Mapping[str, Any]) -> dict[str, Any]:
         if max_seq and shape["seq_len"] > max_seq:
             row.update(status="skipped", reason=f"artifact accepts at most {max_seq} tokens")
             result["shapes"].append(row)
-            _emit({"done": shape})
+            _emit({"done": shape, "row": row})
             continue
         with np.load(shape["feeds"]) as npz:
             feeds = {k: npz[k] for k in npz.files}
@@ -438,7 +438,7 @@ def run_bench(job: Mapping[str, Any]) -> dict[str, Any]:
             row["peak_gpu_bytes"] = int(torch.cuda.max_memory_allocated())
             torch.cuda.reset_peak_memory_stats()
         result["shapes"].append(row)
-        _emit({"done": shape})
+        _emit({"done": shape, "row": row})  # the parent logs it at once
     return result
 
 

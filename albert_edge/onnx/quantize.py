@@ -645,6 +645,11 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
         raise UnsupportedError(
             f"{output}: quantizing in place would replace the fp32 input; pass another -o"
         )
+    from albert_edge.io import check_output
+    from albert_edge.manifest import check_files, load_manifest
+
+    check_output(output, overwrite=options.overwrite, inputs=[folder])  # before any work
+    check_files(folder, load_manifest(folder))  # quantize only what convert wrote
     texts = load_calibration(options)
     tokenizer = _artifact_tokenizer(folder) if texts is not None else None
     try:
@@ -661,7 +666,7 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
         )
     ckpt, why_not = _source_checkpoint(manifest)
 
-    with atomic_output_dir(output, overwrite=options.overwrite) as tmp:
+    with atomic_output_dir(output, overwrite=options.overwrite, inputs=[folder]) as tmp:
         qmodel, report = quantize_model(
             model, ckpt, options, tokenizer=tokenizer, calibration_texts=texts
         )

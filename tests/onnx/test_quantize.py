@@ -520,7 +520,9 @@ def test_graph_quantized_behind_an_fp32_manifest_is_refused(int8_artifact, tmp_p
     shutil.copytree(int8_artifact, fake)
     manifest = json.loads((fake / "manifest.json").read_text())
     manifest["precision"] = "fp32"
-    (fake / "manifest.json").write_text(json.dumps(manifest))
+    from albert_edge.manifest import write_manifest
+
+    write_manifest(fake, manifest)  # resealed: a hand edit alone fails the integrity check
     r = _cli(str(fake), "--precision", "int4", "-o", str(tmp_path / "out"))
     assert r.returncode != 0 and "already quantized" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
