@@ -1,7 +1,7 @@
 """``manifest.json``: what an artifact is, how it was made, and how well it verified.
 
 Common keys (every target): ``format_version``, ``albert_edge_version``, ``target``,
-``source`` ({path, kind: hf|tf1}), ``head``, ``precision``, ``model_file``,
+``source`` ({name, kind: hf|tf1, embedded, weights_sha256}: never a path), ``head``, ``precision``, ``model_file``,
 ``inputs``/``outputs`` (name, dtype, shape with symbolic axes), ``sizes`` (file_bytes,
 floor_bytes, ratio_to_floor, ...), ``verification`` (per-output errors), ``files``.
 Targets add their own keys (``opset`` and ``passes`` for ONNX, ``signatures`` for TFLite).
@@ -29,8 +29,10 @@ def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> Path:
 
 def read_manifest(artifact: str | Path) -> dict[str, Any]:
     """The manifest of an artifact directory, or of the directory holding a model file."""
+    from albert_edge.layout import artifact_root
+
     p = Path(artifact)
-    path = p / "manifest.json" if p.is_dir() else p.parent / "manifest.json"
+    path = artifact_root(p) / "manifest.json"
     if not path.is_file():
         raise AlbertEdgeError(f"{p}: no manifest.json; is this an albert-edge output directory?")
     try:

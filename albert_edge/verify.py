@@ -603,7 +603,9 @@ class VerifyReport:
 
 
 def _manifest_beside(artifact: Path) -> dict[str, Any] | None:
-    path = artifact / "manifest.json" if artifact.is_dir() else artifact.parent / "manifest.json"
+    from albert_edge.layout import artifact_root
+
+    path = artifact_root(artifact) / "manifest.json"
     if not path.is_file():
         return None
     from albert_edge.manifest import read_manifest
@@ -644,7 +646,13 @@ def _resolve_reference(
 ) -> Path:
     if reference is not None:
         return Path(reference)
+    from albert_edge.checkpoint import DEFAULT_MODEL
+    from albert_edge.layout import resolve_source
+
     source = (manifest or {}).get("source")
+    if isinstance(source, dict) and ("embedded" in source or "name" in source):
+        resolved = resolve_source(source, artifact)
+        return DEFAULT_MODEL if resolved is None else resolved
     path = source.get("path") if isinstance(source, dict) else source
     if not path:
         raise CheckpointError(
@@ -717,7 +725,9 @@ def verify(
         judge_outputs(summary, precision)
         accuracy = None
         if rows:
-            tok = _artifact_tokenizer(model.parent, ckpt)
+            from albert_edge.layout import artifact_root
+
+            tok = _artifact_tokenizer(artifact_root(model), ckpt)
             accuracy = evaluate_accuracy(runner, ckpt, tok, rows, progress=progress)
             bar = ACCURACY_BARS.get((target, precision), 0.0)
             accuracy["bar_points"] = bar

@@ -135,7 +135,7 @@ def write_model(proto: onnx.ModelProto, path: Path) -> int:
 
 
 def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> dict[str, Any]:
-    """Write ``out_dir/model.onnx`` for ``ckpt``; return the manifest (without ``files``
+    """Write ``out_dir/onnx/model*.onnx`` (name per precision, see :mod:`albert_edge.layout`) for ``ckpt``; return the manifest (without ``files``
     of the tokenizer, which :func:`albert_edge.convert.convert` adds)."""
     import onnx_ir as ir
 
@@ -151,18 +151,22 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
         from albert_edge.onnx.quantize import quantize_model
 
         proto, quantization = quantize_model(proto, ckpt, options)
-    path = Path(out_dir) / MODEL_FILE
+    from albert_edge.layout import onnx_model_file, source_record
+
+    model_rel = onnx_model_file(options.precision)
+    path = Path(out_dir) / model_rel
+    path.parent.mkdir(parents=True, exist_ok=True)
     file_bytes = write_model(proto, path)
     info = describe_model(ir.from_proto(proto), path, file_bytes)
     del proto
     manifest: dict[str, Any] = {
         "target": "onnx",
-        "source": {"path": str(ckpt.path), "kind": ckpt.source},
+        "source": source_record(ckpt),
         "head": ckpt.head.name,
         "opset": options.opset,
         "precision": options.precision,
         "optimize": options.optimize,
-        "model_file": MODEL_FILE,
+        "model_file": model_rel,
         "max_sequence_length": int(ckpt.config.max_position_embeddings),
         "inputs": info["inputs"],
         "outputs": info["outputs"],
@@ -182,7 +186,7 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
         "matmuls_total": info["matmuls_total"],
         "matmuls_quantized": info["matmuls_quantized"],
         "factorized_embedding_intact": info["factorized_embedding_intact"],
-        "files": [MODEL_FILE],
+        "files": [model_rel],
     }
     if quantization is not None:
         manifest["quantization"] = quantization

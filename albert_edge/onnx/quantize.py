@@ -529,7 +529,9 @@ def _artifact_paths(model_path: Path) -> tuple[Path, Path, dict[str, Any]]:
     if model_path.is_dir():
         folder, model_file = model_path, model_path / str(manifest.get("model_file", "model.onnx"))
     else:
-        folder, model_file = model_path.parent, model_path
+        from albert_edge.layout import artifact_root
+
+        folder, model_file = artifact_root(model_path), model_path
     if manifest.get("target", "onnx") != "onnx" or model_file.suffix != ".onnx":
         raise UnsupportedError(
             f"{model_path}: not an ONNX artifact (target {manifest.get('target')!r}); "
@@ -559,6 +561,10 @@ def _artifact_tokenizer(folder: Path) -> AlbertTokenizer:
 def _source_checkpoint(manifest: dict[str, Any]) -> tuple[Checkpoint | None, str | None]:
     """The checkpoint the artifact came from, if it is still where the manifest says."""
     source = manifest.get("source")
+    if isinstance(source, dict) and source.get("embedded"):
+        from albert_edge.checkpoint import load_checkpoint
+
+        return load_checkpoint(None), None
     path = source.get("path") if isinstance(source, dict) else source
     if not path or not Path(str(path)).exists():
         return None, f"source checkpoint {path!r} not found"
@@ -631,7 +637,15 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
         qmodel, report = quantize_model(
             model, ckpt, options, tokenizer=tokenizer, calibration_texts=texts
         )
-        onnx.save(qmodel, str(tmp / "model.onnx"))
+        from albert_edge.layout import (
+            onnx_model_file,
+            set_config_dtype,
+        )
+
+        model_rel = onnx_model_file(options.precision)
+        qpath = tmp / model_rel
+        qpath.parent.mkdir(parents=True, exist_ok=True)
+        onnx.save(qmodel, str(qpath))
         files = []
         for name in [
             *manifest.get("files", []),
@@ -643,29 +657,31 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
             if (
                 src.is_file()
                 and src != model_file
-                and src.name != "manifest.json"
+                and src.suffix != ".onnx"
+                and src.name not in ("manifest.json", "README.md")
                 and name not in files
             ):
+                (tmp / str(name)).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, tmp / str(name))
                 files.append(str(name))
+        if "config.json" in files:
+            set_config_dtype(tmp / "config.json", options.precision)
         if ckpt is not None and options.verify:
             from albert_edge.verify import verify_against_reference
 
-            verification = verify_against_reference(
-                tmp / "model.onnx", ckpt, precision=options.precision
-            )
+            verification = verify_against_reference(qpath, ckpt, precision=options.precision)
         else:
             verification = {"skipped": why_not or "--no-verify"}
-        file_bytes = (tmp / "model.onnx").stat().st_size
-        info = _describe(qmodel, tmp / "model.onnx", file_bytes)
+        file_bytes = qpath.stat().st_size
+        info = _describe(qmodel, qpath, file_bytes)
         keep = {
             k: v for k, v in manifest.items() if k not in ("format_version", "albert_edge_version")
         }
         new = {
             **keep,
             "precision": options.precision,
-            "model_file": "model.onnx",
-            "quantized_from": str(model_file),
+            "model_file": model_rel,
+            "quantized_from": str(manifest.get("model_file", model_file.name)),
             "inputs": info.get("inputs", keep.get("inputs")),
             "outputs": info.get("outputs", keep.get("outputs")),
             "sizes": {
@@ -679,7 +695,10 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
             ),
             "quantization": report,
             "verification": verification,
-            "files": ["model.onnx", *files],
+            "files": [model_rel, *files, "README.md"],
         }
+        from albert_edge.modelcard import write_model_card
+
+        write_model_card(tmp, new)
         write_manifest(tmp, new)
     return new

@@ -304,9 +304,11 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
             )
     route, why = ROUTES[options.precision]
     sig0 = report["signatures"][0] if report["signatures"] else {"inputs": [], "outputs": []}
+    from albert_edge.layout import source_record
+
     manifest: dict[str, Any] = {
         "target": "tflite",
-        "source": {"path": str(ckpt.path), "kind": ckpt.source},
+        "source": source_record(ckpt),
         "head": ckpt.head.name,
         "precision": options.precision,
         "route": {"converter": route, "why": why},
