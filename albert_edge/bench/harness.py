@@ -494,9 +494,10 @@ def _run_roofline(
 
 
 def _progress(enabled: bool) -> Any:
-    if not enabled:
+    from albert_edge import progress
+
+    if not enabled or not progress.enabled():  # the CLI's --quiet
         return None
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(
@@ -504,7 +505,7 @@ def _progress(enabled: bool) -> Any:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=progress.console(),
         transient=False,
     )
 

@@ -140,17 +140,20 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
     import onnx_ir as ir
 
     from albert_edge.onnx.inspect import describe_model
+    from albert_edge.progress import step
     from converters.onnx_export import albert_metadata
 
     check_request(ckpt, options)
-    model, log = optimize(ckpt, options)
+    with step(f"ONNX export + graph passes (opset {options.opset}, optimize {options.optimize})"):
+        model, log = optimize(ckpt, options)
     proto = ir.to_proto(model)
     del model
     quantization: dict[str, Any] | None = None
     if options.precision != "fp32":
         from albert_edge.onnx.quantize import quantize_model
 
-        proto, quantization = quantize_model(proto, ckpt, options)
+        with step(f"quantize ({options.precision})"):
+            proto, quantization = quantize_model(proto, ckpt, options)
     from albert_edge.layout import onnx_model_file, source_record
 
     model_rel = onnx_model_file(options.precision)
@@ -193,7 +196,10 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
     if options.verify:
         from albert_edge.verify import verify_against_reference
 
-        manifest["verification"] = verify_against_reference(path, ckpt, precision=options.precision)
+        with step("verify against PyTorch"):
+            manifest["verification"] = verify_against_reference(
+                path, ckpt, precision=options.precision
+            )
     else:
         manifest["verification"] = None
     return manifest

@@ -634,9 +634,12 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
     ckpt, why_not = _source_checkpoint(manifest)
 
     with atomic_output_dir(output, overwrite=options.overwrite) as tmp:
-        qmodel, report = quantize_model(
-            model, ckpt, options, tokenizer=tokenizer, calibration_texts=texts
-        )
+        from albert_edge.progress import step
+
+        with step(f"quantize ({options.precision})"):
+            qmodel, report = quantize_model(
+                model, ckpt, options, tokenizer=tokenizer, calibration_texts=texts
+            )
         from albert_edge.layout import (
             onnx_model_file,
             set_config_dtype,
@@ -669,7 +672,8 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
         if ckpt is not None and options.verify:
             from albert_edge.verify import verify_against_reference
 
-            verification = verify_against_reference(qpath, ckpt, precision=options.precision)
+            with step("verify against PyTorch"):
+                verification = verify_against_reference(qpath, ckpt, precision=options.precision)
         else:
             verification = {"skipped": why_not or "--no-verify"}
         file_bytes = qpath.stat().st_size
