@@ -39,7 +39,7 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="int8-static / int8-full: calibration text file or SST-2 style .tsv "
-        "(default: built-in sentences)",
+        "(required by onnx int8-static)",
     )
     p.add_argument(
         "--num-calibration",

@@ -298,6 +298,9 @@ def _fp16(model: onnx.ModelProto, keep_fp32_nodes: list[str]) -> Any:
         m.convert_float_to_float16(
             use_symbolic_shape_infer=True, keep_io_types=True, node_block_list=keep_fp32_nodes
         )
+        # The converter appends its Cast nodes at the end of the node list: ORT sorts on
+        # load, but onnx.checker (and every tool that trusts the spec) needs the order.
+        m.topological_sort()
     return m.model
 
 
