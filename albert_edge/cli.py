@@ -177,6 +177,12 @@ def _add_quantize(sub: Any) -> None:
     p.add_argument(
         "-o", "--output", required=True, type=Path, help="new artifact directory to write"
     )
+    p.add_argument(
+        "--reference",
+        default=None,
+        help="checkpoint to verify against (default: the embedded model when the artifact "
+        "came from it; otherwise verification is skipped)",
+    )
     _add_quantization_flags(p)
     p.add_argument(
         "--overwrite", action="store_true", help="replace the output directory if it exists"
@@ -193,7 +199,7 @@ def _run_quantize(a: argparse.Namespace) -> int:
     options = ConvertOptions(
         target="onnx", precision=a.precision, overwrite=a.overwrite, **_quantization_options(a)
     )
-    return _report_manifest(a, quantize_artifact(a.model, a.output, options))
+    return _report_manifest(a, quantize_artifact(a.model, a.output, options, reference=a.reference))
 
 
 # --- verify --------------------------------------------------------------------------

@@ -134,6 +134,10 @@ def write_tokenizer_files(ckpt: Checkpoint, out_dir: Path) -> list[str]:
     library's Unigram + Metaspace + the SentencePiece precompiled charsmap) from the
     checkpoint's SentencePiece model; parity with the slow tokenizer and with
     :mod:`albert_edge.tokenizer` is tested on SST-2 dev sentences.
+    No ``remove_space`` key: transformers' fast tokenizer ignores it (keeps whitespace
+    around ALBERT's user-defined pieces: "cliches ." → ``▁cliches ▁ .``, what fine-tuned
+    models saw), but transformers.js honours it and strips, giving other ids on 283 of the
+    291 sample sentences.
     ``model_max_length`` = ``max_position_embeddings``, so ``truncation=True`` works in
     transformers/optimum and transformers.js on texts longer than the model accepts.
     """
@@ -153,6 +157,14 @@ def write_tokenizer_files(ckpt: Checkpoint, out_dir: Path) -> list[str]:
     )
     fast = convert_slow_tokenizer(slow)
     fast.save(str(out_dir / "tokenizer.json"))
+    # AlbertTokenizerFast declares [MASK] with lstrip=True (it eats the space before it);
+    # the converter's added-token entry does not say so, and transformers.js reads only
+    # tokenizer.json: state it there so both strip alike.
+    data = json.loads((out_dir / "tokenizer.json").read_text())
+    for tok_entry in data.get("added_tokens", []):
+        if tok_entry.get("content") == "[MASK]":
+            tok_entry["lstrip"] = True
+    (out_dir / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False, indent=2))
     special = {
         "bos_token": "[CLS]",
         "eos_token": "[SEP]",
@@ -171,7 +183,6 @@ def write_tokenizer_files(ckpt: Checkpoint, out_dir: Path) -> list[str]:
     config = {
         "tokenizer_class": "AlbertTokenizer",
         "do_lower_case": bool(ckpt.do_lower_case),
-        "remove_space": True,
         "keep_accents": False,
         "model_max_length": max_len,
         "padding_side": "right",

@@ -561,15 +561,26 @@ def _artifact_tokenizer(folder: Path) -> AlbertTokenizer:
     return AlbertTokenizer(folder / "spiece.model", do_lower_case=lower)
 
 
-def _source_checkpoint(manifest: dict[str, Any]) -> tuple[Checkpoint | None, str | None]:
-    """The checkpoint the artifact came from, if it is still where the manifest says."""
+def _source_checkpoint(
+    manifest: dict[str, Any], reference: str | Path | None = None
+) -> tuple[Checkpoint | None, str | None]:
+    """The checkpoint the artifact came from: ``reference`` if given, the embedded model if
+    the manifest says so, else a path an older manifest recorded, if it still exists.
+    Manifests record a user checkpoint by name only (no build-machine paths)."""
+    if reference is not None:
+        from albert_edge.checkpoint import load_checkpoint
+
+        return load_checkpoint(reference), None
     source = manifest.get("source")
     if isinstance(source, dict) and source.get("embedded"):
         from albert_edge.checkpoint import load_checkpoint
 
         return load_checkpoint(None), None
     path = source.get("path") if isinstance(source, dict) else source
-    if not path or not Path(str(path)).exists():
+    if not path:
+        name = source.get("name") if isinstance(source, dict) else None
+        return None, f"source checkpoint {name!r} recorded by name only; pass --reference"
+    if not Path(str(path)).exists():
         return None, f"source checkpoint {path!r} not found"
     from albert_edge.checkpoint import load_checkpoint
 
@@ -597,7 +608,13 @@ def _describe(model: onnx.ModelProto, path: Path, file_bytes: int) -> dict[str, 
     return info
 
 
-def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -> dict[str, Any]:
+def quantize_artifact(
+    model_path: Path,
+    output: Path,
+    options: ConvertOptions,
+    *,
+    reference: str | Path | None = None,
+) -> dict[str, Any]:
     """``albert-edge quantize``: an fp32 ONNX artifact → a new, complete quantized artifact.
 
     Writes ``output`` atomically (model.onnx, the tokenizer/config files, manifest.json);
@@ -634,7 +651,7 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
             f"{model_file}: already quantized ({', '.join(markers)}); quantize the fp32 "
             "artifact instead"
         )
-    ckpt, why_not = _source_checkpoint(manifest)
+    ckpt, why_not = _source_checkpoint(manifest, reference)
 
     with atomic_output_dir(output, overwrite=options.overwrite) as tmp:
         from albert_edge.progress import step

@@ -5,6 +5,7 @@ and no path of the build machine anywhere."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -80,9 +81,22 @@ def test_model_card_states_the_manifest_figures(client_artifacts) -> None:
     assert "onnxruntime-web" in card and "transformers.js" in card
 
 
-def test_tokenizer_json_matches_slow_and_own_tokenizer(client_artifacts) -> None:
-    """tokenizer.json (tokenizers library) == transformers' slow AlbertTokenizer ==
-    albert_edge.tokenizer, id for id, on every row of the packaged SST-2 dev sample."""
+def _glued_user_pieces(text: str, pieces: list[str]) -> bool:
+    """True where a user-defined piece touches another character ("k-19", "...", "1,000"),
+    TeX quotes or extra whitespace appear: the documented cases where the slow tokenizer splits differently
+    from the fast one (albert_edge/tokenizer.py, points 1 and 3)."""
+    glued = (re.escape(p) for p in [*pieces, "``", "''"])
+    if text != " ".join(text.split()):  # point 2: the fast tokenizer keeps whitespace
+        return True
+    return any(re.search(rf"\S{p}|{p}\S", text) for p in glued) or bool(re.search(r"\d,", text))
+
+
+def test_tokenizer_json_matches_fast_slow_and_own_tokenizer(client_artifacts) -> None:
+    """tokenizer.json (the tokenizers library) == transformers' AlbertTokenizerFast converted
+    from the SentencePiece model == albert_edge.tokenizer, id for id, on every row of the
+    packaged SST-2 dev sample and on edge cases; == the slow AlbertTokenizer wherever the
+    slow one is not documented to differ (user-defined pieces glued to a word)."""
+    import sentencepiece.sentencepiece_model_pb2 as pb
     from tokenizers import Tokenizer
     from transformers import AlbertTokenizer, AlbertTokenizerFast
 
@@ -90,15 +104,23 @@ def test_tokenizer_json_matches_slow_and_own_tokenizer(client_artifacts) -> None
 
     art = client_artifacts["fp32"]
     fast = Tokenizer.from_file(str(art / "tokenizer.json"))
-    hf_fast = AlbertTokenizerFast.from_pretrained(str(art))
+    hf_fast = AlbertTokenizerFast(vocab_file=str(art / "spiece.model"), from_slow=True)
     slow = AlbertTokenizer(str(art / "spiece.model"))
     own = Own(art / "spiece.model")
+    proto = pb.ModelProto()
+    proto.ParseFromString((art / "spiece.model").read_bytes())
+    user = [p.piece for p in proto.pieces if p.type == pb.ModelProto.SentencePiece.USER_DEFINED]
+    assert "-" in user
     texts = [t for _, t in read_sst2(SAMPLE_DATA)] + TRICKY
+    compared_slow = 0
     for text in texts:
         ids = fast.encode(text).ids
-        assert ids == slow(text)["input_ids"], text
         assert ids == hf_fast(text)["input_ids"], text
         assert ids == own.encode(text, padding="none").input_ids[0], text
+        if not _glued_user_pieces(text, user):
+            assert ids == slow(text)["input_ids"], text
+            compared_slow += 1
+    assert compared_slow > len(texts) // 2
 
 
 def test_quantize_command_writes_the_same_layout(client_artifacts, tmp_path) -> None:

@@ -369,11 +369,12 @@ def test_convert_with_precision_writes_quantization_manifest(make_checkpoint, tm
     assert info["factorized_embedding_intact"] is True
 
 
-def test_quantize_artifact_int8_static(artifact, sst2_train, tmp_path) -> None:
+def test_quantize_artifact_int8_static(artifact, make_checkpoint, sst2_train, tmp_path) -> None:
     src = artifact("tiny", "fuse")
     out = tmp_path / "static"
     options = _options("int8-static", sst2_train, calibration_method="percentile")
-    manifest = quantize_artifact(src, out, options)
+    # the manifest names a user checkpoint without its path: verify needs --reference
+    manifest = quantize_artifact(src, out, options, reference=make_checkpoint("tiny"))
     written = json.loads((out / "manifest.json").read_text())
     assert written["precision"] == manifest["precision"] == "int8-static"
     assert written["quantization"]["calibration"]["method"] == "percentile"

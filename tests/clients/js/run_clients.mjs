@@ -47,6 +47,16 @@ for (const client of req.clients) {
         scores.push(r.score);
       }
       out[client] = { labels, scores };
+    } else if (client === 'transformers.js-tokenizer') {
+      const { env, AutoTokenizer } = await import('@huggingface/transformers');
+      env.allowRemoteModels = false;
+      env.localModelPath = path.dirname(path.resolve(req.artifact_dir)) + path.sep;
+      const tok = await AutoTokenizer.from_pretrained(path.basename(req.artifact_dir));
+      const ids = [];
+      for (const s of req.sentences) {
+        ids.push(Array.from(tok(s).input_ids.data, Number));
+      }
+      out[client] = { ids };
     } else if (client === 'onnxruntime-node') {
       const ort = (await import('onnxruntime-node')).default;
       out[client] = await runOrt(ort, {});
