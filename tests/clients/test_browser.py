@@ -120,7 +120,7 @@ def test_chromium_transformers_js_and_ort_web(client_artifacts, sentences, torch
         except subprocess.TimeoutExpired:
             proc.kill()
         server.shutdown()
-    assert result, "the page posted no result (chromium exit %s)" % proc.returncode
+    assert result, f"the page posted no result (chromium exit {proc.returncode})"
     out = json.loads(result[0])
     for key, res in out.items():
         assert "error" not in res, f"{key}: {res['error'][:1500]}"
