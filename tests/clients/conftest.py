@@ -35,6 +35,18 @@ def client_artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
 
 
 @pytest.fixture(scope="session")
+def int8_plain_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """int8-dynamic without --quantize-embeddings: what browsers' transformers.js can run
+    (its bundled onnxruntime-web has no GatherBlockQuantized kernel, the int8 word table's op)."""
+    from albert_edge.convert import convert
+    from albert_edge.options import ConvertOptions
+
+    out = tmp_path_factory.mktemp("clients-plain") / "sst2-int8-plain"
+    convert(None, out, ConvertOptions(precision="int8-dynamic"))
+    return out
+
+
+@pytest.fixture(scope="session")
 def sentences() -> list[tuple[int, str]]:
     rows = read_sst2(SAMPLE_DATA)
     # spread over the sample, both labels, short and long
