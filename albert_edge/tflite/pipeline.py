@@ -281,7 +281,10 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
 
     seq_lens = _check_seq_lens(ckpt, tuple(options.seq_lens) or default_seq_lens(ckpt))
     calibration, calib_info = _calibration(ckpt, options, seq_lens)  # fail fast, before export
-    data, stages = build_tflite(ckpt, options, seq_lens, calibration)
+    from albert_edge.progress import step
+
+    with step(f"TFLite conversion ({options.precision}, seq {','.join(map(str, seq_lens))})"):
+        data, stages = build_tflite(ckpt, options, seq_lens, calibration)
     path = Path(out_dir) / MODEL_FILE
     path.write_bytes(data)
 
@@ -294,7 +297,8 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
             f"{ckpt.path}: int8-full left float ops that integer-only delegates (NNAPI, NPU, "
             f"DSP) cannot take: {ops}; use --precision int8-dynamic for XNNPACK instead"
         )
-    check = parity(path, ckpt, seq_lens)
+    with step("verify against PyTorch (LiteRT)"):
+        check = parity(path, ckpt, seq_lens)
     if options.precision == "fp32":
         bad = {k: v for k, v in check["max_abs_error"].items() if v > FP32_TOLERANCE}
         if bad:
@@ -304,9 +308,11 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
             )
     route, why = ROUTES[options.precision]
     sig0 = report["signatures"][0] if report["signatures"] else {"inputs": [], "outputs": []}
+    from albert_edge.layout import source_record
+
     manifest: dict[str, Any] = {
         "target": "tflite",
-        "source": {"path": str(ckpt.path), "kind": ckpt.source},
+        "source": source_record(ckpt),
         "head": ckpt.head.name,
         "precision": options.precision,
         "route": {"converter": route, "why": why},

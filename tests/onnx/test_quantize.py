@@ -230,7 +230,7 @@ def check_quantized(
 
 
 def _quantize_file(art: Path, ckpt: Checkpoint, options: ConvertOptions):
-    fp32 = onnx.load(str(art / "model.onnx"))
+    fp32 = onnx.load(str(art / "onnx" / "model.onnx"))
     q, report = quantize_model(fp32, ckpt, options)
     return fp32, q, report
 
@@ -369,16 +369,17 @@ def test_convert_with_precision_writes_quantization_manifest(make_checkpoint, tm
     assert q["precision"] == "int4" and q["block_size"] == 32 and q["embeddings_quantized"]
     assert manifest["matmuls_quantized"] == manifest["matmuls_total"] > 0
     assert manifest["verification"]["passed"]
-    info = inspect_onnx(out / "model.onnx")
+    info = inspect_onnx(out / "onnx" / "model_q4.onnx")
     assert info["matmuls_quantized"] == info["matmuls_total"]
     assert info["factorized_embedding_intact"] is True
 
 
-def test_quantize_artifact_int8_static(artifact, sst2_train, tmp_path) -> None:
+def test_quantize_artifact_int8_static(artifact, make_checkpoint, sst2_train, tmp_path) -> None:
     src = artifact("tiny", "fuse")
     out = tmp_path / "static"
     options = _options("int8-static", sst2_train, calibration_method="percentile")
-    manifest = quantize_artifact(src, out, options)
+    # the manifest names a user checkpoint without its path: verify needs --reference
+    manifest = quantize_artifact(src, out, options, reference=make_checkpoint("tiny"))
     written = json.loads((out / "manifest.json").read_text())
     assert written["precision"] == manifest["precision"] == "int8-static"
     assert written["quantization"]["calibration"]["method"] == "percentile"
@@ -386,7 +387,10 @@ def test_quantize_artifact_int8_static(artifact, sst2_train, tmp_path) -> None:
     assert written["matmuls_quantized"] == written["matmuls_total"] > 0
     for f in written["files"]:
         assert (out / f).is_file()
-    assert {"model.onnx", "spiece.model", "config.json"} <= set(written["files"])
+    assert {"onnx/model_int8.onnx", "spiece.model", "config.json", "tokenizer.json"} <= set(
+        written["files"]
+    )
+    assert written["model_file"] == "onnx/model_int8.onnx"
     assert not list(tmp_path.glob(".static.tmp-*"))
 
 
@@ -482,7 +486,7 @@ def test_bad_input_cli(
         "tflite-precision": [str(src), "--precision", "int8-full"],
         "already-int8": [str(int8_artifact), "--precision", "int8-dynamic"],
         "fp16-to-int8-static": [
-            str(fp16_artifact / "model.onnx"),
+            str(fp16_artifact / "onnx" / "model_fp16.onnx"),
             "--precision",
             "int8-static",
             "--calibration",
@@ -553,7 +557,7 @@ def test_albert_base_int8_with_embeddings_is_about_12mb(make_checkpoint, tmp_pat
     )
     ckpt = load_checkpoint(make_checkpoint("albert-base"))
     floor = independent_floor(ckpt, "int8-dynamic", True)
-    size = (out / "model.onnx").stat().st_size
+    size = (out / "onnx" / "model_quantized.onnx").stat().st_size
     assert size <= 1.05 * floor, (size, floor)
     assert 11e6 < size < 13e6
     assert manifest["matmuls_quantized"] == manifest["matmuls_total"]
