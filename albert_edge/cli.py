@@ -77,9 +77,17 @@ def _add_convert(sub: Any) -> None:
     p.add_argument("-o", "--output", required=True, type=Path)
     p.add_argument(
         "--precision",
-        default="fp32",
+        default=None,
         help="onnx: fp32|fp16|int8-dynamic|int8-static|int4; "
-        "tflite: fp32|fp16|int8-dynamic|int8-full",
+        "tflite: fp32|fp16|int8-dynamic|int8-full (default fp32; fp16 with --target gpu)",
+    )
+    p.add_argument(
+        "--target",
+        dest="accelerator",
+        choices=("cpu", "gpu"),
+        default="cpu",
+        help="tflite: gpu = fp16 GPU-clean graph for LiteRT's GPU accelerator "
+        "(int8 is the CPU/NPU format)",
     )
     p.add_argument("--optimize", choices=("none", "fuse"), default="fuse")
     p.add_argument("--opset", type=int, default=17)
@@ -98,7 +106,8 @@ def _run_convert(a: argparse.Namespace) -> int:
 
     options = ConvertOptions(
         target=a.target,
-        precision=a.precision,
+        precision=a.precision or ("fp16" if a.accelerator == "gpu" else "fp32"),
+        accelerator=a.accelerator,
         optimize=a.optimize,
         opset=a.opset,
         seq_lens=a.seq_lens,
