@@ -173,3 +173,24 @@ def run(model_bytes: bytes, **feeds: np.ndarray) -> dict[str, np.ndarray]:
     it = Interpreter(model_content=model_bytes)
     out: dict[str, np.ndarray] = it.get_signature_runner("serving")(**feeds)
     return out
+
+
+def classifier_like_graph(seq: int = 8) -> Any:
+    """ALBERT's signature (int32 input_ids/attention_mask/token_type_ids [1,L]) on a tiny
+    body: ids → EMBEDDING_LOOKUP → FULLY_CONNECTED → ``logits`` [L,2]."""
+    rng = np.random.default_rng(1)
+    g = Graph()
+    for name in ("input_ids", "attention_mask", "token_type_ids"):
+        g.t(name, (1, seq), "i32")
+    g.t("flat", (1,), "i32", [seq])
+    g.t("ids", (seq,), "i32")
+    g.t("table", (30000, 6), "f32", rng.standard_normal((30000, 6)))  # ALBERT vocab
+    g.t("emb", (seq, 6))
+    g.t("w", (2, 6), "f32", rng.standard_normal((2, 6)))
+    g.t("logits", (seq, 2))
+    g.op("RESHAPE", ["input_ids", "flat"], ["ids"])
+    g.op("EMBEDDING_LOOKUP", ["ids", "table"], ["emb"])
+    g.op("FULLY_CONNECTED", ["emb", "w", None], ["logits"])
+    model = g.build(["input_ids", "attention_mask", "token_type_ids"], ["logits"])
+    model.signatureDefs[0].signatureKey = f"seq_{seq}".encode()
+    return model
