@@ -68,6 +68,7 @@ def _summary(path: Path) -> dict[str, Any]:
         "gpu_ops": cov["gpu_ops"],
         "cpu_ops": cov["cpu_ops"],
         "max_boundaries": cov["max_boundaries"],
+        "delegated_ops": cov["delegated_ops"],
         "expected_to_build": cov["expected_to_build"],
         "unsupported": [f"{e['op']} x{e['count']}: {e['reason']}" for e in cov["unsupported"]],
         "tf_analyzer_gpu_compatible": _analyzer_says_compatible(path),
@@ -94,7 +95,20 @@ def _accuracy(path: Path, ckpt_dir: Path, dev: Path) -> dict[str, Any]:
     )
 
 
-def model_rows(name: str, ckpt_dir: Path, work: Path, dev: Path | None) -> list[dict[str, Any]]:
+# LiteRT 2.x GPU accelerator on an NVIDIA H100, seq 128, as reported in issue 16.
+ISSUE16_MEASURED = {
+    "fp32": {"gpu_ops": 215, "cpu_ops": 43},
+    "fp16": {"gpu_ops": 249, "cpu_ops": 27},
+}
+
+
+def model_rows(
+    name: str,
+    ckpt_dir: Path,
+    work: Path,
+    dev: Path | None,
+    measured_pre_pass: dict[str, dict[str, int]] | None = None,
+) -> list[dict[str, Any]]:
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.convert import convert
     from albert_edge.options import ConvertOptions
@@ -106,6 +120,22 @@ def model_rows(name: str, ckpt_dir: Path, work: Path, dev: Path | None) -> list[
     raw.write_bytes(export_litert_torch(ckpt.model, ckpt.head, (128,)))
     rows.append({"model": name, "artifact": "raw litert-torch export (no passes)", **_summary(raw)})
     paths = {}
+    if measured_pre_pass:
+        # What issue 16 ran on an H100: `convert` before the GPU-clean passes existed.
+        import albert_edge.tflite.passes as passes
+
+        saved, passes.GPU_CLEAN_PASSES = passes.GPU_CLEAN_PASSES, ()  # type: ignore[misc]
+        try:
+            for label, kw in ARTIFACTS[:2]:
+                out = work / f"{name}-prepass-{label.split()[0]}"
+                kw = {k: v for k, v in kw.items() if k != "accelerator"}
+                convert(ckpt_dir, out, ConvertOptions(target="tflite", verify=False, **kw))
+                row = {"model": name, "artifact": f"convert {kw['precision']} before the passes"}
+                row.update(_summary(out / "model.tflite"))
+                row["litert_gpu_measured_issue16"] = measured_pre_pass[kw["precision"]]
+                rows.append(row)
+        finally:
+            passes.GPU_CLEAN_PASSES = saved  # type: ignore[misc]
     for label, kw in ARTIFACTS:
         out = work / f"{name}-{label.split()[0]}"
         convert(ckpt_dir, out, ConvertOptions(target="tflite", verify=False, overwrite=True, **kw))
@@ -127,7 +157,7 @@ def model_rows(name: str, ckpt_dir: Path, work: Path, dev: Path | None) -> list[
         "token_type_ids": np.zeros((1, 128), np.int32),
     }
     diff = float(np.abs(_run_sig(raw, feeds) - _run_sig(paths["fp32"], feeds)).max())
-    rows[1]["max_abs_diff_vs_raw_export"] = diff
+    next(r for r in rows if r["artifact"] == "convert fp32")["max_abs_diff_vs_raw_export"] = diff
     return rows
 
 
@@ -142,6 +172,11 @@ def litert_gpu_status(path: Path) -> dict[str, Any]:
     return {"status": "ok", **info}
 
 
+def _measured(r: dict[str, Any]) -> str:
+    m = r.get("litert_gpu_measured_issue16")
+    return f"{m['gpu_ops']} GPU / {m['cpu_ops']} CPU" if m else ""
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     m = report["machine"]
     lines = [
@@ -151,16 +186,21 @@ def to_markdown(report: dict[str, Any]) -> str:
         "prediction of `albert_edge/tflite/delegates.py` (each rule cites its LiteRT/TF "
         "source); `TF analyzer` is `tf.lite.experimental.Analyzer(gpu_compatibility=True)`.",
         "",
-        "| model | artifact | MB | ops on GPU | CPU-GPU boundaries | builds on GPU | TF analyzer "
-        "| unsupported (why) | SST-2 dev acc (CPU interp.) | PyTorch |",
-        "|---|---|---:|---:|---:|---|---|---|---:|---:|",
+        "`GPU-capable` = ops the rule table accepts; `delegated` = the largest GPU partition "
+        "(the delegate takes one); `LiteRT (issue 16)` = what LiteRT's GPU accelerator "
+        "reported on an NVIDIA H100 for the same artifact (GPU/CPU ops).",
+        "",
+        "| model | artifact | MB | GPU-capable | delegated | LiteRT (issue 16) | CPU-GPU boundaries "
+        "| builds on GPU | TF analyzer | unsupported (why) | SST-2 dev acc (CPU interp.) | PyTorch |",
+        "|---|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|",
     ]
     for r in report["rows"]:
         acc = r.get("sst2_dev_accuracy_cpu_interpreter")
         ref = r.get("sst2_dev_accuracy_pytorch")
         lines.append(
             f"| {r['model']} | {r['artifact']} | {r['file_bytes'] / 1e6:.2f} | "
-            f"{r['gpu_ops']}/{r['ops']} | {r['max_boundaries']} | "
+            f"{r['gpu_ops']}/{r['ops']} | {r['delegated_ops']}/{r['ops']} | "
+            f"{_measured(r)} | {r['max_boundaries']} | "
             f"{'yes' if r['expected_to_build'] else 'no'} | "
             f"{'compatible' if r['tf_analyzer_gpu_compatible'] else 'incompatible'} | "
             f"{'; '.join(r['unsupported']).replace('|', '/')} | "
@@ -189,7 +229,13 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        rows += model_rows("sst2-albert-tiny", DEFAULT_MODEL, work, dev if dev.is_file() else None)
+        rows += model_rows(
+            "sst2-albert-tiny",
+            DEFAULT_MODEL,
+            work,
+            dev if dev.is_file() else None,
+            ISSUE16_MEASURED,
+        )
         gpu = litert_gpu_status(work / "sst2-albert-tiny-fp16" / "model.tflite")
         if not args.no_base:
             base = make_random_checkpoint(

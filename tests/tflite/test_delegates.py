@@ -244,3 +244,25 @@ def test_albert_base_shape_gpu_target(tmp_path: Path, make_checkpoint: Any, prec
     )
     assert r.returncode == 0, r.stderr
     _assert_gpu_clean(_gpu_report(out / "model.tflite"))
+
+
+def test_delegate_takes_the_largest_gpu_partition_only() -> None:
+    cov = gpu_coverage(_roundtrip(attention_mask_graph()))
+    sizes = [p["ops"] for p in cov["subgraphs"][0]["partitions"] if p["accelerator"] == "gpu"]
+    assert len(sizes) == 2 and cov["delegated_ops"] == max(sizes) < cov["gpu_ops"]
+
+
+@pytest.mark.slow
+def test_rule_table_reproduces_litert_on_the_pre_pass_fp32_artifact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 16 ran LiteRT's GPU accelerator (H100) on the embedded fp32 artifact as
+    ``convert`` wrote it before the GPU-clean passes: 215 ops on the GPU, 43 on the CPU.
+    The rule table + largest-partition rule predicts exactly that for the same graph."""
+    import albert_edge.tflite.passes as passes
+    from albert_edge.convert import convert
+
+    monkeypatch.setattr(passes, "GPU_CLEAN_PASSES", ())
+    convert(None, tmp_path / "a", ConvertOptions(target="tflite", verify=False))
+    cov = gpu_coverage(fb.read_model((tmp_path / "a" / "model.tflite").read_bytes()))
+    assert (cov["ops"], cov["delegated_ops"]) == (258, 215)
