@@ -91,6 +91,13 @@ def print_convert_report(out: Path, manifest: dict[str, Any]) -> None:
     q = manifest.get("quantization") or {}
     if q.get("matmuls_total"):
         t.add_row("MatMuls quantized", f"{q.get('matmuls_quantized')}/{q.get('matmuls_total')}")
+    if q.get("target"):
+        bits = "7-bit" if q.get("reduce_range") else "8-bit"
+        scales = "per-channel" if q.get("per_channel") else "per-tensor"
+        t.add_row(
+            "int8 target",
+            f"{q['target']}: {bits} {scales} weights, right on {', '.join(q.get('accurate_on', []))}",
+        )
     ver = manifest.get("verification") or {}
     for name, m in (ver.get("outputs") or {}).items():
         t.add_row(
@@ -102,6 +109,8 @@ def print_convert_report(out: Path, manifest: dict[str, Any]) -> None:
     for acc, why in ((manifest.get("accelerators") or {}).get("suits") or {}).items():
         t.add_row(f"suits {acc}", why)
     con.print(t)
+    if q.get("target_reason"):
+        con.print(f"int8 recipe for --target {q['target']}: {q['target_reason']}")
 
 
 def print_verify_report(report: Any) -> None:
@@ -109,7 +118,8 @@ def print_verify_report(report: Any) -> None:
 
     con = _console()
     d = report.to_dict()
-    t = Table(title=f"verify {d.get('artifact')} against {d.get('reference')}")
+    on = f" on {d['kernel']} kernels" if d.get("kernel") else ""
+    t = Table(title=f"verify {d.get('artifact')}{on} against {d.get('reference')}")
     for col in ("output", "max |Δ|", "mean |Δ|", "SQNR dB", "status"):
         t.add_column(col, justify="right" if col != "output" else "left")
     for name, m in (d.get("outputs") or {}).items():
@@ -126,6 +136,7 @@ def print_verify_report(report: Any) -> None:
         con.print(
             f"accuracy: artifact {acc.get('accuracy_artifact', 0):.4f}  reference "
             f"{acc.get('accuracy_reference', 0):.4f}  Δ {acc.get('delta_points', 0):+.2f} points  "
-            f"agreement {acc.get('agreement', 0):.4f}  ({acc.get('examples')} examples)"
+            f"agreement {acc.get('agreement', 0):.4f}  logits SQNR "
+            f"{acc.get('logits_sqnr_db', float('nan')):.1f} dB  ({acc.get('examples')} examples)"
         )
     con.print("[green]PASSED[/green]" if d.get("passed") else "[red]FAILED[/red]")
