@@ -102,10 +102,11 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
         "--target",
         dest="runs_on",
         default="portable",
-        choices=("portable", "x86-vnni", "arm64", "wasm"),
+        choices=("portable", "x86-vnni", "arm64", "wasm", "gpu"),
         help="the CPUs the int8 artifact will run on (default portable: right on every "
         "kernel, x86 AVX2 included; x86-vnni/arm64/wasm keep 8-bit weights, which saturate "
-        "on AVX2-only x86)",
+        "on AVX2-only x86); gpu: --to tflite, fp16 GPU-clean graph for LiteRT's GPU "
+        "accelerator (int8 is the CPU/NPU format)",
     )
 
 
@@ -155,9 +156,9 @@ def _add_convert(sub: Any) -> None:
     )
     p.add_argument(
         "--precision",
-        default="fp32",
+        default=None,
         help="onnx: fp32|fp16|int8-dynamic|int8-static|int4; "
-        "tflite: fp32|fp16|int8-dynamic|int8-full",
+        "tflite: fp32|fp16|int8-dynamic|int8-full (default fp32; fp16 with --target gpu)",
     )
     p.add_argument(
         "--optimize",
@@ -200,14 +201,16 @@ def _run_convert(a: argparse.Namespace) -> int:
 
     options = ConvertOptions(
         target=a.target,
-        precision=a.precision,
+        precision=a.precision or ("fp16" if a.runs_on == "gpu" else "fp32"),
+        accelerator="gpu" if a.runs_on == "gpu" else "cpu",
         optimize=a.optimize,
         opset=a.opset,
         seq_lens=a.seq_lens,
         int8_io=a.int8_io,
         overwrite=a.overwrite,
         verify=not a.no_verify,
-        **_quantization_options(a),
+        # --target gpu picks the accelerator, not an int8 CPU recipe.
+        **{**_quantization_options(a), **({"runs_on": "portable"} if a.runs_on == "gpu" else {})},
     )
     return _report_manifest(a, convert(a.checkpoint, a.output, options))
 
