@@ -39,9 +39,15 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--calibration-method", default="minmax", choices=("minmax", "entropy", "percentile")
     )
-    p.add_argument("--quantize-embeddings", action="store_true")
+    p.add_argument(
+        "--keep-embeddings-wide",
+        action="store_true",
+        help="keep the V×E word table in float (default: stored at the quantized precision)",
+    )
+    # The old opt-in, now the default: accepted so existing scripts keep working.
+    p.add_argument("--quantize-embeddings", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--per-tensor", action="store_true", help="int8: per-tensor weight scales")
-    p.add_argument("--block-size", type=int, default=32)
+    p.add_argument("--block-size", type=int, default=128)
 
 
 def _quantization_options(a: argparse.Namespace) -> dict[str, Any]:
@@ -49,7 +55,7 @@ def _quantization_options(a: argparse.Namespace) -> dict[str, Any]:
         "calibration": a.calibration,
         "num_calibration": a.num_calibration,
         "calibration_method": a.calibration_method,
-        "quantize_embeddings": a.quantize_embeddings,
+        "quantize_embeddings": not a.keep_embeddings_wide,
         "per_channel": not a.per_tensor,
         "block_size": a.block_size,
     }
@@ -227,11 +233,24 @@ def _add_bench(sub: Any) -> None:
     p.add_argument("--adb", action="store_true", help="run on a connected Android device")
     p.add_argument("--serial", default=None)
     p.add_argument("--benchmark-model", default=None, help="path of TFLite's benchmark_model")
+    p.add_argument(
+        "--recommend",
+        action="store_true",
+        help="convert the checkpoint to every candidate, verify, time, and say which to ship",
+    )
+    p.add_argument("--data", type=Path, default=None, help="--recommend: SST-2 style .tsv")
+    p.add_argument("--candidates", default=None, help="--recommend: e.g. onnx:int8-dynamic,...")
+    p.add_argument("--work-dir", type=Path, default=None, help="--recommend: keep artifacts here")
     p.set_defaults(run=_run_bench)
 
 
 def _run_bench(a: argparse.Namespace) -> int:
     from albert_edge.bench import run_bench_cli
+
+    if a.recommend:
+        from albert_edge.bench.recommend import run_recommend_cli
+
+        return run_recommend_cli(a)
 
     return run_bench_cli(a)
 

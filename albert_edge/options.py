@@ -26,9 +26,12 @@ class ConvertOptions:
     calibration: Path | None = None  # int8-static / int8-full: text or SST-2 style .tsv
     num_calibration: int = 128
     calibration_method: str = "minmax"
-    quantize_embeddings: bool = False
+    # The V×E word table is most of ALBERT's bytes: quantized precisions store it at their
+    # own precision by default (issue 17: defaults at the byte floor); opt out with
+    # --keep-embeddings-wide. No effect on fp32.
+    quantize_embeddings: bool = True
     per_channel: bool = True
-    block_size: int = 32  # int4
+    block_size: int = 128  # int4: measured fastest at equal accuracy (benchmarks/precisions.py)
     int8_io: bool = False  # TFLite int8-full: int8 inputs/outputs where possible
     overwrite: bool = False
     verify: bool = True

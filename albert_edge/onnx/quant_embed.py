@@ -48,7 +48,7 @@ class TableUse:
             raise QuantizationError(
                 f"the word-embedding table {self.table} is read by {', '.join(self.others)}; "
                 "albert-edge quantizes embeddings read by Gather, EmbedLayerNormalization and "
-                "a tied decoder only; drop --quantize-embeddings"
+                "a tied decoder only; pass --keep-embeddings-wide"
             )
 
 
@@ -122,7 +122,11 @@ def table_block_size(dim: int, bits: int, block_size: int) -> int:
         while b < dim:
             b *= 2
         return b
-    return block_size
+    # int4: never pad a row past E (a 128 block on E=64 would store 2x the codes)
+    b = block_size
+    while b > 16 and b // 2 >= dim:
+        b //= 2
+    return b
 
 
 def _quantize_blocks(w: np.ndarray, bits: int, block: int) -> tuple[np.ndarray, np.ndarray]:
@@ -221,8 +225,8 @@ def quantize_word_table(
                 b //= 2
             if b < 16:
                 raise QuantizationError(
-                    f"the tied decoder needs E={e} divisible by a block size >= 16; drop "
-                    "--quantize-embeddings for this model"
+                    f"the tied decoder needs E={e} divisible by a block size >= 16; "
+                    "pass --keep-embeddings-wide for this model"
                 )
             block = b
         codes, scales = _quantize_blocks(w, bits, block)

@@ -60,9 +60,11 @@ if TYPE_CHECKING:
 
 QUANT_PRECISIONS = ("int8-dynamic", "int8-static", "int4", "fp16")
 SIZE_SLACK = 1.05  # artifact weights ≤ 1.05 × floor
-# MatMulNBits accuracy_level: 0 = unset (fp32 compute on dequantized blocks) keeps int4
-# weight-only; see the benchmark for the speed of level 4 (int8 activations).
-INT4_ACCURACY_LEVEL: int | None = None
+# MatMulNBits accuracy_level 4: MLAS quantizes the activations to int8 per block and runs
+# int8 dot products (VNNI or AVX2 maddubs), instead of dequantizing every weight block to
+# fp32 (level 0) — measured faster in benchmarks/precisions.py; int4 stays weight-only
+# storage, activations are never stored quantized.
+INT4_ACCURACY_LEVEL: int | None = 4
 DEFAULT_CALIBRATION_HINT = "../shared/data/sst2/train.tsv"
 
 RECIPES = {
@@ -80,8 +82,8 @@ RECIPES = {
 }
 
 EMBEDDINGS_FP32 = (
-    "The V×E word-embedding table stays fp32 (pass --quantize-embeddings to store it at "
-    "the quantized precision); it is still factorized (V×E table + E×H projection)."
+    "The V×E word-embedding table stays fp32 (--keep-embeddings-wide; by default it is "
+    "stored at the quantized precision); it is still factorized (V×E table + E×H projection)."
 )
 
 
