@@ -150,6 +150,7 @@ class _Plan:
     quantize_table: bool
     table_bits: int
     table_block: int
+    side_tables: tuple[str, ...] = ()  # position tables stored int8 per column
 
 
 def floor_bytes(model: onnx.ModelProto, plan: _Plan) -> int:
@@ -180,9 +181,14 @@ def floor_bytes(model: onnx.ModelProto, plan: _Plan) -> int:
             elif p == "int8-static":
                 total += v * e + 5
             else:
+                # fp16 scales unless a tied decoder's MatMulNBits reads them (fp32)
+                scale_bytes = 4 if plan.table.tied_matmuls else 2
                 total += (
-                    math.ceil(v * e * plan.table_bits / 8) + v * math.ceil(e / plan.table_block) * 4
+                    math.ceil(v * e * plan.table_bits / 8)
+                    + v * math.ceil(e / plan.table_block) * scale_bytes
                 )
+        elif t.name in plan.side_tables:
+            total += n + int(t.dims[1]) * 5  # int8 codes + fp32 scale, int8 zero point
         elif (
             p == "fp16"
             and t.data_type == 1
@@ -406,6 +412,10 @@ def _quantize_model(
         from albert_edge.onnx.quant_embed import table_block_size
 
         plan.table_block = table_block_size(table.dim, plan.table_bits, options.block_size)
+    if plan.quantize_table and table is not None and precision != "fp16":
+        from albert_edge.onnx.quant_embed import side_tables
+
+        plan.side_tables = tuple(side_tables(work, table.table))
     floor = floor_bytes(work, plan)
     nodes = sorted({u.node for u in uses})
 
@@ -460,6 +470,15 @@ def _quantize_model(
             qdq=precision == "int8-static",
             accuracy_level=INT4_ACCURACY_LEVEL,
         )
+        from albert_edge.onnx.quant_embed import quantize_side_tables
+
+        side = quantize_side_tables(out, table.table)
+        embeddings["side_tables"] = side
+        if sorted(f["table"] for f in side) != sorted(plan.side_tables):
+            raise QuantizationError(
+                f"{precision}: side tables {plan.side_tables} planned, "
+                f"{[f['table'] for f in side]} quantized; the graph changed under the plan"
+            )
     elif plan.quantize_table and table is not None:
         embeddings = {"table": table.table, "shape": [table.vocab, table.dim], "format": "fp16"}
     elif table is not None:
