@@ -278,7 +278,18 @@ def _with_types(model: onnx.ModelProto) -> onnx.ModelProto:
     return result
 
 
-def _int4(model: onnx.ModelProto, nodes: list[str], options: ConvertOptions) -> Any:
+def int4_block_size(requested: int, ks: Sequence[int]) -> int:
+    """The int4 block along K: ``requested``, halved (not below 16) until it fits the
+    smallest K — MatMulNBits pads K up to whole blocks, so a 128 block on a K=32 weight
+    would store 4× the codes."""
+    b = requested
+    smallest = min(ks, default=requested)
+    while b > 16 and b > smallest:
+        b //= 2
+    return b
+
+
+def _int4(model: onnx.ModelProto, nodes: list[str], options: ConvertOptions, block: int) -> Any:
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     exclude = [
@@ -288,7 +299,7 @@ def _int4(model: onnx.ModelProto, nodes: list[str], options: ConvertOptions) -> 
         q = MatMulNBitsQuantizer(
             model,
             bits=4,
-            block_size=options.block_size,
+            block_size=block,
             is_symmetric=True,
             accuracy_level=INT4_ACCURACY_LEVEL,
             nodes_to_exclude=exclude,
@@ -408,10 +419,12 @@ def _quantize_model(
         table_bits=4 if precision == "int4" else 8,
         table_block=0,
     )
+    if precision == "int4":
+        plan.block_size = int4_block_size(options.block_size, [k for k, _ in plan.weights.values()])
     if plan.quantize_table and table is not None and precision != "fp16":
         from albert_edge.onnx.quant_embed import table_block_size
 
-        plan.table_block = table_block_size(table.dim, plan.table_bits, options.block_size)
+        plan.table_block = table_block_size(table.dim, plan.table_bits, plan.block_size)
     if plan.quantize_table and table is not None and precision != "fp16":
         from albert_edge.onnx.quant_embed import side_tables
 
@@ -447,7 +460,7 @@ def _quantize_model(
             "method": options.calibration_method,
         }
     elif precision == "int4":
-        out = _int4(work, nodes, options)
+        out = _int4(work, nodes, options, plan.block_size)
     else:
         keep: list[str] = []
         if table is not None and not options.quantize_embeddings:
@@ -466,7 +479,7 @@ def _quantize_model(
             out,
             table,
             bits=plan.table_bits,
-            block_size=options.block_size,
+            block_size=plan.block_size,
             qdq=precision == "int8-static",
             accuracy_level=INT4_ACCURACY_LEVEL,
         )
@@ -513,7 +526,7 @@ def _quantize_model(
         "recipe": RECIPES[precision],
         "tool": f"onnxruntime {ort.__version__}",
         "per_channel": options.per_channel if precision.startswith("int8") else None,
-        "block_size": options.block_size if precision == "int4" else None,
+        "block_size": plan.block_size if precision == "int4" else None,
         "calibration": calibration,
         "embeddings_quantized": bool(plan.quantize_table),
         "embeddings": embeddings,
