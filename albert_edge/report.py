@@ -79,6 +79,8 @@ def print_convert_report(out: Path, manifest: dict[str, Any]) -> None:
     if "passed" in ver:
         t.add_row("verification", "passed" if ver["passed"] else "FAILED")
     con.print(t)
+    if q.get("speed_note"):  # e.g. int4: where it is not faster, say so
+        con.print(f"note: {q['speed_note']}")
 
 
 def print_verify_report(report: Any) -> None:

@@ -65,6 +65,13 @@ SIZE_SLACK = 1.05  # artifact weights ≤ 1.05 × floor
 # fp32 (level 0) — measured faster in benchmarks/precisions.py; int4 stays weight-only
 # storage, activations are never stored quantized.
 INT4_ACCURACY_LEVEL: int | None = 4
+# Said plainly wherever int4 is produced (manifest + convert report): measured, not hoped.
+INT4_SPEED_NOTE = (
+    "int4 buys size, not speed, on the CPU measured (AMD EPYC, AVX-512 VNNI, 2 threads; "
+    "benchmarks/results/precisions.md): MatMulNBits with int8 compute beats fp32 but is "
+    "slower than int8-dynamic; for speed ship int8-dynamic, or run "
+    "`albert-edge bench --recommend` on your CPU"
+)
 DEFAULT_CALIBRATION_HINT = "../shared/data/sst2/train.tsv"
 
 RECIPES = {
@@ -527,6 +534,7 @@ def _quantize_model(
         "tool": f"onnxruntime {ort.__version__}",
         "per_channel": options.per_channel if precision.startswith("int8") else None,
         "block_size": plan.block_size if precision == "int4" else None,
+        "speed_note": INT4_SPEED_NOTE if precision == "int4" else None,
         "calibration": calibration,
         "embeddings_quantized": bool(plan.quantize_table),
         "embeddings": embeddings,

@@ -361,7 +361,9 @@ def test_convert_with_precision_writes_quantization_manifest(make_checkpoint, tm
         ConvertOptions(precision="int4", quantize_embeddings=True),
     )
     q = manifest["quantization"]
+    # default block 128, capped to the smallest K (E=16 on this tiny config)
     assert q["precision"] == "int4" and q["block_size"] == 16 and q["embeddings_quantized"]
+    assert "slower than int8-dynamic" in q["speed_note"]  # the CLI says where int4 loses
     assert manifest["matmuls_quantized"] == manifest["matmuls_total"] > 0
     assert manifest["verification"]["passed"]
     info = inspect_onnx(out / "model.onnx")
