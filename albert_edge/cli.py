@@ -46,8 +46,30 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
     )
     # The old opt-in, now the default: accepted so existing scripts keep working.
     p.add_argument("--quantize-embeddings", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--per-tensor", action="store_true", help="int8: per-tensor weight scales")
+    gran = p.add_mutually_exclusive_group()
+    gran.add_argument(
+        "--per-tensor",
+        dest="per_channel",
+        action="store_false",
+        default=None,
+        help="int8: one weight scale per tensor (default for ONNX --target portable)",
+    )
+    gran.add_argument(
+        "--per-channel",
+        dest="per_channel",
+        action="store_true",
+        help="int8: one weight scale per output channel (default for the other targets)",
+    )
     p.add_argument("--block-size", type=int, default=128)
+    p.add_argument(
+        "--target",
+        dest="runs_on",
+        default="portable",
+        choices=("portable", "x86-vnni", "arm64", "wasm"),
+        help="the CPUs the int8 artifact will run on (default portable: right on every "
+        "kernel, x86 AVX2 included; x86-vnni/arm64/wasm keep 8-bit weights, which saturate "
+        "on AVX2-only x86)",
+    )
 
 
 def _quantization_options(a: argparse.Namespace) -> dict[str, Any]:
@@ -56,8 +78,9 @@ def _quantization_options(a: argparse.Namespace) -> dict[str, Any]:
         "num_calibration": a.num_calibration,
         "calibration_method": a.calibration_method,
         "quantize_embeddings": not a.keep_embeddings_wide,
-        "per_channel": not a.per_tensor,
+        "per_channel": a.per_channel,
         "block_size": a.block_size,
+        "runs_on": a.runs_on,
     }
 
 
@@ -156,6 +179,13 @@ def _add_verify(sub: Any) -> None:
     p.add_argument("--seq-lens", type=_ints, default=())
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--max-examples", type=int, default=None)
+    p.add_argument(
+        "--on",
+        default=None,
+        choices=("x86-avx2", "x86-vnni", "arm64", "wasm"),
+        help="run the ONNX artifact on another CPU kernel family (emulated: qemu-user or "
+        "onnxruntime-web; set up once with `albert-edge kernels setup NAME`)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_run_verify)
 
@@ -172,6 +202,7 @@ def _run_verify(a: argparse.Namespace) -> int:
         seq_lens=a.seq_lens or None,
         threads=a.threads,
         max_examples=a.max_examples,
+        on=a.on,
     )
     if a.json:
         _print_json(report.to_dict())
@@ -180,6 +211,40 @@ def _run_verify(a: argparse.Namespace) -> int:
     if not report.passed:
         print("verify: FAILED: " + "; ".join(report.failures()), file=sys.stderr)
         return 1
+    return 0
+
+
+# --- kernels -------------------------------------------------------------------------
+
+
+def _add_kernels(sub: Any) -> None:
+    p = sub.add_parser(
+        "kernels", help="the CPU kernel families int8 artifacts meet, and their set-up"
+    )
+    ksub = p.add_subparsers(dest="kernels_command", required=True, metavar="ACTION")
+    ls = ksub.add_parser("list", help="each kernel family and whether verify --on can use it")
+    ls.set_defaults(run=_run_kernels_list)
+    st = ksub.add_parser("setup", help="install what verify --on NAME needs (apt, pip, npm)")
+    st.add_argument("name", choices=("x86-avx2", "x86-vnni", "arm64", "wasm"))
+    st.set_defaults(run=_run_kernels_setup)
+
+
+def _run_kernels_list(a: argparse.Namespace) -> int:
+    from albert_edge.kernels import KERNELS, host_kernel
+    from albert_edge.kernels.setup import status
+
+    host = host_kernel()
+    for name, fam in KERNELS.items():
+        why = status(name)
+        state = "this machine" if name == host else ("ready" if why is None else why)
+        print(f"{name:9s} {fam.description}\n          via {fam.how}: {state}")
+    return 0
+
+
+def _run_kernels_setup(a: argparse.Namespace) -> int:
+    from albert_edge.kernels.setup import setup
+
+    setup(a.name, log=lambda m: print(f"kernels setup {a.name}: {m}", file=sys.stderr))
     return 0
 
 
@@ -264,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"albert-edge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_convert, _add_quantize, _add_verify, _add_inspect, _add_bench):
+    for add in (_add_convert, _add_quantize, _add_verify, _add_kernels, _add_inspect, _add_bench):
         add(sub)
     return parser
 

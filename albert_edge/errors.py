@@ -50,3 +50,7 @@ class VerificationError(AlbertEdgeError):
 
 class BenchmarkError(AlbertEdgeError):
     """A benchmark could not be run as asked."""
+
+
+class KernelSetupError(AlbertEdgeError):
+    """Running on another kernel family needs set-up that is missing or broken."""

@@ -30,11 +30,24 @@ class ConvertOptions:
     # own precision by default (issue 17: defaults at the byte floor); opt out with
     # --keep-embeddings-wide. No effect on fp32.
     quantize_embeddings: bool = True
-    per_channel: bool = True
+    per_channel: bool | None = None  # None: the recipe's choice (see weight_per_channel)
     block_size: int = 128  # int4: measured fastest at equal accuracy (benchmarks/precisions.py)
     int8_io: bool = False  # TFLite int8-full: int8 inputs/outputs where possible
     overwrite: bool = False
     verify: bool = True
+    runs_on: str = "portable"  # int8 recipe target (albert_edge.onnx.recipes)
+
+    @property
+    def weight_per_channel(self) -> bool:
+        """Per-channel int8 weight scales: as asked, else the ONNX ``--target`` recipe's
+        choice (portable: per-tensor), else per-channel (TFLite)."""
+        if self.per_channel is not None:
+            return self.per_channel
+        if self.target == "onnx":
+            from albert_edge.onnx.recipes import int8_recipe
+
+            return int8_recipe(self.runs_on).per_channel
+        return True
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -60,5 +73,8 @@ class ConvertOptions:
             raise UnsupportedError(f"--seq-lens must be positive, got {self.seq_lens}")
         if self.seq_lens and self.target != "tflite":
             raise UnsupportedError("--seq-lens applies to --to tflite (ONNX has a dynamic axis)")
+        from albert_edge.onnx.recipes import int8_recipe
+
+        int8_recipe(self.runs_on)  # unknown --target: refused here, before any work
         if self.int8_io and self.precision != "int8-full":
             raise UnsupportedError("--int8-io needs --precision int8-full")

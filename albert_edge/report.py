@@ -70,6 +70,13 @@ def print_convert_report(out: Path, manifest: dict[str, Any]) -> None:
     q = manifest.get("quantization") or {}
     if q.get("matmuls_total"):
         t.add_row("MatMuls quantized", f"{q.get('matmuls_quantized')}/{q.get('matmuls_total')}")
+    if q.get("target"):
+        bits = "7-bit" if q.get("reduce_range") else "8-bit"
+        scales = "per-channel" if q.get("per_channel") else "per-tensor"
+        t.add_row(
+            "int8 target",
+            f"{q['target']}: {bits} {scales} weights, right on {', '.join(q.get('accurate_on', []))}",
+        )
     ver = manifest.get("verification") or {}
     for name, m in (ver.get("outputs") or {}).items():
         t.add_row(
@@ -79,6 +86,8 @@ def print_convert_report(out: Path, manifest: dict[str, Any]) -> None:
     if "passed" in ver:
         t.add_row("verification", "passed" if ver["passed"] else "FAILED")
     con.print(t)
+    if q.get("target_reason"):
+        con.print(f"int8 recipe for --target {q['target']}: {q['target_reason']}")
     if q.get("speed_note"):  # e.g. int4: where it is not faster, say so
         con.print(f"note: {q['speed_note']}")
 
@@ -88,7 +97,8 @@ def print_verify_report(report: Any) -> None:
 
     con = _console()
     d = report.to_dict()
-    t = Table(title=f"verify {d.get('artifact')} against {d.get('reference')}")
+    on = f" on {d['kernel']} kernels" if d.get("kernel") else ""
+    t = Table(title=f"verify {d.get('artifact')}{on} against {d.get('reference')}")
     for col in ("output", "max |Δ|", "mean |Δ|", "SQNR dB", "status"):
         t.add_column(col, justify="right" if col != "output" else "left")
     for name, m in (d.get("outputs") or {}).items():
@@ -105,6 +115,7 @@ def print_verify_report(report: Any) -> None:
         con.print(
             f"accuracy: artifact {acc.get('accuracy_artifact', 0):.4f}  reference "
             f"{acc.get('accuracy_reference', 0):.4f}  Δ {acc.get('delta_points', 0):+.2f} points  "
-            f"agreement {acc.get('agreement', 0):.4f}  ({acc.get('examples')} examples)"
+            f"agreement {acc.get('agreement', 0):.4f}  logits SQNR "
+            f"{acc.get('logits_sqnr_db', float('nan')):.1f} dB  ({acc.get('examples')} examples)"
         )
     con.print("[green]PASSED[/green]" if d.get("passed") else "[red]FAILED[/red]")

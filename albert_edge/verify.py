@@ -533,6 +533,7 @@ def evaluate_accuracy(
     order = sorted(range(len(rows)), key=lambda i: len(encoded[i][0]))
     pred_art = np.zeros(len(rows), dtype=np.int64)
     pred_ref = np.zeros(len(rows), dtype=np.int64)
+    energies = [0.0, 0.0]  # Σref², Σ(ref−out)² of the logits over every sentence
     bar = tqdm(
         total=len(rows), desc="accuracy", unit="ex", file=sys.stderr, disable=not progress or None
     )
@@ -551,8 +552,13 @@ def evaluate_accuracy(
             feeds = _adapt_feeds(
                 {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}, runner
             )
-            pred_art[idx] = runner.run(feeds)["logits"].argmax(-1)
-            pred_ref[idx] = run_reference(ckpt, feeds)["logits"].argmax(-1)
+            out = runner.run(feeds)["logits"]
+            ref = run_reference(ckpt, feeds)["logits"]
+            pred_art[idx] = out.argmax(-1)
+            pred_ref[idx] = ref.argmax(-1)
+            m = compare_arrays(ref, out)
+            energies[0] += m["signal"]
+            energies[1] += m["noise"]
             bar.update(len(idx))
     finally:
         bar.close()
@@ -565,6 +571,8 @@ def evaluate_accuracy(
         "accuracy_reference": acc_ref,
         "delta_points": round((acc_art - acc_ref) * 100.0, 6),
         "agreement": float((pred_art == pred_ref).mean()),
+        # logits SQNR pooled over the real sentences at their own lengths
+        "logits_sqnr_db": sqnr_db(*energies),
         "tokenizer": str(tokenizer.path),
     }
 
@@ -588,6 +596,7 @@ class VerifyReport:
     tolerance: dict[str, Any] = field(default_factory=dict)
     passed: bool = False
     grid_ids: str = "random pieces"  # "text" for statically calibrated precisions
+    kernel: str = ""  # the CPU kernel family the artifact ran on (albert_edge.kernels)
 
     def failures(self) -> list[str]:
         """Each failing output or bar, one phrase each."""
@@ -669,14 +678,18 @@ def verify(
     threads: int = 2,
     max_examples: int | None = None,
     progress: bool = True,
+    on: str | None = None,
 ) -> VerifyReport:
     """Verify an artifact directory (or model file) against its PyTorch checkpoint.
 
     ``reference`` defaults to the manifest's ``source`` path. With ``data`` (an SST-2
     style .tsv) and a sequence-classification head, also compares task accuracy.
+    ``on`` names a kernel family (:data:`albert_edge.kernels.KERNELS`) to run the artifact
+    on instead of this machine's own: emulated, so the same figures come from AVX2, ARM64
+    or wasm kernels (see :mod:`albert_edge.kernels`).
     """
     from albert_edge.checkpoint import load_checkpoint
-    from albert_edge.runtime import model_file, open_runner
+    from albert_edge.runtime import model_file
 
     art = Path(artifact)
     if not art.exists():
@@ -708,7 +721,7 @@ def verify(
         rows = read_sst2(data)
         if max_examples is not None:
             rows = rows[: max(0, max_examples)]
-    runner = open_runner(model, threads=threads)
+    runner, kernel = _open_on(model, on, threads)
     pool = grid_token_pool(ckpt, precision)
     with _torch_threads(threads):
         grid, summary = run_grid(
@@ -743,6 +756,24 @@ def verify(
         accuracy=accuracy,
         tolerance=tol,
         grid_ids="text" if pool is not None else "random pieces",
+        kernel=kernel,
     )
     report.passed = not report.failures()
+    close = getattr(runner, "close", None)
+    if close is not None:
+        close()
     return report
+
+
+def _open_on(model: Path, on: str | None, threads: int) -> tuple[Runner, str]:
+    """(runner, kernel family): this machine's runner, or an emulated one for ``on``."""
+    from albert_edge.kernels import check_kernel_name, host_kernel
+    from albert_edge.runtime import open_runner
+
+    host = host_kernel() if model.suffix == ".onnx" or on else ""
+    if on is None or on == host:
+        return open_runner(model, threads=threads), host
+    check_kernel_name(on)
+    from albert_edge.kernels.remote import RemoteRunner
+
+    return RemoteRunner(model, on, threads=threads), on

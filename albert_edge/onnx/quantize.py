@@ -49,6 +49,7 @@ from albert_edge.onnx.quant_graph import (
     unfuse_embed_layernorm,
     weight_matmuls,
 )
+from albert_edge.onnx.recipes import int8_recipe
 
 if TYPE_CHECKING:
     import onnx
@@ -120,7 +121,7 @@ def check_options(options: ConvertOptions) -> None:
             f"--calibration applies to --precision int8-static only, not {options.precision}; "
             "drop --calibration"
         )
-    if not options.per_channel and not options.precision.startswith("int8"):
+    if options.per_channel is False and not options.precision.startswith("int8"):
         raise UnsupportedError(
             f"--per-tensor applies to int8 precisions only, not {options.precision}; "
             "drop --per-tensor"
@@ -225,8 +226,11 @@ def _int8_dynamic(model: onnx.ModelProto, nodes: list[str], options: ConvertOpti
         quantize_dynamic(
             model,
             out,
-            per_channel=options.per_channel,
-            weight_type=QuantType.QInt8,
+            per_channel=options.weight_per_channel,
+            reduce_range=int8_recipe(options.runs_on).reduce_range,
+            weight_type=QuantType.QUInt8
+            if int8_recipe(options.runs_on).weight_type == "u8"
+            else QuantType.QInt8,
             op_types_to_quantize=["MatMul", "Attention"],
             nodes_to_quantize=nodes,
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT, "MatMulConstBOnly": True},
@@ -254,7 +258,8 @@ def _int8_static(
             quant_format=QuantFormat.QDQ,
             op_types_to_quantize=["MatMul"],
             nodes_to_quantize=nodes,
-            per_channel=options.per_channel,
+            per_channel=options.weight_per_channel,
+            reduce_range=int8_recipe(options.runs_on).reduce_range,
             activation_type=QuantType.QUInt8,
             weight_type=QuantType.QInt8,
             calibrate_method=calibrate_method(options.calibration_method),
@@ -344,6 +349,17 @@ def _check_runs(model: onnx.ModelProto, precision: str) -> None:
         ) from None
 
 
+def _target_report(options: ConvertOptions) -> dict[str, Any]:
+    """The manifest's record of which int8 recipe was chosen, and where it is right."""
+    r = int8_recipe(options.runs_on)
+    return {
+        "target": r.target,
+        "reduce_range": r.reduce_range,
+        "accurate_on": list(r.accurate_on),
+        "target_reason": r.why,
+    }
+
+
 # --- the public API ------------------------------------------------------------------
 
 
@@ -413,7 +429,7 @@ def _quantize_model(
     inits = {t.name: t for t in work.graph.initializer}
     plan = _Plan(
         precision=precision,
-        per_channel=options.per_channel,
+        per_channel=options.weight_per_channel,
         block_size=options.block_size,
         weights={
             u.weight: (int(inits[u.weight].dims[0]), int(inits[u.weight].dims[1]))
@@ -526,13 +542,24 @@ def _quantize_model(
             f"{precision}: weights take {weights_bytes} bytes, more than {SIZE_SLACK} × the "
             f"floor of {floor} bytes; a shared weight was stored more than once"
         )
+    if precision.startswith("int8") and int8_recipe(options.runs_on).reduce_range:
+        from albert_edge.onnx.recipes import saturating_weights
+
+        wide = saturating_weights(final)
+        if wide:
+            raise QuantizationError(
+                f"{precision} --target {options.runs_on}: {len(wide)} int8 weight(s) exceed "
+                f"|w| <= 64 ({', '.join(wide[:3])}) and would saturate x86 AVX2 u8s8 kernels; "
+                "this is a quantizer bug"
+            )
     _check_runs(final, precision)
 
     report: dict[str, Any] = {
         "precision": precision,
         "recipe": RECIPES[precision],
         "tool": f"onnxruntime {ort.__version__}",
-        "per_channel": options.per_channel if precision.startswith("int8") else None,
+        "per_channel": options.weight_per_channel if precision.startswith("int8") else None,
+        **(_target_report(options) if precision.startswith("int8") else {}),
         "block_size": plan.block_size if precision == "int4" else None,
         "speed_note": INT4_SPEED_NOTE if precision == "int4" else None,
         "calibration": calibration,

@@ -167,7 +167,7 @@ def build_tflite(
             data = quantize_flatbuffer(
                 data,
                 options.precision,
-                per_channel=options.per_channel,
+                per_channel=options.weight_per_channel,
                 quantize_embeddings=options.quantize_embeddings,
                 calibration=calibration,
             )
@@ -342,7 +342,7 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
                 "int8-dynamic": "int8, activations float (quantized on the fly)",
                 "int8-full": "int8 weights and activations",
             }[options.precision],
-            "per_channel": options.per_channel,
+            "per_channel": options.weight_per_channel,
             "word_embeddings": (
                 "int8 per tensor"
                 if options.quantize_embeddings and options.precision.startswith("int8")
