@@ -73,10 +73,12 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
         help="how int8-static picks activation ranges (default: %(default)s)",
     )
     p.add_argument(
-        "--quantize-embeddings",
+        "--keep-embeddings-wide",
         action="store_true",
-        help="also quantize the V x E word-embedding table (int8/int4 blocks)",
+        help="keep the V×E word table in float (default: stored at the quantized precision)",
     )
+    # The old opt-in, now the default: accepted so existing scripts keep working.
+    p.add_argument("--quantize-embeddings", action="store_true", help=argparse.SUPPRESS)
     gran = p.add_mutually_exclusive_group()
     gran.add_argument(
         "--per-tensor",
@@ -94,9 +96,9 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--block-size",
         type=_at_least(1),
-        default=32,
+        default=128,
         help="int4 (and int4/int8 embedding) quantization block size, a power of two >= 16 "
-        "(default: %(default)s)",
+        "(default: %(default)s, chosen by benchmarks/precisions.py)",
     )
     p.add_argument(
         "--target",
@@ -115,7 +117,7 @@ def _quantization_options(a: argparse.Namespace) -> dict[str, Any]:
         "calibration": a.calibration,
         "num_calibration": a.num_calibration,
         "calibration_method": a.calibration_method,
-        "quantize_embeddings": a.quantize_embeddings,
+        "quantize_embeddings": not a.keep_embeddings_wide,
         "per_channel": a.per_channel,
         "block_size": a.block_size,
         "runs_on": a.runs_on,
@@ -428,11 +430,24 @@ def _add_bench(sub: Any) -> None:
     p.add_argument("--serial", default=None, help="adb serial of the device (with --adb)")
     _add_quiet(p)
     p.add_argument("--benchmark-model", default=None, help="path of TFLite's benchmark_model")
+    p.add_argument(
+        "--recommend",
+        action="store_true",
+        help="convert the checkpoint to every candidate, verify, time, and say which to ship",
+    )
+    p.add_argument("--data", type=Path, default=None, help="--recommend: SST-2 style .tsv")
+    p.add_argument("--candidates", default=None, help="--recommend: e.g. onnx:int8-dynamic,...")
+    p.add_argument("--work-dir", type=Path, default=None, help="--recommend: keep artifacts here")
     p.set_defaults(run=_run_bench)
 
 
 def _run_bench(a: argparse.Namespace) -> int:
     from albert_edge.bench import run_bench_cli
+
+    if a.recommend:
+        from albert_edge.bench.recommend import run_recommend_cli
+
+        return run_recommend_cli(a)
 
     return run_bench_cli(a)
 
