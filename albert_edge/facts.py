@@ -150,10 +150,19 @@ def floor_fields(
 # --- what sits beside an artifact --------------------------------------------------------
 
 
+def _root(path: Path) -> Path:
+    """The artifact directory of a model file (the ONNX model lives one level down)."""
+    from albert_edge.layout import artifact_root
+
+    return artifact_root(path)
+
+
 def _json_beside(path: Path | None, name: str) -> dict[str, Any] | None:
     if path is None:
         return None
-    f = path.parent / name
+    f = _root(path) / name
+    if not f.is_file():
+        f = path.parent / name
     if not f.is_file():
         return None
     try:
@@ -166,7 +175,10 @@ def _json_beside(path: Path | None, name: str) -> dict[str, Any] | None:
 def manifest_beside(path: Path | None) -> dict[str, Any] | None:
     """The albert-edge manifest describing ``path`` (None if absent or about another file)."""
     m = _json_beside(path, "manifest.json")
-    if m is None or path is None or m.get("model_file") not in (None, path.name):
+    if m is None or path is None:
+        return None
+    named = m.get("model_file")
+    if named is not None and (_root(path) / str(named)).resolve() != path.resolve():
         return None
     return m
 
