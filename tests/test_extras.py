@@ -74,7 +74,7 @@ def test_onnx_route_needs_no_extra(make_checkpoint, tmp_path: Path) -> None:
         "convert", str(make_checkpoint("tiny")), "--to", "onnx", "--no-verify", "-o", str(out)
     )
     assert res.returncode == 0, res.stderr[-2000:]
-    assert (out / "model.onnx").is_file() and (out / "manifest.json").is_file()
+    assert (out / "onnx" / "model.onnx").is_file() and (out / "manifest.json").is_file()
     res = _cli_without_extras("inspect", str(out), "--json")
     assert res.returncode == 0, res.stderr[-2000:]
 
