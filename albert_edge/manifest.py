@@ -1,7 +1,7 @@
 """``manifest.json``: what an artifact is, how it was made, and how well it verified.
 
 Common keys (every target): ``format_version``, ``albert_edge_version``, ``target``,
-``source`` ({path, kind: hf|tf1}), ``head``, ``precision``, ``model_file``,
+``source`` ({name, kind: hf|tf1, embedded, weights_sha256}: never a path), ``head``, ``precision``, ``model_file``,
 ``inputs``/``outputs`` (name, dtype, shape with symbolic axes), ``sizes`` (file_bytes,
 floor_bytes, ratio_to_floor, ...), ``verification`` (per-output errors), ``files``.
 Targets add their own keys (``opset`` and ``passes`` for ONNX, ``signatures`` for TFLite);
@@ -209,8 +209,11 @@ def write_manifest(out_dir: Path, manifest: dict[str, Any] | Manifest) -> Path:
 
 
 def manifest_path(artifact: str | Path) -> Path:
-    p = Path(artifact)
-    return p / MANIFEST_NAME if p.is_dir() else p.parent / MANIFEST_NAME
+    """manifest.json of an artifact directory, or of the artifact holding a model file
+    (the ONNX model lives one level down, in ``onnx/``)."""
+    from albert_edge.layout import artifact_root
+
+    return artifact_root(artifact) / MANIFEST_NAME
 
 
 def load_manifest(artifact: str | Path) -> Manifest:

@@ -577,9 +577,10 @@ def run_length(target: Target, seq: int) -> int:
 
 
 def _progress(enabled: bool) -> Any:
-    if not enabled:
+    from albert_edge import progress
+
+    if not enabled or not progress.enabled():  # the CLI's --quiet
         return None
-    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -596,7 +597,7 @@ def _progress(enabled: bool) -> Any:
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
+        console=progress.console(),
         transient=False,
     )
 

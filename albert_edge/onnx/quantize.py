@@ -61,9 +61,18 @@ if TYPE_CHECKING:
 
 QUANT_PRECISIONS = ("int8-dynamic", "int8-static", "int4", "fp16")
 SIZE_SLACK = 1.05  # artifact weights ≤ 1.05 × floor
-# MatMulNBits accuracy_level: 0 = unset (fp32 compute on dequantized blocks) keeps int4
-# weight-only; see the benchmark for the speed of level 4 (int8 activations).
-INT4_ACCURACY_LEVEL: int | None = None
+# MatMulNBits accuracy_level 4: MLAS quantizes the activations to int8 per block and runs
+# int8 dot products (VNNI or AVX2 maddubs), instead of dequantizing every weight block to
+# fp32 (level 0) — measured faster in benchmarks/precisions.py; int4 stays weight-only
+# storage, activations are never stored quantized.
+INT4_ACCURACY_LEVEL: int | None = 4
+# Said plainly wherever int4 is produced (manifest + convert report): measured, not hoped.
+INT4_SPEED_NOTE = (
+    "int4 buys size, not speed, on the CPU measured (AMD EPYC, AVX-512 VNNI, 2 threads; "
+    "benchmarks/results/precisions.md): MatMulNBits with int8 compute beats fp32 but is "
+    "slower than int8-dynamic; for speed ship int8-dynamic, or run "
+    "`albert-edge bench --recommend` on your CPU"
+)
 DEFAULT_CALIBRATION_HINT = "../shared/data/sst2/train.tsv"
 
 RECIPES = {
@@ -81,8 +90,8 @@ RECIPES = {
 }
 
 EMBEDDINGS_FP32 = (
-    "The V×E word-embedding table stays fp32 (pass --quantize-embeddings to store it at "
-    "the quantized precision); it is still factorized (V×E table + E×H projection)."
+    "The V×E word-embedding table stays fp32 (--keep-embeddings-wide; by default it is "
+    "stored at the quantized precision); it is still factorized (V×E table + E×H projection)."
 )
 
 
@@ -149,6 +158,7 @@ class _Plan:
     quantize_table: bool
     table_bits: int
     table_block: int
+    side_tables: tuple[str, ...] = ()  # position tables stored int8 per column
 
 
 def floor_bytes(model: onnx.ModelProto, plan: _Plan) -> int:
@@ -179,9 +189,14 @@ def floor_bytes(model: onnx.ModelProto, plan: _Plan) -> int:
             elif p == "int8-static":
                 total += v * e + 5
             else:
+                # fp16 scales unless a tied decoder's MatMulNBits reads them (fp32)
+                scale_bytes = 4 if plan.table.tied_matmuls else 2
                 total += (
-                    math.ceil(v * e * plan.table_bits / 8) + v * math.ceil(e / plan.table_block) * 4
+                    math.ceil(v * e * plan.table_bits / 8)
+                    + v * math.ceil(e / plan.table_block) * scale_bytes
                 )
+        elif t.name in plan.side_tables:
+            total += n + int(t.dims[1]) * 5  # int8 codes + fp32 scale, int8 zero point
         elif (
             p == "fp16"
             and t.data_type == 1
@@ -275,7 +290,18 @@ def _with_types(model: onnx.ModelProto) -> onnx.ModelProto:
     return result
 
 
-def _int4(model: onnx.ModelProto, nodes: list[str], options: ConvertOptions) -> Any:
+def int4_block_size(requested: int, ks: Sequence[int]) -> int:
+    """The int4 block along K: ``requested``, halved (not below 16) until it fits the
+    smallest K — MatMulNBits pads K up to whole blocks, so a 128 block on a K=32 weight
+    would store 4× the codes."""
+    b = requested
+    smallest = min(ks, default=requested)
+    while b > 16 and b > smallest:
+        b //= 2
+    return b
+
+
+def _int4(model: onnx.ModelProto, nodes: list[str], options: ConvertOptions, block: int) -> Any:
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     exclude = [
@@ -285,7 +311,7 @@ def _int4(model: onnx.ModelProto, nodes: list[str], options: ConvertOptions) -> 
         q = MatMulNBitsQuantizer(
             model,
             bits=4,
-            block_size=options.block_size,
+            block_size=block,
             is_symmetric=True,
             accuracy_level=INT4_ACCURACY_LEVEL,
             nodes_to_exclude=exclude,
@@ -303,6 +329,9 @@ def _fp16(model: onnx.ModelProto, keep_fp32_nodes: list[str]) -> Any:
         m.convert_float_to_float16(
             use_symbolic_shape_infer=True, keep_io_types=True, node_block_list=keep_fp32_nodes
         )
+        # The converter appends its Cast nodes at the end of the node list: ORT sorts on
+        # load, but onnx.checker (and every tool that trusts the spec) needs the order.
+        m.topological_sort()
     return m.model
 
 
@@ -416,10 +445,16 @@ def _quantize_model(
         table_bits=4 if precision == "int4" else 8,
         table_block=0,
     )
+    if precision == "int4":
+        plan.block_size = int4_block_size(options.block_size, [k for k, _ in plan.weights.values()])
     if plan.quantize_table and table is not None and precision != "fp16":
         from albert_edge.onnx.quant_embed import table_block_size
 
-        plan.table_block = table_block_size(table.dim, plan.table_bits, options.block_size)
+        plan.table_block = table_block_size(table.dim, plan.table_bits, plan.block_size)
+    if plan.quantize_table and table is not None and precision != "fp16":
+        from albert_edge.onnx.quant_embed import side_tables
+
+        plan.side_tables = tuple(side_tables(work, table.table))
     floor = floor_bytes(work, plan)
     nodes = sorted({u.node for u in uses})
 
@@ -451,7 +486,7 @@ def _quantize_model(
             "method": options.calibration_method,
         }
     elif precision == "int4":
-        out = _int4(work, nodes, options)
+        out = _int4(work, nodes, options, plan.block_size)
     else:
         keep: list[str] = []
         if table is not None and not options.quantize_embeddings:
@@ -470,10 +505,19 @@ def _quantize_model(
             out,
             table,
             bits=plan.table_bits,
-            block_size=options.block_size,
+            block_size=plan.block_size,
             qdq=precision == "int8-static",
             accuracy_level=INT4_ACCURACY_LEVEL,
         )
+        from albert_edge.onnx.quant_embed import quantize_side_tables
+
+        side = quantize_side_tables(out, table.table)
+        embeddings["side_tables"] = side
+        if sorted(f["table"] for f in side) != sorted(plan.side_tables):
+            raise QuantizationError(
+                f"{precision}: side tables {plan.side_tables} planned, "
+                f"{[f['table'] for f in side]} quantized; the graph changed under the plan"
+            )
     elif plan.quantize_table and table is not None:
         embeddings = {"table": table.table, "shape": [table.vocab, table.dim], "format": "fp16"}
     elif table is not None:
@@ -519,7 +563,8 @@ def _quantize_model(
         "tool": f"onnxruntime {ort.__version__}",
         "per_channel": options.weight_per_channel if precision.startswith("int8") else None,
         **(_target_report(options) if precision.startswith("int8") else {}),
-        "block_size": options.block_size if precision == "int4" else None,
+        "block_size": plan.block_size if precision == "int4" else None,
+        "speed_note": INT4_SPEED_NOTE if precision == "int4" else None,
         "calibration": calibration,
         "embeddings_quantized": bool(plan.quantize_table),
         "embeddings": embeddings,
@@ -556,7 +601,9 @@ def _artifact_paths(model_path: Path) -> tuple[Path, Path, dict[str, Any]]:
     if model_path.is_dir():
         folder, model_file = model_path, model_path / str(manifest.get("model_file", "model.onnx"))
     else:
-        folder, model_file = model_path.parent, model_path
+        from albert_edge.layout import artifact_root
+
+        folder, model_file = artifact_root(model_path), model_path
     if manifest.get("target", "onnx") != "onnx" or model_file.suffix != ".onnx":
         raise UnsupportedError(
             f"{model_path}: not an ONNX artifact (target {manifest.get('target')!r}); "
@@ -583,11 +630,26 @@ def _artifact_tokenizer(folder: Path) -> AlbertTokenizer:
     return AlbertTokenizer(folder / "spiece.model", do_lower_case=lower)
 
 
-def _source_checkpoint(manifest: dict[str, Any]) -> tuple[Checkpoint | None, str | None]:
-    """The checkpoint the artifact came from, if it is still where the manifest says."""
+def _source_checkpoint(
+    manifest: dict[str, Any], reference: str | Path | None = None
+) -> tuple[Checkpoint | None, str | None]:
+    """The checkpoint the artifact came from: ``reference`` if given, the embedded model if
+    the manifest says so, else a path an older manifest recorded, if it still exists.
+    Manifests record a user checkpoint by name only (no build-machine paths)."""
+    if reference is not None:
+        from albert_edge.checkpoint import load_checkpoint
+
+        return load_checkpoint(reference), None
     source = manifest.get("source")
+    if isinstance(source, dict) and source.get("embedded"):
+        from albert_edge.checkpoint import load_checkpoint
+
+        return load_checkpoint(None), None
     path = source.get("path") if isinstance(source, dict) else source
-    if not path or not Path(str(path)).exists():
+    if not path:
+        name = source.get("name") if isinstance(source, dict) else None
+        return None, f"source checkpoint {name!r} recorded by name only; pass --reference"
+    if not Path(str(path)).exists():
         return None, f"source checkpoint {path!r} not found"
     from albert_edge.checkpoint import load_checkpoint
 
@@ -615,7 +677,20 @@ def _describe(model: onnx.ModelProto, path: Path, file_bytes: int) -> dict[str, 
     return info
 
 
-def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -> dict[str, Any]:
+def _requirements(model: onnx.ModelProto, report: dict[str, Any], verified: bool) -> Any:
+    """The manifest's ``requirements`` (min onnxruntime, opsets, contrib ops; issue 12)."""
+    from albert_edge.onnx.requirements import artifact_requirements
+
+    return artifact_requirements(model, report, verified)
+
+
+def quantize_artifact(
+    model_path: Path,
+    output: Path,
+    options: ConvertOptions,
+    *,
+    reference: str | Path | None = None,
+) -> dict[str, Any]:
     """``albert-edge quantize``: an fp32 ONNX artifact → a new, complete quantized artifact.
 
     Writes ``output`` atomically (model.onnx, the tokenizer/config files, manifest.json);
@@ -657,13 +732,24 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
             f"{model_file}: already quantized ({', '.join(markers)}); quantize the fp32 "
             "artifact instead"
         )
-    ckpt, why_not = _source_checkpoint(manifest)
+    ckpt, why_not = _source_checkpoint(manifest, reference)
 
     with atomic_output_dir(output, overwrite=options.overwrite, inputs=[folder]) as tmp:
-        qmodel, report = quantize_model(
-            model, ckpt, options, tokenizer=tokenizer, calibration_texts=texts
+        from albert_edge.progress import step
+
+        with step(f"quantize ({options.precision})"):
+            qmodel, report = quantize_model(
+                model, ckpt, options, tokenizer=tokenizer, calibration_texts=texts
+            )
+        from albert_edge.layout import (
+            onnx_model_file,
+            set_config_dtype,
         )
-        onnx.save(qmodel, str(tmp / "model.onnx"))
+
+        model_rel = onnx_model_file(options.precision)
+        qpath = tmp / model_rel
+        qpath.parent.mkdir(parents=True, exist_ok=True)
+        onnx.save(qmodel, str(qpath))
         files = []
         for name in [
             *manifest.get("files", []),
@@ -675,29 +761,32 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
             if (
                 src.is_file()
                 and src != model_file
-                and src.name != "manifest.json"
+                and src.suffix != ".onnx"
+                and src.name not in ("manifest.json", "README.md")
                 and name not in files
             ):
+                (tmp / str(name)).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, tmp / str(name))
                 files.append(str(name))
+        if "config.json" in files:
+            set_config_dtype(tmp / "config.json", options.precision)
         if ckpt is not None and options.verify:
             from albert_edge.verify import verify_against_reference
 
-            verification = verify_against_reference(
-                tmp / "model.onnx", ckpt, precision=options.precision
-            )
+            with step("verify against PyTorch"):
+                verification = verify_against_reference(qpath, ckpt, precision=options.precision)
         else:
             verification = {"skipped": why_not or "--no-verify"}
-        file_bytes = (tmp / "model.onnx").stat().st_size
-        info = _describe(qmodel, tmp / "model.onnx", file_bytes)
+        file_bytes = qpath.stat().st_size
+        info = _describe(qmodel, qpath, file_bytes)
         keep = {
             k: v for k, v in manifest.items() if k not in ("format_version", "albert_edge_version")
         }
         new = {
             **keep,
             "precision": options.precision,
-            "model_file": "model.onnx",
-            "quantized_from": str(model_file),
+            "model_file": model_rel,
+            "quantized_from": str(manifest.get("model_file", model_file.name)),
             "inputs": info.get("inputs", keep.get("inputs")),
             "outputs": info.get("outputs", keep.get("outputs")),
             "sizes": {
@@ -710,8 +799,12 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
                 "factorized_embedding_intact", keep.get("factorized_embedding_intact")
             ),
             "quantization": report,
+            "requirements": _requirements(qmodel, report, ckpt is not None and options.verify),
             "verification": verification,
-            "files": ["model.onnx", *files],
+            "files": [model_rel, *files, "README.md"],
         }
+        from albert_edge.modelcard import write_model_card
+
+        write_model_card(tmp, new)
         write_manifest(tmp, new)
     return new
