@@ -21,4 +21,28 @@ if ! command -v javac >/dev/null 2>&1 || [ ! -f /usr/share/java/junit4.jar ]; th
     echo "setup: javac/junit4 missing and apt-get unavailable; the Java tests will be skipped" >&2
   fi
 fi
+# Client tests (tests/clients/): Node (transformers.js, onnxruntime-node/-web, pinned by
+# tests/clients/js/package-lock.json) and Debian's chromium for the headless-browser test.
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  missing=""
+  command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+  command -v npm >/dev/null 2>&1 || missing="$missing npm"
+  command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+  if [ -n "$missing" ]; then
+    apt-get update -qq >/dev/null
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+  fi
+fi
+JS=tests/clients/js
+if command -v npm >/dev/null 2>&1; then
+  if [ ! -f "$JS/node_modules/.package-lock.json" ] || [ "$JS/package-lock.json" -nt "$JS/node_modules/.package-lock.json" ]; then
+    (cd "$JS" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  fi
+else
+  echo "setup: npm missing and apt-get unavailable; the Node client tests will be skipped" >&2
+fi
+# tritonclient (dev extra) is only used for its model_config protobuf; it pins
+# ml-dtypes<=0.5.4, which pip resolves above. Nothing else to do here.
+
 echo "setup: ok ($(.venv/bin/python --version), $(.venv/bin/albert-edge --version))"

@@ -18,11 +18,30 @@ from albert_edge.errors import AlbertEdgeError
 
 def _ints(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
+        values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated integers, got {text!r}"
         ) from None
+    if not values or min(values) < 1:  # sizes, lengths and thread counts: >= 1 each
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
+    return values
+
+
+def _at_least(low: int) -> Any:
+    """An argparse type: an integer >= ``low`` (0 runs, 0 threads, 0 examples: nonsense)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
 
 
 def _print_json(data: Any) -> None:
@@ -34,10 +53,24 @@ def _print_json(data: Any) -> None:
 
 def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
     """The flags ``convert`` and ``quantize`` share: one definition, one meaning."""
-    p.add_argument("--calibration", type=Path, default=None)
-    p.add_argument("--num-calibration", type=int, default=128)
     p.add_argument(
-        "--calibration-method", default="minmax", choices=("minmax", "entropy", "percentile")
+        "--calibration",
+        type=Path,
+        default=None,
+        help="int8-static / int8-full: calibration text file or SST-2 style .tsv "
+        "(required by onnx int8-static)",
+    )
+    p.add_argument(
+        "--num-calibration",
+        type=_at_least(1),
+        default=128,
+        help="number of calibration sentences to use (default: %(default)s)",
+    )
+    p.add_argument(
+        "--calibration-method",
+        default="minmax",
+        choices=("minmax", "entropy", "percentile"),
+        help="how int8-static picks activation ranges (default: %(default)s)",
     )
     p.add_argument(
         "--keep-embeddings-wide",
@@ -60,15 +93,22 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="int8: one weight scale per output channel (default for the other targets)",
     )
-    p.add_argument("--block-size", type=int, default=128)
+    p.add_argument(
+        "--block-size",
+        type=_at_least(1),
+        default=128,
+        help="int4 (and int4/int8 embedding) quantization block size, a power of two >= 16 "
+        "(default: %(default)s, chosen by benchmarks/precisions.py)",
+    )
     p.add_argument(
         "--target",
         dest="runs_on",
         default="portable",
-        choices=("portable", "x86-vnni", "arm64", "wasm"),
+        choices=("portable", "x86-vnni", "arm64", "wasm", "gpu"),
         help="the CPUs the int8 artifact will run on (default portable: right on every "
         "kernel, x86 AVX2 included; x86-vnni/arm64/wasm keep 8-bit weights, which saturate "
-        "on AVX2-only x86)",
+        "on AVX2-only x86); gpu: --to tflite, fp16 GPU-clean graph for LiteRT's GPU "
+        "accelerator (int8 is the CPU/NPU format)",
     )
 
 
@@ -102,22 +142,58 @@ def _add_convert(sub: Any) -> None:
         default=None,
         help="HF directory or TF1 checkpoint (default: the embedded SST-2 ALBERT)",
     )
-    p.add_argument("--to", dest="target", choices=("onnx", "tflite"), default="onnx")
-    p.add_argument("-o", "--output", required=True, type=Path)
+    p.add_argument(
+        "--to",
+        dest="target",
+        choices=("onnx", "tflite"),
+        default="onnx",
+        help="artifact format (default: %(default)s)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        type=Path,
+        help="artifact directory to write (a Hugging Face model repo layout; replaced atomically)",
+    )
     p.add_argument(
         "--precision",
-        default="fp32",
+        default=None,
         help="onnx: fp32|fp16|int8-dynamic|int8-static|int4; "
-        "tflite: fp32|fp16|int8-dynamic|int8-full",
+        "tflite: fp32|fp16|int8-dynamic|int8-full (default fp32; fp16 with --target gpu)",
     )
-    p.add_argument("--optimize", choices=("none", "fuse"), default="fuse")
-    p.add_argument("--opset", type=int, default=17)
-    p.add_argument("--seq-lens", type=_ints, default=())
+    p.add_argument(
+        "--optimize",
+        choices=("none", "fuse"),
+        default="fuse",
+        help="onnx: fuse = ONNX Runtime's transformer fusions, weights still shared "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--opset",
+        type=_at_least(1),
+        default=17,
+        help="onnx: ONNX opset to export (default: %(default)s)",
+    )
+    p.add_argument(
+        "--seq-lens",
+        type=_ints,
+        default=(),
+        help="tflite: comma-separated sequence-length buckets, one signature each "
+        "(default: 128, or max positions if smaller)",
+    )
     _add_quantization_flags(p)
-    p.add_argument("--int8-io", action="store_true")
-    p.add_argument("--no-verify", action="store_true")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument(
+        "--int8-io",
+        action="store_true",
+        help="tflite int8-full: int8 model inputs/outputs where possible",
+    )
+    p.add_argument("--no-verify", action="store_true", help="skip the comparison against PyTorch")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the output directory if it exists"
+    )
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    _add_quiet(p)
     p.set_defaults(run=_run_convert)
 
 
@@ -127,14 +203,16 @@ def _run_convert(a: argparse.Namespace) -> int:
 
     options = ConvertOptions(
         target=a.target,
-        precision=a.precision,
+        precision=a.precision or ("fp16" if a.runs_on == "gpu" else "fp32"),
+        accelerator="gpu" if a.runs_on == "gpu" else "cpu",
         optimize=a.optimize,
         opset=a.opset,
         seq_lens=a.seq_lens,
         int8_io=a.int8_io,
         overwrite=a.overwrite,
         verify=not a.no_verify,
-        **_quantization_options(a),
+        # --target gpu picks the accelerator, not an int8 CPU recipe.
+        **{**_quantization_options(a), **({"runs_on": "portable"} if a.runs_on == "gpu" else {})},
     )
     return _report_manifest(a, convert(a.checkpoint, a.output, options))
 
@@ -146,10 +224,22 @@ def _add_quantize(sub: Any) -> None:
     p = sub.add_parser("quantize", help="quantize an fp32 ONNX artifact")
     p.add_argument("model", type=Path, help="model.onnx (or its artifact directory)")
     p.add_argument("--precision", required=True, help="int8-dynamic|int8-static|int4|fp16")
-    p.add_argument("-o", "--output", required=True, type=Path)
+    p.add_argument(
+        "-o", "--output", required=True, type=Path, help="new artifact directory to write"
+    )
+    p.add_argument(
+        "--reference",
+        default=None,
+        help="checkpoint to verify against (default: the embedded model when the artifact "
+        "came from it; otherwise verification is skipped)",
+    )
     _add_quantization_flags(p)
-    p.add_argument("--overwrite", action="store_true")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--no-verify", action="store_true", help="skip the comparison against PyTorch")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the output directory if it exists"
+    )
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    _add_quiet(p)
     p.set_defaults(run=_run_quantize)
 
 
@@ -158,9 +248,13 @@ def _run_quantize(a: argparse.Namespace) -> int:
     from albert_edge.options import ConvertOptions
 
     options = ConvertOptions(
-        target="onnx", precision=a.precision, overwrite=a.overwrite, **_quantization_options(a)
+        target="onnx",
+        precision=a.precision,
+        overwrite=a.overwrite,
+        verify=not a.no_verify,
+        **_quantization_options(a),
     )
-    return _report_manifest(a, quantize_artifact(a.model, a.output, options))
+    return _report_manifest(a, quantize_artifact(a.model, a.output, options, reference=a.reference))
 
 
 # --- verify --------------------------------------------------------------------------
@@ -174,11 +268,34 @@ def _add_verify(sub: Any) -> None:
         default=None,
         help="checkpoint to compare against (default: the manifest's source)",
     )
-    p.add_argument("--data", type=Path, default=None, help="SST-2 style .tsv for accuracy")
-    p.add_argument("--batch-sizes", type=_ints, default=(1, 2))
-    p.add_argument("--seq-lens", type=_ints, default=())
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--max-examples", type=int, default=None)
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="SST-2 style .tsv for accuracy (default for the embedded model: the packaged "
+        "SST-2 dev sample, albert_edge/samples/)",
+    )
+    p.add_argument(
+        "--batch-sizes",
+        type=_ints,
+        default=(1, 2),
+        help="comma-separated batch sizes of the output grid (default: 1,2)",
+    )
+    p.add_argument(
+        "--seq-lens",
+        type=_ints,
+        default=(),
+        help="comma-separated sequence lengths of the output grid (default: 1, 16, max)",
+    )
+    p.add_argument(
+        "--threads", type=_at_least(1), default=2, help="runtime and PyTorch threads (default: 2)"
+    )
+    p.add_argument(
+        "--max-examples",
+        type=_at_least(1),
+        default=None,
+        help="use only the first N rows of --data",
+    )
     p.add_argument(
         "--on",
         default=None,
@@ -186,7 +303,8 @@ def _add_verify(sub: Any) -> None:
         help="run the ONNX artifact on another CPU kernel family (emulated: qemu-user or "
         "onnxruntime-web; set up once with `albert-edge kernels setup NAME`)",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_quiet(p)
     p.set_defaults(run=_run_verify)
 
 
@@ -259,7 +377,7 @@ def _add_inspect(sub: Any) -> None:
         default=None,
         help="checkpoint, model.onnx, model.tflite or artifact dir (default: embedded)",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(run=_run_inspect)
 
 
@@ -287,16 +405,30 @@ def _add_bench(sub: Any) -> None:
         default=None,
         help="repeatable; default: every backend that can run each target",
     )
-    p.add_argument("--batch", type=_ints, default=(1,))
-    p.add_argument("--seq-lens", type=_ints, default=(128,))
-    p.add_argument("--threads", type=_ints, default=(2,))
-    p.add_argument("--runs", type=int, default=None, help="timed runs per shape")
-    p.add_argument("--warmup", type=int, default=None)
-    p.add_argument("--json", dest="json_out", type=Path, default=None)
-    p.add_argument("--markdown", type=Path, default=None)
-    p.add_argument("--plot", type=Path, default=None)
+    p.add_argument(
+        "--batch", type=_ints, default=(1,), help="comma-separated batch sizes (default: 1)"
+    )
+    p.add_argument(
+        "--seq-lens",
+        type=_ints,
+        default=(128,),
+        help="comma-separated sequence lengths (default: 128)",
+    )
+    p.add_argument(
+        "--threads", type=_ints, default=(2,), help="comma-separated thread counts (default: 2)"
+    )
+    p.add_argument("--runs", type=_at_least(1), default=None, help="timed runs per shape")
+    p.add_argument(
+        "--warmup", type=_at_least(0), default=None, help="untimed warm-up runs per shape"
+    )
+    p.add_argument(
+        "--json", dest="json_out", type=Path, default=None, help="write results as JSON here"
+    )
+    p.add_argument("--markdown", type=Path, default=None, help="write a Markdown table here")
+    p.add_argument("--plot", type=Path, default=None, help="write a PNG plot here")
     p.add_argument("--adb", action="store_true", help="run on a connected Android device")
-    p.add_argument("--serial", default=None)
+    p.add_argument("--serial", default=None, help="adb serial of the device (with --adb)")
+    _add_quiet(p)
     p.add_argument("--benchmark-model", default=None, help="path of TFLite's benchmark_model")
     p.add_argument(
         "--recommend",
@@ -320,10 +452,80 @@ def _run_bench(a: argparse.Namespace) -> int:
     return run_bench_cli(a)
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line, like every other error (the usage is one --help away)."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+
+# --- progress / export-triton ---------------------------------------------------------
+
+
+def _add_quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")
+
+
+def _add_export_triton(sub: Any) -> None:
+    p = sub.add_parser(
+        "export-triton",
+        help="ONNX artifact -> Triton Inference Server model repository (onnxruntime backend)",
+    )
+    p.add_argument("artifact", type=Path, help="ONNX artifact directory (albert-edge convert)")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        type=Path,
+        help="model repository directory; writes <repo>/<name>/config.pbtxt and "
+        "<repo>/<name>/<version>/model.onnx",
+    )
+    p.add_argument("--name", default=None, help="model name (default: the artifact's folder name)")
+    p.add_argument(
+        "--version",
+        dest="model_version",
+        type=_at_least(1),
+        default=1,
+        help="model version (default: 1)",
+    )
+    p.add_argument(
+        "--max-batch-size",
+        type=_at_least(0),
+        default=8,
+        help="Triton max_batch_size with dynamic batching; 0 disables batching (default: 8)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace <repo>/<name> if it exists")
+    p.add_argument("--json", action="store_true", help="print what was written as JSON")
+    p.set_defaults(run=_run_export_triton)
+
+
+def _run_export_triton(a: argparse.Namespace) -> int:
+    from albert_edge.triton import export_triton
+
+    info = export_triton(
+        a.artifact,
+        a.output,
+        name=a.name,
+        version=a.model_version,
+        max_batch_size=a.max_batch_size,
+        overwrite=a.overwrite,
+    )
+    if a.json:
+        _print_json(info)
+    else:
+        batching = (
+            f"dynamic batching up to {info['max_batch_size']}"
+            if info["dynamic_batching"]
+            else "no batching (fixed first axis)"
+        )
+        print(f"{Path(a.output) / info['model']}: config.pbtxt + {info['files'][1]} ({batching})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from albert_edge import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="albert-edge",
         description="Ship ALBERT to the edge: convert, quantize, verify, inspect, bench.",
     )
@@ -331,6 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_convert, _add_quantize, _add_verify, _add_kernels, _add_inspect, _add_bench):
         add(sub)
+    _add_export_triton(sub)
     return parser
 
 
@@ -358,12 +561,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_frameworks()
     parser = build_parser()
     args = parser.parse_args(argv)
+    from albert_edge.io import run_scratch
+    from albert_edge.progress import set_enabled
+
+    set_enabled(not getattr(args, "quiet", False))
     try:
-        code: int = args.run(args)
+        with run_scratch():
+            code: int = args.run(args)
         return code
     except AlbertEdgeError as exc:
         print(f"albert-edge {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # the safety net: a file error is one line, never a traceback
+        where = exc.filename or "a file"
+        print(
+            f"albert-edge {args.command}: error: {where}: {exc.strerror or exc}; "
+            "check the path and its permissions",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         print("albert-edge: interrupted", file=sys.stderr)
         return 130

@@ -6,7 +6,6 @@ verify; each target module implements the middle stages for its format.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +15,17 @@ from albert_edge.manifest import write_manifest
 from albert_edge.options import ConvertOptions
 
 
-def copy_tokenizer_files(ckpt: Checkpoint, out_dir: Path) -> list[str]:
-    """Ship the tokenizer and config beside the model so the artifact is self-contained."""
-    tok = ckpt.tokenizer()  # raises if missing: an artifact without its tokenizer is unusable
-    shutil.copyfile(tok.path, out_dir / "spiece.model")
-    ckpt.config.to_json_file(str(out_dir / "config.json"))
-    (out_dir / "tokenizer_config.json").write_text(
-        '{"tokenizer_class": "AlbertTokenizer", "do_lower_case": %s, "keep_accents": false}\n'
-        % ("true" if ckpt.do_lower_case else "false")
-    )
-    return ["spiece.model", "config.json", "tokenizer_config.json"]
+def copy_tokenizer_files(
+    ckpt: Checkpoint, out_dir: Path, *, precision: str = "fp32", target: str = "onnx"
+) -> list[str]:
+    """Ship the tokenizer and config beside the model so the artifact is self-contained:
+    the full Hugging Face tokenizer set (tokenizer.json included) and config.json, so
+    transformers, optimum and transformers.js load the directory as written."""
+    from albert_edge.layout import write_config, write_tokenizer_files
+
+    files = write_tokenizer_files(ckpt, out_dir)
+    files.append(write_config(ckpt, out_dir, precision=precision, target=target))
+    return files
 
 
 def convert(
@@ -38,9 +38,13 @@ def convert(
     Returns the manifest that was written to ``output/manifest.json``.
     """
     options = options or ConvertOptions()
+    if isinstance(checkpoint, str | Path):  # refuse a destructive -o before loading anything
+        from albert_edge.io import check_output
+
+        check_output(Path(output), overwrite=options.overwrite, inputs=[Path(checkpoint)])
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
-    with atomic_output_dir(output, overwrite=options.overwrite) as tmp:
-        files = copy_tokenizer_files(ckpt, tmp)
+    with atomic_output_dir(output, overwrite=options.overwrite, inputs=[ckpt.path]) as tmp:
+        files = copy_tokenizer_files(ckpt, tmp, precision=options.precision, target=options.target)
         if options.target == "onnx":
             from albert_edge.onnx.pipeline import convert_onnx
 
@@ -50,5 +54,9 @@ def convert(
 
             manifest = convert_tflite(ckpt, tmp, options)
         manifest.setdefault("files", []).extend(files)
+        from albert_edge.modelcard import write_model_card
+
+        manifest["files"].append("README.md")
+        write_model_card(tmp, manifest)
         write_manifest(tmp, manifest)
     return manifest

@@ -96,10 +96,10 @@ def evaluate(model: Any, examples: list[tuple[list[int], int]], batch_size: int 
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
     import torch
-    from tqdm import tqdm
     from transformers import AlbertConfig, AlbertForSequenceClassification
 
     from albert_edge.data import read_sst2
+    from albert_edge.progress import track
     from albert_edge.tokenizer import AlbertTokenizer
 
     torch.manual_seed(args.seed)
@@ -110,7 +110,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
     def encode(rows: list[tuple[int, str]]) -> list[tuple[list[int], int]]:
         out = []
-        for label, text in tqdm(rows, desc="tokenize", file=sys.stderr, mininterval=2):
+        for label, text in track(rows, total=len(rows), description="tokenize"):
             ids = tok.encode(text, max_length=args.max_len, padding="none").input_ids[0]
             out.append((ids, label))
         return out
@@ -153,13 +153,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     for epoch in range(args.epochs):
         model.train()
         running, seen = 0.0, 0
-        bar = tqdm(
-            _batches(train_ex, args.batch_size, gen, shuffle=True),
-            desc=f"epoch {epoch + 1}",
-            file=sys.stderr,
-            mininterval=5,
-        )
-        for batch in bar:
+        batches = list(_batches(train_ex, args.batch_size, gen, shuffle=True))
+        for batch in track(batches, total=len(batches), description=f"epoch {epoch + 1}"):
             ids, mask, labels = _collate(batch)
             loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
             opt.zero_grad(set_to_none=True)
@@ -170,7 +165,6 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             step += 1
             running += float(loss) * len(batch)
             seen += len(batch)
-            bar.set_postfix(loss=f"{running / seen:.4f}")
         acc = evaluate(model, dev_ex)
         entry = {
             "epoch": epoch + 1,

@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -157,8 +156,17 @@ def _judge(summary: dict[str, Any], tol: dict[str, Any]) -> str | None:
         return None
     sqnr = summary["sqnr_db"]
     if not sqnr >= tol["min_sqnr_db"]:
-        return f"SQNR {sqnr:.1f} dB < {tol['min_sqnr_db']:.1f} dB over the grid"
+        return f"SQNR {_below(sqnr, tol['min_sqnr_db'])} dB < {tol['min_sqnr_db']:.1f} dB over the grid"
     return None
+
+
+def _below(value: float, bar: float) -> str:
+    """``value`` with enough decimals that it visibly differs from ``bar`` (11.96, not 12.0)."""
+    for digits in range(1, 5):
+        text = f"{value:.{digits}f}"
+        if float(text) < bar:
+            return text
+    return f"{value:.6g}"
 
 
 def _json_safe(value: Any) -> Any:
@@ -451,7 +459,9 @@ def verify_against_reference(
     tolerance_for(precision)  # unknown precision: fail before loading anything
     runner = open_runner(artifact_file, threads=threads)
     pool = grid_token_pool(ckpt, precision)
-    with _torch_threads(threads):
+    from albert_edge.progress import step
+
+    with _torch_threads(threads), step("verify: outputs vs PyTorch over the batch x length grid"):
         grid, summary = run_grid(
             runner, ckpt, batch_sizes=batch_sizes, seq_lens=seq_lens, token_pool=pool
         )
@@ -471,8 +481,8 @@ def verify_against_reference(
         raise VerificationError(
             f"{artifact_file}: {precision} artifact disagrees with the PyTorch reference: "
             + "; ".join(failures)
-            + "; this is a conversion bug (convert --no-verify keeps the artifact for "
-            "inspection)"
+            + "; this is a conversion bug (re-run with --no-verify to keep the artifact "
+            "for inspection)"
         )
     return dict(_json_safe(result))
 
@@ -514,9 +524,9 @@ def evaluate_accuracy(
     row: the same predictions as one-at-a-time, in a fraction of the time.
     """
     import numpy as np
-    from tqdm import tqdm
 
     from albert_edge.data import DataError
+    from albert_edge.progress import Counter, enabled
 
     num_labels = int(ckpt.config.num_labels)
     bad = sorted({label for label, _ in rows if not 0 <= label < num_labels})
@@ -534,9 +544,7 @@ def evaluate_accuracy(
     pred_art = np.zeros(len(rows), dtype=np.int64)
     pred_ref = np.zeros(len(rows), dtype=np.int64)
     energies = [0.0, 0.0]  # Σref², Σ(ref−out)² of the logits over every sentence
-    bar = tqdm(
-        total=len(rows), desc="accuracy", unit="ex", file=sys.stderr, disable=not progress or None
-    )
+    bar = Counter(len(rows), "accuracy (artifact vs PyTorch)") if progress and enabled() else None
     try:
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
@@ -559,9 +567,11 @@ def evaluate_accuracy(
             m = compare_arrays(ref, out)
             energies[0] += m["signal"]
             energies[1] += m["noise"]
-            bar.update(len(idx))
+            if bar is not None:
+                bar.advance(len(idx))
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     labels = np.asarray([label for label, _ in rows], dtype=np.int64)
     acc_art = float((pred_art == labels).mean())
     acc_ref = float((pred_ref == labels).mean())
@@ -612,12 +622,32 @@ class VerifyReport:
 
 
 def _manifest_beside(artifact: Path) -> dict[str, Any] | None:
-    path = artifact / "manifest.json" if artifact.is_dir() else artifact.parent / "manifest.json"
+    from albert_edge.layout import artifact_root
+
+    path = artifact_root(artifact) / "manifest.json"
     if not path.is_file():
         return None
     from albert_edge.manifest import read_manifest
 
     return read_manifest(artifact)
+
+
+def _check_artifact(art: Path) -> None:
+    """Verify judges the file it names and nothing else: every recorded file must be intact.
+
+    A model file given directly must be the one its manifest describes, or the manifest's
+    precision and source would be applied to a different model.
+    """
+    from albert_edge.manifest import check_files, load_manifest
+
+    manifest = load_manifest(art)
+    folder = art if art.is_dir() else art.parent
+    if not art.is_dir() and art.name != manifest.model_file:
+        raise AlbertEdgeError(
+            f"{art}: manifest.json beside it describes {manifest.model_file}, not this file; "
+            "verify the artifact directory, or copy the file elsewhere to verify it alone"
+        )
+    check_files(folder, manifest)
 
 
 def guess_precision(model: Path) -> str:
@@ -653,7 +683,13 @@ def _resolve_reference(
 ) -> Path:
     if reference is not None:
         return Path(reference)
+    from albert_edge.checkpoint import DEFAULT_MODEL
+    from albert_edge.layout import resolve_source
+
     source = (manifest or {}).get("source")
+    if isinstance(source, dict) and ("embedded" in source or "name" in source):
+        resolved = resolve_source(source, artifact)
+        return DEFAULT_MODEL if resolved is None else resolved
     path = source.get("path") if isinstance(source, dict) else source
     if not path:
         raise CheckpointError(
@@ -668,6 +704,22 @@ def _resolve_reference(
     return Path(str(path))
 
 
+SAMPLE_DATA = Path(__file__).parent / "samples" / "sst2_dev_sample.tsv"
+
+
+def default_sample(ref_path: Path, ckpt: Checkpoint) -> Path | None:
+    """The packaged SST-2 dev sample, for the model it fits: the embedded SST-2 ALBERT."""
+    from albert_edge.checkpoint import DEFAULT_MODEL
+
+    try:
+        embedded = Path(ref_path).resolve() == DEFAULT_MODEL.resolve()
+    except OSError:
+        return None
+    if embedded and ckpt.head.name == "sequence-classification" and SAMPLE_DATA.is_file():
+        return SAMPLE_DATA
+    return None
+
+
 def verify(
     artifact: str | Path,
     *,
@@ -678,12 +730,15 @@ def verify(
     threads: int = 2,
     max_examples: int | None = None,
     progress: bool = True,
+    sample: bool = True,
     on: str | None = None,
 ) -> VerifyReport:
     """Verify an artifact directory (or model file) against its PyTorch checkpoint.
 
     ``reference`` defaults to the manifest's ``source`` path. With ``data`` (an SST-2
-    style .tsv) and a sequence-classification head, also compares task accuracy.
+    style .tsv) and a sequence-classification head, also compares task accuracy. Without
+    ``data``, the embedded SST-2 model is measured on the packaged SST-2 dev sample
+    (:data:`SAMPLE_DATA`; ``sample=False`` skips it), so a fresh clone prints an accuracy.
     ``on`` names a kernel family (:data:`albert_edge.kernels.KERNELS`) to run the artifact
     on instead of this machine's own: emulated, so the same figures come from AVX2, ARM64
     or wasm kernels (see :mod:`albert_edge.kernels`).
@@ -695,6 +750,8 @@ def verify(
     if not art.exists():
         raise AlbertEdgeError(f"{art}: no such artifact; pass an albert-edge output directory")
     manifest = _manifest_beside(art)
+    if manifest is not None:
+        _check_artifact(art)
     model = model_file(art)
     if not model.is_file():
         raise AlbertEdgeError(f"{model}: model file named by manifest.json is missing")
@@ -710,6 +767,8 @@ def verify(
             "pass the checkpoint the artifact was converted from as --reference"
         )
     rows = None
+    if data is None and sample:
+        data = default_sample(ref_path, ckpt)
     if data is not None:
         from albert_edge.data import read_sst2
 
@@ -730,8 +789,15 @@ def verify(
         judge_outputs(summary, precision)
         accuracy = None
         if rows:
-            tok = _artifact_tokenizer(model.parent, ckpt)
+            from albert_edge.layout import artifact_root
+
+            tok = _artifact_tokenizer(artifact_root(model), ckpt)
             accuracy = evaluate_accuracy(runner, ckpt, tok, rows, progress=progress)
+            accuracy["data"] = (
+                f"packaged SST-2 dev sample ({len(rows)} rows; --data for the full set)"
+                if data == SAMPLE_DATA
+                else Path(str(data)).name
+            )
             bar = ACCURACY_BARS.get((target, precision), 0.0)
             accuracy["bar_points"] = bar
             delta = accuracy["delta_points"]

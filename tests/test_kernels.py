@@ -89,8 +89,10 @@ def test_portable_weights_cannot_saturate_avx2(int8_pair) -> None:
     from albert_edge.onnx.recipes import saturating_weights
 
     _, arts = int8_pair
-    assert saturating_weights(onnx.load(str(arts["portable"] / "model.onnx"))) == []
-    assert saturating_weights(onnx.load(str(arts["x86-vnni"] / "model.onnx")))
+    assert (
+        saturating_weights(onnx.load(str(arts["portable"] / "onnx" / "model_quantized.onnx"))) == []
+    )
+    assert saturating_weights(onnx.load(str(arts["x86-vnni"] / "onnx" / "model_quantized.onnx")))
     q = json.loads((arts["portable"] / "manifest.json").read_text())["quantization"]
     assert q["target"] == "portable" and q["reduce_range"] is True
     assert "x86-avx2" in q["accurate_on"]
@@ -118,7 +120,7 @@ def test_remote_runner_protocol_matches_in_process(int8_pair) -> None:
     from albert_edge.onnx.runtime import OrtRunner
 
     _, arts = int8_pair
-    model = arts["portable"] / "model.onnx"
+    model = arts["portable"] / "onnx" / "model_quantized.onnx"
     rng = np.random.default_rng(0)
     feeds = {
         "input_ids": rng.integers(5, 1000, size=(2, 9), dtype=np.int64),
@@ -183,7 +185,7 @@ def test_portable_int8_is_the_same_on_every_kernel(int8_pair, kernel: str) -> No
         pytest.skip(why)
     ckpt_path, arts = int8_pair
     ckpt = load_checkpoint(ckpt_path)
-    remote = RemoteRunner(arts["portable"] / "model.onnx", kernel, threads=2)
+    remote = RemoteRunner(arts["portable"] / "onnx" / "model_quantized.onnx", kernel, threads=2)
     try:
         _, summary = run_grid(remote, ckpt)
     finally:

@@ -461,7 +461,8 @@ def test_convert_onnx_then_verify(make_checkpoint: Any, tmp_path: Path, sst2_dev
     out = tmp_path / "onnx"
     manifest = convert(make_checkpoint(), out, ConvertOptions(target="onnx"))
     assert manifest["verification"]["passed"]
-    report = verify(out, data=sst2_dev, max_examples=32)
+    # the manifest names a user checkpoint without its path: the reference is passed
+    report = verify(out, reference=make_checkpoint(), data=sst2_dev, max_examples=32)
     assert report.passed, report.failures()
     assert report.accuracy is not None and report.accuracy["agreement"] == 1.0
 
@@ -484,7 +485,9 @@ def test_convert_tflite_then_verify(
         out,
         ConvertOptions(target="tflite", precision=precision, seq_lens=(16, 32), **kw),
     )
-    report = verify(out, data=sst2_dev, max_examples=200, progress=False)
+    report = verify(
+        out, reference=make_checkpoint(), data=sst2_dev, max_examples=200, progress=False
+    )
     assert report.passed, report.failures()
     assert report.target == "tflite" and type(report).__name__ == "VerifyReport"
     assert "LiteRTRunner" in report.runtime

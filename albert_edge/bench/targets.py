@@ -175,8 +175,9 @@ def resolve_target(path: str | Path | None) -> Target:
             raise BenchmarkError(
                 f"{p / 'manifest.json'}: corrupt manifest; re-run albert-edge convert"
             )
-        model = p / str(manifest["model_file"])
-        return _artifact(p, model, manifest)
+        from albert_edge.runtime import model_file  # checked: inside the artifact, sha256
+
+        return _artifact(p, model_file(p), manifest)
     if p.is_dir() and (p / "config.json").is_file():
         if not any((p / w).is_file() for w in WEIGHT_FILES):
             raise BenchmarkError(
@@ -194,8 +195,14 @@ def resolve_target(path: str | Path | None) -> Target:
             spiece=spiece if spiece.is_file() else None,
         )
     if p.is_file() and p.suffix in FORMAT_BY_SUFFIX:
-        manifest = _read_json(p.parent / "manifest.json")
-        if manifest is not None and manifest.get("model_file") != p.name:
+        from albert_edge.layout import artifact_root
+
+        root = artifact_root(p)
+        manifest = _read_json(root / "manifest.json")
+        if (
+            manifest is not None
+            and (root / str(manifest.get("model_file"))).resolve() != p.resolve()
+        ):
             manifest = None
         return _artifact(p, p, manifest)
     raise BenchmarkError(
@@ -210,7 +217,9 @@ def _artifact(path: Path, model: Path, manifest: dict[str, Any] | None) -> Targe
     fmt = FORMAT_BY_SUFFIX.get(model.suffix)
     if fmt is None:
         raise BenchmarkError(f"{model}: unknown model type; expected .onnx, .tflite or .pte")
-    folder = model.parent
+    from albert_edge.layout import artifact_root
+
+    folder = artifact_root(model) if manifest is not None else model.parent
     config = _read_json(folder / "config.json")
     spiece = folder / "spiece.model"
     floor = None

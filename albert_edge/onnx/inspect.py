@@ -371,13 +371,19 @@ def inspect_onnx(path: str | Path) -> dict[str, Any]:
             f"{p}: not a readable ONNX model ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}); re-export it"
         ) from None
     info = describe_model(model, p, model_files_bytes(p, model))
-    manifest_path = p.parent / "manifest.json"
+    from albert_edge.layout import artifact_root
+
+    root = artifact_root(p)
+    manifest_path = root / "manifest.json"
     if manifest_path.is_file():
         try:
             manifest = json.loads(manifest_path.read_text())
         except (OSError, json.JSONDecodeError):
             manifest = None
-        if isinstance(manifest, dict) and manifest.get("model_file") == p.name:
+        if (
+            isinstance(manifest, dict)
+            and (root / str(manifest.get("model_file"))).resolve() == p.resolve()
+        ):
             info["precision"] = manifest.get("precision", info["precision"])
             for key in ("head", "source", "optimize", "verification", "quantization"):
                 if key in manifest:

@@ -135,34 +135,44 @@ def write_model(proto: onnx.ModelProto, path: Path) -> int:
 
 
 def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> dict[str, Any]:
-    """Write ``out_dir/model.onnx`` for ``ckpt``; return the manifest (without ``files``
+    """Write ``out_dir/onnx/model*.onnx`` (name per precision, see :mod:`albert_edge.layout`) for ``ckpt``; return the manifest (without ``files``
     of the tokenizer, which :func:`albert_edge.convert.convert` adds)."""
     import onnx_ir as ir
 
     from albert_edge.onnx.inspect import describe_model
+    from albert_edge.progress import step
     from converters.onnx_export import albert_metadata
 
     check_request(ckpt, options)
-    model, log = optimize(ckpt, options)
+    with step(f"ONNX export + graph passes (opset {options.opset}, optimize {options.optimize})"):
+        model, log = optimize(ckpt, options)
     proto = ir.to_proto(model)
     del model
     quantization: dict[str, Any] | None = None
     if options.precision != "fp32":
         from albert_edge.onnx.quantize import quantize_model
 
-        proto, quantization = quantize_model(proto, ckpt, options)
-    path = Path(out_dir) / MODEL_FILE
+        with step(f"quantize ({options.precision})"):
+            proto, quantization = quantize_model(proto, ckpt, options)
+    from albert_edge.layout import onnx_model_file, source_record
+
+    model_rel = onnx_model_file(options.precision)
+    path = Path(out_dir) / model_rel
+    path.parent.mkdir(parents=True, exist_ok=True)
     file_bytes = write_model(proto, path)
     info = describe_model(ir.from_proto(proto), path, file_bytes)
+    from albert_edge.onnx.requirements import artifact_requirements
+
+    requirements = artifact_requirements(proto, quantization, verified=options.verify)
     del proto
     manifest: dict[str, Any] = {
         "target": "onnx",
-        "source": {"path": str(ckpt.path), "kind": ckpt.source},
+        "source": source_record(ckpt),
         "head": ckpt.head.name,
         "opset": options.opset,
         "precision": options.precision,
         "optimize": options.optimize,
-        "model_file": MODEL_FILE,
+        "model_file": model_rel,
         "max_sequence_length": int(ckpt.config.max_position_embeddings),
         "inputs": info["inputs"],
         "outputs": info["outputs"],
@@ -182,14 +192,18 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
         "matmuls_total": info["matmuls_total"],
         "matmuls_quantized": info["matmuls_quantized"],
         "factorized_embedding_intact": info["factorized_embedding_intact"],
-        "files": [MODEL_FILE],
+        "files": [model_rel],
     }
     if quantization is not None:
         manifest["quantization"] = quantization
+    manifest["requirements"] = requirements
     if options.verify:
         from albert_edge.verify import verify_against_reference
 
-        manifest["verification"] = verify_against_reference(path, ckpt, precision=options.precision)
+        with step("verify against PyTorch"):
+            manifest["verification"] = verify_against_reference(
+                path, ckpt, precision=options.precision
+            )
     else:
         manifest["verification"] = None
     return manifest

@@ -330,6 +330,9 @@ def _fp16(model: onnx.ModelProto, keep_fp32_nodes: list[str]) -> Any:
         m.convert_float_to_float16(
             use_symbolic_shape_infer=True, keep_io_types=True, node_block_list=keep_fp32_nodes
         )
+        # The converter appends its Cast nodes at the end of the node list: ORT sorts on
+        # load, but onnx.checker (and every tool that trusts the spec) needs the order.
+        m.topological_sort()
     return m.model
 
 
@@ -599,7 +602,9 @@ def _artifact_paths(model_path: Path) -> tuple[Path, Path, dict[str, Any]]:
     if model_path.is_dir():
         folder, model_file = model_path, model_path / str(manifest.get("model_file", "model.onnx"))
     else:
-        folder, model_file = model_path.parent, model_path
+        from albert_edge.layout import artifact_root
+
+        folder, model_file = artifact_root(model_path), model_path
     if manifest.get("target", "onnx") != "onnx" or model_file.suffix != ".onnx":
         raise UnsupportedError(
             f"{model_path}: not an ONNX artifact (target {manifest.get('target')!r}); "
@@ -626,11 +631,26 @@ def _artifact_tokenizer(folder: Path) -> AlbertTokenizer:
     return AlbertTokenizer(folder / "spiece.model", do_lower_case=lower)
 
 
-def _source_checkpoint(manifest: dict[str, Any]) -> tuple[Checkpoint | None, str | None]:
-    """The checkpoint the artifact came from, if it is still where the manifest says."""
+def _source_checkpoint(
+    manifest: dict[str, Any], reference: str | Path | None = None
+) -> tuple[Checkpoint | None, str | None]:
+    """The checkpoint the artifact came from: ``reference`` if given, the embedded model if
+    the manifest says so, else a path an older manifest recorded, if it still exists.
+    Manifests record a user checkpoint by name only (no build-machine paths)."""
+    if reference is not None:
+        from albert_edge.checkpoint import load_checkpoint
+
+        return load_checkpoint(reference), None
     source = manifest.get("source")
+    if isinstance(source, dict) and source.get("embedded"):
+        from albert_edge.checkpoint import load_checkpoint
+
+        return load_checkpoint(None), None
     path = source.get("path") if isinstance(source, dict) else source
-    if not path or not Path(str(path)).exists():
+    if not path:
+        name = source.get("name") if isinstance(source, dict) else None
+        return None, f"source checkpoint {name!r} recorded by name only; pass --reference"
+    if not Path(str(path)).exists():
         return None, f"source checkpoint {path!r} not found"
     from albert_edge.checkpoint import load_checkpoint
 
@@ -658,7 +678,20 @@ def _describe(model: onnx.ModelProto, path: Path, file_bytes: int) -> dict[str, 
     return info
 
 
-def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -> dict[str, Any]:
+def _requirements(model: onnx.ModelProto, report: dict[str, Any], verified: bool) -> Any:
+    """The manifest's ``requirements`` (min onnxruntime, opsets, contrib ops; issue 12)."""
+    from albert_edge.onnx.requirements import artifact_requirements
+
+    return artifact_requirements(model, report, verified)
+
+
+def quantize_artifact(
+    model_path: Path,
+    output: Path,
+    options: ConvertOptions,
+    *,
+    reference: str | Path | None = None,
+) -> dict[str, Any]:
     """``albert-edge quantize``: an fp32 ONNX artifact → a new, complete quantized artifact.
 
     Writes ``output`` atomically (model.onnx, the tokenizer/config files, manifest.json);
@@ -681,6 +714,11 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
         raise UnsupportedError(
             f"{output}: quantizing in place would replace the fp32 input; pass another -o"
         )
+    from albert_edge.io import check_output
+    from albert_edge.manifest import check_files, load_manifest
+
+    check_output(output, overwrite=options.overwrite, inputs=[folder])  # before any work
+    check_files(folder, load_manifest(folder))  # quantize only what convert wrote
     texts = load_calibration(options)
     tokenizer = _artifact_tokenizer(folder) if texts is not None else None
     try:
@@ -695,13 +733,24 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
             f"{model_file}: already quantized ({', '.join(markers)}); quantize the fp32 "
             "artifact instead"
         )
-    ckpt, why_not = _source_checkpoint(manifest)
+    ckpt, why_not = _source_checkpoint(manifest, reference)
 
-    with atomic_output_dir(output, overwrite=options.overwrite) as tmp:
-        qmodel, report = quantize_model(
-            model, ckpt, options, tokenizer=tokenizer, calibration_texts=texts
+    with atomic_output_dir(output, overwrite=options.overwrite, inputs=[folder]) as tmp:
+        from albert_edge.progress import step
+
+        with step(f"quantize ({options.precision})"):
+            qmodel, report = quantize_model(
+                model, ckpt, options, tokenizer=tokenizer, calibration_texts=texts
+            )
+        from albert_edge.layout import (
+            onnx_model_file,
+            set_config_dtype,
         )
-        onnx.save(qmodel, str(tmp / "model.onnx"))
+
+        model_rel = onnx_model_file(options.precision)
+        qpath = tmp / model_rel
+        qpath.parent.mkdir(parents=True, exist_ok=True)
+        onnx.save(qmodel, str(qpath))
         files = []
         for name in [
             *manifest.get("files", []),
@@ -713,29 +762,32 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
             if (
                 src.is_file()
                 and src != model_file
-                and src.name != "manifest.json"
+                and src.suffix != ".onnx"
+                and src.name not in ("manifest.json", "README.md")
                 and name not in files
             ):
+                (tmp / str(name)).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, tmp / str(name))
                 files.append(str(name))
+        if "config.json" in files:
+            set_config_dtype(tmp / "config.json", options.precision)
         if ckpt is not None and options.verify:
             from albert_edge.verify import verify_against_reference
 
-            verification = verify_against_reference(
-                tmp / "model.onnx", ckpt, precision=options.precision
-            )
+            with step("verify against PyTorch"):
+                verification = verify_against_reference(qpath, ckpt, precision=options.precision)
         else:
             verification = {"skipped": why_not or "--no-verify"}
-        file_bytes = (tmp / "model.onnx").stat().st_size
-        info = _describe(qmodel, tmp / "model.onnx", file_bytes)
+        file_bytes = qpath.stat().st_size
+        info = _describe(qmodel, qpath, file_bytes)
         keep = {
             k: v for k, v in manifest.items() if k not in ("format_version", "albert_edge_version")
         }
         new = {
             **keep,
             "precision": options.precision,
-            "model_file": "model.onnx",
-            "quantized_from": str(model_file),
+            "model_file": model_rel,
+            "quantized_from": str(manifest.get("model_file", model_file.name)),
             "inputs": info.get("inputs", keep.get("inputs")),
             "outputs": info.get("outputs", keep.get("outputs")),
             "sizes": {
@@ -748,8 +800,12 @@ def quantize_artifact(model_path: Path, output: Path, options: ConvertOptions) -
                 "factorized_embedding_intact", keep.get("factorized_embedding_intact")
             ),
             "quantization": report,
+            "requirements": _requirements(qmodel, report, ckpt is not None and options.verify),
             "verification": verification,
-            "files": ["model.onnx", *files],
+            "files": [model_rel, *files, "README.md"],
         }
+        from albert_edge.modelcard import write_model_card
+
+        write_model_card(tmp, new)
         write_manifest(tmp, new)
     return new

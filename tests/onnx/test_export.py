@@ -141,20 +141,23 @@ def test_convert_api_writes_artifact_and_manifest(make_checkpoint, tmp_path: Pat
         make_checkpoint("tiny-groups", "question-answering"), out, ConvertOptions(optimize="fuse")
     )
     assert sorted(p.name for p in out.iterdir()) == [
+        "README.md",
         "config.json",
         "manifest.json",
-        "model.onnx",
+        "onnx",
+        "special_tokens_map.json",
         "spiece.model",
+        "tokenizer.json",
         "tokenizer_config.json",
     ]
     on_disk = json.loads((out / "manifest.json").read_text())
-    assert on_disk["model_file"] == "model.onnx" and on_disk["target"] == "onnx"
+    assert on_disk["model_file"] == "onnx/model.onnx" and on_disk["target"] == "onnx"
     assert on_disk["source"]["kind"] == "hf" and on_disk["head"] == "question-answering"
     assert on_disk["opset"] == 17 and on_disk["optimize"] == "fuse"
     assert [o["name"] for o in on_disk["outputs"]] == ["start_logits", "end_logits"]
     assert on_disk["outputs"][0]["shape"] == ["batch", "sequence"]
     sizes = on_disk["sizes"]
-    assert sizes["file_bytes"] == (out / "model.onnx").stat().st_size
+    assert sizes["file_bytes"] == (out / "onnx" / "model.onnx").stat().st_size
     assert sizes["ratio_to_floor"] <= MAX_RATIO
     assert [p["name"] for p in on_disk["passes"]] == [
         "canonicalize",
@@ -270,14 +273,14 @@ def test_cli_convert_and_overwrite_refusal(make_checkpoint, tmp_path: Path) -> N
     assert r.returncode == 0, r.stderr[-2000:]
     manifest = json.loads(r.stdout[r.stdout.index("{") :])
     assert manifest["optimize"] == "none" and manifest["verification"]["passed"] is True
-    assert (out / "model.onnx").stat().st_size == manifest["sizes"]["file_bytes"]
+    assert (out / "onnx" / "model.onnx").stat().st_size == manifest["sizes"]["file_bytes"]
 
-    before = (out / "model.onnx").read_bytes()
+    before = (out / "onnx" / "model.onnx").read_bytes()
     r = _cli("convert", ckpt, "--to", "onnx", "-o", str(out))
     assert r.returncode == OutputExistsError.exit_code
     assert "output exists" in r.stderr and "--overwrite" in r.stderr
     assert len(r.stderr.strip().splitlines()[-1]) < 300
-    assert (out / "model.onnx").read_bytes() == before
+    assert (out / "onnx" / "model.onnx").read_bytes() == before
 
 
 def test_cli_unsupported_opset_one_line(make_checkpoint, tmp_path: Path, capsys) -> None:

@@ -51,7 +51,7 @@ def artifacts(make_checkpoint, tmp_path_factory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("optimize", ["none", "fuse"])
 def test_inspect_converted_artifact(artifacts, optimize: str) -> None:
-    model = artifacts[optimize] / "model.onnx"
+    model = artifacts[optimize] / "onnx" / "model.onnx"
     info = inspect_onnx(model)
     assert set(info) >= ARTIFACT_KEYS
     assert info["file_bytes"] == model.stat().st_size

@@ -218,6 +218,10 @@ class FuseTransformerPass(AlbertFunctionalPass):
             new = self._optimize(model, attention=False)
         elif matched == 0:
             attention_note = "not fused: ORT's attention pattern did not match"
+        # ORT's fusion emits com.microsoft nodes without importing that domain: ORT does
+        # not care, but onnx.checker (full_check) and optimum's quantizer refuse the model.
+        if any(n.domain == MS_DOMAIN for n in new.graph):
+            new.opset_imports.setdefault(MS_DOMAIN, 1)
         fused_inits = len(new.graph.initializers)
         DeduplicateHashedInitializersPass(size_limit=1 << 62)(new)
         RemoveUnusedNodesPass()(new)
@@ -243,6 +247,11 @@ class FuseTransformerPass(AlbertFunctionalPass):
         return ir.passes.PassResult(new, modified=True)
 
     def ensures(self, model: ir.Model) -> None:
+        missing = {n.domain for n in model.graph if n.domain not in ("", "ai.onnx")} - set(
+            model.opset_imports
+        )
+        if missing:
+            self.fail(f"nodes of domain(s) {sorted(missing)} without an opset import")
         ins = [str(v.name) for v in model.graph.inputs]
         outs = [str(v.name) for v in model.graph.outputs]
         if outs != self._io[1] or not set(ins) <= set(self._io[0]):

@@ -1,0 +1,212 @@
+"""The artifact layout: a Hugging Face model repo that transformers.js also loads as written.
+
+Why this layout: an artifact is only useful where it lands. optimum/transformers read
+``config.json`` + ``tokenizer.json``/``tokenizer_config.json``/``special_tokens_map.json``;
+transformers.js (``@huggingface/transformers``) additionally looks for the model under
+``onnx/`` with a file-name suffix per dtype (``DEFAULT_DTYPE_SUFFIX_MAPPING`` in its
+``src/utils/dtypes.js``: fp32 → ``model.onnx``, q8 → ``model_quantized.onnx``, int8 →
+``model_int8.onnx``, fp16 → ``model_fp16.onnx``, q4 → ``model_q4.onnx``) and takes its default
+dtype from ``config.json["transformers.js_config"]["dtype"]``, so writing that key makes
+``pipeline('sentiment-analysis', dir)`` pick the file we wrote without any option.
+
+``manifest["model_file"]`` stays the single source of truth for the model's relative path:
+every reader (verify, bench, inspect, quantize) follows it.
+
+No absolute path of the build machine is written anywhere: the source checkpoint is
+recorded by name, kind and the sha256 of its weights (:func:`source_record`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from albert_edge.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from albert_edge.checkpoint import Checkpoint
+
+# albert-edge ONNX precision → (transformers.js dtype, file name under onnx/).
+ONNX_DTYPES: dict[str, tuple[str, str]] = {
+    "fp32": ("fp32", "model.onnx"),
+    "fp16": ("fp16", "model_fp16.onnx"),
+    "int8-dynamic": ("q8", "model_quantized.onnx"),
+    "int8-static": ("int8", "model_int8.onnx"),
+    "int4": ("q4", "model_q4.onnx"),
+}
+ONNX_SUBDIR = "onnx"
+EMBEDDED_NAME = "embedded"
+
+
+def onnx_model_file(precision: str) -> str:
+    """The artifact-relative path of the ONNX model for ``precision`` (POSIX separators)."""
+    return f"{ONNX_SUBDIR}/{ONNX_DTYPES.get(precision, ONNX_DTYPES['fp32'])[1]}"
+
+
+def transformers_js_dtype(precision: str) -> str:
+    return ONNX_DTYPES.get(precision, ONNX_DTYPES["fp32"])[0]
+
+
+def artifact_root(path: str | Path) -> Path:
+    """The artifact directory holding ``manifest.json`` for a directory or a model file in it
+    (the model lives one level down, in ``onnx/``)."""
+    p = Path(path)
+    if p.is_dir():
+        return p
+    for parent in (p.parent, p.parent.parent):
+        if (parent / "manifest.json").is_file():
+            return parent
+    return p.parent
+
+
+def _weights_sha256(ckpt: Checkpoint) -> str | None:
+    """sha256 of the checkpoint's weight file(s): identifies the source without its path."""
+    p = Path(ckpt.path)
+    files: list[Path] = []
+    if p.is_dir():
+        files = sorted(
+            f for f in p.iterdir() if f.suffix in {".safetensors", ".bin"} or ".data-" in f.name
+        )
+    else:  # TF1 prefix: model.ckpt-1000 → model.ckpt-1000.data-*
+        files = sorted(p.parent.glob(p.name + ".data-*"))
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for f in files:
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def is_embedded(ckpt: Checkpoint) -> bool:
+    from albert_edge.checkpoint import DEFAULT_MODEL
+
+    try:
+        return Path(ckpt.path).resolve() == Path(DEFAULT_MODEL).resolve()
+    except OSError:
+        return False
+
+
+def source_record(ckpt: Checkpoint) -> dict[str, Any]:
+    """What the manifest says about the source: a name, never a path of this machine."""
+    embedded = is_embedded(ckpt)
+    return {
+        "name": EMBEDDED_NAME if embedded else Path(ckpt.path).name,
+        "kind": ckpt.source,
+        "embedded": embedded,
+        "weights_sha256": _weights_sha256(ckpt),
+    }
+
+
+def resolve_source(source: Any, artifact: Path | str) -> Path | None:
+    """The reference checkpoint a manifest's ``source`` points at, for verify/quantize.
+
+    ``None`` means the embedded model. Manifests written before this layout held a
+    ``path``: still honoured when it exists. Otherwise the user must name the checkpoint.
+    """
+    if isinstance(source, dict) and source.get("embedded"):
+        return None
+    path = source.get("path") if isinstance(source, dict) else source
+    if path:
+        if not Path(str(path)).exists():
+            raise CheckpointError(
+                f"{artifact}: reference checkpoint {path} (from manifest.json) does not exist; "
+                "pass --reference CHECKPOINT"
+            )
+        return Path(str(path))
+    name = source.get("name") if isinstance(source, dict) else None
+    raise CheckpointError(
+        f"{artifact}: manifest.json records the source only by name ({name or 'unknown'}), "
+        "not by path; pass --reference CHECKPOINT (the checkpoint it was converted from)"
+    )
+
+
+# --- tokenizer files --------------------------------------------------------------------
+
+
+def write_tokenizer_files(ckpt: Checkpoint, out_dir: Path) -> list[str]:
+    """spiece.model, tokenizer.json (fast), tokenizer_config.json, special_tokens_map.json.
+
+    tokenizer.json is built by transformers' ``AlbertConverter`` (the ``tokenizers``
+    library's Unigram + Metaspace + the SentencePiece precompiled charsmap) from the
+    checkpoint's SentencePiece model; parity with the slow tokenizer and with
+    :mod:`albert_edge.tokenizer` is tested on SST-2 dev sentences.
+    No ``remove_space`` key: transformers' fast tokenizer ignores it (keeps whitespace
+    around ALBERT's user-defined pieces: "cliches ." → ``▁cliches ▁ .``, what fine-tuned
+    models saw), but transformers.js honours it and strips, giving other ids on 283 of the
+    291 sample sentences.
+    ``model_max_length`` = ``max_position_embeddings``, so ``truncation=True`` works in
+    transformers/optimum and transformers.js on texts longer than the model accepts.
+    """
+    import shutil
+
+    from transformers import AlbertTokenizer as SlowAlbert
+    from transformers.convert_slow_tokenizer import convert_slow_tokenizer
+
+    tok = ckpt.tokenizer()  # raises if missing: an artifact without its tokenizer is unusable
+    shutil.copyfile(tok.path, out_dir / "spiece.model")
+    max_len = int(ckpt.config.max_position_embeddings)
+    slow = SlowAlbert(
+        vocab_file=str(out_dir / "spiece.model"),
+        do_lower_case=ckpt.do_lower_case,
+        keep_accents=False,
+        model_max_length=max_len,
+    )
+    fast = convert_slow_tokenizer(slow)
+    fast.save(str(out_dir / "tokenizer.json"))
+    # AlbertTokenizerFast declares [MASK] with lstrip=True (it eats the space before it);
+    # the converter's added-token entry does not say so, and transformers.js reads only
+    # tokenizer.json: state it there so both strip alike.
+    data = json.loads((out_dir / "tokenizer.json").read_text())
+    for tok_entry in data.get("added_tokens", []):
+        if tok_entry.get("content") == "[MASK]":
+            tok_entry["lstrip"] = True
+    (out_dir / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False, indent=2))
+    special = {
+        "bos_token": "[CLS]",
+        "eos_token": "[SEP]",
+        "unk_token": "<unk>",
+        "sep_token": "[SEP]",
+        "pad_token": "<pad>",
+        "cls_token": "[CLS]",
+        "mask_token": {
+            "content": "[MASK]",
+            "lstrip": True,
+            "rstrip": False,
+            "normalized": False,
+            "single_word": False,
+        },
+    }
+    config = {
+        "tokenizer_class": "AlbertTokenizer",
+        "do_lower_case": bool(ckpt.do_lower_case),
+        "keep_accents": False,
+        "model_max_length": max_len,
+        "padding_side": "right",
+        "clean_up_tokenization_spaces": True,
+        **{k: v for k, v in special.items() if k != "mask_token"},
+        "mask_token": "[MASK]",
+    }
+    (out_dir / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (out_dir / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n")
+    return ["spiece.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
+
+
+def write_config(ckpt: Checkpoint, out_dir: Path, *, precision: str, target: str) -> str:
+    """config.json: the checkpoint's, plus the transformers.js dtype of the model we wrote."""
+    data = ckpt.config.to_dict()
+    data.pop("_name_or_path", None)  # may hold the build machine's path
+    if target == "onnx":
+        data["transformers.js_config"] = {"dtype": transformers_js_dtype(precision)}
+    (out_dir / "config.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return "config.json"
+
+
+def set_config_dtype(config_path: Path, precision: str) -> None:
+    """Point transformers.js at the model file of ``precision`` (``quantize`` re-targets)."""
+    data = json.loads(config_path.read_text())
+    data["transformers.js_config"] = {"dtype": transformers_js_dtype(precision)}
+    config_path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

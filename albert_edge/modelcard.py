@@ -1,0 +1,147 @@
+"""The artifact's model card (README.md), generated from its manifest.
+
+Why generated: the figures a user reads (size against the floor, precision, errors
+against PyTorch) must be the ones the manifest recorded, never hand-copied. The card also
+names the runtimes known to load the layout and their minimum versions, and the front
+matter follows the Hugging Face model-card metadata so a hub upload renders it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+# Runtimes the project's client tests load the layout with (tests/clients/), and the
+# oldest version each was tested or is documented to need for these ops.
+RUNTIMES_ONNX = (
+    ("onnxruntime (Python)", ">= 1.20", "ORT's com.microsoft contrib ops (fused graph)"),
+    ("optimum ORTModelForSequenceClassification", "optimum-onnx >= 0.1", "file_name / subfolder"),
+    ("onnxruntime-node", ">= 1.30", "npm"),
+    ("onnxruntime-web (wasm)", ">= 1.30", "Node and browsers"),
+    ("@huggingface/transformers (transformers.js)", ">= 4.3", "pipeline(task, local dir)"),
+    ("Triton Inference Server", "onnxruntime backend", "albert-edge export-triton"),
+)
+RUNTIMES_TFLITE = (
+    ("ai-edge-litert (Python)", ">= 2.0", "XNNPACK on CPU"),
+    ("LiteRT / TFLite Android", "2.16+", "op versions listed in manifest.json"),
+)
+
+
+def _version() -> str:
+    from albert_edge import __version__
+
+    return str(__version__)
+
+
+def _mb(n: Any) -> str:
+    return f"{int(n) / 1e6:.2f} MB" if isinstance(n, int | float) else "n/a"
+
+
+def render_model_card(manifest: dict[str, Any]) -> str:
+    """Markdown for ``README.md`` of an artifact directory."""
+    target = str(manifest.get("target", "onnx"))
+    precision = str(manifest.get("precision", "fp32"))
+    head = str(manifest.get("head", ""))
+    src = manifest.get("source") or {}
+    sizes = manifest.get("sizes") or {}
+    albert = manifest.get("albert") or {}
+    model_file = str(manifest.get("model_file", ""))
+    lines = [
+        "---",
+        "library_name: " + ("transformers.js" if target == "onnx" else "litert"),
+        "pipeline_tag: "
+        + ("text-classification" if head == "sequence-classification" else "feature-extraction"),
+        "tags: [albert, " + ("onnx" if target == "onnx" else "tflite") + f", {precision}]",
+        "---",
+        "",
+        f"# ALBERT ({head}) — {target.upper()} {precision}",
+        "",
+        "Written by albert-edge "
+        f"{manifest.get('albert_edge_version') or _version()} from `{src.get('name', 'unknown')}` "
+        f"({src.get('kind', '?')} checkpoint"
+        + (
+            f", weights sha256 `{str(src['weights_sha256'])[:16]}…`"
+            if src.get("weights_sha256")
+            else ""
+        )
+        + ").",
+        "",
+        "## Files",
+        "",
+        f"- model: `{model_file}`",
+        "- tokenizer: `tokenizer.json` (fast), `spiece.model`, `tokenizer_config.json`, "
+        "`special_tokens_map.json`; `config.json`; `manifest.json` (every figure below)",
+        "",
+        "## Size",
+        "",
+        "| file | floor | ratio to floor | unique parameters |",
+        "|---:|---:|---:|---:|",
+        f"| {_mb(sizes.get('file_bytes'))} | {_mb(sizes.get('floor_bytes'))} | "
+        f"{sizes.get('ratio_to_floor', 'n/a')} | {sizes.get('unique_params', 'n/a')} |",
+        "",
+        "The floor is every distinct weight stored once at this precision: ALBERT's shared "
+        "layers and factorized embedding "
+        f"(V={albert.get('vocab_size', '?')} × E={albert.get('embedding_size', '?')}, "
+        f"E × H={albert.get('hidden_size', '?')}) kept as they are.",
+        "",
+        "## Precision and verification",
+        "",
+    ]
+    quant = manifest.get("quantization") or {}
+    lines.append(
+        f"- precision: **{precision}**" + (f" — {quant['recipe']}" if quant.get("recipe") else "")
+    )
+    ver = manifest.get("verification")
+    if isinstance(ver, dict) and ver.get("outputs"):
+        lines += [
+            f"- verified against PyTorch with {ver.get('runtime', '?')} on batch "
+            f"{ver.get('batch_sizes')} × sequence {ver.get('seq_lens')}",
+            "",
+            "| output | max abs err | mean abs err | SQNR (dB) |",
+            "|---|---:|---:|---:|",
+        ]
+        for name, o in ver["outputs"].items():
+            sq = o.get("sqnr_db")
+            lines.append(
+                f"| {name} | {o.get('max_abs_err', float('nan')):.3g} | "
+                f"{o.get('mean_abs_err', float('nan')):.3g} | "
+                + (f"{sq:.1f}" if isinstance(sq, int | float) else "n/a")
+                + " |"
+            )
+    else:
+        lines.append("- not verified at conversion (`--no-verify`); run `albert-edge verify`")
+    lines += ["", "## Runtimes", "", "| runtime | minimum version | note |", "|---|---|---|"]
+    for name, ver_s, note in RUNTIMES_ONNX if target == "onnx" else RUNTIMES_TFLITE:
+        lines.append(f"| {name} | {ver_s} | {note} |")
+    lines += ["", "## Use", ""]
+    if target == "onnx":
+        sub, _, fname = model_file.rpartition("/")
+        lines += [
+            "```python",
+            "from optimum.onnxruntime import ORTModelForSequenceClassification",
+            "from transformers import AutoTokenizer, pipeline",
+            f'model = ORTModelForSequenceClassification.from_pretrained(".", subfolder="{sub}", file_name="{fname}")',
+            'clf = pipeline("text-classification", model=model, tokenizer=AutoTokenizer.from_pretrained("."))',
+            'print(clf("a gripping film", truncation=True))',
+            "```",
+            "",
+            "```js",
+            'import { env, pipeline } from "@huggingface/transformers";',
+            "env.allowRemoteModels = false; env.localModelPath = '/path/to/parent/';",
+            "const clf = await pipeline('sentiment-analysis', '<this directory name>');",
+            "```",
+        ]
+    else:
+        lines += [
+            "```python",
+            "from ai_edge_litert.interpreter import Interpreter",
+            f'interp = Interpreter(model_path="{model_file}")',
+            "```",
+        ]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_model_card(out_dir: Path, manifest: dict[str, Any]) -> str:
+    (Path(out_dir) / "README.md").write_text(render_model_card(manifest))
+    return "README.md"

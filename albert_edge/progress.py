@@ -1,0 +1,155 @@
+"""Progress for long steps, on stderr, through one library (rich); ``--quiet`` silences it.
+
+Why one module: converting albert-xxlarge takes minutes; a user must see which step is
+running (export, graph passes, quantize, verify, TFLite conversion). Every long step
+goes through :func:`step` (a named phase with its elapsed time) or :func:`track` (a
+counted loop), so the look, the stream (stderr: stdout stays for ``--json``) and the
+off switch are decided once, here.
+
+On a terminal a step shows a live spinner; elsewhere (CI logs, a subprocess) it prints one
+line when it starts and one when it ends, so logs still name the step that hung.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
+T = TypeVar("T")
+
+_state = {"enabled": True}
+_console: list[Console] = []
+
+
+def set_enabled(enabled: bool) -> None:
+    """Turn progress output on or off for this process (the CLI's ``--quiet``)."""
+    _state["enabled"] = bool(enabled)
+
+
+def enabled() -> bool:
+    return _state["enabled"]
+
+
+def console() -> Console:
+    """The stderr console every progress line goes to."""
+    if not _console:
+        from rich.console import Console
+
+        _console.append(Console(stderr=True, highlight=False))
+    return _console[0]
+
+
+@contextlib.contextmanager
+def step(name: str) -> Iterator[None]:
+    """Announce a named step and report its duration (or its failure) when it ends."""
+    if not _state["enabled"]:
+        yield
+        return
+    con = console()
+    t0 = time.perf_counter()
+    ok = False
+    try:
+        if con.is_terminal:
+            with con.status(f"[bold]{name}[/bold] …"):
+                yield
+        else:
+            con.print(f"albert-edge: {name} …")
+            yield
+        ok = True
+    finally:
+        dt = time.perf_counter() - t0
+        mark = "[green]✓[/green]" if ok else "[red]✗[/red]"
+        con.print(f"albert-edge: {mark} {name} ({dt:.1f} s)")
+
+
+def track(items: Iterable[T], *, total: int | None = None, description: str = "") -> Iterator[T]:
+    """Iterate ``items`` with a progress bar named ``description`` (plain when disabled)."""
+    if not _state["enabled"]:
+        yield from items
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    con = console()
+    if not con.is_terminal:
+        t0 = time.perf_counter()
+        con.print(f"albert-edge: {description} …")
+        n = 0
+        for n, item in enumerate(items, 1):  # noqa: B007 - n is the count reported below
+            yield item
+        con.print(f"albert-edge: ✓ {description} ({n} in {time.perf_counter() - t0:.1f} s)")
+        return
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=con,
+        transient=False,
+    ) as bar:
+        task = bar.add_task(description, total=total)
+        for item in items:
+            yield item
+            bar.advance(task)
+
+
+class Counter:
+    """A bar advanced by hand (``advance(n)``), for loops that move in uneven chunks."""
+
+    def __init__(self, total: int, description: str) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.total, self.description, self.done = total, description, 0
+        self._t0 = time.perf_counter()
+        self._closed = not _state["enabled"]
+        self._bar: Progress | None = None
+        if self._closed:
+            return
+        con = console()
+        if con.is_terminal:
+            self._bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                console=con,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(description, total=total)
+        else:
+            con.print(f"albert-edge: {description} ({total}) …")
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        if self._bar is not None:
+            self._bar.advance(self._task, n)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._bar is not None:
+            self._bar.stop()
+        else:
+            console().print(
+                f"albert-edge: ✓ {self.description} ({self.done}/{self.total} in "
+                f"{time.perf_counter() - self._t0:.1f} s)"
+            )
+
+    def __enter__(self) -> Counter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

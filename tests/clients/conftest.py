@@ -1,0 +1,72 @@
+"""Artifacts of the embedded SST-2 model as ``albert-edge convert`` writes them, shared by the
+client tests (Python and Node). Built once per session; never modify what they return."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from albert_edge.data import read_sst2
+from albert_edge.verify import SAMPLE_DATA
+
+# Sentences the clients are compared on: SST-2 dev rows from the packaged sample.
+N_SENTENCES = 12
+
+
+@pytest.fixture(scope="session")
+def client_artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """{"fp32": dir, "int8": dir}: the README's convert commands, verification included."""
+    from albert_edge.convert import convert
+    from albert_edge.options import ConvertOptions
+
+    root = tmp_path_factory.mktemp("clients")
+    out = {
+        "fp32": root / "sst2-fp32",
+        "int8": root / "sst2-int8",
+    }
+    convert(None, out["fp32"], ConvertOptions(precision="fp32"))
+    convert(
+        None,
+        out["int8"],
+        ConvertOptions(precision="int8-dynamic", quantize_embeddings=True),
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def int8_plain_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """int8-dynamic without --quantize-embeddings: what browsers' transformers.js can run
+    (its bundled onnxruntime-web has no GatherBlockQuantized kernel, the int8 word table's op)."""
+    from albert_edge.convert import convert
+    from albert_edge.options import ConvertOptions
+
+    out = tmp_path_factory.mktemp("clients-plain") / "sst2-int8-plain"
+    convert(None, out, ConvertOptions(precision="int8-dynamic"))
+    return out
+
+
+@pytest.fixture(scope="session")
+def sentences() -> list[tuple[int, str]]:
+    rows = read_sst2(SAMPLE_DATA)
+    # spread over the sample, both labels, short and long
+    step = max(1, len(rows) // N_SENTENCES)
+    return rows[::step][:N_SENTENCES]
+
+
+@pytest.fixture(scope="session")
+def torch_logits(sentences: list[tuple[int, str]]) -> list[list[float]]:
+    """PyTorch logits of the embedded checkpoint, one sentence at a time (no padding)."""
+    import torch
+
+    from albert_edge.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(None)
+    tok = ckpt.tokenizer()
+    out = []
+    with torch.no_grad():
+        for _, text in sentences:
+            enc = tok.encode(text, padding="none")
+            feeds = {k: torch.tensor(v) for k, v in vars(enc).items()}
+            out.append(ckpt.model(**feeds).logits[0].tolist())
+    return out
