@@ -260,7 +260,7 @@ def damage_trials(t: Tally, work: Path, artifacts: dict[str, Path], rng: random.
     case = work / "damaged"
     shutil.rmtree(case, ignore_errors=True)
     shutil.copytree(artifacts["onnx"], case)
-    with open(case / "model.onnx", "r+b") as fh:
+    with open(case / _model_rel(case), "r+b") as fh:
         fh.seek(1000)
         b = fh.read(1)
         fh.seek(1000)
@@ -269,13 +269,18 @@ def damage_trials(t: Tally, work: Path, artifacts: dict[str, Path], rng: random.
     t.add("damaged onnx via CLI", false_pass=r.returncode == 0, tracebacks="Traceback" in r.stderr)
 
 
+def _model_rel(art: Path) -> str:
+    """The model's path inside an artifact, as its manifest names it (``onnx/model.onnx``)."""
+    return str(json.loads((art / "manifest.json").read_text())["model_file"])
+
+
 def manifest_trials(t: Tally, work: Path, art: Path) -> None:
     from albert_edge.errors import AlbertEdgeError
     from albert_edge.verify import verify
 
     good = json.loads((art / "manifest.json").read_text())
     other = work / "elsewhere.onnx"
-    shutil.copyfile(art / "model.onnx", other)
+    shutil.copyfile(art / _model_rel(art), other)
     bad: dict[str, str] = {
         "empty object": "{}",
         "JSON list": "[]",
@@ -293,7 +298,7 @@ def manifest_trials(t: Tally, work: Path, art: Path) -> None:
         case = work / "badman"
         shutil.rmtree(case, ignore_errors=True)
         shutil.copytree(art, case)
-        (case / "model.onnx").write_bytes(b"garbage")  # so a followed link would pass
+        (case / _model_rel(art)).write_bytes(b"garbage")  # so a followed link would pass
         (case / "manifest.json").write_text(text)
         passed, tb = False, False
         try:
