@@ -213,6 +213,29 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _clean_stale_lock(out: Path) -> list[Path]:
+    """Remove ``.OUT.lock`` when nobody holds it (a ``kill -9`` leaves the file; the kernel
+    has already dropped the lock). Unlinked while we hold it, so :func:`output_lock`'s
+    inode re-check keeps a writer that opened it meanwhile from proceeding on a dead file."""
+    path = lock_path(out)
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return []
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return []  # held: a live writer
+    try:
+        os.unlink(path)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    return [path]
+
+
 def clean_stale_siblings(out: Path) -> list[Path]:
     """Remove ``.OUT.tmp-<pid>-*`` / ``.OUT.old-<pid>`` left by dead runs; return them.
 
@@ -223,7 +246,7 @@ def clean_stale_siblings(out: Path) -> list[Path]:
     if not out.parent.is_dir():
         return []
     pattern = re.compile(rf"^\.{re.escape(out.name)}\.(tmp|old)-(\d+)(-.*)?$")
-    cleaned = []
+    cleaned = _clean_stale_lock(out)
     for entry in out.parent.iterdir():
         m = pattern.match(entry.name)
         if not m or _pid_alive(int(m.group(2))):

@@ -156,7 +156,9 @@ def write_tokenizer_files(ckpt: Checkpoint, out_dir: Path) -> list[str]:
         model_max_length=max_len,
     )
     fast = convert_slow_tokenizer(slow)
-    fast.save(str(out_dir / "tokenizer.json"))
+    # Written by Python, not ``fast.save``: the tokenizers library reports a full disk as
+    # a bare ``Exception``, where an OSError becomes the CLI's one-line message.
+    (out_dir / "tokenizer.json").write_text(fast.to_str(pretty=True))
     # AlbertTokenizerFast declares [MASK] with lstrip=True (it eats the space before it);
     # the converter's added-token entry does not say so, and transformers.js reads only
     # tokenizer.json: state it there so both strip alike.

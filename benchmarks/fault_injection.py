@@ -48,6 +48,8 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 def cli(
     *args: str, timeout: float = 600, user: int | None = None
 ) -> subprocess.CompletedProcess[str]:
+    if args and args[0] in ("convert", "quantize", "verify", "bench"):
+        args = (*args, "--quiet")  # progress lines are not error lines: judge only errors
     cmd = [sys.executable, "-m", "albert_edge.cli", *args]
     if user is not None:
         cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]

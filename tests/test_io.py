@@ -222,6 +222,24 @@ def test_next_run_cleans_leftovers_of_a_killed_run(tmp_path: Path) -> None:
     assert live.exists() and unrelated.exists() and out.exists()
 
 
+def test_stale_lock_file_is_removed_but_a_held_one_is_not(tmp_path: Path) -> None:
+    """Was: a kill -9 during convert left ``.OUT.lock`` behind for ever (found by
+    benchmarks/fault_injection.py); the kernel drops the flock, the file stayed."""
+    out = tmp_path / "out"
+    lock_path(out).write_text("12345\n")  # what a killed writer leaves
+    assert clean_stale_siblings(out) == [lock_path(out)]
+    assert not lock_path(out).exists()
+    with output_lock(out):  # a live writer's lock is never touched
+        code = (
+            "from pathlib import Path; from albert_edge.io import clean_stale_siblings\n"
+            f"print(clean_stale_siblings(Path({str(out)!r})))\n"
+        )
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
+        assert lock_path(out).exists()
+    assert not lock_path(out).exists()
+
+
 def test_killed_between_renames_restores_the_old_artifact(tmp_path: Path) -> None:
     out = tmp_path / "out"
     old = make_artifact(tmp_path / f".out.old-{dead_pid()}", b"old")
