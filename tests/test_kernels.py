@@ -139,12 +139,22 @@ def test_remote_runner_protocol_matches_in_process(int8_pair) -> None:
 
 
 def test_verify_on_without_setup_is_one_line(int8_pair, tmp_path: Path) -> None:
-    _, arts = int8_pair
+    ckpt, arts = int8_pair
     # An empty cache: qemu on PATH is too old (Debian 12's 7.2) or absent, and there is no
     # arm64 sysroot; either way the message names the set-up command.
     env = {**os.environ, "ALBERT_EDGE_CACHE": str(tmp_path / "empty-cache")}
     proc = subprocess.run(
-        [sys.executable, "-m", "albert_edge.cli", "verify", str(arts["portable"]), "--on", "arm64"],
+        [
+            sys.executable,
+            "-m",
+            "albert_edge.cli",
+            "verify",
+            str(arts["portable"]),
+            "--reference",  # the manifest names a user checkpoint without its path
+            str(ckpt),
+            "--on",
+            "arm64",
+        ],
         capture_output=True,
         text=True,
         env=env,
