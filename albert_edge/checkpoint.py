@@ -135,6 +135,14 @@ def _load_state_dict(path: Path) -> dict[str, torch.Tensor]:
             return dict(load_file(str(path)))
         state = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # truncated zip, bad header, pickle rejected, ...
+        text = str(exc)
+        if "Weights only load failed" in text and "Unsupported global" in text:
+            what = text.split("Unsupported global:", 1)[1].split()[0:2]
+            raise CheckpointError(
+                f"{path}: refused to unpickle it: it references {' '.join(what).rstrip('.')}, "
+                "code that weights-only loading does not run (the file is intact); save the "
+                "weights as model.safetensors instead"
+            ) from None
         raise CheckpointError(
             f"{path}: cannot read weights ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); "
             "the file is truncated or corrupt, re-save or re-download it"

@@ -18,11 +18,30 @@ from albert_edge.errors import AlbertEdgeError
 
 def _ints(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
+        values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated integers, got {text!r}"
         ) from None
+    if not values or min(values) < 1:  # sizes, lengths and thread counts: >= 1 each
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
+    return values
+
+
+def _at_least(low: int) -> Any:
+    """An argparse type: an integer >= ``low`` (0 runs, 0 threads, 0 examples: nonsense)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
 
 
 def _print_json(data: Any) -> None:
@@ -43,7 +62,7 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--num-calibration",
-        type=int,
+        type=_at_least(1),
         default=128,
         help="number of calibration sentences to use (default: %(default)s)",
     )
@@ -54,10 +73,12 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
         help="how int8-static picks activation ranges (default: %(default)s)",
     )
     p.add_argument(
-        "--quantize-embeddings",
+        "--keep-embeddings-wide",
         action="store_true",
-        help="also quantize the V x E word-embedding table (int8/int4 blocks)",
+        help="keep the V×E word table in float (default: stored at the quantized precision)",
     )
+    # The old opt-in, now the default: accepted so existing scripts keep working.
+    p.add_argument("--quantize-embeddings", action="store_true", help=argparse.SUPPRESS)
     gran = p.add_mutually_exclusive_group()
     gran.add_argument(
         "--per-tensor",
@@ -74,19 +95,20 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--block-size",
-        type=int,
-        default=32,
+        type=_at_least(1),
+        default=128,
         help="int4 (and int4/int8 embedding) quantization block size, a power of two >= 16 "
-        "(default: %(default)s)",
+        "(default: %(default)s, chosen by benchmarks/precisions.py)",
     )
     p.add_argument(
         "--target",
         dest="runs_on",
         default="portable",
-        choices=("portable", "x86-vnni", "arm64", "wasm"),
+        choices=("portable", "x86-vnni", "arm64", "wasm", "gpu"),
         help="the CPUs the int8 artifact will run on (default portable: right on every "
         "kernel, x86 AVX2 included; x86-vnni/arm64/wasm keep 8-bit weights, which saturate "
-        "on AVX2-only x86)",
+        "on AVX2-only x86); gpu: --to tflite, fp16 GPU-clean graph for LiteRT's GPU "
+        "accelerator (int8 is the CPU/NPU format)",
     )
 
 
@@ -95,7 +117,7 @@ def _quantization_options(a: argparse.Namespace) -> dict[str, Any]:
         "calibration": a.calibration,
         "num_calibration": a.num_calibration,
         "calibration_method": a.calibration_method,
-        "quantize_embeddings": a.quantize_embeddings,
+        "quantize_embeddings": not a.keep_embeddings_wide,
         "per_channel": a.per_channel,
         "block_size": a.block_size,
         "runs_on": a.runs_on,
@@ -136,9 +158,9 @@ def _add_convert(sub: Any) -> None:
     )
     p.add_argument(
         "--precision",
-        default="fp32",
+        default=None,
         help="onnx: fp32|fp16|int8-dynamic|int8-static|int4; "
-        "tflite: fp32|fp16|int8-dynamic|int8-full",
+        "tflite: fp32|fp16|int8-dynamic|int8-full (default fp32; fp16 with --target gpu)",
     )
     p.add_argument(
         "--optimize",
@@ -148,7 +170,10 @@ def _add_convert(sub: Any) -> None:
         "(default: %(default)s)",
     )
     p.add_argument(
-        "--opset", type=int, default=17, help="onnx: ONNX opset to export (default: %(default)s)"
+        "--opset",
+        type=_at_least(1),
+        default=17,
+        help="onnx: ONNX opset to export (default: %(default)s)",
     )
     p.add_argument(
         "--seq-lens",
@@ -178,14 +203,16 @@ def _run_convert(a: argparse.Namespace) -> int:
 
     options = ConvertOptions(
         target=a.target,
-        precision=a.precision,
+        precision=a.precision or ("fp16" if a.runs_on == "gpu" else "fp32"),
+        accelerator="gpu" if a.runs_on == "gpu" else "cpu",
         optimize=a.optimize,
         opset=a.opset,
         seq_lens=a.seq_lens,
         int8_io=a.int8_io,
         overwrite=a.overwrite,
         verify=not a.no_verify,
-        **_quantization_options(a),
+        # --target gpu picks the accelerator, not an int8 CPU recipe.
+        **{**_quantization_options(a), **({"runs_on": "portable"} if a.runs_on == "gpu" else {})},
     )
     return _report_manifest(a, convert(a.checkpoint, a.output, options))
 
@@ -207,6 +234,7 @@ def _add_quantize(sub: Any) -> None:
         "came from it; otherwise verification is skipped)",
     )
     _add_quantization_flags(p)
+    p.add_argument("--no-verify", action="store_true", help="skip the comparison against PyTorch")
     p.add_argument(
         "--overwrite", action="store_true", help="replace the output directory if it exists"
     )
@@ -220,7 +248,11 @@ def _run_quantize(a: argparse.Namespace) -> int:
     from albert_edge.options import ConvertOptions
 
     options = ConvertOptions(
-        target="onnx", precision=a.precision, overwrite=a.overwrite, **_quantization_options(a)
+        target="onnx",
+        precision=a.precision,
+        overwrite=a.overwrite,
+        verify=not a.no_verify,
+        **_quantization_options(a),
     )
     return _report_manifest(a, quantize_artifact(a.model, a.output, options, reference=a.reference))
 
@@ -256,10 +288,13 @@ def _add_verify(sub: Any) -> None:
         help="comma-separated sequence lengths of the output grid (default: 1, 16, max)",
     )
     p.add_argument(
-        "--threads", type=int, default=2, help="runtime and PyTorch threads (default: 2)"
+        "--threads", type=_at_least(1), default=2, help="runtime and PyTorch threads (default: 2)"
     )
     p.add_argument(
-        "--max-examples", type=int, default=None, help="use only the first N rows of --data"
+        "--max-examples",
+        type=_at_least(1),
+        default=None,
+        help="use only the first N rows of --data",
     )
     p.add_argument(
         "--on",
@@ -384,8 +419,10 @@ def _add_bench(sub: Any) -> None:
     p.add_argument(
         "--threads", type=_ints, default=(2,), help="comma-separated thread counts (default: 2)"
     )
-    p.add_argument("--runs", type=int, default=None, help="timed runs per shape")
-    p.add_argument("--warmup", type=int, default=None, help="untimed warm-up runs per shape")
+    p.add_argument("--runs", type=_at_least(1), default=None, help="timed runs per shape")
+    p.add_argument(
+        "--warmup", type=_at_least(0), default=None, help="untimed warm-up runs per shape"
+    )
     p.add_argument(
         "--json", dest="json_out", type=Path, default=None, help="write results as JSON here"
     )
@@ -395,13 +432,33 @@ def _add_bench(sub: Any) -> None:
     p.add_argument("--serial", default=None, help="adb serial of the device (with --adb)")
     _add_quiet(p)
     p.add_argument("--benchmark-model", default=None, help="path of TFLite's benchmark_model")
+    p.add_argument(
+        "--recommend",
+        action="store_true",
+        help="convert the checkpoint to every candidate, verify, time, and say which to ship",
+    )
+    p.add_argument("--data", type=Path, default=None, help="--recommend: SST-2 style .tsv")
+    p.add_argument("--candidates", default=None, help="--recommend: e.g. onnx:int8-dynamic,...")
+    p.add_argument("--work-dir", type=Path, default=None, help="--recommend: keep artifacts here")
     p.set_defaults(run=_run_bench)
 
 
 def _run_bench(a: argparse.Namespace) -> int:
     from albert_edge.bench import run_bench_cli
 
+    if a.recommend:
+        from albert_edge.bench.recommend import run_recommend_cli
+
+        return run_recommend_cli(a)
+
     return run_bench_cli(a)
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line, like every other error (the usage is one --help away)."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
 
 
 # --- progress / export-triton ---------------------------------------------------------
@@ -427,11 +484,15 @@ def _add_export_triton(sub: Any) -> None:
     )
     p.add_argument("--name", default=None, help="model name (default: the artifact's folder name)")
     p.add_argument(
-        "--version", dest="model_version", type=int, default=1, help="model version (default: 1)"
+        "--version",
+        dest="model_version",
+        type=_at_least(1),
+        default=1,
+        help="model version (default: 1)",
     )
     p.add_argument(
         "--max-batch-size",
-        type=int,
+        type=_at_least(0),
         default=8,
         help="Triton max_batch_size with dynamic batching; 0 disables batching (default: 8)",
     )
@@ -466,7 +527,7 @@ def _run_export_triton(a: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from albert_edge import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="albert-edge",
         description="Ship ALBERT to the edge: convert, quantize, verify, inspect, bench.",
     )
@@ -502,15 +563,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_frameworks()
     parser = build_parser()
     args = parser.parse_args(argv)
+    from albert_edge.io import run_scratch
     from albert_edge.progress import set_enabled
 
     set_enabled(not getattr(args, "quiet", False))
     try:
-        code: int = args.run(args)
+        with run_scratch():
+            code: int = args.run(args)
         return code
     except AlbertEdgeError as exc:
         print(f"albert-edge {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # the safety net: a file error is one line, never a traceback
+        where = exc.filename or "a file"
+        print(
+            f"albert-edge {args.command}: error: {where}: {exc.strerror or exc}; "
+            "check the path and its permissions",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         print("albert-edge: interrupted", file=sys.stderr)
         return 130

@@ -38,8 +38,12 @@ def convert(
     Returns the manifest that was written to ``output/manifest.json``.
     """
     options = options or ConvertOptions()
+    if isinstance(checkpoint, str | Path):  # refuse a destructive -o before loading anything
+        from albert_edge.io import check_output
+
+        check_output(Path(output), overwrite=options.overwrite, inputs=[Path(checkpoint)])
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
-    with atomic_output_dir(output, overwrite=options.overwrite) as tmp:
+    with atomic_output_dir(output, overwrite=options.overwrite, inputs=[ckpt.path]) as tmp:
         files = copy_tokenizer_files(ckpt, tmp, precision=options.precision, target=options.target)
         if options.target == "onnx":
             from albert_edge.onnx.pipeline import convert_onnx

@@ -53,6 +53,11 @@ def read_sst2(path: str | Path) -> list[tuple[int, str]]:
     for n, row in enumerate(rows[1:], start=2):
         if not row:
             continue
+        if len(row) != len(header):  # a stray tab would silently cut the sentence short
+            raise DataError(
+                f"{p}:{n}: row has {len(row)} tab-separated columns but the header has "
+                f"{len(header)}; remove the extra tabs (a tab inside a sentence?)"
+            )
         try:
             out.append((int(row[li]), row[si]))
         except (ValueError, IndexError):

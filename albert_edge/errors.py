@@ -52,5 +52,15 @@ class BenchmarkError(AlbertEdgeError):
     """A benchmark could not be run as asked."""
 
 
+class OutputError(AlbertEdgeError):
+    """The output cannot be written (permission, full disk, read-only file system, ...)."""
+
+
+class ArtifactIntegrityError(AlbertEdgeError):
+    """An artifact's files or manifest.json differ from what albert-edge wrote."""
+
+    exit_code = 1
+
+
 class KernelSetupError(AlbertEdgeError):
     """Running on another kernel family needs set-up that is missing or broken."""

@@ -4,39 +4,291 @@ Common keys (every target): ``format_version``, ``albert_edge_version``, ``targe
 ``source`` ({name, kind: hf|tf1, embedded, weights_sha256}: never a path), ``head``, ``precision``, ``model_file``,
 ``inputs``/``outputs`` (name, dtype, shape with symbolic axes), ``sizes`` (file_bytes,
 floor_bytes, ratio_to_floor, ...), ``verification`` (per-output errors), ``files``.
-Targets add their own keys (``opset`` and ``passes`` for ONNX, ``signatures`` for TFLite).
+Targets add their own keys (``opset`` and ``passes`` for ONNX, ``signatures`` for TFLite);
+the schema keeps them as :attr:`Manifest.extra`, untouched.
+
+The manifest is data to check, not to trust (format version 2):
+
+* paths it names (``model_file``, ``files``, ``sha256``) are relative POSIX paths inside
+  the artifact (subdirectories allowed), never absolute, never ``..``; a manifest that
+  points elsewhere could make ``verify`` check one file and PASS another;
+* ``sha256`` records every file of the finished directory, found by walking it (not by
+  trusting a list the pipelines built), and is checked by ``verify`` and by
+  :func:`albert_edge.runtime.model_file` whenever an artifact is loaded;
+* ``manifest_sha256`` seals the manifest itself, and the file must be byte-for-byte the
+  serialization :func:`write_manifest` produces, so no truncation or bit flip anywhere in
+  the artifact can leave a manifest that reads as valid.
+
+One writer (:func:`write_manifest`) and one reader (:func:`load_manifest`, or
+:func:`read_manifest` for the plain dict) so the rules live in one place. Manifests of
+format 1 (no hashes, from earlier releases or written by hand) still load; they get the
+path and type checks but nothing can be said about their bytes.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
-from pathlib import Path
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from albert_edge.errors import AlbertEdgeError
+from albert_edge.errors import AlbertEdgeError, ArtifactIntegrityError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+MANIFEST_NAME = "manifest.json"
+_SEAL = "manifest_sha256"
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+# Keys the schema types; everything else is target-specific and kept as-is.
+_TYPED = ("format_version", "albert_edge_version", "model_file", "files", "sha256", _SEAL)
 
 
-def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> Path:
+class ManifestError(AlbertEdgeError):
+    """manifest.json is not valid JSON of the manifest schema."""
+
+
+def check_relative(path: object, where: Path, key: str) -> str:
+    """``path`` as a safe in-artifact relative POSIX path, or a :class:`ManifestError`."""
+    if not isinstance(path, str) or not path:
+        raise ManifestError(f"{where}: {key} must be a non-empty string, got {path!r}")
+    p = PurePosixPath(path)
+    if p.is_absolute() or "\\" in path or ".." in p.parts or path.startswith("~"):
+        raise ManifestError(
+            f"{where}: {key} {path!r} is not a relative path inside the artifact; "
+            "re-run albert-edge convert"
+        )
+    return p.as_posix()
+
+
+@dataclass
+class Manifest:
+    """The typed view of ``manifest.json``; :attr:`extra` holds target-specific keys."""
+
+    model_file: str
+    format_version: int = FORMAT_VERSION
+    albert_edge_version: str | None = None
+    files: list[str] = field(default_factory=list)
+    sha256: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def target(self) -> str | None:
+        value = self.extra.get("target")
+        return str(value) if value is not None else None
+
+    @property
+    def precision(self) -> str | None:
+        value = self.extra.get("precision")
+        return str(value) if value is not None else None
+
+    def recorded_files(self) -> list[str]:
+        """Every in-artifact path the manifest names (manifest.json itself excluded)."""
+        names = [self.model_file, *self.files, *self.sha256]
+        return list(dict.fromkeys(names))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The on-disk dict: common keys first, then the target's, then the hashes."""
+        d: dict[str, Any] = {"format_version": self.format_version}
+        if self.albert_edge_version is not None:
+            d["albert_edge_version"] = self.albert_edge_version
+        d.update(self.extra)
+        d["model_file"] = self.model_file
+        d["files"] = list(self.files)
+        if self.sha256:
+            d["sha256"] = dict(self.sha256)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: object, where: Path) -> Manifest:
+        """Validate ``data`` against the schema; raise :class:`ManifestError` naming ``where``."""
+        if not isinstance(data, dict):
+            raise ManifestError(
+                f"{where}: expected a JSON object, got {type(data).__name__}; "
+                "re-run albert-edge convert"
+            )
+        version = data.get("format_version", 1)
+        if type(version) is not int or not 1 <= version <= FORMAT_VERSION:
+            raise ManifestError(
+                f"{where}: unsupported format_version {version!r} (this albert-edge reads "
+                f"1..{FORMAT_VERSION}); upgrade albert-edge or re-run convert"
+            )
+        if "model_file" not in data:
+            raise ManifestError(f"{where}: no model_file; re-run albert-edge convert")
+        model = check_relative(data["model_file"], where, "model_file")
+        files = data.get("files", [])
+        if not isinstance(files, list):
+            raise ManifestError(f"{where}: files must be a list of paths")
+        files = [check_relative(f, where, "files entry") for f in files]
+        sha = data.get("sha256", {})
+        if not isinstance(sha, dict) or not all(
+            isinstance(v, str) and _HEX64.match(v) for v in sha.values()
+        ):
+            raise ManifestError(f"{where}: sha256 must map paths to 64 hex digits")
+        sha = {check_relative(k, where, "sha256 entry"): v for k, v in sha.items()}
+        if version >= 2 and model not in sha:
+            raise ManifestError(f"{where}: model_file {model!r} has no sha256")
+        aev = data.get("albert_edge_version")
+        return cls(
+            model_file=model,
+            format_version=version,
+            albert_edge_version=str(aev) if aev is not None else None,
+            files=files,
+            sha256=sha,
+            extra={k: v for k, v in data.items() if k not in _TYPED},
+        )
+
+
+def _serialize(d: dict[str, Any]) -> str:
+    return json.dumps(d, indent=2, sort_keys=False, default=str) + "\n"
+
+
+def _seal(d: dict[str, Any]) -> str:
+    body = {k: v for k, v in d.items() if k != _SEAL}
+    return hashlib.sha256(_serialize(body).encode()).hexdigest()
+
+
+def _walk_files(out_dir: Path) -> list[str]:
+    """Every regular file under ``out_dir`` except the manifest, as sorted relative paths."""
+    found = []
+    for root, dirs, files in os.walk(out_dir):
+        dirs.sort()
+        for name in files:
+            rel = Path(root, name).relative_to(out_dir).as_posix()
+            if rel != MANIFEST_NAME:
+                found.append(rel)
+    return sorted(found)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_cached(path: str, size: int, mtime_ns: int, ino: int) -> str:
+    return sha256_file(Path(path))
+
+
+def _sha256_stat(path: Path) -> str:
+    st = path.stat()
+    return _sha256_cached(str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def write_manifest(out_dir: Path, manifest: dict[str, Any] | Manifest) -> Path:
+    """Write ``out_dir/manifest.json``: validated, every file hashed, sealed.
+
+    Call it last, on the finished directory: it walks ``out_dir`` so files that a
+    pipeline wrote but forgot to list are hashed too.
+    """
     from albert_edge import __version__
 
-    manifest = {"format_version": FORMAT_VERSION, "albert_edge_version": __version__, **manifest}
-    path = out_dir / "manifest.json"
-    path.write_text(json.dumps(manifest, indent=2, sort_keys=False, default=str) + "\n")
+    out_dir = Path(out_dir)
+    data = manifest.to_dict() if isinstance(manifest, Manifest) else dict(manifest)
+    for key in ("sha256", _SEAL, "format_version", "albert_edge_version"):
+        data.pop(key, None)
+    data = {"format_version": FORMAT_VERSION, "albert_edge_version": __version__, **data}
+    walked = _walk_files(out_dir)
+    data["sha256"] = {rel: sha256_file(out_dir / rel) for rel in walked}
+    m = Manifest.from_dict(data, out_dir / MANIFEST_NAME)
+    if m.model_file not in m.sha256:
+        raise AlbertEdgeError(f"{out_dir / m.model_file}: the model file was not written")
+    d = m.to_dict()
+    d[_SEAL] = _seal(d)
+    path = out_dir / MANIFEST_NAME
+    with open(path, "w") as f:
+        f.write(_serialize(d))
+        f.flush()
+        os.fsync(f.fileno())
     return path
+
+
+def manifest_path(artifact: str | Path) -> Path:
+    """manifest.json of an artifact directory, or of the artifact holding a model file
+    (the ONNX model lives one level down, in ``onnx/``)."""
+    from albert_edge.layout import artifact_root
+
+    return artifact_root(artifact) / MANIFEST_NAME
+
+
+def load_manifest(artifact: str | Path) -> Manifest:
+    """The validated manifest of an artifact directory (or of the directory of a model file).
+
+    Format 2: the file must be exactly what :func:`write_manifest` wrote (seal and bytes).
+    """
+    p = Path(artifact)
+    path = manifest_path(p)
+    if not path.is_file():
+        raise ManifestError(f"{p}: no manifest.json; is this an albert-edge output directory?")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ManifestError(
+            f"{path}: corrupt manifest ({exc}); re-run albert-edge convert"
+        ) from None
+    sealed = isinstance(data, dict) and (
+        data.get("format_version") != 1 and any(k in data for k in ("sha256", _SEAL))
+    )
+    m = Manifest.from_dict(data, path)
+    if m.format_version >= 2 or sealed:
+        assert isinstance(data, dict)
+        if data.get(_SEAL) != _seal(data) or raw != _serialize(data).encode():
+            raise ArtifactIntegrityError(
+                f"{path}: manifest.json was modified or damaged after albert-edge wrote it "
+                "(seal mismatch); re-run albert-edge convert"
+            )
+        if m.format_version < 2:
+            raise ManifestError(f"{path}: format_version does not match its hashes")
+    return m
 
 
 def read_manifest(artifact: str | Path) -> dict[str, Any]:
     """The manifest of an artifact directory, or of the directory holding a model file."""
-    from albert_edge.layout import artifact_root
+    m = load_manifest(artifact)
+    d = m.to_dict()
+    return d
 
-    p = Path(artifact)
-    path = artifact_root(p) / "manifest.json"
-    if not path.is_file():
-        raise AlbertEdgeError(f"{p}: no manifest.json; is this an albert-edge output directory?")
-    try:
-        data: dict[str, Any] = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise AlbertEdgeError(f"{path}: corrupt manifest ({exc})") from None
-    return data
+
+def check_files(folder: Path, manifest: Manifest, only: str | None = None) -> None:
+    """Raise :class:`ArtifactIntegrityError` unless the recorded files are intact.
+
+    Every path must resolve inside ``folder`` (a symlink out of the artifact is refused)
+    and hash to its recorded sha256. ``only`` checks one relative path. Format-1
+    manifests have no hashes: only the paths are checked.
+    """
+    root = folder.resolve()
+    names = [only] if only is not None else manifest.recorded_files()
+    for rel in names:
+        path = folder / rel
+        try:
+            inside = path.resolve().is_relative_to(root)
+        except OSError:
+            inside = False
+        if not inside:
+            raise ArtifactIntegrityError(
+                f"{path}: resolves outside the artifact {folder}; re-run albert-edge convert"
+            )
+        if not path.is_file():
+            raise ArtifactIntegrityError(
+                f"{path}: missing (named by manifest.json); re-run albert-edge convert"
+            )
+        want = manifest.sha256.get(rel)
+        if want is None:
+            if manifest.format_version >= 2:
+                raise ArtifactIntegrityError(f"{path}: not recorded in manifest.json's sha256")
+            continue
+        got = _sha256_stat(path)
+        if got != want:
+            raise ArtifactIntegrityError(
+                f"{path}: sha256 {got[:12]}... differs from manifest.json's {want[:12]}...; "
+                "the file was modified or damaged; re-run albert-edge convert"
+            )

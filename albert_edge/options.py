@@ -12,6 +12,7 @@ ONNX_PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-static", "int4")
 TFLITE_PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-full")
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 OPTIMIZE_LEVELS = ("none", "fuse")
+ACCELERATORS = ("cpu", "gpu")
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,14 @@ class ConvertOptions:
     calibration: Path | None = None  # int8-static / int8-full: text or SST-2 style .tsv
     num_calibration: int = 128
     calibration_method: str = "minmax"
-    quantize_embeddings: bool = False
+    # The V×E word table is most of ALBERT's bytes: quantized precisions store it at their
+    # own precision by default (issue 17: defaults at the byte floor); opt out with
+    # --keep-embeddings-wide. No effect on fp32.
+    quantize_embeddings: bool = True
     per_channel: bool | None = None  # None: the recipe's choice (see weight_per_channel)
-    block_size: int = 32  # int4
+    block_size: int = 128  # int4: measured fastest at equal accuracy (benchmarks/precisions.py)
     int8_io: bool = False  # TFLite int8-full: int8 inputs/outputs where possible
+    accelerator: str = "cpu"  # TFLite: "gpu" = fp16 GPU-clean graph, <= 1 CPU-GPU boundary
     overwrite: bool = False
     verify: bool = True
     runs_on: str = "portable"  # int8 recipe target (albert_edge.onnx.recipes)
@@ -75,3 +80,14 @@ class ConvertOptions:
         int8_recipe(self.runs_on)  # unknown --target: refused here, before any work
         if self.int8_io and self.precision != "int8-full":
             raise UnsupportedError("--int8-io needs --precision int8-full")
+        if self.accelerator not in ACCELERATORS:
+            raise UnsupportedError(
+                f"unknown --target {self.accelerator!r}; choose one of {', '.join(ACCELERATORS)}"
+            )
+        if self.accelerator == "gpu" and (
+            self.target != "tflite" or self.precision not in ("fp16", "fp32")
+        ):
+            raise UnsupportedError(
+                "--target gpu needs --to tflite with --precision fp16 (or fp32): int8 is the "
+                "CPU/NPU format, LiteRT's GPU accelerator cannot build it"
+            )

@@ -51,6 +51,27 @@ def print_inspect_report(info: dict[str, Any]) -> None:
             continue
         t.add_row(k, _mb(v) if k.endswith("_bytes") and isinstance(v, int) else str(v))
     con.print(t)
+    if isinstance(info.get("delegates"), dict):
+        print_delegate_report(info["delegates"])
+
+
+def print_delegate_report(d: dict[str, Any]) -> None:
+    """Delegate coverage of a .tflite file: ops per accelerator, partitions, why not."""
+    from rich.table import Table
+
+    g = d["gpu"]
+    t = Table(title=f"delegate coverage: {g['accelerator']} (albert-edge rule table)")
+    t.add_column("what")
+    t.add_column("value", justify="right")
+    t.add_row("ops on GPU", f"{g['gpu_ops']}/{g['ops']} ({100 * g['gpu_fraction']:.1f} %)")
+    t.add_row("ops on CPU", str(g["cpu_ops"]))
+    t.add_row("CPU-GPU boundaries (worst signature)", str(g["max_boundaries"]))
+    t.add_row("GPU accelerator expected to build", str(g["expected_to_build"]))
+    for e in g["unsupported"]:
+        t.add_row(f"CPU: {e['op']} x{e['count']}", e["reason"])
+    for acc, why in d.get("suits", {}).items():
+        t.add_row(f"suits {acc}", why)
+    _console().print(t)
 
 
 def print_convert_report(out: Path, manifest: dict[str, Any]) -> None:
@@ -85,9 +106,13 @@ def print_convert_report(out: Path, manifest: dict[str, Any]) -> None:
         )
     if "passed" in ver:
         t.add_row("verification", "passed" if ver["passed"] else "FAILED")
+    for acc, why in ((manifest.get("accelerators") or {}).get("suits") or {}).items():
+        t.add_row(f"suits {acc}", why)
     con.print(t)
     if q.get("target_reason"):
         con.print(f"int8 recipe for --target {q['target']}: {q['target_reason']}")
+    if q.get("speed_note"):  # e.g. int4: where it is not faster, say so
+        con.print(f"note: {q['speed_note']}")
 
 
 def print_verify_report(report: Any) -> None:

@@ -36,12 +36,23 @@ class Runner(Protocol):
 
 
 def model_file(path: str | Path) -> Path:
-    """The model file of an artifact directory (by its manifest), or ``path`` itself."""
+    """The model file of an artifact directory (by its manifest), or ``path`` itself.
+
+    Loading goes through here, so here the manifest is checked, not trusted: the model
+    file it names must lie inside the artifact and match its recorded sha256 (a model
+    file given directly is checked against a manifest beside it that records it).
+    """
+    from albert_edge.manifest import MANIFEST_NAME, check_files, load_manifest
+
     p = Path(path)
     if p.is_dir():
-        from albert_edge.manifest import read_manifest
-
-        return p / str(read_manifest(p)["model_file"])
+        manifest = load_manifest(p)
+        check_files(p, manifest, only=manifest.model_file)
+        return p / manifest.model_file
+    if (p.parent / MANIFEST_NAME).is_file():
+        manifest = load_manifest(p)
+        if p.name in manifest.sha256:
+            check_files(p.parent, manifest, only=p.name)
     return p
 
 

@@ -156,8 +156,17 @@ def _judge(summary: dict[str, Any], tol: dict[str, Any]) -> str | None:
         return None
     sqnr = summary["sqnr_db"]
     if not sqnr >= tol["min_sqnr_db"]:
-        return f"SQNR {sqnr:.1f} dB < {tol['min_sqnr_db']:.1f} dB over the grid"
+        return f"SQNR {_below(sqnr, tol['min_sqnr_db'])} dB < {tol['min_sqnr_db']:.1f} dB over the grid"
     return None
+
+
+def _below(value: float, bar: float) -> str:
+    """``value`` with enough decimals that it visibly differs from ``bar`` (11.96, not 12.0)."""
+    for digits in range(1, 5):
+        text = f"{value:.{digits}f}"
+        if float(text) < bar:
+            return text
+    return f"{value:.6g}"
 
 
 def _json_safe(value: Any) -> Any:
@@ -472,8 +481,8 @@ def verify_against_reference(
         raise VerificationError(
             f"{artifact_file}: {precision} artifact disagrees with the PyTorch reference: "
             + "; ".join(failures)
-            + "; this is a conversion bug (convert --no-verify keeps the artifact for "
-            "inspection)"
+            + "; this is a conversion bug (re-run with --no-verify to keep the artifact "
+            "for inspection)"
         )
     return dict(_json_safe(result))
 
@@ -623,6 +632,24 @@ def _manifest_beside(artifact: Path) -> dict[str, Any] | None:
     return read_manifest(artifact)
 
 
+def _check_artifact(art: Path) -> None:
+    """Verify judges the file it names and nothing else: every recorded file must be intact.
+
+    A model file given directly must be the one its manifest describes, or the manifest's
+    precision and source would be applied to a different model.
+    """
+    from albert_edge.manifest import check_files, load_manifest
+
+    manifest = load_manifest(art)
+    folder = art if art.is_dir() else art.parent
+    if not art.is_dir() and art.name != manifest.model_file:
+        raise AlbertEdgeError(
+            f"{art}: manifest.json beside it describes {manifest.model_file}, not this file; "
+            "verify the artifact directory, or copy the file elsewhere to verify it alone"
+        )
+    check_files(folder, manifest)
+
+
 def guess_precision(model: Path) -> str:
     """Precision of a bare model file (no manifest), from what its graph computes with."""
     if model.suffix == ".onnx":
@@ -723,6 +750,8 @@ def verify(
     if not art.exists():
         raise AlbertEdgeError(f"{art}: no such artifact; pass an albert-edge output directory")
     manifest = _manifest_beside(art)
+    if manifest is not None:
+        _check_artifact(art)
     model = model_file(art)
     if not model.is_file():
         raise AlbertEdgeError(f"{model}: model file named by manifest.json is missing")

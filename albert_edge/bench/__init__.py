@@ -88,7 +88,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     """``albert-edge bench``: run, print a table, write the requested files.
 
     Exit status 0 when every result is ``ok`` or ``skipped`` (with its reason), 1 when
-    any result ``failed``.
+    any result ``failed`` or when nothing at all was measured.
     """
     json_out = getattr(args, "json_out", None)
     md_out = getattr(args, "markdown", None)
@@ -96,6 +96,10 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     for path, flag in ((json_out, "--json"), (md_out, "--markdown"), (plot_out, "--plot")):
         _check_writable(path, flag)
     targets = list(args.targets) if args.targets else [None]
+    from albert_edge.bench.rowlog import rows_path_for
+
+    # With --json, rows stream to OUT.json.rows.jsonl as measured; a re-run resumes.
+    rows_path = rows_path_for(json_out) if json_out is not None else None
     if getattr(args, "adb", False):
         report = bench_adb(
             targets,
@@ -118,9 +122,19 @@ def run_bench_cli(args: argparse.Namespace) -> int:
             runs=args.runs,
             warmup=args.warmup,
             progress=True,
+            rows_path=rows_path,
         )
     write_outputs(report, json_out=json_out, markdown=md_out, plot_out=plot_out)
+    if rows_path is not None:
+        rows_path.unlink(missing_ok=True)  # the final JSON now holds every row
     print_table(report)
+    if not any(r["status"] == "ok" for r in report["results"]):
+        print(
+            "albert-edge bench: nothing was measured (every result skipped or failed); "
+            "see the reasons above",
+            file=sys.stderr,
+        )
+        return 1
     failed = [r for r in report["results"] if r["status"] == "failed"]
     if failed:
         print(

@@ -20,7 +20,7 @@ import tempfile
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from albert_edge.bench.targets import (
     resolve_target,
 )
 from albert_edge.bench.worker import PROGRESS_PREFIX
-from albert_edge.errors import BenchmarkError
+from albert_edge.errors import AlbertEdgeError, BenchmarkError
 
 # Adaptive run policy (see benchmarks/README.md, "Stability"): warm up >= 3 runs and
 # >= 0.5 s, then time >= 20 runs and >= 3 s; stop at 2000 runs, or after 60 s once 5
@@ -332,12 +332,15 @@ def bench(
     timeout_s: float = 3600.0,
     progress: bool = True,
     keep_samples: bool = False,
+    rows_path: str | Path | None = None,
 ) -> dict[str, Any]:
     """Benchmark ``targets`` (None: the embedded SST-2 checkpoint) and return the report.
 
     Every (target, backend, batch, seq_len, threads) becomes one result in the
     ``albert-edge-bench/1`` schema (see ``benchmarks/README.md``). ``runs``/``warmup``
     fix the counts; otherwise the adaptive :data:`DEFAULT_POLICY` (or ``policy``) decides.
+    ``rows_path``: a JSON Lines log each row is appended to as soon as it is measured; a
+    run with the same settings resumes from it (see :mod:`albert_edge.bench.rowlog`).
     """
     batches = _check_positive("batch", batches)
     seq_lens = _check_positive("seq-lens", seq_lens)
@@ -366,6 +369,7 @@ def bench(
 
     machine = machine_info()
     results: list[dict[str, Any]] = []
+    log = _row_log(rows_path, resolved, jobs, shapes, pol, inputs_label)
     roof: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="albert-edge-bench-") as tmp:
         work = Path(tmp)
@@ -398,6 +402,16 @@ def bench(
                     machine["gpu"] = roof["gpu_name"]
             for job in jobs:
                 desc = f"{job.target.name} · {job.backend.name} · {job.threads} thr"
+                if log is not None:  # resume: keep what an interrupted run measured
+                    kept = _logged_rows(log, job)
+                    if kept:
+                        results.extend(kept)
+                        done = {(r["batch"], r["seq_len"]) for r in kept}
+                        if job.skip_reason is None:
+                            advance(desc, len(done))
+                        job = replace(job, shapes=[x for x in job.shapes if x not in done])
+                        if not job.shapes:
+                            continue
                 if job.skip_reason is not None:
                     worker: dict[str, Any] = {"status": "skipped", "reason": job.skip_reason}
                 else:
@@ -425,9 +439,16 @@ def bench(
                     reported: list[Any] = []
 
                     def on_progress(
-                        event: Mapping[str, Any], reported: list[Any] = reported, desc: str = desc
+                        event: Mapping[str, Any],
+                        reported: list[Any] = reported,
+                        desc: str = desc,
+                        job: _Job = job,
                     ) -> None:
                         reported.append(event)
+                        row = event.get("row")
+                        if log is not None and isinstance(row, dict):
+                            one = replace(job, shapes=[(row["batch"], row["seq_len"])])
+                            log.append(_build_results(one, {"status": "ok", "shapes": [row]}, roof))
                         advance(desc)
 
                     if todo:
@@ -450,7 +471,10 @@ def bench(
                                 "reason": f"longer than the model's {max_pos} positions",
                             }
                         )
-                results.extend(_build_results(job, worker, roof))
+                built = _build_results(job, worker, roof)
+                results.extend(built)
+                if log is not None:
+                    log.append(built)  # complete rows (load time included) win on resume
     settings = {
         "batches": list(batches),
         "seq_lens": list(seq_lens),
@@ -458,7 +482,44 @@ def bench(
         "policy": pol,
         "inputs": inputs_label,
     }
-    return new_report(results, roofline=roof, machine=machine, settings=settings)
+    report = new_report(results, roofline=roof, machine=machine, settings=settings)
+    if log is not None and log.resumed:
+        report.setdefault("notes", []).append(
+            f"resumed: {log.resumed} row(s) measured by an interrupted run were kept"
+        )
+    return report
+
+
+def _row_log(
+    rows_path: str | Path | None,
+    targets: Sequence[Target],
+    jobs: Sequence[_Job],
+    shapes: Sequence[tuple[int, int]],
+    policy: Mapping[str, Any],
+    inputs_label: Any,
+) -> Any:
+    """The resumable row log, or None. Its header pins what the rows were measured with."""
+    if rows_path is None:
+        return None
+    from albert_edge.bench.rowlog import RowLog
+
+    settings = {
+        "targets": [str(t.path) for t in targets],
+        "jobs": sorted({(j.backend.name, j.threads) for j in jobs}),
+        "shapes": [list(s) for s in shapes],
+        "policy": dict(policy),
+        "inputs": inputs_label,
+    }
+    return RowLog(rows_path, settings)
+
+
+def _logged_rows(log: Any, job: _Job) -> list[dict[str, Any]]:
+    kept = []
+    for b, s in job.shapes:
+        row = log.done((str(job.target.path), job.backend.name, job.threads, b, s))
+        if row is not None:
+            kept.append(row)
+    return kept
 
 
 def _run_roofline(
@@ -476,7 +537,8 @@ def _run_roofline(
             continue
         k = choices_of(t)
         for batch, seq in shapes:
-            gemms.update(gemm_shapes(t.config, batch * seq * k))
+            for length in {seq, run_length(t, seq)}:
+                gemms.update(gemm_shapes(t.config, batch * length * k))
     if not gemms:
         return {"errors": ["no target has a config.json: the model's GEMM shapes are unknown"]}
     cpu_threads = sorted({j.threads for j in jobs if j.backend.device == "cpu"}) or list(threads)
@@ -493,18 +555,48 @@ def _run_roofline(
     return res
 
 
+def run_length(target: Target, seq: int) -> int:
+    """The sequence length ``target`` really computes for ``seq`` tokens.
+
+    A TFLite artifact with fixed-length signatures pads to the smallest bucket >= ``seq``;
+    its rows count FLOPs at that length (``effective_seq_len``), so the roofline must be
+    measured on GEMMs of that length too. Measured only at the requested length, the
+    ceiling came from small-M GEMMs (far below the machine's best) while the row's
+    FLOPs were the bucket's: a "181 %" fraction on a 128-token bucket row asked for 8.
+    """
+    if target.format != "tflite" or target.model_file is None:
+        return seq
+    try:
+        from albert_edge.manifest import read_manifest
+
+        signatures = read_manifest(target.model_file).get("signatures") or []
+        buckets = sorted(int(s["seq_len"]) for s in signatures if "seq_len" in s)
+    except (AlbertEdgeError, TypeError, ValueError, KeyError):
+        return seq
+    return next((b for b in buckets if b >= seq), seq)
+
+
 def _progress(enabled: bool) -> Any:
     from albert_edge import progress
 
     if not enabled or not progress.enabled():  # the CLI's --quiet
         return None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     return Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
         console=progress.console(),
         transient=False,
     )

@@ -175,8 +175,9 @@ def resolve_target(path: str | Path | None) -> Target:
             raise BenchmarkError(
                 f"{p / 'manifest.json'}: corrupt manifest; re-run albert-edge convert"
             )
-        model = p / str(manifest["model_file"])
-        return _artifact(p, model, manifest)
+        from albert_edge.runtime import model_file  # checked: inside the artifact, sha256
+
+        return _artifact(p, model_file(p), manifest)
     if p.is_dir() and (p / "config.json").is_file():
         if not any((p / w).is_file() for w in WEIGHT_FILES):
             raise BenchmarkError(

@@ -277,24 +277,47 @@ class _CaptureStderr:
         sys.stderr.write(self.text)
 
 
+def _no_gpu_hint() -> str:
+    """Why the WebGPU/Vulkan adapter LiteRT's GPU accelerator needs is missing, if known."""
+    import ctypes.util
+
+    if ctypes.util.find_library("vulkan") is None and not os.environ.get("VK_DRIVER_FILES"):
+        return (
+            "no Vulkan loader (libvulkan.so.1) and no VK_DRIVER_FILES; on an NVIDIA machine "
+            "install libvulkan1 and point VK_DRIVER_FILES at nvidia_icd.json (README: LiteRT GPU)"
+        )
+    return "Vulkan finds no GPU adapter (a software rasterizer such as llvmpipe is refused)"
+
+
 def load_litert_gpu(
     job: Mapping[str, Any],
 ) -> tuple[Callable[[Mapping[str, Any]], Any], dict[str, Any]]:
-    """A ``.tflite`` on LiteRT's GPU accelerator alone (no silent CPU fallback).
+    """A ``.tflite`` on LiteRT's GPU accelerator through the 2.x ``CompiledModel`` API.
 
-    ``LiteRTRunner`` drives the CPU interpreter; the GPU accelerator lives behind
-    LiteRT's ``CompiledModel`` API, so this path uses it directly. Asking for the GPU
-    only means a machine without one (or a graph the GPU refuses) is ``skipped`` with
-    LiteRT's own error instead of reporting CPU numbers as GPU ones.
+    ``HardwareAccelerator.GPU | CPU``: ops the GPU cannot take (the embedding lookup)
+    run on the CPU, as on a phone; the row says how much ran where
+    (``fully_accelerated`` from LiteRT, ``gpu_coverage`` predicted by albert-edge's rule
+    table) and how far the GPU's outputs are from the CPU interpreter's
+    (``max_abs_diff_vs_cpu``), so a fallback is never reported as GPU speed. A machine
+    with no GPU adapter is ``skipped`` with LiteRT's error and the likely cause.
     """
     import numpy as np
     from ai_edge_litert.compiled_model import CompiledModel
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
 
+    from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite.delegates import gpu_coverage
+
+    path = job["target_path"]
     err: Exception | None = None
     with _CaptureStderr() as cap:
         try:
-            cm = CompiledModel.from_file(job["target_path"], hardware_accel=HardwareAccelerator.GPU)
+            # "cpu" runs this same CompiledModel path without a GPU (tests use it).
+            accel = {
+                "gpu": HardwareAccelerator.GPU | HardwareAccelerator.CPU,
+                "cpu": HardwareAccelerator.CPU,
+            }[job.get("litert_accelerators", "gpu")]
+            cm = CompiledModel.from_file(path, hardware_accel=accel)
         except Exception as exc:
             err = exc
     if err is not None:
@@ -302,11 +325,29 @@ def load_litert_gpu(
         gpu = [ln for ln in lines if "gpu" in ln.lower() and ("ERROR" in ln or "Failed" in ln)]
         errs = [ln for ln in lines if ln.startswith(("ERROR", "E0"))]
         detail = (gpu or errs or [_first_line(err)])[0]
-        raise Skip(f"LiteRT GPU accelerator unavailable: {detail[:240]}")
+        hint = _no_gpu_hint() if "adapter" in cap.text or "WebGPU" in cap.text else ""
+        raise Skip(
+            f"LiteRT GPU accelerator unavailable: {detail[:200]}" + (f" ({hint})" if hint else "")
+        )
     buckets: dict[int, tuple[str, dict[str, Any]]] = {}
     for key in cm.get_signature_list():
         details = cm.get_input_tensor_details(key)
         buckets[int(details["input_ids"]["shape"][-1])] = (key, details)
+
+    def invoke(key: str, row: Mapping[str, Any]) -> dict[str, Any]:
+        ins = {n: cm.create_input_buffer_by_name(key, n) for n in row}
+        names = cm.get_signature_list()[key]["outputs"]
+        outs = {n: cm.create_output_buffer_by_name(key, n) for n in names}
+        for name, a in row.items():
+            ins[name].write(a)
+        cm.run_by_name(key, ins, outs)
+        od = cm.get_output_tensor_details(key)
+        return {
+            n: outs[n]
+            .read(int(np.prod(od[n]["shape"])), np.dtype(od[n]["dtype"]))
+            .reshape(od[n]["shape"])
+            for n in names
+        }
 
     def prepare(feeds: Mapping[str, Any]) -> Any:
         seq = int(feeds["input_ids"].shape[-1])
@@ -314,7 +355,6 @@ def load_litert_gpu(
         if not fits:
             raise ValueError(f"no signature of length >= {seq}")
         key, details = buckets[fits[0]]
-        idx = list(cm.get_signature_list()).index(key)
         items = []
         for i in range(feeds["input_ids"].shape[0]):
             row = {}
@@ -323,25 +363,51 @@ def load_litert_gpu(
                 a.reshape(-1)[:seq] = feeds[name][i].reshape(-1)[:seq]
                 row[name] = a
             items.append(row)
-        ins = dict(zip(details, cm.create_input_buffers(idx), strict=True))
-        outs = dict(
-            zip(cm.get_signature_list()[key]["outputs"], cm.create_output_buffers(idx), strict=True)
-        )
-        return key, items, ins, outs
+        return key, items
 
-    def run(prepared: Any) -> None:
-        key, items, ins, outs = prepared
-        for row in items:
-            for name, a in row.items():
-                ins[name].write(a)
-            cm.run_by_name(key, ins, outs)
+    def run(prepared: Any) -> dict[str, Any]:
+        key, items = prepared
+        outs = [invoke(key, row) for row in items]
+        return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
 
+    cov = gpu_coverage(fb.read_model(Path(path).read_bytes()))
     info = {
         "prepare": prepare,
         "max_seq_len": max(buckets),
-        "fully_accelerated": cm.is_fully_accelerated(),
+        "accelerators": {"gpu": "GPU|CPU", "cpu": "CPU"}[job.get("litert_accelerators", "gpu")],
+        "fully_accelerated": bool(cm.is_fully_accelerated()),
+        "gpu_coverage": {
+            k: cov[k] for k in ("ops", "gpu_ops", "cpu_ops", "max_boundaries", "expected_to_build")
+        },
+        "max_abs_diff_vs_cpu": _diff_vs_cpu_interpreter(path, buckets, invoke),
     }
     return run, info
+
+
+def _diff_vs_cpu_interpreter(
+    path: str, buckets: Mapping[int, tuple[str, dict[str, Any]]], invoke: Callable[..., Any]
+) -> float:
+    """Max |Δ| over outputs between the GPU path and LiteRT's CPU interpreter, on one
+    deterministic padded sentence per signature."""
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    interp = Interpreter(model_path=path, num_threads=1)
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for L, (key, details) in sorted(buckets.items()):
+        row = {}
+        for name, d in details.items():
+            a = np.zeros(d["shape"], dtype=d["dtype"])
+            n = max(2, (3 * L) // 4)
+            flat = a.reshape(-1)
+            flat[:n] = {"input_ids": rng.integers(5, 1000, n), "attention_mask": 1}.get(name, 0)
+            row[name] = a
+        ref = interp.get_signature_runner(key)(**row)
+        got = invoke(key, row)
+        for k, v in ref.items():
+            worst = max(worst, float(np.abs(np.asarray(got[k], np.float32) - v).max()))
+    return worst
 
 
 # --- jobs --------------------------------------------------------------------------------
@@ -410,7 +476,7 @@ def run_bench(job: Mapping[str, Any]) -> dict[str, Any]:
         if max_seq and shape["seq_len"] > max_seq:
             row.update(status="skipped", reason=f"artifact accepts at most {max_seq} tokens")
             result["shapes"].append(row)
-            _emit({"done": shape})
+            _emit({"done": shape, "row": row})
             continue
         with np.load(shape["feeds"]) as npz:
             feeds = {k: npz[k] for k in npz.files}
@@ -438,7 +504,7 @@ def run_bench(job: Mapping[str, Any]) -> dict[str, Any]:
             row["peak_gpu_bytes"] = int(torch.cuda.max_memory_allocated())
             torch.cuda.reset_peak_memory_stats()
         result["shapes"].append(row)
-        _emit({"done": shape})
+        _emit({"done": shape, "row": row})  # the parent logs it at once
     return result
 
 

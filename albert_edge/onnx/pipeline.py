@@ -161,6 +161,9 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
     path.parent.mkdir(parents=True, exist_ok=True)
     file_bytes = write_model(proto, path)
     info = describe_model(ir.from_proto(proto), path, file_bytes)
+    from albert_edge.onnx.requirements import artifact_requirements
+
+    requirements = artifact_requirements(proto, quantization, verified=options.verify)
     del proto
     manifest: dict[str, Any] = {
         "target": "onnx",
@@ -193,6 +196,7 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
     }
     if quantization is not None:
         manifest["quantization"] = quantization
+    manifest["requirements"] = requirements
     if options.verify:
         from albert_edge.verify import verify_against_reference
 

@@ -649,7 +649,7 @@ def unfuse_embed_layernorm(model: onnx.ModelProto) -> int:
     Why: the fused op reads the word table as a float input, so the table cannot be
     stored quantized behind it (ORT's QEmbedLayerNormalization is per-tensor uint8 for
     every table and int8-dynamic only). The embedding stage is a few gathers and one
-    LayerNorm, a negligible share of ALBERT's time, so --quantize-embeddings trades the
+    LayerNorm, a negligible share of ALBERT's time, so quantizing the table trades the
     fusion for a quantized table: Gather(word) + Gather(position: 0..S-1 or the given
     ids) + Gather(segment) → Add → LayerNormalization (epsilon kept). A consumed
     ``mask_index`` output is rebuilt as ReduceSum(mask) (int32), ``embedding_sum`` as the

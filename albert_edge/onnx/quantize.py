@@ -61,9 +61,18 @@ if TYPE_CHECKING:
 
 QUANT_PRECISIONS = ("int8-dynamic", "int8-static", "int4", "fp16")
 SIZE_SLACK = 1.05  # artifact weights ≤ 1.05 × floor
-# MatMulNBits accuracy_level: 0 = unset (fp32 compute on dequantized blocks) keeps int4
-# weight-only; see the benchmark for the speed of level 4 (int8 activations).
-INT4_ACCURACY_LEVEL: int | None = None
+# MatMulNBits accuracy_level 4: MLAS quantizes the activations to int8 per block and runs
+# int8 dot products (VNNI or AVX2 maddubs), instead of dequantizing every weight block to
+# fp32 (level 0) — measured faster in benchmarks/precisions.py; int4 stays weight-only
+# storage, activations are never stored quantized.
+INT4_ACCURACY_LEVEL: int | None = 4
+# Said plainly wherever int4 is produced (manifest + convert report): measured, not hoped.
+INT4_SPEED_NOTE = (
+    "int4 buys size, not speed, on the CPU measured (AMD EPYC, AVX-512 VNNI, 2 threads; "
+    "benchmarks/results/precisions.md): MatMulNBits with int8 compute beats fp32 but is "
+    "slower than int8-dynamic; for speed ship int8-dynamic, or run "
+    "`albert-edge bench --recommend` on your CPU"
+)
 DEFAULT_CALIBRATION_HINT = "../shared/data/sst2/train.tsv"
 
 RECIPES = {
@@ -81,8 +90,8 @@ RECIPES = {
 }
 
 EMBEDDINGS_FP32 = (
-    "The V×E word-embedding table stays fp32 (pass --quantize-embeddings to store it at "
-    "the quantized precision); it is still factorized (V×E table + E×H projection)."
+    "The V×E word-embedding table stays fp32 (--keep-embeddings-wide; by default it is "
+    "stored at the quantized precision); it is still factorized (V×E table + E×H projection)."
 )
 
 
@@ -149,6 +158,7 @@ class _Plan:
     quantize_table: bool
     table_bits: int
     table_block: int
+    side_tables: tuple[str, ...] = ()  # position tables stored int8 per column
 
 
 def floor_bytes(model: onnx.ModelProto, plan: _Plan) -> int:
@@ -179,9 +189,14 @@ def floor_bytes(model: onnx.ModelProto, plan: _Plan) -> int:
             elif p == "int8-static":
                 total += v * e + 5
             else:
+                # fp16 scales unless a tied decoder's MatMulNBits reads them (fp32)
+                scale_bytes = 4 if plan.table.tied_matmuls else 2
                 total += (
-                    math.ceil(v * e * plan.table_bits / 8) + v * math.ceil(e / plan.table_block) * 4
+                    math.ceil(v * e * plan.table_bits / 8)
+                    + v * math.ceil(e / plan.table_block) * scale_bytes
                 )
+        elif t.name in plan.side_tables:
+            total += n + int(t.dims[1]) * 5  # int8 codes + fp32 scale, int8 zero point
         elif (
             p == "fp16"
             and t.data_type == 1
@@ -275,7 +290,18 @@ def _with_types(model: onnx.ModelProto) -> onnx.ModelProto:
     return result
 
 
-def _int4(model: onnx.ModelProto, nodes: list[str], options: ConvertOptions) -> Any:
+def int4_block_size(requested: int, ks: Sequence[int]) -> int:
+    """The int4 block along K: ``requested``, halved (not below 16) until it fits the
+    smallest K — MatMulNBits pads K up to whole blocks, so a 128 block on a K=32 weight
+    would store 4× the codes."""
+    b = requested
+    smallest = min(ks, default=requested)
+    while b > 16 and b > smallest:
+        b //= 2
+    return b
+
+
+def _int4(model: onnx.ModelProto, nodes: list[str], options: ConvertOptions, block: int) -> Any:
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     exclude = [
@@ -285,7 +311,7 @@ def _int4(model: onnx.ModelProto, nodes: list[str], options: ConvertOptions) -> 
         q = MatMulNBitsQuantizer(
             model,
             bits=4,
-            block_size=options.block_size,
+            block_size=block,
             is_symmetric=True,
             accuracy_level=INT4_ACCURACY_LEVEL,
             nodes_to_exclude=exclude,
@@ -419,10 +445,16 @@ def _quantize_model(
         table_bits=4 if precision == "int4" else 8,
         table_block=0,
     )
+    if precision == "int4":
+        plan.block_size = int4_block_size(options.block_size, [k for k, _ in plan.weights.values()])
     if plan.quantize_table and table is not None and precision != "fp16":
         from albert_edge.onnx.quant_embed import table_block_size
 
-        plan.table_block = table_block_size(table.dim, plan.table_bits, options.block_size)
+        plan.table_block = table_block_size(table.dim, plan.table_bits, plan.block_size)
+    if plan.quantize_table and table is not None and precision != "fp16":
+        from albert_edge.onnx.quant_embed import side_tables
+
+        plan.side_tables = tuple(side_tables(work, table.table))
     floor = floor_bytes(work, plan)
     nodes = sorted({u.node for u in uses})
 
@@ -454,7 +486,7 @@ def _quantize_model(
             "method": options.calibration_method,
         }
     elif precision == "int4":
-        out = _int4(work, nodes, options)
+        out = _int4(work, nodes, options, plan.block_size)
     else:
         keep: list[str] = []
         if table is not None and not options.quantize_embeddings:
@@ -473,10 +505,19 @@ def _quantize_model(
             out,
             table,
             bits=plan.table_bits,
-            block_size=options.block_size,
+            block_size=plan.block_size,
             qdq=precision == "int8-static",
             accuracy_level=INT4_ACCURACY_LEVEL,
         )
+        from albert_edge.onnx.quant_embed import quantize_side_tables
+
+        side = quantize_side_tables(out, table.table)
+        embeddings["side_tables"] = side
+        if sorted(f["table"] for f in side) != sorted(plan.side_tables):
+            raise QuantizationError(
+                f"{precision}: side tables {plan.side_tables} planned, "
+                f"{[f['table'] for f in side]} quantized; the graph changed under the plan"
+            )
     elif plan.quantize_table and table is not None:
         embeddings = {"table": table.table, "shape": [table.vocab, table.dim], "format": "fp16"}
     elif table is not None:
@@ -522,7 +563,8 @@ def _quantize_model(
         "tool": f"onnxruntime {ort.__version__}",
         "per_channel": options.weight_per_channel if precision.startswith("int8") else None,
         **(_target_report(options) if precision.startswith("int8") else {}),
-        "block_size": options.block_size if precision == "int4" else None,
+        "block_size": plan.block_size if precision == "int4" else None,
+        "speed_note": INT4_SPEED_NOTE if precision == "int4" else None,
         "calibration": calibration,
         "embeddings_quantized": bool(plan.quantize_table),
         "embeddings": embeddings,
@@ -635,6 +677,13 @@ def _describe(model: onnx.ModelProto, path: Path, file_bytes: int) -> dict[str, 
     return info
 
 
+def _requirements(model: onnx.ModelProto, report: dict[str, Any], verified: bool) -> Any:
+    """The manifest's ``requirements`` (min onnxruntime, opsets, contrib ops; issue 12)."""
+    from albert_edge.onnx.requirements import artifact_requirements
+
+    return artifact_requirements(model, report, verified)
+
+
 def quantize_artifact(
     model_path: Path,
     output: Path,
@@ -664,6 +713,11 @@ def quantize_artifact(
         raise UnsupportedError(
             f"{output}: quantizing in place would replace the fp32 input; pass another -o"
         )
+    from albert_edge.io import check_output
+    from albert_edge.manifest import check_files, load_manifest
+
+    check_output(output, overwrite=options.overwrite, inputs=[folder])  # before any work
+    check_files(folder, load_manifest(folder))  # quantize only what convert wrote
     texts = load_calibration(options)
     tokenizer = _artifact_tokenizer(folder) if texts is not None else None
     try:
@@ -680,7 +734,7 @@ def quantize_artifact(
         )
     ckpt, why_not = _source_checkpoint(manifest, reference)
 
-    with atomic_output_dir(output, overwrite=options.overwrite) as tmp:
+    with atomic_output_dir(output, overwrite=options.overwrite, inputs=[folder]) as tmp:
         from albert_edge.progress import step
 
         with step(f"quantize ({options.precision})"):
@@ -745,6 +799,7 @@ def quantize_artifact(
                 "factorized_embedding_intact", keep.get("factorized_embedding_intact")
             ),
             "quantization": report,
+            "requirements": _requirements(qmodel, report, ckpt is not None and options.verify),
             "verification": verification,
             "files": [model_rel, *files, "README.md"],
         }

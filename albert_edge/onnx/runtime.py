@@ -65,6 +65,33 @@ def _max_seq_len_beside(model: Path) -> int:
     return DEFAULT_MAX_SEQ_LEN
 
 
+def _check_runtime_beside(model: Path, installed: str) -> None:
+    """The manifest's ``requirements`` (issue 12) against the installed onnxruntime."""
+    from albert_edge.onnx.requirements import check_runtime_version
+
+    manifest = model.parent / "manifest.json"
+    if not manifest.is_file():
+        return
+    try:
+        req = json.loads(manifest.read_text()).get("requirements")
+    except (OSError, ValueError, AttributeError):
+        return
+    check_runtime_version(model, req if isinstance(req, dict) else None, installed)
+
+
+def _check_runtime_of_graph(model: Path, installed: str) -> None:
+    """After a failed load with no manifest: is the runtime simply too old for the graph?"""
+    import onnx
+
+    from albert_edge.onnx.requirements import check_runtime_version, graph_requirements
+
+    try:
+        proto = onnx.load(str(model), load_external_data=False)
+    except Exception:
+        return
+    check_runtime_version(model, graph_requirements(proto), installed)
+
+
 class OrtRunner:
     """One ONNX Runtime inference session over an ``.onnx`` file.
 
@@ -111,9 +138,11 @@ class OrtRunner:
             ort.GraphOptimizationLevel, _OPT_LEVELS[optimization_level]
         )
         opts.log_severity_level = 3
+        _check_runtime_beside(self.path, ort.__version__)
         try:
             self.session = ort.InferenceSession(str(self.path), opts, providers=[provider])
         except Exception as exc:  # ORT raises its own Fail/InvalidGraph/... classes
+            _check_runtime_of_graph(self.path, ort.__version__)
             first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
             raise AlbertEdgeError(
                 f"{self.path}: ONNX Runtime cannot load this model ({type(exc).__name__}: "

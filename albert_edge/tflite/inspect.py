@@ -199,4 +199,15 @@ def inspect_tflite(path: str | Path) -> dict[str, Any]:
         ) from None
     report = analyze_model(model, len(data))
     report["path"] = str(p)
+    report["delegates"] = delegate_report(model, report)
     return report
+
+
+def delegate_report(model: Any, report: dict[str, Any]) -> dict[str, Any]:
+    """Ops per accelerator, partitions and unsupported ops with reasons (see
+    :mod:`albert_edge.tflite.delegates`), and which accelerator the file suits."""
+    from albert_edge.tflite.delegates import gpu_coverage, suits
+
+    cov = gpu_coverage(model)
+    precision = str((report.get("albert_edge") or {}).get("precision") or "fp32")
+    return {"cpu": {"ops": report["operators"]}, "gpu": cov, "suits": suits(cov, precision)}

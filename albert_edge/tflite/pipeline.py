@@ -157,6 +157,12 @@ def build_tflite(
         (n, p.detach().cpu().numpy()) for n, p in ckpt.model.named_parameters()
     )
     stages["compact_names"] = {"bytes_removed": fb.compact_names(model, hashes)}
+    if options.precision in ("fp32", "fp16"):
+        # GPU-clean graph (exact rewrites): float artifacts are the GPU format.
+        from albert_edge.tflite.passes import GPU_CLEAN_PASSES, run_passes
+
+        for rep in run_passes(model, [p() for p in GPU_CLEAN_PASSES]):
+            stages[rep.pop("name")] = rep
     data = fb.write_model(model)
 
     if options.precision != "fp32":
@@ -241,6 +247,27 @@ def check_postconditions(
     return checks
 
 
+def _gpu_check(model: Any, options: ConvertOptions, path: Path) -> dict[str, Any]:
+    """Predicted GPU placement (albert_edge.tflite.delegates) and which accelerator the
+    artifact suits; ``--target gpu`` promises at most one CPU-GPU boundary."""
+    from albert_edge.tflite.delegates import gpu_coverage, suits
+
+    cov = gpu_coverage(model)
+    if options.accelerator == "gpu" and (cov["max_boundaries"] > 1 or not cov["expected_to_build"]):
+        path.unlink(missing_ok=True)
+        ops = ", ".join(f"{e['op']} ({e['reason']})" for e in cov["unsupported"][:3])
+        raise UnsupportedError(
+            f"{path}: --target gpu left {cov['max_boundaries']} CPU-GPU boundaries "
+            f"(unsupported: {ops}); nothing was written — run without --target gpu for CPU"
+        )
+    keep = ("ops", "gpu_ops", "cpu_ops", "gpu_fraction", "max_boundaries", "unsupported")
+    return {
+        "target": options.accelerator,
+        "suits": suits(cov, options.precision),
+        "gpu_coverage": {k: cov[k] for k in keep},
+    }
+
+
 def parity(
     path: Path, ckpt: Checkpoint, seq_lens: tuple[int, ...], *, seed: int = 0
 ) -> dict[str, Any]:
@@ -297,6 +324,7 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
             f"{ckpt.path}: int8-full left float ops that integer-only delegates (NNAPI, NPU, "
             f"DSP) cannot take: {ops}; use --precision int8-dynamic for XNNPACK instead"
         )
+    gpu = _gpu_check(final, options, path)
     with step("verify against PyTorch (LiteRT)"):
         check = parity(path, ckpt, seq_lens)
     if options.precision == "fp32":
@@ -370,6 +398,7 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
         },
         "factorized_embedding_intact": report["factorized_embedding_intact"],
         "postconditions": checks,
+        "accelerators": gpu,
         "stages": stages,
         "parity": check,
     }

@@ -16,8 +16,8 @@ Recipes (``precision`` → what is stored):
 - ``int8-full``: int8 weights and int8 activations calibrated on real sentences through
   every signature (static min/max), for NNAPI/NPU/DSP delegates.
 
-The word table (V×E) is quantized only with ``--quantize-embeddings``, like the ONNX
-route, and then per tensor: per-row scales would cost 12 bytes per row (a float32 scale
+The word table (V×E) is quantized by default (``--keep-embeddings-wide`` keeps it
+float), like the ONNX route, and per tensor: per-row scales would cost 12 bytes per row (a float32 scale
 and an int64 zero point each, as the schema stores them), 9 % of the table at E=128.
 """
 
@@ -86,7 +86,7 @@ def quantize_flatbuffer(
     precision: str,
     *,
     per_channel: bool = True,
-    quantize_embeddings: bool = False,
+    quantize_embeddings: bool = True,
     calibration: Mapping[str, Iterable[Mapping[str, np.ndarray]]] | None = None,
     threads: int = 2,
 ) -> bytes:

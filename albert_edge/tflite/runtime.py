@@ -72,6 +72,11 @@ def load_interpreter(
         except (ValueError, RuntimeError) as exc:
             where = path if path is not None else "<model bytes>"
             first = " ".join(str(exc).split())[:300]
+            if not _parses(path, content):
+                raise UnsupportedError(
+                    f"{where}: not a complete TFLite flatbuffer ({first}); the file is "
+                    "truncated or corrupt; re-run albert-edge convert"
+                ) from None
             raise UnsupportedError(
                 f"{where}: {package} cannot load this model ({first}); run "
                 "`albert-edge inspect` on it to see the op versions it needs"
@@ -80,6 +85,22 @@ def load_interpreter(
     raise UnsupportedError(
         "no TFLite interpreter installed (" + "; ".join(errors) + "); pip install ai-edge-litert"
     )
+
+
+def _parses(path: str | Path | None, content: bytes | None) -> bool:
+    """Whether the bytes are a whole TFLite flatbuffer (to tell damage from op versions)."""
+    try:
+        data = content if content is not None else Path(str(path)).read_bytes()
+        from albert_edge.tflite.flatbuffer import read_model
+
+        model = read_model(bytearray(data))
+        return (
+            bool(model.subgraphs)
+            and all(b.data is None or len(b.data) >= 0 for b in model.buffers)
+            and data[4:8] == b"TFL3"
+        )
+    except Exception:  # any parse failure is the answer
+        return False
 
 
 class LiteRTRunner:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the demo app's assets with ONE albert-edge command and copies them into
+# Builds the demo app's assets with albert-edge and copies them into
 # app/src/main/assets/ (git-ignored: the model is megabytes, regenerate it instead):
 #
 #   albert-edge convert [CHECKPOINT] --to tflite --precision int8-dynamic \
@@ -8,7 +8,9 @@
 # (--quantize-embeddings: the V×E word table in int8 too; for the SST-2 model the asset is
 # 2.4 MB instead of 8.1 MB at the same dev accuracy, benchmarks/results/peers.md)
 #
-# then model.tflite and spiece.model from that artifact, plus two small generated files:
+# plus the GPU artifact (`convert --to tflite --target gpu`: fp16, GPU-clean graph) as
+# model_gpu.tflite, then model.tflite and spiece.model from the first artifact, plus two
+# small generated files:
 # model_info.json (artifact name, precision, labels from config.json's id2label, sequence
 # lengths, file and floor bytes from manifest.json) and bench_sentences.txt (the first 128
 # SST-2 dev sentences, the benchmark's inputs).
@@ -45,6 +47,12 @@ mkdir -p "$demo/build"
 "$albert_edge" convert "$@" --to tflite --precision int8-dynamic --quantize-embeddings \
     --seq-lens 32,64,128 -o "$work" --overwrite
 
+# The GPU choice gets its own artifact: fp16 weights, GPU-clean graph (no BROADCAST_TO),
+# at most one CPU-GPU boundary (the embedding lookup). int8 is the CPU/NPU format.
+gpu_work="$demo/build/$name.tflite-gpu"
+"$albert_edge" convert "$@" --to tflite --target gpu --seq-lens 32,64,128 -o "$gpu_work" --overwrite
+"$albert_edge" inspect "$gpu_work/model.tflite" --json > "$demo/build/$name.gpu-inspect.json"
+
 for f in model.tflite spiece.model manifest.json config.json; do
     if [ ! -f "$work/$f" ]; then
         echo "$work/$f is missing: the conversion did not produce a complete artifact" >&2
@@ -56,7 +64,9 @@ mkdir -p "$assets"
 tmp="$(mktemp -d "$assets/.prepare.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 cp "$work/model.tflite" "$work/spiece.model" "$tmp/"
+cp "$gpu_work/model.tflite" "$tmp/model_gpu.tflite"
 
+ALBERT_EDGE_GPU_INSPECT="$demo/build/$name.gpu-inspect.json" \
 ALBERT_EDGE_WORK="$work" ALBERT_EDGE_OUT="$tmp" ALBERT_EDGE_REPO="$repo" "$python" - <<'PY'
 import json
 import os
@@ -87,6 +97,17 @@ info = {
     "floor_bytes": sizes.get("floor_bytes"),
     "source": manifest.get("source", {}).get("path"),
 }
+# model_gpu.tflite: what albert-edge's GPU rule table predicts (the app shows it, and flags
+# a fallback or a disagreement with LiteRT's own is_fully_accelerated).
+gpu = json.loads(Path(os.environ["ALBERT_EDGE_GPU_INSPECT"]).read_text())["delegates"]["gpu"]
+sub = max(gpu["subgraphs"], key=lambda s: s["ops"])
+info["gpu_model"] = {
+    "file": "model_gpu.tflite",
+    "precision": "fp16",
+    "ops": sub["ops"],
+    "gpu_ops": sub["gpu_ops"],
+    "cpu_partitions": sub["cpu_partitions"],
+}
 (out / "model_info.json").write_text(json.dumps(info, indent=2) + "\n")
 
 shared = Path(os.environ.get("ALBERT_EDGE_SHARED", repo.parent / "shared"))
@@ -104,7 +125,7 @@ else:
 print(f"labels {labels}, sequence lengths {seq_lens}, {len(sentences)} benchmark sentences")
 PY
 
-for f in model.tflite spiece.model model_info.json bench_sentences.txt; do
+for f in model.tflite model_gpu.tflite spiece.model model_info.json bench_sentences.txt; do
     mv -f "$tmp/$f" "$assets/$f"
 done
 echo "assets ready in $assets:"

@@ -185,7 +185,7 @@ def test_cli_writes_json_markdown_and_plot(tmp_path: Path, tiny_onnx: Path) -> N
         (["{onnx}", "--backend", "torch-fp32"], "none of --backend"),
         (["{onnx}", "--backend", "nope"], "unknown backend"),
         (["{onnx}", "--json", "/nonexistent/dir/r.json"], "does not exist"),
-        (["{onnx}", "--runs", "0"], "--runs must be positive"),
+        (["{onnx}", "--runs", "0"], "--runs: expected an integer >= 1"),
     ],
 )
 def test_cli_bad_input_is_one_line(args: list[str], needle: str, tiny_onnx: Path) -> None:

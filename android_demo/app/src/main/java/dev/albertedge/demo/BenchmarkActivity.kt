@@ -3,6 +3,7 @@ package dev.albertedge.demo
 import android.app.ActivityManager
 import android.os.Build
 import android.os.Bundle
+import android.os.Debug
 import android.util.Log
 import android.widget.TextView
 import androidx.appcompat.app.AppCompatActivity
@@ -10,6 +11,8 @@ import androidx.lifecycle.lifecycleScope
 import dev.albertedge.core.BenchmarkReport
 import dev.albertedge.core.BenchmarkResult
 import dev.albertedge.core.BenchmarkRunner
+import dev.albertedge.core.DelegateCoverage
+import dev.albertedge.core.PssDelta
 import dev.albertedge.core.Encoding
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.asCoroutineDispatcher
@@ -98,10 +101,14 @@ class BenchmarkActivity : AppCompatActivity() {
             // Tokenized once, outside the timed loop: these rows time the model alone.
             val inputs: List<Encoding> = sentences.map { tokenizer.encode(it, null, seqLen, true, true) }
             for (choice in delegates) {
+                // The GPU row runs the fp16 GPU-clean artifact when the APK has one.
+                val gpuModel = info.gpuModel?.takeIf { choice.kind == DelegateChoice.Kind.GPU }
+                val rowModel = gpuModel?.let { ModelAssets.mapModel(this, it.file) } ?: model
+                var pssDelta: Long? = null
                 val template = BenchmarkResult().apply {
-                    artifact = info.artifact
+                    artifact = if (gpuModel != null) "${info.artifact}-gpu" else info.artifact
                     format = "tflite"
-                    precision = info.precision
+                    precision = if (gpuModel != null) "fp16" else info.precision
                     backend = choice.backend
                     device = choice.device
                     batch = 1
@@ -113,8 +120,12 @@ class BenchmarkActivity : AppCompatActivity() {
                     extra["delegate"] = choice.name
                 }
                 val result = BenchmarkRunner.measure(template, {
+                    val pssBefore = pssKb()
                     val classifier = try {
-                        LiteRtClassifier.open(model, choice, verify = false)
+                        LiteRtClassifier.open(rowModel, choice, verify = false).also {
+                            // Per-model memory: PSS after load minus before (not VmHWM, a process-wide peak).
+                            pssDelta = PssDelta.bytes(pssBefore, pssKb())
+                        }
                     } catch (e: DelegateUnsupportedException) {
                         throw BenchmarkRunner.Unsupported("${choice.label}: ${e.message}")
                     }
@@ -132,6 +143,16 @@ class BenchmarkActivity : AppCompatActivity() {
                         override fun close() = classifier.close()
                     }
                 }, warmup, runs)
+                result.extra["model_pss_bytes"] = pssDelta
+                if (gpuModel != null) {
+                    val c = DelegateCoverage.decide(
+                        "GPU", result.status == BenchmarkResult.OK, gpuModel.ops, gpuModel.gpuOps,
+                        gpuModel.cpuPartitions, null,
+                    )
+                    result.extra["delegate_coverage"] = c.status.name
+                    result.extra["delegated_ops"] = c.delegatedOps
+                    result.extra["ops"] = c.totalOps
+                }
                 report.add(result)
                 sayLater(describe(result))
             }
@@ -168,4 +189,7 @@ class BenchmarkActivity : AppCompatActivity() {
     companion object {
         private const val TAG = "AlbertEdgeBench"
     }
+
+    /** This process's total PSS in KiB (Debug.MemoryInfo), sampled around each model load. */
+    private fun pssKb(): Long = Debug.MemoryInfo().also { Debug.getMemoryInfo(it) }.totalPss.toLong()
 }

@@ -23,6 +23,10 @@ enum class DelegateChoice(
 
     enum class Kind { CPU, XNNPACK, GPU, NNAPI }
 
+    /** The label on this device: NNAPI says when it is deprecated (API 35+) or may use its CPU path. */
+    fun labelFor(sdkInt: Int): String =
+        if (kind == Kind.NNAPI) dev.albertedge.core.AcceleratorPolicy.nnapi(sdkInt).label else label
+
     companion object {
         /** Where an unsupported delegate falls back to: always available on any device. */
         val FALLBACK = XNNPACK

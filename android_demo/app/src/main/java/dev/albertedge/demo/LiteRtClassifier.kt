@@ -1,6 +1,7 @@
 package dev.albertedge.demo
 
 import android.os.Build
+import dev.albertedge.core.AcceleratorPolicy
 import dev.albertedge.core.Encoding
 import org.tensorflow.lite.DataType
 import org.tensorflow.lite.Delegate
@@ -171,15 +172,16 @@ class LiteRtClassifier private constructor(
         }
 
         private fun createNnApiDelegate(): NnApiDelegate {
-            if (Build.VERSION.SDK_INT < Build.VERSION_CODES.O_MR1) {
-                throw DelegateUnsupportedException(
-                    "NNAPI needs Android 8.1 (API 27); this device runs API ${Build.VERSION.SDK_INT}",
-                )
-            }
+            // The gate lives in albert-core (AcceleratorPolicy) so JVM tests cover it.
+            val nnapi = AcceleratorPolicy.nnapi(Build.VERSION.SDK_INT)
+            if (!nnapi.available) throw DelegateUnsupportedException(nnapi.unavailableReason)
             return try {
                 // No NNAPI CPU reference implementation: a device without an accelerator for
-                // these ops should say so, not quietly run NNAPI's slow CPU path.
-                NnApiDelegate(NnApiDelegate.Options().setUseNnapiCpu(false))
+                // these ops should say so, not quietly run NNAPI's slow CPU path. The flag
+                // only exists from API 29; below it the label says NNAPI may use its CPU path.
+                val options = NnApiDelegate.Options()
+                if (nnapi.canRefuseNnapiCpu) options.setUseNnapiCpu(false)
+                NnApiDelegate(options)
             } catch (e: Throwable) {
                 throw DelegateUnsupportedException("NNAPI could not start (${firstLine(e)})")
             }

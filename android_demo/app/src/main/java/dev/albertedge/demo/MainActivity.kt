@@ -1,6 +1,7 @@
 package dev.albertedge.demo
 
 import android.content.Intent
+import android.os.Build
 import android.os.Bundle
 import android.view.View
 import android.view.inputmethod.EditorInfo
@@ -13,6 +14,7 @@ import android.widget.TextView
 import androidx.appcompat.app.AppCompatActivity
 import androidx.lifecycle.lifecycleScope
 import dev.albertedge.core.AlbertTokenizer
+import dev.albertedge.core.DelegateCoverage
 import dev.albertedge.core.Postprocess
 import kotlinx.coroutines.asCoroutineDispatcher
 import kotlinx.coroutines.launch
@@ -69,7 +71,7 @@ class MainActivity : AppCompatActivity() {
         delegatePicker.adapter = ArrayAdapter(
             this,
             android.R.layout.simple_spinner_dropdown_item,
-            DelegateChoice.entries.map { it.label },
+            DelegateChoice.entries.map { it.labelFor(Build.VERSION.SDK_INT) },
         )
         delegatePicker.setSelection(DelegateChoice.XNNPACK.ordinal)
         delegatePicker.onItemSelectedListener = object : AdapterView.OnItemSelectedListener {
@@ -98,9 +100,21 @@ class MainActivity : AppCompatActivity() {
                     loadAssetsOnce()
                     classifier?.close()
                     classifier = null
-                    val (opened, fallback) = LiteRtClassifier.openWithFallback(checkNotNull(model), choice)
-                    classifier = opened
                     val i = checkNotNull(info)
+                    // The GPU gets the fp16 GPU-clean artifact (model_gpu.tflite) when present.
+                    val gpuModel = i.gpuModel?.takeIf { choice.kind == DelegateChoice.Kind.GPU }
+                    val bytes = gpuModel?.let { ModelAssets.mapModel(this@MainActivity, it.file) } ?: checkNotNull(model)
+                    val (opened, fell) = LiteRtClassifier.openWithFallback(bytes, choice)
+                    classifier = opened
+                    // Show how much the delegate really runs (or that it fell back), never hide it.
+                    val fallback = if (gpuModel != null) {
+                        val c = DelegateCoverage.decide(
+                            "GPU", fell == null, gpuModel.ops, gpuModel.gpuOps, gpuModel.cpuPartitions, null,
+                        )
+                        listOfNotNull(fell, c.message).joinToString(" ")
+                    } else {
+                        fell
+                    }
                     val summary = getString(
                         R.string.model_summary,
                         i.artifact,

@@ -22,7 +22,12 @@ data class ModelInfo(
     val seqLens: List<Int>,
     val fileBytes: Long?,
     val floorBytes: Long?,
+    /** model_gpu.tflite's predicted GPU coverage (albert-edge inspect), null if absent. */
+    val gpuModel: GpuModelInfo? = null,
 )
+
+/** The fp16 GPU-clean artifact: ops in one signature, ops the GPU takes, CPU partitions. */
+data class GpuModelInfo(val file: String, val ops: Int, val gpuOps: Int, val cpuPartitions: Int)
 
 /**
  * The generated assets: `model.tflite` (memory-mapped; stored uncompressed, see
@@ -45,6 +50,9 @@ object ModelAssets {
             seqLens = List(seqLens.length()) { seqLens.getInt(it) },
             fileBytes = json.optLong("file_bytes", -1).takeIf { it > 0 },
             floorBytes = json.optLong("floor_bytes", -1).takeIf { it > 0 },
+            gpuModel = json.optJSONObject("gpu_model")?.let {
+                GpuModelInfo(it.getString("file"), it.getInt("ops"), it.getInt("gpu_ops"), it.getInt("cpu_partitions"))
+            },
         )
     }
 
@@ -58,11 +66,11 @@ object ModelAssets {
     }
 
     /** The model, mapped read-only from the APK (no copy into the Java heap). */
-    fun mapModel(context: Context): MappedByteBuffer {
+    fun mapModel(context: Context, name: String = MODEL): MappedByteBuffer {
         val fd = try {
-            context.assets.openFd(MODEL)
+            context.assets.openFd(name)
         } catch (e: FileNotFoundException) {
-            throw MissingAssetException(MODEL)
+            throw MissingAssetException(name)
         }
         return fd.use {
             FileInputStream(it.fileDescriptor).channel.use { channel ->

@@ -1,0 +1,144 @@
+"""What an ONNX artifact needs from the runtime that loads it, computed from its graph.
+
+A user with an older onnxruntime used to get ORT's own load error ("Could not find an
+implementation for GatherBlockQuantized(1) node ...") with no hint of the fix. The
+manifest now records, under ``"requirements"``, the minimum onnxruntime version the
+graph's ops and opset need (:func:`graph_requirements`), and
+:func:`check_runtime_version` turns a too-old runtime into one line naming the version.
+
+The table holds the ONNX Runtime release that first shipped a CPU kernel for each op
+albert-edge emits; ops not listed are older than the opset floor and need nothing extra.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from albert_edge.errors import AlbertEdgeError
+
+if TYPE_CHECKING:
+    import onnx
+
+MS_DOMAIN = "com.microsoft"
+
+# ai.onnx opset → first onnxruntime release that runs it.
+OPSET_MIN_ORT: dict[int, str] = {
+    13: "1.7",
+    14: "1.10",
+    15: "1.11",
+    16: "1.12",
+    17: "1.13",
+    18: "1.14",
+    19: "1.16",
+    20: "1.17",
+    21: "1.20",
+}
+# (domain, op) → first onnxruntime release with a CPU kernel for it (as albert-edge uses it).
+OP_MIN_ORT: dict[tuple[str, str], str] = {
+    # int8 embedding tables (8-bit blockwise): added to the CPU kernel in 1.23
+    (MS_DOMAIN, "GatherBlockQuantized"): "1.23",
+    (MS_DOMAIN, "MatMulNBits"): "1.17",
+    (MS_DOMAIN, "MultiHeadAttention"): "1.14",
+    (MS_DOMAIN, "SkipSimplifiedLayerNormalization"): "1.17",
+    (MS_DOMAIN, "QAttention"): "1.7",
+    (MS_DOMAIN, "DynamicQuantizeMatMul"): "1.7",
+    (MS_DOMAIN, "MatMulIntegerToFloat"): "1.7",
+    (MS_DOMAIN, "Attention"): "1.7",
+    (MS_DOMAIN, "EmbedLayerNormalization"): "1.7",
+    (MS_DOMAIN, "SkipLayerNormalization"): "1.7",
+    (MS_DOMAIN, "FastGelu"): "1.7",
+    (MS_DOMAIN, "BiasGelu"): "1.7",
+    (MS_DOMAIN, "Gelu"): "1.7",
+}
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """``"1.23.2"`` → (1, 23, 2); pre-release/local suffixes are ignored."""
+    parts = []
+    for piece in text.split("+")[0].split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit()) if piece else ""
+        if not digits or not piece[0].isdigit():
+            break
+        parts.append(int(digits))
+        if not piece.isdigit():
+            break
+    return tuple(parts) or (0,)
+
+
+def _max_version(versions: list[str]) -> str:
+    return max(versions, key=parse_version) if versions else "1.7"
+
+
+def graph_requirements(model: onnx.ModelProto) -> dict[str, Any]:
+    """The manifest's ``"requirements"``: opsets, contrib ops used, and the minimum
+    onnxruntime version (with the op that sets it)."""
+    opsets = {(o.domain or "ai.onnx"): int(o.version) for o in model.opset_import}
+    ops = Counter((n.domain or "ai.onnx", n.op_type) for n in model.graph.node)
+    contrib = sorted(op for (domain, op) in ops if domain == MS_DOMAIN)
+    needs: dict[str, str] = {}
+    onnx_opset = opsets.get("ai.onnx")
+    if onnx_opset is not None:
+        floor = OPSET_MIN_ORT.get(onnx_opset)
+        if floor is None:
+            known = max(OPSET_MIN_ORT)
+            floor = OPSET_MIN_ORT[known] if onnx_opset > known else "1.7"
+        needs[f"ai.onnx opset {onnx_opset}"] = floor
+    for (domain, op), _ in sorted(ops.items()):
+        key = (MS_DOMAIN if domain == MS_DOMAIN else domain, op)
+        if key in OP_MIN_ORT:
+            needs[f"{op} ({domain})"] = OP_MIN_ORT[key]
+    minimum = _max_version(list(needs.values()))
+    why = sorted((k for k, v in needs.items() if v == minimum))
+    return {
+        "min_onnxruntime": minimum,
+        "min_onnxruntime_because": why,
+        "opsets": opsets,
+        "contrib_ops": contrib,
+        "op_types": sorted({op for (_, op) in ops}),
+    }
+
+
+def artifact_requirements(
+    model: onnx.ModelProto, quantization: dict[str, Any] | None, verified: bool
+) -> dict[str, Any]:
+    """:func:`graph_requirements` plus the int8 recipe and the kernels it was checked on.
+
+    ``accurate_on`` is what the recipe guarantees by its arithmetic
+    (:mod:`albert_edge.onnx.recipes`); ``verified_on`` is where this artifact was actually
+    run against PyTorch: this machine's kernel family when ``convert`` verified it here.
+    """
+    from albert_edge.errors import UnsupportedError
+    from albert_edge.kernels import host_kernel
+
+    req = graph_requirements(model)
+    q = quantization or {}
+    req["int8_target"] = q.get("target")
+    req["accurate_on"] = list(q["accurate_on"]) if q.get("accurate_on") else None
+    try:
+        here = [host_kernel()] if verified else []
+    except UnsupportedError:  # a CPU below AVX2: verified, but on no named family
+        here = []
+    req["verified_on"] = here
+    return req
+
+
+class RuntimeTooOldError(AlbertEdgeError):
+    """The installed onnxruntime is older than the artifact's ops need."""
+
+
+def check_runtime_version(
+    path: object, requirements: dict[str, Any] | None, installed: str
+) -> None:
+    """Raise :class:`RuntimeTooOldError` (one line) if ``installed`` is below the
+    artifact's ``min_onnxruntime``; no requirements recorded → nothing to check."""
+    if not requirements or not requirements.get("min_onnxruntime"):
+        return
+    need = str(requirements["min_onnxruntime"])
+    if parse_version(installed) >= parse_version(need):
+        return
+    because = ", ".join(requirements.get("min_onnxruntime_because") or []) or "its ops"
+    raise RuntimeTooOldError(
+        f"{path}: needs onnxruntime >= {need} ({because}), but {installed} is installed; "
+        f'run pip install "onnxruntime>={need}"'
+    )

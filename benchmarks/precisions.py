@@ -1,0 +1,275 @@
+#!/usr/bin/env python
+"""Every precision × target at DEFAULT flags, side by side in one run (issue 17).
+
+For the trained SST-2 model (``albert_edge/models/sst2-albert-tiny``) and, with
+``--base``, albert-base (random init, the published v2 shape; latency and size only),
+this builds every albert-edge artifact with default flags through the public
+``albert_edge.convert`` API — ONNX fp32/fp16/int8-dynamic/int8-static/int4, TFLite
+fp32/fp16/int8-dynamic/int8-full — plus optimum's fp32 export and its
+``onnxruntime quantize --avx512_vnni`` int8 (the peer, built as ``benchmarks/peers.py``
+does), and measures in one run:
+
+- size ÷ floor (floor = unique parameters of the checkpoint × bytes per parameter at
+  the precision, as ``albert-edge inspect`` computes it);
+- W1: p50 at batch 1, sequence 128, and p50 at every ``--seq-lens`` (8 … 512), via
+  :func:`albert_edge.bench.bench` (one child process per artifact), with the
+  roofline fraction (``albert_edge/bench/roofline.py``: ORT's own int8/fp32 GEMM rate
+  on the model's shapes);
+- W2: median latency over ``--w2`` real SST-2 dev sentences each at its own token
+  length (no padding; TFLite pads to its smallest signature that fits), the artifacts
+  interleaved sentence by sentence so that machine load hits all alike;
+- SST-2 dev accuracy (872 sentences) of each artifact and of the checkpoint.
+
+TFLite artifacts are converted with ``--seq-lens 32,128,512`` (signatures share one
+weight buffer, so the size is that of the default single-signature file) so that the
+sequence sweep and W2 can run them.
+
+Outputs (``--out``, default ``benchmarks/results``): ``precisions.json`` (an
+albert-edge-bench/1 report; each result row also carries ``w2_median_ms``,
+``accuracy``, ``model``), ``precisions.md`` and ``precisions.png``. Run:
+``python benchmarks/precisions.py [--base] [--threads 2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+os.environ.setdefault("USE_TF", "0")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from albert_edge.bench import (  # noqa: E402
+    accuracy,
+    bench,
+    resolve_target,
+    validate_report,
+    write_outputs,
+)
+from albert_edge.bench.report import machine_line  # noqa: E402
+
+SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
+SPIECE = SHARED / "data" / "albert" / "30k-clean.model"
+DEV = SHARED / "data" / "sst2" / "dev.tsv"
+TRAIN = SHARED / "data" / "sst2" / "train.tsv"
+TRAINED = ROOT / "albert_edge" / "models" / "sst2-albert-tiny"
+
+ONNX = ("fp32", "fp16", "int8-dynamic", "int8-static", "int4")
+TFLITE = ("fp32", "fp16", "int8-dynamic", "int8-full")
+BACKEND = {"onnx": "ort-cpu", "tflite": "litert-xnnpack"}
+TFLITE_BUCKETS = (32, 128, 512)
+
+
+def build(ckpt: Path, work: Path, target: str, precision: str) -> Path:
+    """One albert-edge artifact with default flags (calibration where the precision needs it)."""
+    from albert_edge.convert import convert
+    from albert_edge.options import ConvertOptions
+
+    out = work / f"albert-edge-{target}-{precision}"
+    if (out / "manifest.json").is_file():
+        return out
+    static = precision in ("int8-static", "int8-full")
+    convert(
+        ckpt,
+        out,
+        ConvertOptions(
+            target=target,
+            precision=precision,
+            calibration=TRAIN if static else None,
+            seq_lens=TFLITE_BUCKETS if target == "tflite" else (),
+            verify=False,  # accuracy is measured below on all of SST-2 dev
+            overwrite=True,
+        ),
+    )
+    return out
+
+
+def w2_latencies(
+    targets: Sequence[tuple[str, Path]], sentences: Sequence[str], threads: int
+) -> dict[str, float]:
+    """Median ms per sentence at its own length, artifacts interleaved per sentence."""
+    import numpy as np
+
+    from albert_edge.runtime import open_runner
+    from albert_edge.tokenizer import AlbertTokenizer
+
+    tok = AlbertTokenizer(SPIECE)
+    feeds = []
+    for s in sentences:
+        enc = tok.encode(s, max_length=512, padding="none").as_numpy()
+        feeds.append({k: np.ascontiguousarray(v) for k, v in enc.items()})
+    runners = {}
+    for label, path in targets:
+        r = open_runner(path, threads=threads)
+        names = set(r.input_names)
+        for f in feeds[:5]:  # warm-up: allocations, kernel selection
+            r.run({k: v for k, v in f.items() if k in names})
+        runners[label] = (r, names)
+    samples: dict[str, list[float]] = {label: [] for label in runners}
+    for f in feeds:
+        for label, (r, names) in runners.items():
+            x = {k: v for k, v in f.items() if k in names}
+            t0 = time.perf_counter()
+            r.run(x)
+            samples[label].append((time.perf_counter() - t0) * 1e3)
+    return {label: statistics.median(v) for label, v in samples.items()}
+
+
+def markdown(report: dict[str, Any], seq_lens: Sequence[int]) -> str:
+    rows = report["results"]
+    lines = [
+        "# Every precision × target at default flags (issue 17)",
+        "",
+        f"Machine: {machine_line(report)}. Threads: {report['settings']['threads']}. "
+        f"Built and measured by `benchmarks/precisions.py` in one run; {report['created']}.",
+        "",
+        "size ÷ floor: file bytes ÷ (unique checkpoint parameters × bytes per parameter at the "
+        "precision). W1: batch 1, seq 128, p50. W2: median over "
+        f"{report['settings'].get('w2_sentences')} SST-2 dev sentences at their own length "
+        "(interleaved). roof: W1 GOP/s ÷ ORT's GEMM rate on the model's shapes (int8 rate "
+        "for int precisions, fp32 otherwise). acc: SST-2 dev (872).",
+        "",
+    ]
+    for model in dict.fromkeys(r.get("model") for r in rows):
+        mine = [r for r in rows if r.get("model") == model]
+        lines += [f"## {model}", ""]
+        head = ["artifact", "MB", "size ÷ floor", "acc %", "W1 p50 ms", "roof W1", "W2 med ms"]
+        head += [f"seq {s} p50" for s in seq_lens if s != 128]
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        for art in dict.fromkeys(r["artifact"] for r in mine):
+            by = {r["seq_len"]: r for r in mine if r["artifact"] == art}
+            r0 = next(iter(by.values()))
+            w1 = by.get(128, {})
+
+            def p50(r: dict[str, Any]) -> str:
+                lat = r.get("latency_ms") or {}
+                return f"{lat['p50']:.2f}" if lat.get("p50") is not None else "—"
+
+            acc = r0.get("accuracy")
+            cells = [
+                art,
+                f"{r0['file_bytes'] / 1e6:.2f}" if r0.get("file_bytes") else "—",
+                f"{r0['ratio_to_floor']:.3f}" if r0.get("ratio_to_floor") else "—",
+                f"{100 * acc:.2f}" if isinstance(acc, float) else "—",
+                p50(w1),
+                f"{w1['roofline_fraction']:.0%}" if w1.get("roofline_fraction") else "—",
+                f"{r0['w2_median_ms']:.2f}" if r0.get("w2_median_ms") else "—",
+            ]
+            cells += [p50(by.get(s, {})) for s in seq_lens if s != 128]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    p.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "_work" / "precisions")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seq-lens", default="8,32,128,512")
+    p.add_argument("--w2", type=int, default=300, help="SST-2 dev sentences for W2")
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--base", action="store_true", help="also albert-base (random init)")
+    p.add_argument("--no-peers", action="store_true")
+    p.add_argument("--no-tflite", action="store_true")
+    a = p.parse_args(argv)
+    seq_lens = tuple(int(x) for x in a.seq_lens.split(","))
+    from albert_edge.data import read_sst2
+
+    dev = read_sst2(DEV)
+    sentences = [s for _, s in dev[: a.w2]]
+    models: list[tuple[str, Path, bool]] = [("sst2-albert-tiny (trained)", TRAINED, True)]
+    if a.base:
+        from albert_edge.configs import make_random_checkpoint
+
+        base = a.work / "albert-base-ckpt"
+        if not (base / "config.json").is_file():
+            make_random_checkpoint(base, "albert-base", spiece_model=SPIECE)
+        models.append(("albert-base (random init)", base, False))
+
+    all_rows: list[dict[str, Any]] = []
+    report: dict[str, Any] = {}
+    for label, ckpt, score in models:
+        work = a.work / ckpt.name
+        work.mkdir(parents=True, exist_ok=True)
+        arts: list[tuple[str, str, Path]] = []  # (label, format, path)
+        plan = [("onnx", p_) for p_ in ONNX]
+        if not a.no_tflite:
+            plan += [("tflite", p_) for p_ in TFLITE]
+        for target, precision in plan:
+            t0 = time.time()
+            print(f"precisions: [{label}] building {target} {precision}", file=sys.stderr)
+            arts.append(
+                (f"albert-edge {target} {precision}", target, build(ckpt, work, target, precision))
+            )
+            print(f"  ... {time.time() - t0:.0f} s", file=sys.stderr)
+        if not a.no_peers:
+            from peers import Unavailable, build_optimum
+
+            for variant in ("fp32", "int8"):
+                try:
+                    model = build_optimum(ckpt, work, variant)
+                    for name in ("config.json", "spiece.model"):
+                        if not (model.parent / name).is_file():
+                            (model.parent / name).write_bytes((ckpt / name).read_bytes())
+                    arts.append((f"optimum {variant}", "onnx", model))
+                except Unavailable as exc:
+                    print(f"precisions: optimum {variant}: {exc}", file=sys.stderr)
+        targets = [resolve_target(path).with_(name=name) for name, _, path in arts]
+        rep = bench(
+            [t for t in targets if t.format == "onnx"]
+            + [t for t in targets if t.format == "tflite"],
+            backends=None,
+            seq_lens=seq_lens,
+            threads=(a.threads,),
+            runs=a.runs,
+            warmup=3,
+            progress=True,
+        )
+        # only the backend each format is meant for (bench may add GPU/other variants)
+        rep["results"] = [
+            r for r in rep["results"] if r["backend"] == BACKEND.get(r["format"], r["backend"])
+        ]
+        w2 = w2_latencies([(n, path) for n, _, path in arts], sentences, a.threads)
+        accs: dict[str, Any] = {}
+        if score:
+            for (name, fmt, _path), t in zip(arts, targets, strict=True):
+                res = accuracy(t, BACKEND[fmt], DEV, seq_len=128, threads=a.threads)
+                accs[name] = res.get("accuracy")
+            accs["checkpoint (PyTorch fp32)"] = accuracy(
+                resolve_target(ckpt), "torch-fp32", DEV, seq_len=128, threads=a.threads
+            ).get("accuracy")
+        for r in rep["results"]:
+            r["model"] = label
+            r["w2_median_ms"] = w2.get(r["artifact"])
+            r["accuracy"] = accs.get(r["artifact"])
+        all_rows += rep["results"]
+        report = {**rep, "results": all_rows}
+        report.setdefault("extra", {})[label] = {
+            "checkpoint_accuracy": accs.get("checkpoint (PyTorch fp32)")
+        }
+    report["settings"]["w2_sentences"] = len(sentences)
+    report["settings"]["tflite_signatures"] = list(TFLITE_BUCKETS)
+    problems = validate_report(report)
+    if problems:
+        print("precisions: schema problems: " + "; ".join(problems[:5]), file=sys.stderr)
+    a.out.mkdir(parents=True, exist_ok=True)
+    write_outputs(report, json_out=a.out / "precisions.json", plot_out=a.out / "precisions.png")
+    (a.out / "precisions.md").write_text(markdown(report, seq_lens))
+    print((a.out / "precisions.md").read_text())
+    print(json.dumps(report.get("extra"), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

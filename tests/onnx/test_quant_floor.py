@@ -1,0 +1,105 @@
+"""Issue 17's floor pieces on tiny graphs: int4 block choice, int8 side tables, fp16
+table scales, and the defaults (word table quantized unless --keep-embeddings-wide)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from albert_edge.cli import _quantization_options, build_parser
+from albert_edge.onnx.quant_embed import (
+    _quantize_blocks,
+    find_word_table,
+    quantize_side_tables,
+    quantize_word_table,
+    side_tables,
+)
+from albert_edge.onnx.quantize import int4_block_size
+from albert_edge.options import ConvertOptions
+
+
+def test_int4_block_never_exceeds_the_smallest_k() -> None:
+    assert int4_block_size(128, [768, 3072]) == 128
+    assert int4_block_size(128, [64, 128, 512]) == 64
+    assert int4_block_size(32, [16]) == 16
+    assert int4_block_size(16, [8]) == 16  # MatMulNBits' smallest block
+
+
+def _gather_model(tables: dict[str, np.ndarray]) -> onnx.ModelProto:
+    nodes, outs = [], []
+    for name in tables:
+        nodes.append(helper.make_node("Gather", [name, "ids"], [f"{name}_out"], name=f"g_{name}"))
+        outs.append(helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, None))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [None])],
+        outs,
+        [numpy_helper.from_array(w, n) for n, w in tables.items()],
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    )
+
+
+def _run(model: onnx.ModelProto, ids: np.ndarray) -> list[np.ndarray]:
+    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return [np.asarray(x) for x in s.run(None, {"ids": ids})]
+
+
+def test_side_table_int8_per_column_reads_the_same_rows() -> None:
+    rng = np.random.default_rng(0)
+    word = rng.normal(size=(1000, 16)).astype(np.float32)
+    pos = (rng.normal(size=(512, 16)) * np.linspace(0.01, 1.0, 16)).astype(np.float32)
+    small = rng.normal(size=(512, 1)).astype(np.float32)  # 512 values: too small to pay
+    model = _gather_model({"word": word, "pos": pos, "types": small})
+    assert side_tables(model, "word") == ["pos"]
+    ids = np.array([0, 7, 511, 3])
+    ref = _run(model, ids)
+    facts = quantize_side_tables(model, "word")
+    assert [f["table"] for f in facts] == ["pos"]
+    inits = {t.name: t for t in model.graph.initializer}
+    assert "pos" not in inits and "word" in inits and "types" in inits
+    codes = [t for t in inits.values() if t.data_type == TensorProto.INT8 and len(t.dims) == 2]
+    assert len(codes) == 1 and list(codes[0].dims) == [512, 16]
+    out = _run(model, ids)
+    # per-column scale: the error of each column is at most half its own step
+    step = np.abs(pos).max(axis=0) / 127.0
+    assert np.all(np.abs(out[1] - ref[1]) <= step / 2 + 1e-7)
+    np.testing.assert_array_equal(out[0], ref[0])  # the word table is not a side table
+
+
+def test_word_table_fp16_scales_agree_with_codes() -> None:
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=(300, 64)).astype(np.float32)
+    _, s32 = _quantize_blocks(w, 8, 64)
+    codes16, s16 = _quantize_blocks(w, 8, 64, fp16_scales=True)
+    assert s32.dtype == np.float32 and s16.dtype == np.float16 and s16.nbytes * 2 == s32.nbytes
+    deq = (codes16.astype(np.float32) - 128) * s16.astype(np.float32)
+    assert np.abs(deq - w).max() <= float(s16.astype(np.float32).max()) / 2 + 1e-6
+    model = _gather_model({"word": w})
+    ids = np.array([1, 299, 5])
+    use = find_word_table(model, 300)
+    assert use is not None
+    facts = quantize_word_table(model, use, bits=8, block_size=64, qdq=False)
+    assert "fp16 scales" in facts["format"]
+    out = _run(model, ids)[0]
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, deq[ids], atol=2e-3)  # fp16 output rounding only
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], True),
+        (["--quantize-embeddings"], True),  # the old opt-in, now a no-op alias
+        (["--keep-embeddings-wide"], False),
+    ],
+)
+def test_cli_defaults_quantize_the_word_table(argv: list[str], expected: bool) -> None:
+    a = build_parser().parse_args(["convert", "-o", "x", "--precision", "int8-dynamic", *argv])
+    assert _quantization_options(a)["quantize_embeddings"] is expected
+    assert ConvertOptions(precision="int8-dynamic").quantize_embeddings is True
