@@ -251,7 +251,7 @@ def damage_trials(t: Tally, work: Path, artifacts: dict[str, Path], rng: random.
     case = work / "damaged"
     shutil.rmtree(case, ignore_errors=True)
     shutil.copytree(artifacts["onnx"], case)
-    with open(case / "model.onnx", "r+b") as fh:
+    with open(case / "onnx" / "model.onnx", "r+b") as fh:
         fh.seek(1000)
         b = fh.read(1)
         fh.seek(1000)
@@ -266,7 +266,9 @@ def manifest_trials(t: Tally, work: Path, art: Path) -> None:
 
     good = json.loads((art / "manifest.json").read_text())
     other = work / "elsewhere.onnx"
-    shutil.copyfile(art / "model.onnx", other)
+    from albert_edge.runtime import model_file
+
+    shutil.copyfile(model_file(art), other)
     bad: dict[str, str] = {
         "empty object": "{}",
         "JSON list": "[]",
@@ -284,7 +286,7 @@ def manifest_trials(t: Tally, work: Path, art: Path) -> None:
         case = work / "badman"
         shutil.rmtree(case, ignore_errors=True)
         shutil.copytree(art, case)
-        (case / "model.onnx").write_bytes(b"garbage")  # so a followed link would pass
+        (case / "onnx" / "model.onnx").write_bytes(b"garbage")  # so a followed link would pass
         (case / "manifest.json").write_text(text)
         passed, tb = False, False
         try:

@@ -67,9 +67,10 @@ def _max_seq_len_beside(model: Path) -> int:
 
 def _check_runtime_beside(model: Path, installed: str) -> None:
     """The manifest's ``requirements`` (issue 12) against the installed onnxruntime."""
+    from albert_edge.layout import artifact_root
     from albert_edge.onnx.requirements import check_runtime_version
 
-    manifest = model.parent / "manifest.json"
+    manifest = artifact_root(model) / "manifest.json"
     if not manifest.is_file():
         return
     try:

@@ -41,10 +41,10 @@ def test_verify_never_follows_a_manifest_out_of_the_artifact(
     from albert_edge.verify import verify
 
     art = _copy(onnx_artifact, tmp_path / "art")
-    good = shutil.copyfile(art / "model.onnx", tmp_path / "good.onnx")
-    (art / "model.onnx").write_bytes(b"garbage")
+    good = shutil.copyfile(art / "onnx" / "model.onnx", tmp_path / "good.onnx")
+    (art / "onnx" / "model.onnx").write_bytes(b"garbage")
     manifest = json.loads((art / "manifest.json").read_text())
-    for model_file in (str(good), "../good.onnx"):
+    for model_file in (str(good), "../good.onnx", "../../good.onnx"):
         (art / "manifest.json").write_text(json.dumps({**manifest, "model_file": model_file}))
         with pytest.raises(AlbertEdgeError, match="not a relative path inside the artifact"):
             verify(art, seq_lens=(8,), batch_sizes=(1,), progress=False)
@@ -52,7 +52,9 @@ def test_verify_never_follows_a_manifest_out_of_the_artifact(
     assert one_line_error(r)
 
 
-@pytest.mark.parametrize("name", ["model.onnx", "spiece.model", "config.json", "manifest.json"])
+@pytest.mark.parametrize(
+    "name", ["onnx/model.onnx", "spiece.model", "config.json", "tokenizer.json", "manifest.json"]
+)
 def test_verify_fails_on_a_single_flipped_bit(
     onnx_artifact: Path, tmp_path: Path, name: str
 ) -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from albert_edge.kernels import host_kernel
 from albert_edge.options import ConvertOptions
+from albert_edge.runtime import model_file
 
 pytestmark = pytest.mark.slow
 
@@ -55,8 +56,8 @@ def test_portable_int8_agrees_across_kernels(portable_artifact, kernel):
 
     art, ckpt_path = portable_artifact
     ckpt = load_checkpoint(ckpt_path)
-    host = OrtRunner(art / "model.onnx", threads=1)
-    remote = RemoteRunner(art / "model.onnx", kernel)
+    host = OrtRunner(model_file(art), threads=1)
+    remote = RemoteRunner(model_file(art), kernel)
     try:
         rng = np.random.default_rng(0)
         for batch, seq in ((1, 128), (2, 512)):

@@ -114,7 +114,7 @@ def int8_emb_artifact(make_checkpoint, tmp_path_factory) -> Path:
 def test_manifest_records_requirements(int8_emb_artifact):
     m = json.loads((int8_emb_artifact / "manifest.json").read_text())
     req = m["requirements"]
-    proto = onnx.load(str(int8_emb_artifact / "model.onnx"))
+    proto = onnx.load(str(int8_emb_artifact / "onnx" / "model_quantized.onnx"))
     ops = {n.op_type for n in proto.graph.node}
     assert "GatherBlockQuantized" in ops  # the int8 word table
     assert req["min_onnxruntime"] == "1.23"
@@ -140,12 +140,12 @@ def test_older_runtime_gets_one_line_through_the_cli(int8_emb_artifact, monkeypa
 
 def test_runner_loads_with_a_new_enough_runtime(int8_emb_artifact, monkeypatch):
     monkeypatch.setattr(ort, "__version__", "1.23.0")
-    OrtRunner(int8_emb_artifact / "model.onnx", threads=1)
+    OrtRunner(int8_emb_artifact / "onnx" / "model_quantized.onnx", threads=1)
 
 
 def test_graph_is_checked_when_no_manifest_is_beside(int8_emb_artifact, tmp_path):
     model = tmp_path / "model.onnx"
-    shutil.copyfile(int8_emb_artifact / "model.onnx", model)
+    shutil.copyfile(int8_emb_artifact / "onnx" / "model_quantized.onnx", model)
     with pytest.raises(RuntimeTooOldError, match=r"onnxruntime >= 1\.23"):
         _check_runtime_of_graph(model, "1.20.1")
     _check_runtime_of_graph(model, ort.__version__)
