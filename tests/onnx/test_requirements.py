@@ -127,11 +127,15 @@ def test_manifest_records_requirements(int8_emb_artifact):
     assert req["verified_on"] == []  # convert ran with verify=False
 
 
-def test_older_runtime_gets_one_line_through_the_cli(int8_emb_artifact, monkeypatch, capsys):
+def test_older_runtime_gets_one_line_through_the_cli(
+    int8_emb_artifact, make_checkpoint, monkeypatch, capsys
+):
     from albert_edge.cli import main
 
     monkeypatch.setattr(ort, "__version__", "1.22.0")
-    code = main(["verify", str(int8_emb_artifact)])
+    # the manifest names a user checkpoint without its path: the reference is passed
+    ref = str(make_checkpoint("tiny"))
+    code = main(["verify", str(int8_emb_artifact), "--reference", ref, "--quiet"])
     err = capsys.readouterr().err.strip()
     assert code != 0
     assert len(err.splitlines()) == 1
