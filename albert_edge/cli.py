@@ -339,7 +339,12 @@ def _add_kernels(sub: Any) -> None:
     p = sub.add_parser(
         "kernels", help="the CPU kernel families int8 artifacts meet, and their set-up"
     )
-    ksub = p.add_subparsers(dest="kernels_command", required=True, metavar="ACTION")
+    ksub = p.add_subparsers(
+        dest="kernels_command",
+        required=True,
+        metavar="ACTION",
+        help="list: what verify --on can reach from here; setup NAME: install it",
+    )
     ls = ksub.add_parser("list", help="each kernel family and whether verify --on can use it")
     ls.set_defaults(run=_run_kernels_list)
     st = ksub.add_parser("setup", help="install what verify --on NAME needs (apt, pip, npm)")

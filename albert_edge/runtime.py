@@ -42,17 +42,19 @@ def model_file(path: str | Path) -> Path:
     file it names must lie inside the artifact and match its recorded sha256 (a model
     file given directly is checked against a manifest beside it that records it).
     """
-    from albert_edge.manifest import MANIFEST_NAME, check_files, load_manifest
+    from albert_edge.manifest import check_files, load_manifest, manifest_path
 
     p = Path(path)
     if p.is_dir():
         manifest = load_manifest(p)
         check_files(p, manifest, only=manifest.model_file)
         return p / manifest.model_file
-    if (p.parent / MANIFEST_NAME).is_file():
+    where = manifest_path(p)
+    if where.is_file():
         manifest = load_manifest(p)
-        if p.name in manifest.sha256:
-            check_files(p.parent, manifest, only=p.name)
+        rel = p.relative_to(where.parent).as_posix()
+        if rel in manifest.sha256:
+            check_files(where.parent, manifest, only=rel)
     return p
 
 

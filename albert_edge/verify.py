@@ -638,11 +638,11 @@ def _check_artifact(art: Path) -> None:
     A model file given directly must be the one its manifest describes, or the manifest's
     precision and source would be applied to a different model.
     """
-    from albert_edge.manifest import check_files, load_manifest
+    from albert_edge.manifest import check_files, load_manifest, manifest_path
 
     manifest = load_manifest(art)
-    folder = art if art.is_dir() else art.parent
-    if not art.is_dir() and art.name != manifest.model_file:
+    folder = manifest_path(art).parent
+    if not art.is_dir() and art.relative_to(folder).as_posix() != manifest.model_file:
         raise AlbertEdgeError(
             f"{art}: manifest.json beside it describes {manifest.model_file}, not this file; "
             "verify the artifact directory, or copy the file elsewhere to verify it alone"

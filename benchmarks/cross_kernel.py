@@ -271,6 +271,8 @@ def markdown(r: dict[str, Any]) -> str:
         "SST-2 dev sentences. Speed: host only, p50 ms, batch 1, seq 128, 1 thread, "
         "recipes interleaved in one run.",
         "",
+        *[f"Note: {n}" for n in r.get("notes", [])],
+        "",
     ]
     for name, e in r["models"].items():
         lines += [f"## {name}", ""]

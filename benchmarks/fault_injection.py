@@ -54,6 +54,15 @@ def cli(
     return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout, cwd="/")
 
 
+_NATIVE_LOG = re.compile(r"^(WARNING: All log messages before absl|[IWEF]\d{4} )")
+
+
+def error_lines(stderr: str) -> list[str]:
+    """stderr without TensorFlow's native (absl/glog) log lines, which the TFLite
+    converter prints from C++ before any Python code can silence them."""
+    return [ln for ln in stderr.strip().splitlines() if ln and not _NATIVE_LOG.match(ln)]
+
+
 def tree_sums(path: Path) -> dict[str, str]:
     out = {}
     for p in sorted(path.rglob("*")):
@@ -447,7 +456,7 @@ def disk_full_trials(t: Tally, work: Path, fp32: Path, tfl: Path) -> None:
                 out = mnt / "out"
                 r = cli(*args, "-o", str(out))
                 tb = "Traceback" in r.stderr
-                one_line = r.returncode == 0 or len(r.stderr.strip().splitlines()) == 1
+                one_line = r.returncode == 0 or len(error_lines(r.stderr)) == 1
                 half = out.exists() and not complete_artifact(out)
                 if r.returncode != 0 and out.exists():
                     half = True

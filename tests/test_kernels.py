@@ -150,7 +150,7 @@ def test_verify_on_without_setup_is_one_line(int8_pair, tmp_path: Path) -> None:
             "albert_edge.cli",
             "verify",
             str(arts["portable"]),
-            "--reference",  # the manifest names a user checkpoint without its path
+            "--reference",
             str(ckpt),
             "--on",
             "arm64",

@@ -185,8 +185,12 @@ def quantize_word_table(
         if bits != 8:
             raise QuantizationError("QDQ embedding quantization is int8 only")
         amax = float(np.abs(w).max()) or 1.0
-        scale = np.float32(amax / 127.0)
-        codes = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+        # A tied decoder multiplies by DequantizeLinear(table): on x86 AVX2 that MatMul
+        # runs u8s8 and saturates unless |w| <= 64 (albert_edge/onnx/recipes.py), so the
+        # table then keeps 7 bits; gather-only tables keep the full int8 range.
+        qmax = 64 if use.tied_matmuls else 127
+        scale = np.float32(amax / qmax)
+        codes = np.clip(np.rint(w / scale), -qmax, qmax).astype(np.int8)
         data = numpy_helper.from_array(codes, fresh(f"{use.table}_int8"))
         s = numpy_helper.from_array(
             np.asarray(scale, dtype=np.float32), fresh(f"{use.table}_scale")

@@ -69,9 +69,10 @@ INT4_ACCURACY_LEVEL: int | None = 4
 # Said plainly wherever int4 is produced (manifest + convert report): measured, not hoped.
 INT4_SPEED_NOTE = (
     "int4 buys size, not speed, on the CPU measured (AMD EPYC, AVX-512 VNNI, 2 threads; "
-    "benchmarks/results/precisions.md): MatMulNBits with int8 compute beats fp32 but is "
-    "slower than int8-dynamic; for speed ship int8-dynamic, or run "
-    "`albert-edge bench --recommend` on your CPU"
+    "benchmarks/results/precisions.md): MatMulNBits with int8 compute is slower than "
+    "int8-dynamic, and beats fp32 only on large hidden sizes (albert-base), not on small "
+    "ones (H=128); for speed ship int8-dynamic, or run `albert-edge bench --recommend` "
+    "on your CPU"
 )
 DEFAULT_CALIBRATION_HINT = "../shared/data/sst2/train.tsv"
 

@@ -67,17 +67,22 @@ def _max_seq_len_beside(model: Path) -> int:
 
 def _check_runtime_beside(model: Path, installed: str) -> None:
     """The manifest's ``requirements`` (issue 12) against the installed onnxruntime."""
-    from albert_edge.layout import artifact_root
     from albert_edge.onnx.requirements import check_runtime_version
 
-    manifest = artifact_root(model) / "manifest.json"
-    if not manifest.is_file():
-        return
-    try:
-        req = json.loads(manifest.read_text()).get("requirements")
-    except (OSError, ValueError, AttributeError):
-        return
-    check_runtime_version(model, req if isinstance(req, dict) else None, installed)
+    # the artifact directory holds manifest.json; the model sits in it or in a subfolder
+    for folder in (model.parent, model.parent.parent):
+        manifest = folder / "manifest.json"
+        if not manifest.is_file():
+            continue
+        try:
+            data = json.loads(manifest.read_text())
+            named = (folder / str(data.get("model_file", ""))).resolve()
+        except (OSError, ValueError, AttributeError):
+            return
+        if named == model.resolve():
+            req = data.get("requirements")
+            check_runtime_version(model, req if isinstance(req, dict) else None, installed)
+            return
 
 
 def _check_runtime_of_graph(model: Path, installed: str) -> None:

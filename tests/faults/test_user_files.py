@@ -41,10 +41,11 @@ def test_verify_never_follows_a_manifest_out_of_the_artifact(
     from albert_edge.verify import verify
 
     art = _copy(onnx_artifact, tmp_path / "art")
-    good = shutil.copyfile(art / "onnx" / "model.onnx", tmp_path / "good.onnx")
-    (art / "onnx" / "model.onnx").write_bytes(b"garbage")
     manifest = json.loads((art / "manifest.json").read_text())
-    for model_file in (str(good), "../good.onnx", "../../good.onnx"):
+    model = art / manifest["model_file"]
+    good = shutil.copyfile(model, tmp_path / "good.onnx")
+    model.write_bytes(b"garbage")
+    for model_file in (str(good), "../good.onnx"):
         (art / "manifest.json").write_text(json.dumps({**manifest, "model_file": model_file}))
         with pytest.raises(AlbertEdgeError, match="not a relative path inside the artifact"):
             verify(art, seq_lens=(8,), batch_sizes=(1,), progress=False)
@@ -52,9 +53,7 @@ def test_verify_never_follows_a_manifest_out_of_the_artifact(
     assert one_line_error(r)
 
 
-@pytest.mark.parametrize(
-    "name", ["onnx/model.onnx", "spiece.model", "config.json", "tokenizer.json", "manifest.json"]
-)
+@pytest.mark.parametrize("name", ["model.onnx", "spiece.model", "config.json", "manifest.json"])
 def test_verify_fails_on_a_single_flipped_bit(
     onnx_artifact: Path, tmp_path: Path, name: str
 ) -> None:
@@ -63,6 +62,8 @@ def test_verify_fails_on_a_single_flipped_bit(
     from albert_edge.verify import verify
 
     art = _copy(onnx_artifact, tmp_path / "art")
+    if name == "model.onnx":  # wherever the layout puts it
+        name = json.loads((art / "manifest.json").read_text())["model_file"]
     data = bytearray((art / name).read_bytes())
     data[len(data) * 3 // 4] ^= 0x01
     (art / name).write_bytes(bytes(data))

@@ -111,10 +111,15 @@ def int8_emb_artifact(make_checkpoint, tmp_path_factory) -> Path:
     return out
 
 
+def _model(art: Path) -> Path:
+    """The artifact's model file, where its manifest says it is."""
+    return art / json.loads((art / "manifest.json").read_text())["model_file"]
+
+
 def test_manifest_records_requirements(int8_emb_artifact):
     m = json.loads((int8_emb_artifact / "manifest.json").read_text())
     req = m["requirements"]
-    proto = onnx.load(str(int8_emb_artifact / "onnx" / "model_quantized.onnx"))
+    proto = onnx.load(str(_model(int8_emb_artifact)))
     ops = {n.op_type for n in proto.graph.node}
     assert "GatherBlockQuantized" in ops  # the int8 word table
     assert req["min_onnxruntime"] == "1.23"
@@ -133,23 +138,25 @@ def test_older_runtime_gets_one_line_through_the_cli(
     from albert_edge.cli import main
 
     monkeypatch.setattr(ort, "__version__", "1.22.0")
-    # the manifest names a user checkpoint without its path: the reference is passed
     ref = str(make_checkpoint("tiny"))
-    code = main(["verify", str(int8_emb_artifact), "--reference", ref, "--quiet"])
+    code = main(["verify", str(int8_emb_artifact), "--reference", ref])
     err = capsys.readouterr().err.strip()
     assert code != 0
     assert len(err.splitlines()) == 1
     assert "needs onnxruntime >= 1.23" in err and "1.22.0 is installed" in err
 
 
-def test_runner_loads_with_a_new_enough_runtime(int8_emb_artifact, monkeypatch):
+def test_runner_checks_the_manifest_of_its_artifact(int8_emb_artifact, monkeypatch):
+    monkeypatch.setattr(ort, "__version__", "1.22.9")
+    with pytest.raises(RuntimeTooOldError, match=r">= 1\.23"):
+        OrtRunner(_model(int8_emb_artifact), threads=1)
     monkeypatch.setattr(ort, "__version__", "1.23.0")
-    OrtRunner(int8_emb_artifact / "onnx" / "model_quantized.onnx", threads=1)
+    OrtRunner(_model(int8_emb_artifact), threads=1)
 
 
 def test_graph_is_checked_when_no_manifest_is_beside(int8_emb_artifact, tmp_path):
     model = tmp_path / "model.onnx"
-    shutil.copyfile(int8_emb_artifact / "onnx" / "model_quantized.onnx", model)
+    shutil.copyfile(_model(int8_emb_artifact), model)
     with pytest.raises(RuntimeTooOldError, match=r"onnxruntime >= 1\.23"):
         _check_runtime_of_graph(model, "1.20.1")
     _check_runtime_of_graph(model, ort.__version__)
