@@ -349,7 +349,9 @@ def _add_kernels(sub: Any) -> None:
     ls = ksub.add_parser("list", help="each kernel family and whether verify --on can use it")
     ls.set_defaults(run=_run_kernels_list)
     st = ksub.add_parser("setup", help="install what verify --on NAME needs (apt, pip, npm)")
-    st.add_argument("name", choices=("x86-avx2", "x86-vnni", "arm64", "wasm"))
+    st.add_argument(
+        "name", choices=("x86-avx2", "x86-vnni", "arm64", "wasm"), help="kernel family to set up"
+    )
     st.set_defaults(run=_run_kernels_setup)
 
 

@@ -68,7 +68,9 @@ def main() -> int:
         script = Path(tmp) / "child.py"
         script.write_text(CHILD)
         for art in a.artifacts:
-            model = art / "model.onnx"
+            from albert_edge.runtime import model_file
+
+            model = model_file(art)
             manifest = json.loads((art / "manifest.json").read_text())
             nat = run([], model, a.n, Path(tmp) / "n.json", script)
             emu = run([qemu, "-cpu", "Haswell"], model, a.n, Path(tmp) / "h.json", script)

@@ -115,7 +115,9 @@ def measure(art: Path, ckpt: Any, kernel: str, rows: list | None) -> dict[str, A
 
         runner: Any = open_runner(art, threads=1)
     else:
-        runner = RemoteRunner(art / "model.onnx", kernel)
+        from albert_edge.runtime import model_file
+
+        runner = RemoteRunner(model_file(art), kernel)
     t0 = time.perf_counter()
     try:
         with _torch_threads(2):

@@ -136,16 +136,18 @@ def build(ckpt_dir: Path, work: Path, threads: int, num_cal: int) -> dict[str, P
         )
     out[OPTIMUM_INT8] = one_onnx(qdir, "*quantized*.onnx")
 
+    from albert_edge.runtime import model_file
+
     fp32 = work / "albert-edge-fp32"
-    if not (fp32 / "model.onnx").is_file():
+    if not (fp32 / "manifest.json").is_file():
         log("albert-edge convert (fp32, fuse)")
         convert(ckpt_dir, fp32, ConvertOptions(optimize="fuse", verify=False, overwrite=True))
-    out[FP32_FUSED] = fp32 / "model.onnx"
+    out[FP32_FUSED] = model_file(fp32)
     for name, (precision, emb) in ALBERT_EDGE_VARIANTS.items():
         folder = work / name.replace("albert-edge ", "albert-edge-").replace(" +", "-").replace(
             " ", "-"
         )
-        if not (folder / "model.onnx").is_file():
+        if not (folder / "manifest.json").is_file():
             log(
                 f"albert-edge quantize --precision {precision}{' --quantize-embeddings' if emb else ''}"
             )
@@ -161,7 +163,7 @@ def build(ckpt_dir: Path, work: Path, threads: int, num_cal: int) -> dict[str, P
                 ),
             )
             (folder / "build_seconds.txt").write_text(f"{time.perf_counter() - t0:.1f}\n")
-        out[name] = folder / "model.onnx"
+        out[name] = model_file(folder)
     return out
 
 

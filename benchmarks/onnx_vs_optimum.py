@@ -118,12 +118,14 @@ def build(
         out[f"optimum -{level}"] = onnx_file(folder)
     for optimize in ("none", "fuse"):
         folder = work / f"albert-edge-{optimize}"
-        if not (folder / "model.onnx").is_file():
+        from albert_edge.runtime import model_file
+
+        if not (folder / "manifest.json").is_file():
             log(f"albert-edge convert --optimize {optimize}")
             convert(
                 ckpt_dir, folder, ConvertOptions(optimize=optimize, verify=False, overwrite=True)
             )
-        out[f"albert-edge {optimize}"] = folder / "model.onnx"
+        out[f"albert-edge {optimize}"] = model_file(folder)
     return out
 
 
