@@ -68,11 +68,9 @@ def step(name: str) -> Iterator[None]:
         con.print(f"albert-edge: {mark} {name} ({dt:.1f} s)")
 
 
-def track(items: Iterable[T], *, total: int | None = None, description: str = "") -> Iterator[T]:
-    """Iterate ``items`` with a progress bar named ``description`` (plain when disabled)."""
-    if not _state["enabled"]:
-        yield from items
-        return
+def bar() -> Progress:
+    """The one timed progress bar (name, bar, n/total, elapsed, ETA) on :func:`console`;
+    ``track`` and the benchmark harness both draw with it."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -82,6 +80,23 @@ def track(items: Iterable[T], *, total: int | None = None, description: str = ""
         TimeRemainingColumn,
     )
 
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console(),
+        transient=False,
+    )
+
+
+def track(items: Iterable[T], *, total: int | None = None, description: str = "") -> Iterator[T]:
+    """Iterate ``items`` with a progress bar named ``description`` (plain when disabled)."""
+    if not _state["enabled"]:
+        yield from items
+        return
     con = console()
     if not con.is_terminal:
         t0 = time.perf_counter()
@@ -91,19 +106,11 @@ def track(items: Iterable[T], *, total: int | None = None, description: str = ""
             yield item
         con.print(f"albert-edge: ✓ {description} ({n} in {time.perf_counter() - t0:.1f} s)")
         return
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=con,
-        transient=False,
-    ) as bar:
-        task = bar.add_task(description, total=total)
+    with bar() as progress_bar:
+        task = progress_bar.add_task(description, total=total)
         for item in items:
             yield item
-            bar.advance(task)
+            progress_bar.advance(task)
 
 
 class Counter:

@@ -594,25 +594,7 @@ def _progress(enabled: bool) -> Any:
 
     if not enabled or not progress.enabled():  # the CLI's --quiet
         return None
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=progress.console(),
-        transient=False,
-    )
+    return progress.bar()
 
 
 def accuracy(
