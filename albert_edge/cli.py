@@ -301,8 +301,9 @@ def _add_verify(sub: Any) -> None:
         "--on",
         default=None,
         choices=("x86-avx2", "x86-vnni", "arm64", "wasm"),
-        help="run the ONNX artifact on another CPU kernel family (emulated: qemu-user or "
-        "onnxruntime-web; set up once with `albert-edge kernels setup NAME`)",
+        help="run the artifact on another CPU kernel family (emulated: ONNX Runtime or LiteRT "
+        "under qemu-user, onnxruntime-web for wasm; set up once with `albert-edge kernels setup "
+        "NAME`)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     _add_quiet(p)

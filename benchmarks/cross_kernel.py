@@ -1,15 +1,17 @@
 #!/usr/bin/env python
-"""Every quantized ONNX artifact on every kernel family it may run on, in one run.
+"""Every quantized ONNX and TFLite artifact on every kernel family it may run on, in one run.
 
 For the trained model (``albert_edge/models/sst2-albert-tiny``, the README's default),
 random-init tiny models at several seeds, and (``--base``) a random-init albert-base, this
 script converts an fp32 artifact, quantizes it with each recipe (int8-dynamic and
-int8-static under each ``--target``, int4, fp16), and measures on each kernel:
+int8-static under each ``--target``, int4, fp16; TFLite int8-dynamic, int8-full, fp16), and
+measures on each kernel:
 
 - x86-VNNI / x86-AVX2: the host's own kernel, and ``qemu-x86_64 -cpu Haswell`` running the
   same Python + onnxruntime (ONNX Runtime then picks its AVX2 u8s8 kernels);
-- wasm: onnxruntime-web in Node (after ``albert-edge setup-kernel wasm``);
-- arm64: qemu-aarch64 with an arm64 root (after ``albert-edge setup-kernel arm64``);
+- wasm: onnxruntime-web in Node (after ``albert-edge kernels setup wasm``);
+- arm64: qemu-aarch64 with an arm64 root (after ``albert-edge kernels setup arm64``);
+- TFLite: LiteRT (XNNPACK) in the same child scheme on x86-AVX2 and arm64 (no wasm);
 
 the logits SQNR (pooled and worst point) and max |Δ| against PyTorch over ``verify``'s own
 input grid (batch 1, 2 × sequence 1, 128, 512: long and random-piece inputs included),
@@ -54,6 +56,13 @@ RECIPES: list[tuple[str, str, str, bool]] = [
     ("int4", "int4", "portable", True),
     ("fp16", "fp16", "portable", True),
 ]
+# (label, precision): the TFLite artifacts (LiteRT + XNNPACK), on x86 and arm64 (LiteRT has
+# no wasm build that the kernels module drives; LiteRT.js is tried in tests/clients/).
+TFLITE_RECIPES: list[tuple[str, str]] = [
+    ("tflite int8-dynamic", "int8-dynamic"),
+    ("tflite int8-full", "int8-full"),
+    ("tflite fp16", "fp16"),
+]
 
 
 def recipes(which: str) -> list[tuple[str, str, str, bool]]:
@@ -94,6 +103,20 @@ def build(ckpt_path: Path, work: Path, emb: bool, which: str) -> dict[str, Path]
                 ),
             )
         arts[label] = out
+    for label, precision in TFLITE_RECIPES if which == "all" else []:
+        out = work / label.replace(" ", "_")
+        if not out.exists():
+            convert(
+                ckpt_path,
+                out,
+                ConvertOptions(
+                    target="tflite",
+                    precision=precision,
+                    calibration=TRAIN if precision == "int8-full" else None,
+                    verify=False,
+                ),
+            )
+        arts[label] = out
     return arts
 
 
@@ -129,7 +152,9 @@ def measure(art: Path, ckpt: Any, kernel: str, rows: list | None) -> dict[str, A
                 "max_abs_err": s["max_abs_err"],
             }
             if rows:
-                tok = _artifact_tokenizer(runner.path.parent, ckpt)
+                from albert_edge.layout import artifact_root
+
+                tok = _artifact_tokenizer(artifact_root(runner.path), ckpt)
                 acc = evaluate_accuracy(runner, ckpt, tok, rows, progress=False)
                 res["accuracy"] = acc["accuracy_artifact"]
                 res["accuracy_reference"] = acc["accuracy_reference"]
@@ -188,6 +213,7 @@ def main() -> int:
         default="int8-dynamic",
         help="comma-separated label substrings: the recipes also run on emulated arm64",
     )
+    ap.add_argument("--note", action="append", default=[], help="a note for the table header")
     a = ap.parse_args()
 
     host = host_kernel()
@@ -218,6 +244,8 @@ def main() -> int:
         "kernels": kernels,
         "grid": "verify's grid: batch 1,2 x seq 1,128,512 (random pieces; text for int8-static)",
         "accuracy_sentences": a.sentences,
+        "command": "python benchmarks/cross_kernel.py " + " ".join(sys.argv[1:]),
+        "notes": list(a.note),
         "models": {},
     }
     for name, path, emb, mrows in models:
@@ -233,6 +261,8 @@ def main() -> int:
             for k in base_kernels if "albert-base" in name else kernels:
                 if k == "arm64" and not any(x in label for x in a.arm64_recipes.split(",")):
                     continue  # emulated arm64 costs minutes per recipe on a shared machine
+                if k == "wasm" and label.startswith("tflite"):
+                    continue  # no LiteRT wasm child (see TFLITE_RECIPES)
                 print(f"{name} {label} on {k} ...", flush=True)
                 try:
                     entry["recipes"][label][k] = measure(art, ckpt, k, mrows)
@@ -263,7 +293,7 @@ def _f(x: Any, nd: int = 1) -> str:
 
 def markdown(r: dict[str, Any]) -> str:
     lines = [
-        "# Cross-kernel accuracy of albert-edge's quantized ONNX artifacts",
+        "# Cross-kernel accuracy of albert-edge's quantized ONNX and TFLite artifacts",
         "",
         f"Host CPU: {r['cpu']} (flags: {', '.join(r['cpu_flags'])}; host kernel "
         f"{r['host_kernel']}). x86-avx2 = the same onnxruntime under `qemu-x86_64 -cpu "
@@ -271,6 +301,7 @@ def markdown(r: dict[str, Any]) -> str:
         "SST-2 dev sentences. Speed: host only, p50 ms, batch 1, seq 128, 1 thread, "
         "recipes interleaved in one run.",
         "",
+        f"Command: `{r['command']}`" if r.get("command") else "",
         *[f"Note: {n}" for n in r.get("notes", [])],
         "",
     ]

@@ -201,3 +201,98 @@ def test_portable_int8_is_the_same_on_every_kernel(int8_pair, kernel: str) -> No
     finally:
         remote.close()
     assert summary["logits"]["sqnr_db"] >= 25.0
+
+
+# --- TFLite artifacts on other kernels (LiteRT/XNNPACK in the child) -------------------
+
+
+@pytest.fixture(scope="module")
+def tflite_int8(tmp_path_factory: pytest.TempPathFactory, make_checkpoint: Callable[..., Path]):
+    """A tiny int8-dynamic TFLite artifact (buckets 8 and 16 to keep conversion short)."""
+    from albert_edge.convert import convert
+    from albert_edge.options import ConvertOptions
+
+    ckpt = make_checkpoint("tiny")
+    path = tmp_path_factory.mktemp("kt") / "int8"
+    convert(
+        ckpt,
+        path,
+        ConvertOptions(target="tflite", precision="int8-dynamic", seq_lens=(8, 16), verify=False),
+    )
+    return ckpt, path
+
+
+def _tflite_feeds(batch: int, seq: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(1)
+    mask = np.ones((batch, seq), dtype=np.int64)
+    mask[-1, seq // 2 :] = 0  # a padded row: the bucket padding path runs too
+    return {
+        "input_ids": rng.integers(5, 1000, size=(batch, seq), dtype=np.int64),
+        "attention_mask": mask,
+        "token_type_ids": np.zeros((batch, seq), dtype=np.int64),
+    }
+
+
+def test_remote_litert_runner_matches_in_process(tflite_int8) -> None:
+    """A .tflite runs in the LiteRT child (here on this machine's own kernels) with the same
+    bucket choice and outputs as the in-process LiteRTRunner, bit for bit."""
+    from albert_edge.kernels import host_kernel
+    from albert_edge.kernels.remote import RemoteRunner
+    from albert_edge.runtime import model_file
+    from albert_edge.tflite.runtime import LiteRTRunner
+
+    _, art = tflite_int8
+    model = model_file(art)
+    assert model.suffix == ".tflite"
+    feeds = _tflite_feeds(2, 11)
+    remote = RemoteRunner(model, host_kernel(), threads=1)
+    try:
+        assert remote.max_seq_len == 16
+        assert "ai_edge_litert" in remote.runtime
+        got = remote.run(feeds)
+    finally:
+        remote.close()
+    want = LiteRTRunner(model, threads=1).run(feeds)
+    assert set(got) == set(want)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_tflite_on_wasm_is_one_line(tflite_int8) -> None:
+    from albert_edge.kernels.remote import RemoteRunner
+    from albert_edge.runtime import model_file
+
+    _, art = tflite_int8
+    with pytest.raises(KernelSetupError, match=r"LiteRT\.js") as info:
+        RemoteRunner(model_file(art), "wasm")
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", ["x86-avx2", "arm64"])
+def test_tflite_int8_is_the_same_on_every_kernel(tflite_int8, kernel: str) -> None:
+    """XNNPACK's int8 kernels of another CPU (picked by cpuinfo under qemu) give logits that
+    agree with the PyTorch reference as well as this machine's do."""
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.kernels.remote import RemoteRunner
+    from albert_edge.kernels.setup import status
+    from albert_edge.runtime import model_file
+    from albert_edge.verify import run_grid
+
+    why = status(kernel)
+    if why is None and kernel == "arm64":
+        from albert_edge.kernels.setup import require_arm64_sysroot
+
+        try:
+            require_arm64_sysroot(litert=True)
+        except KernelSetupError as exc:
+            why = str(exc)
+    if why is not None:
+        pytest.skip(why)
+    ckpt_path, art = tflite_int8
+    remote = RemoteRunner(model_file(art), kernel, threads=2)
+    try:
+        _, summary = run_grid(remote, load_checkpoint(ckpt_path))
+    finally:
+        remote.close()
+    assert summary["logits"]["sqnr_db"] >= 25.0

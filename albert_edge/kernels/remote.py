@@ -1,8 +1,8 @@
-"""``RemoteRunner``: an ONNX artifact run on another kernel family, behind the Runner protocol.
+"""``RemoteRunner``: an ONNX or TFLite artifact run on another kernel family, behind the Runner protocol.
 
 Verification (grid and accuracy) is written once against :class:`albert_edge.runtime.Runner`;
-this runner keeps one child process alive (ONNX Runtime under qemu-user, or
-onnxruntime-web in Node), sends it the feeds as raw arrays and reads the outputs back, so
+this runner keeps one child process alive (ONNX Runtime or LiteRT under qemu-user,
+or onnxruntime-web in Node), sends it the feeds as raw arrays and reads the outputs back, so
 ``verify --on arm64`` is the same code as a native verify with a different runner. A
 child that is missing or dies is a one-line :class:`KernelSetupError`, never a pass.
 """
@@ -28,14 +28,23 @@ if TYPE_CHECKING:
     import numpy as np
 
 _HERE = Path(__file__).resolve().parent
+_PACKAGE_PARENT = _HERE.parents[1]  # the directory that holds the albert_edge package
 _LOAD_TIMEOUT_S = 900  # an emulated ORT import + session build of albert-base takes minutes
 
 
 def child_command(kernel: str, model: Path, threads: int) -> tuple[list[str], dict[str, str]]:
-    """The command (and extra environment) that runs ``model`` on ``kernel``'s kernels."""
+    """The command (and extra environment) that runs ``model`` on ``kernel``'s kernels.
+
+    ``.onnx`` runs in ONNX Runtime (``_ort_child.py``, or onnxruntime-web for wasm);
+    ``.tflite`` in LiteRT with XNNPACK (``_litert_child.py``, which imports albert-edge's
+    own TFLite runner from :data:`_PACKAGE_PARENT`).
+    """
     check_kernel_name(kernel)
-    child = str(_HERE / "_ort_child.py")
+    tflite = model.suffix == ".tflite"
+    child = str(_HERE / ("_litert_child.py" if tflite else "_ort_child.py"))
     env: dict[str, str] = {}
+    if tflite:
+        env["PYTHONPATH"] = _pythonpath(str(_PACKAGE_PARENT), os.environ.get("PYTHONPATH"))
     if kernel == host_kernel():
         return [sys.executable, child, str(model), str(threads)], env
     if kernel == "x86-avx2":
@@ -43,13 +52,18 @@ def child_command(kernel: str, model: Path, threads: int) -> tuple[list[str], di
         return [str(qemu), "-cpu", "Haswell", sys.executable, child, str(model), str(threads)], env
     if kernel == "arm64":
         qemu = ksetup.require_qemu("aarch64")
-        root, site = ksetup.require_arm64_sysroot()
-        env["PYTHONPATH"] = str(site)
+        root, site = ksetup.require_arm64_sysroot(litert=tflite)
+        env["PYTHONPATH"] = _pythonpath(str(site), str(_PACKAGE_PARENT) if tflite else None)
         env["PYTHONNOUSERSITE"] = "1"
         python = root / "usr" / "bin" / "python3"
         cmd = [str(qemu), "-cpu", "neoverse-n1", "-L", str(root), str(python), child]
         return [*cmd, str(model), str(threads)], env
     if kernel == "wasm":
+        if tflite:
+            raise KernelSetupError(
+                f"{model}: --on wasm runs ONNX artifacts (onnxruntime-web); a .tflite runs in "
+                "the browser through LiteRT.js (see tests/clients/), verify it on x86-avx2 or arm64"
+            )
         node, modules = ksetup.require_wasm()
         env["ALBERT_EDGE_NODE_MODULES"] = str(modules)
         return [str(node), str(_HERE / "ort_web_child.mjs"), str(model), str(threads)], env
@@ -59,6 +73,10 @@ def child_command(kernel: str, model: Path, threads: int) -> tuple[list[str], di
     )
 
 
+def _pythonpath(first: str, rest: str | None) -> str:
+    return first if not rest else f"{first}{os.pathsep}{rest}"
+
+
 class RemoteRunner:
     """One long-lived child process that runs ``model`` on ``kernel``."""
 
@@ -66,10 +84,11 @@ class RemoteRunner:
         self.path = Path(path)
         self.kernel = kernel
         if not self.path.is_file():
-            raise AlbertEdgeError(f"{self.path}: ONNX model not found; pass an existing model.onnx")
-        if self.path.suffix != ".onnx":
+            raise AlbertEdgeError(f"{self.path}: model not found; pass an existing model file")
+        if self.path.suffix not in (".onnx", ".tflite"):
             raise KernelSetupError(
-                f"{self.path}: --on {kernel} runs ONNX artifacts; verify TFLite artifacts natively"
+                f"{self.path}: --on {kernel} runs .onnx and .tflite models; pass an artifact's "
+                "model file or directory"
             )
         cmd, extra = child_command(kernel, self.path, threads)
         self._tmp = Path(tempfile.mkdtemp(prefix="albert-edge-kernel-"))
@@ -92,9 +111,12 @@ class RemoteRunner:
         self.providers = (f"{self.runtime} on {kernel} ({' '.join(cmd[:3])})",)
         self.input_names: tuple[str, ...] = tuple(i["name"] for i in hello["inputs"])
         self.output_names: tuple[str, ...] = tuple(hello["outputs"])
-        from albert_edge.onnx.runtime import _max_seq_len_beside
+        if "max_seq_len" in hello:  # a TFLite child knows its largest signature
+            self.max_seq_len: int = int(hello["max_seq_len"])
+        else:
+            from albert_edge.onnx.runtime import _max_seq_len_beside
 
-        self.max_seq_len: int = _max_seq_len_beside(self.path)
+            self.max_seq_len = _max_seq_len_beside(self.path)
 
     def _read_line(self) -> dict[str, Any]:
         assert self._proc.stdout is not None

@@ -26,6 +26,11 @@ DEBIAN_MIRROR = "http://deb.debian.org/debian"
 QEMU_SUITE = "trixie"  # qemu-user 10.x, static binaries
 ARM64_SUITE = "bookworm"  # Python 3.11, as the aarch64 wheels below are tagged
 ARM64_PYTHON = "3.11"
+# glibc tags the Debian 12 root (glibc 2.36) accepts; ai-edge-litert 2.x ships only 2_27 aarch64.
+ARM64_WHEEL_PLATFORMS = (
+    *(f"manylinux_2_{m}_aarch64" for m in (36, 35, 34, 31, 28, 27, 17)),
+    "manylinux2014_aarch64",
+)
 ONNXRUNTIME_WEB = "1.30.0"  # pinned; its wasm build loads in Node 20 (checked here)
 MIN_QEMU = (8, 0)
 
@@ -61,12 +66,18 @@ def require_qemu(arch: str) -> Path:
     )
 
 
-def require_arm64_sysroot() -> tuple[Path, Path]:
-    """(arm64 Debian root with python3, site-packages dir with aarch64 onnxruntime)."""
+def require_arm64_sysroot(*, litert: bool = False) -> tuple[Path, Path]:
+    """(arm64 Debian root with python3, site-packages dir with aarch64 onnxruntime and,
+    for ``litert``, ai-edge-litert)."""
     base = cache_dir() / "arm64"
     root, site = base / "root", base / "site"
     if not (root / "usr" / "bin" / "python3").exists() or not (site / "onnxruntime").is_dir():
         raise KernelSetupError(f"the arm64 sysroot is missing under {base}; {_hint('arm64')}")
+    if litert and not (site / "ai_edge_litert").is_dir():
+        raise KernelSetupError(
+            f"the arm64 sysroot under {base} has no aarch64 ai-edge-litert (set up before "
+            f".tflite support); {_hint('arm64')}"
+        )
     return root, site
 
 
@@ -202,15 +213,19 @@ def setup_arm64(log: Log) -> Path:
             _run(["dpkg-deb", "-x", str(deb), str(partial)], lambda _m: None, f"unpack {deb.name}")
         shutil.rmtree(root, ignore_errors=True)
         partial.rename(root)
-    if not (site / "onnxruntime").is_dir():
+    litert = _host_litert_version()
+    if not (site / "onnxruntime").is_dir() or (litert and not (site / "ai_edge_litert").is_dir()):
         wheels = base / "wheels"
         wheels.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:"]
-        for plat in ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64"):
+        for plat in ARM64_WHEEL_PLATFORMS:
             cmd += ["--platform", plat]
         cmd += ["--python-version", ARM64_PYTHON, "--implementation", "cp"]
         cmd += ["-d", str(wheels), f"onnxruntime=={onnxruntime.__version__}", "numpy<3"]
-        _run(cmd, log, "aarch64 wheels (onnxruntime, numpy)")
+        if litert:  # the host's LiteRT version, for `verify --on arm64` of .tflite artifacts
+            cmd.append(f"ai-edge-litert=={litert}")
+        what = "onnxruntime, numpy" + (", ai-edge-litert" if litert else "")
+        _run(cmd, log, f"aarch64 wheels ({what})")
         partial_site = base / "site.partial"
         shutil.rmtree(partial_site, ignore_errors=True)
         partial_site.mkdir()
@@ -219,8 +234,19 @@ def setup_arm64(log: Log) -> Path:
                 z.extractall(partial_site)
         shutil.rmtree(site, ignore_errors=True)
         partial_site.rename(site)
-    log(f"arm64: ready ({root}, onnxruntime {onnxruntime.__version__} aarch64)")
+    extra = f", ai-edge-litert {litert}" if litert else ""
+    log(f"arm64: ready ({root}, onnxruntime {onnxruntime.__version__}{extra} aarch64)")
     return base
+
+
+def _host_litert_version() -> str | None:
+    """The host's ai-edge-litert version (the [tflite] extra), or None when not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ai-edge-litert")
+    except PackageNotFoundError:
+        return None
 
 
 def setup_wasm(log: Log) -> Path:
