@@ -1,0 +1,160 @@
+#!/usr/bin/env python
+"""Run the test suite (or part of it) as if on an AVX2-only x86-64 CPU, and record the result.
+
+The suite must pass on AVX2-only x86 as well as on VNNI x86. Where no AVX2-only machine
+is at hand, ``qemu-x86_64 -cpu Haswell`` (the qemu that ``albert-edge kernels setup
+x86-avx2`` unpacks) runs this very venv's Python with a CPUID that has AVX2 but no
+AVX-512/VNNI: ONNX Runtime (MLAS), XNNPACK and PyTorch then pick their AVX2 kernels,
+including the saturating u8s8 ``VPMADDUBSW`` path that made int8 inaccurate on AVX2-only
+CPUs (under this emulation the old 8-bit recipe reproduces the 17.3 dB measured on a real
+AVX2-only EPYC; see ``benchmarks/results/cross_kernel.md``). Emulation is 20-60× slower,
+so pick the test files that compute (``tests/onnx``, ``tests/test_verify.py``...).
+
+Limits, stated in the report: tests that start the CLI in a subprocess run that child
+natively (qemu-user does not follow ``exec`` of another binary), so only in-process
+computation is emulated; timings under emulation mean nothing.
+
+Usage: python benchmarks/suite_on_kernel.py [--name NAME] [PYTEST ARGS/PATHS...]
+Writes ``benchmarks/results/<name>.json`` and ``.md`` (default name ``suite_x86-avx2``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def _probe(qemu: Path) -> dict[str, str]:
+    """What the emulated Python's libraries see: their chosen CPU capability."""
+    code = (
+        "import json, torch, onnxruntime as ort; "
+        "print(json.dumps({'torch_cpu_capability': torch.backends.cpu.get_cpu_capability(), "
+        "'onnxruntime': ort.__version__}))"
+    )
+    proc = subprocess.run(
+        [str(qemu), "-cpu", "Haswell", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    last = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    return json.loads(last[-1]) if last else {"error": proc.stderr.strip()[-300:]}
+
+
+def _junit(path: Path) -> dict[str, Any]:
+    per_file: dict[str, Counter[str]] = defaultdict(Counter)
+    failures: list[str] = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        file = (case.get("classname") or "?").replace(".", "/") + ".py"
+        status = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                status = "failed" if child.tag == "failure" else "error"
+                failures.append(f"{case.get('classname')}::{case.get('name')}")
+            elif child.tag == "skipped":
+                status = "skipped"
+        per_file[file][status] += 1
+    totals: Counter[str] = Counter()
+    for c in per_file.values():
+        totals.update(c)
+    return {
+        "totals": dict(totals),
+        "per_file": {k: dict(v) for k, v in sorted(per_file.items())},
+        "failures": failures,
+    }
+
+
+def main() -> int:
+    from albert_edge.kernels import host_cpu_flags, host_kernel
+    from albert_edge.kernels.setup import require_qemu
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--name", default="suite_x86-avx2")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("pytest_args", nargs="*", default=["tests/onnx", "tests/test_verify.py"])
+    a = ap.parse_args()
+
+    qemu = require_qemu("x86_64")
+    probe = _probe(qemu)
+    print(f"emulated x86-avx2 sees: {probe}", flush=True)
+    a.out.mkdir(parents=True, exist_ok=True)
+    xml = a.out / f".{a.name}.junit.xml"
+    cmd = [str(qemu), "-cpu", "Haswell", sys.executable, "-m", "pytest", "-p", "no:xdist"]
+    cmd += ["-q", f"--junitxml={xml}", *a.pytest_args]
+    t0 = time.time()
+    proc = subprocess.run(
+        cmd, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    wall = time.time() - t0
+    tail = [ln for ln in proc.stdout.splitlines() if "TCG doesn't support" not in ln][-15:]
+    print("\n".join(tail))
+    result: dict[str, Any] = {
+        "command": "python benchmarks/suite_on_kernel.py " + " ".join(sys.argv[1:]),
+        "host_cpu": _cpu_name(),
+        "host_flags": sorted(host_cpu_flags() & {"avx2", "avx512f", "avx512_vnni", "avx_vnni"}),
+        "host_kernel": host_kernel(),
+        "emulated": "qemu-x86_64 -cpu Haswell (AVX2, FMA; no AVX-512, no VNNI)",
+        "inside": probe,
+        "pytest_args": a.pytest_args,
+        "returncode": proc.returncode,
+        "wall_s": round(wall, 1),
+        **(_junit(xml) if xml.is_file() else {"error": "no junit report: " + " | ".join(tail)}),
+    }
+    xml.unlink(missing_ok=True)
+    (a.out / f"{a.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (a.out / f"{a.name}.md").write_text(markdown(result))
+    print(markdown(result))
+    return 0 if proc.returncode == 0 else 1
+
+
+def markdown(r: dict[str, Any]) -> str:
+    t = r.get("totals", {})
+    lines = [
+        "# The test suite on emulated AVX2-only x86-64",
+        "",
+        f"Host: {r['host_cpu']} (flags: {', '.join(r['host_flags'])}; host kernel "
+        f"{r['host_kernel']}). Emulated: {r['emulated']}; inside, PyTorch picks "
+        f"`{r['inside'].get('torch_cpu_capability', '?')}`, onnxruntime "
+        f"{r['inside'].get('onnxruntime', '?')}.",
+        "",
+        f"Command: `{r['command']}` — pytest exit {r['returncode']}, {r['wall_s']} s wall.",
+        "",
+        "Tests that run the CLI in a subprocess run that child natively (qemu-user follows no "
+        "`exec`): only in-process computation is emulated. Emulated timings mean nothing.",
+        "",
+        f"**{t.get('passed', 0)} passed, {t.get('failed', 0)} failed, {t.get('error', 0)} "
+        f"errors, {t.get('skipped', 0)} skipped.**",
+        "",
+        "| file | passed | failed | errors | skipped |",
+        "|---|---|---|---|---|",
+    ]
+    for f, c in r.get("per_file", {}).items():
+        lines.append(
+            f"| {f} | {c.get('passed', 0)} | {c.get('failed', 0)} | {c.get('error', 0)} | "
+            f"{c.get('skipped', 0)} |"
+        )
+    if r.get("failures"):
+        lines += ["", "Failed:", *[f"- `{x}`" for x in r["failures"]]]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
