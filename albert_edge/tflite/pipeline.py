@@ -223,7 +223,13 @@ def build_tflite(
             },
         },
     )
-    return fb.write_model(model), stages
+    # LiteRT metadata (TFLITE_METADATA + spiece.model/labels.txt zip tail), last: see
+    # albert_edge.tflite.passes.metadata.
+    from albert_edge.tflite.passes.metadata import albert_metadata_pass
+
+    meta_pass = albert_metadata_pass(ckpt, options.precision, seq_lens, model)
+    stages[meta_pass.name] = meta_pass(model)
+    return meta_pass.pack(fb.write_model(model)), stages
 
 
 def check_postconditions(
@@ -301,6 +307,12 @@ def parity(
     return {"max_abs_error": worst, "seq_lens": list(seq_lens), "batch": 2}
 
 
+def meta_policy() -> str:
+    from albert_edge.tflite.passes.metadata import BATCH_POLICY
+
+    return BATCH_POLICY
+
+
 def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> dict[str, Any]:
     """Write ``out_dir/model.tflite`` and return the manifest (see module docstring)."""
     from albert_edge.facts import MATMUL_KEYS, SIZE_KEYS, tflite_facts
@@ -317,7 +329,7 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
     path.write_bytes(data)
 
     final = fb.read_model(data)
-    report = analyze_model(final, len(data))
+    report = analyze_model(final, len(data), data=data)
     facts = tflite_facts(
         report,
         path,
@@ -359,6 +371,7 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
         "batch": {
             "signature_batch": 1,
             "note": "signatures are batch 1 (mobile); the Python runner loops over batch items",
+            "policy": meta_policy(),
         },
         "runtime": {
             "interpreter": "ai-edge-litert (falls back to tflite-runtime, then tf.lite)",
@@ -369,6 +382,7 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
         "sizes": {
             **{k: facts[k] for k in SIZE_KEYS},
             "model_unique_params": model_unique_params(ckpt),
+            "associated_files_bytes": report["associated_files_bytes"],
         },
         **{k: facts[k] for k in MATMUL_KEYS},
         "quantization": {
