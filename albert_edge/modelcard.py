@@ -25,7 +25,7 @@ RUNTIMES_TFLITE = (
     ("ai-edge-litert (Python)", ">= 2.0", "XNNPACK on CPU"),
     ("LiteRT / TFLite Android", "2.16+", "op versions listed in manifest.json"),
     ("LiteRT.js (@litertjs/core)", ">= 2.5", "browsers, wasm (tested in headless Chromium)"),
-    ("tflite-support MetadataDisplayer", "0.4.4", "reads the TFLite metadata"),
+    ("tflite-support MetadataDisplayer / BertNLClassifier", "0.4.4", "metadata; Task Library"),
 )
 
 

@@ -156,3 +156,20 @@ def test_no_metadata_reports_none() -> None:
     data = fb.write_model(classifier_like_graph(SEQ))
     report = analyze_model(fb.read_model(data), len(data), data=data)
     assert report["litert_metadata"] is None and report["associated_files_bytes"] == 0
+
+
+def test_metadata_names_may_differ_from_the_signature() -> None:
+    """The Task Library's names (ids/mask/segment_ids) describe the signature's tensors
+    by position; a mapping that puts a name at the wrong position is refused."""
+    from albert_edge.tflite.passes.metadata import TASK_LIBRARY_NAMES
+
+    ins = tuple(lm.TensorMetadata(n, "d") for n in ("ids", "mask", "segment_ids"))
+    model = classifier_like_graph(SEQ)
+    LiteRTMetadataPass(_meta(inputs=ins), FILES, TASK_LIBRARY_NAMES)(model)
+    meta = lm.model_metadata(model)
+    assert meta is not None
+    names = [t["name"] for t in meta["subgraph_metadata"][0]["input_tensor_metadata"]]
+    assert names == ["ids", "mask", "segment_ids"]
+    wrong = {**TASK_LIBRARY_NAMES, "input_ids": "mask", "attention_mask": "ids"}
+    with pytest.raises(PassError, match="do not match subgraph 0"):
+        LiteRTMetadataPass(_meta(inputs=ins), FILES, wrong)(classifier_like_graph(SEQ))

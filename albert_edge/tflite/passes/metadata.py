@@ -5,7 +5,10 @@ input is the attention mask, which tokenizer makes the ids, what the logits mean
 which label is index 1. The metadata schema (tflite-support ``metadata_schema.fbs``) is
 what LiteRT's tools read (``MetadataDisplayer``, the Task Library, Android Studio's
 model binding), so the artifact carries its own description: names and descriptions of
-``input_ids`` / ``attention_mask`` / ``token_type_ids`` and every output, the
+``input_ids`` / ``attention_mask`` / ``token_type_ids`` (named ``ids`` / ``mask`` /
+``segment_ids`` in the metadata, what the Task Library looks up: see
+:data:`TASK_LIBRARY_NAMES`) and every output (a classifier's ``logits`` named
+``probability``, likewise), the
 SentencePiece model as the subgraph's tokenizer process unit (``spiece.model``), the
 class names of ``logits`` as a ``TENSOR_AXIS_LABELS`` file (``labels.txt``), and the
 batch policy (see :data:`BATCH_POLICY`).
@@ -69,14 +72,24 @@ def _same_tensor(t: Mapping[str, Any], want: lm.TensorMetadata) -> bool:
 
 
 class LiteRTMetadataPass(TflitePass):
-    """Attach ``meta`` as ``TFLITE_METADATA``; :meth:`pack` appends ``files`` (name → bytes)."""
+    """Attach ``meta`` as ``TFLITE_METADATA``; :meth:`pack` appends ``files`` (name → bytes).
+
+    ``tensor_names`` maps a signature's tensor name to the name its metadata gives it
+    (default: the same name); each metadata entry must describe the subgraph-0 tensor at
+    its position."""
 
     name = "litert_metadata"
 
-    def __init__(self, meta: lm.ModelMetadata, files: Mapping[str, bytes]) -> None:
+    def __init__(
+        self,
+        meta: lm.ModelMetadata,
+        files: Mapping[str, bytes],
+        tensor_names: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__()
         self.meta = meta
         self.files = dict(files)
+        self.tensor_names = dict(tensor_names or {})
         missing = [f.name for f in meta.associated_files() if f.name not in self.files]
         if missing:
             raise ValueError(f"associated files named but not given: {missing}")
@@ -90,7 +103,11 @@ class LiteRTMetadataPass(TflitePass):
                 raise ValueError(f"subgraph {si} has other inputs/outputs than subgraph 0")
         want_in = [t.name for t in self.meta.inputs]
         want_out = [t.name for t in self.meta.outputs]
-        if (want_in, want_out) != (ins, outs):
+        named = (
+            [self.tensor_names.get(n, n) for n in ins],
+            [self.tensor_names.get(n, n) for n in outs],
+        )
+        if (want_in, want_out) != named:
             raise ValueError(
                 f"metadata names {want_in} -> {want_out} do not match subgraph 0's tensors "
                 f"{ins} -> {outs} (the spec needs one entry per tensor, in tensor order)"
@@ -166,17 +183,30 @@ class LiteRTMetadataPass(TflitePass):
 
 _INPUTS = {
     "input_ids": (
-        "Token ids made by the SentencePiece tokenizer (spiece.model, the subgraph's input "
-        "process unit): [CLS] sentence [SEP] (second sentence [SEP]), padded with <pad> (id 0) "
-        "to the signature's length."
+        "Signature input input_ids: token ids made by the SentencePiece tokenizer "
+        "(spiece.model, the subgraph's input process unit): [CLS] sentence [SEP] (second "
+        "sentence [SEP]), padded with <pad> (id 0) to the signature's length."
     ),
-    "attention_mask": "1 for a real token, 0 for padding.",
-    "token_type_ids": "Segment ids: 0 for [CLS] and the first sentence with its [SEP], 1 after.",
+    "attention_mask": "Signature input attention_mask: 1 for a real token, 0 for padding.",
+    "token_type_ids": (
+        "Signature input token_type_ids: segment ids, 0 for [CLS] and the first sentence "
+        "with its [SEP], 1 after."
+    ),
 }
+# Metadata names: the ones LiteRT's Task Library (tflite-support BertNLClassifier) looks
+# up — inputs "ids", "mask", "segment_ids" and, for a sequence classifier, the scores
+# "probability". Measured with tflite-support 0.4.4: with the signature names in the
+# metadata instead (either the inputs or the output), BertNLClassifier.classify crashes
+# (SIGSEGV, exit 139); with these it classifies the artifact as written, its scores being
+# our logits. The signature names stay input_ids / attention_mask / token_type_ids /
+# logits, and each description starts with its signature name.
+TASK_LIBRARY_NAMES = {"input_ids": "ids", "attention_mask": "mask", "token_type_ids": "segment_ids"}
+TASK_LIBRARY_SCORES = "probability"
 _OUTPUTS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("sequence-classification", "logits"): (
-        "Unnormalized class scores (softmax gives probabilities); line i of labels.txt "
-        "names class i.",
+        "Signature output logits: unnormalized class scores (softmax gives probabilities; "
+        "named 'probability' here because the Task Library's BertNLClassifier finds its "
+        "scores by that name); line i of labels.txt names class i.",
         ("batch", "class"),
     ),
     ("token-classification", "logits"): (
@@ -226,9 +256,13 @@ def albert_metadata_pass(
         "",
     )
     inputs = tuple(
-        lm.TensorMetadata(n, _INPUTS.get(n, ""), dimension_names=seq_dims) for n in input_order
+        lm.TensorMetadata(TASK_LIBRARY_NAMES.get(n, n), _INPUTS.get(n, ""), seq_dims)
+        for n in input_order
     )
     files: dict[str, bytes] = {SPIECE_FILE: ckpt.tokenizer().path.read_bytes()}
+    names = dict(TASK_LIBRARY_NAMES)
+    if head == "sequence-classification":
+        names["logits"] = TASK_LIBRARY_SCORES
     id2label = dict(getattr(ckpt.config, "id2label", None) or {})
     outputs = []
     for name in ckpt.head.outputs:
@@ -244,7 +278,8 @@ def albert_metadata_pass(
                     "TENSOR_AXIS_LABELS",
                 ),
             )
-        outputs.append(lm.TensorMetadata(name, desc, dimension_names=dims, files=out_files))
+        meta_name = names.get(name, name)
+        outputs.append(lm.TensorMetadata(meta_name, desc, dimension_names=dims, files=out_files))
     buckets = ", ".join(f"seq_{L}" for L in seq_lens)
     meta = lm.ModelMetadata(
         name=f"ALBERT {head} ({source})",
@@ -270,4 +305,4 @@ def albert_metadata_pass(
             + (" (the text is lower-cased first)." if ckpt.do_lower_case else " (cased)."),
         ),
     )
-    return LiteRTMetadataPass(meta, files)
+    return LiteRTMetadataPass(meta, files, names)
