@@ -332,24 +332,29 @@ def recorded_files(meta: Mapping[str, Any]) -> list[str]:
 
 
 def packed_files(data: bytes) -> dict[str, bytes]:
-    """The associated files in a ``.tflite``'s zip tail ({} when it has none)."""
+    """The associated files in a ``.tflite``'s zip tail ({} when it has none, or when the
+    tail is damaged: :func:`metadata_report` then lists the files as missing)."""
     bio = io.BytesIO(data)
-    if not zipfile.is_zipfile(bio):
+    try:
+        if not zipfile.is_zipfile(bio):
+            return {}
+        with zipfile.ZipFile(bio) as zf:
+            return {i.filename: zf.read(i) for i in zf.infolist()}
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
         return {}
-    with zipfile.ZipFile(bio) as zf:
-        return {i.filename: zf.read(i) for i in zf.infolist()}
 
 
 def associated_files_bytes(data: bytes) -> int:
     """Bytes of the zip tail (associated files and zip headers) after the flatbuffer."""
     bio = io.BytesIO(data)
-    if not zipfile.is_zipfile(bio):
-        return 0
-    with zipfile.ZipFile(bio) as zf:
-        infos = zf.infolist()
-        if not infos:
+    try:
+        if not zipfile.is_zipfile(bio):
             return 0
-        return len(data) - min(i.header_offset for i in infos)
+        with zipfile.ZipFile(bio) as zf:
+            offsets = [i.header_offset for i in zf.infolist()]
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        return 0
+    return len(data) - min(offsets) if offsets else 0
 
 
 def model_metadata(model: Any) -> dict[str, Any] | None:

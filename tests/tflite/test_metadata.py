@@ -173,3 +173,14 @@ def test_metadata_names_may_differ_from_the_signature() -> None:
     wrong = {**TASK_LIBRARY_NAMES, "input_ids": "mask", "attention_mask": "ids"}
     with pytest.raises(PassError, match="do not match subgraph 0"):
         LiteRTMetadataPass(_meta(inputs=ins), FILES, wrong)(classifier_like_graph(SEQ))
+
+
+def test_a_damaged_zip_tail_reads_as_missing_files() -> None:
+    """A file cut inside its zip tail still runs (the flatbuffer is whole); inspect lists
+    the associated files as missing instead of failing."""
+    before, data, _ = _attach(_meta())
+    tail = lm.associated_files_bytes(data)
+    cut = data[: len(data) - tail + 40]  # into the first local file header
+    report = analyze_model(fb.read_model(cut), len(cut), data=cut)
+    assert report["litert_metadata"]["missing_files"] == ["spiece.model", "labels.txt"]
+    assert np.array_equal(_run(cut), _run(before))
