@@ -1,7 +1,8 @@
 """LiteRT.js (``@litertjs/core`` from npm, pinned in js/package-lock.json) runs the TFLite
 artifact as written — metadata and zip tail included — in headless Chromium (Debian
 ``chromium``), on the wasm (XNNPACK) accelerator; logits are compared with PyTorch and with
-ai-edge-litert's interpreter on the same padded inputs.
+ai-edge-litert's interpreter on the same padded inputs: fp32 in the default run, the
+int8-dynamic artifact with ``-m slow`` (one more conversion).
 
 The page needs only static files: LiteRT.js' wasm directory, served from node_modules, and
 an import map for its one bare import. A browser run takes a few seconds (default run)."""
@@ -27,9 +28,10 @@ pytestmark = [
         reason="tests/clients/js/node_modules missing @litertjs/core: run .ci/setup.sh (npm ci)",
     ),
 ]
-# LiteRT.js' XNNPACK wasm kernels vs the Python interpreter's XNNPACK, and vs PyTorch.
-TOL_VS_INTERPRETER = 1e-5
-TOL_VS_TORCH = 1e-4
+# LiteRT.js' XNNPACK wasm kernels vs the Python interpreter's XNNPACK, and vs PyTorch
+# (int8-dynamic: the quantization error, as in tests/clients/test_node_clients.py).
+TOL_VS_INTERPRETER = {"fp32": 1e-5, "int8": 1e-4}
+TOL_VS_TORCH = {"fp32": 1e-4, "int8": 0.05}
 
 
 def _chromium_page(url: str, profile: Path, result: list[bytes], seconds: float) -> int | None:
@@ -63,10 +65,13 @@ def _chromium_page(url: str, profile: Path, result: list[bytes], seconds: float)
     return proc.returncode
 
 
-def test_litertjs_in_chromium(tflite_artifact, sentences, torch_logits, tmp_path) -> None:
+@pytest.mark.parametrize("kind", ["fp32", pytest.param("int8", marks=pytest.mark.slow)])
+def test_litertjs_in_chromium(request, kind, sentences, torch_logits, tmp_path) -> None:
     from albert_edge.tflite.runtime import LiteRTRunner
     from albert_edge.tokenizer import AlbertTokenizer
 
+    fixture = {"fp32": "tflite_artifact", "int8": "tflite_int8_artifact"}[kind]
+    tflite_artifact = request.getfixturevalue(fixture)
     manifest = json.loads((tflite_artifact / "manifest.json").read_text())
     (sig,) = manifest["signatures"]
     seq_len = int(sig["seq_len"])
@@ -112,9 +117,9 @@ def test_litertjs_in_chromium(tflite_artifact, sentences, torch_logits, tmp_path
             for f in feeds
         ]
     )
-    np.testing.assert_allclose(got, ref, atol=TOL_VS_INTERPRETER)
-    np.testing.assert_allclose(got, np.asarray(torch_logits), atol=TOL_VS_TORCH)
+    np.testing.assert_allclose(got, ref, atol=TOL_VS_INTERPRETER[kind])
+    np.testing.assert_allclose(got, np.asarray(torch_logits), atol=TOL_VS_TORCH[kind])
     print(
-        f"LiteRT.js max |Δ| vs interpreter {np.abs(got - ref).max():.2e}, "
+        f"LiteRT.js {kind} max |Δ| vs interpreter {np.abs(got - ref).max():.2e}, "
         f"vs PyTorch {np.abs(got - np.asarray(torch_logits)).max():.2e}"
     )

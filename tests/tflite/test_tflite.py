@@ -358,6 +358,10 @@ def test_inspect_json_via_cli(small_fp32: tuple[Path, dict]) -> None:
     assert info["quantized_fully_connected"] == 0
     assert [s["name"] for s in info["signatures"]] == ["seq_16", "seq_32"]
     assert isinstance(info["op_versions"]["FULLY_CONNECTED"], int)
+    meta = info["litert_metadata"]  # the TFLITE_METADATA reader
+    assert meta["subgraph_metadata"][0]["name"] == "seq_16"
+    assert meta["packed_files"]["spiece.model"] == (small_fp32[0] / "spiece.model").stat().st_size
+    assert meta["missing_files"] == [] and meta["min_parser_version"] == "1.1.0"
 
 
 def test_runtime_2_14_table_flags_newer_ops() -> None:
