@@ -307,17 +307,12 @@ def parity(
     return {"max_abs_error": worst, "seq_lens": list(seq_lens), "batch": 2}
 
 
-def meta_policy() -> str:
-    from albert_edge.tflite.passes.metadata import BATCH_POLICY
-
-    return BATCH_POLICY
-
-
 def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> dict[str, Any]:
     """Write ``out_dir/model.tflite`` and return the manifest (see module docstring)."""
     from albert_edge.facts import MATMUL_KEYS, SIZE_KEYS, tflite_facts
     from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite.inspect import analyze_model
+    from albert_edge.tflite.passes.metadata import BATCH_POLICY
 
     seq_lens = _check_seq_lens(ckpt, tuple(options.seq_lens) or default_seq_lens(ckpt))
     calibration, calib_info = _calibration(ckpt, options, seq_lens)  # fail fast, before export
@@ -371,7 +366,7 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
         "batch": {
             "signature_batch": 1,
             "note": "signatures are batch 1 (mobile); the Python runner loops over batch items",
-            "policy": meta_policy(),
+            "policy": BATCH_POLICY,
         },
         "runtime": {
             "interpreter": "ai-edge-litert (falls back to tflite-runtime, then tf.lite)",
