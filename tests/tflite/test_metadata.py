@@ -61,6 +61,21 @@ def _run(data: bytes) -> np.ndarray:
     return out
 
 
+def _run_compiled(data: bytes) -> np.ndarray:
+    """The same signature through LiteRT 2.x's CompiledModel (CPU), as bench's litert-gpu."""
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+
+    key = f"seq_{SEQ}"
+    cm = CompiledModel.from_buffer(data, hardware_accel=HardwareAccelerator.CPU)
+    ins = {n: cm.create_input_buffer_by_name(key, n) for n in _feeds()}
+    outs = {"logits": cm.create_output_buffer_by_name(key, "logits")}
+    for n, a in _feeds().items():
+        ins[n].write(a)
+    cm.run_by_name(key, ins, outs)
+    return np.asarray(outs["logits"].read(SEQ * 2, np.float32))
+
+
 def _attach(meta: lm.ModelMetadata, files: dict[str, bytes] = FILES) -> tuple[bytes, bytes, Any]:
     model = classifier_like_graph(SEQ)
     before = fb.write_model(model)
@@ -108,6 +123,7 @@ def test_metadata_reads_back_and_outputs_are_identical() -> None:
     # The files are in the zip tail, byte for byte; the model runs exactly as before.
     assert lm.packed_files(data) == FILES
     assert np.array_equal(_run(data), _run(before))
+    assert np.array_equal(_run_compiled(data), _run_compiled(before))
     report2 = analyze_model(fb.read_model(data), len(data), data=data)
     assert report2["litert_metadata"]["missing_files"] == []
     assert report2["associated_files_bytes"] == report["file_bytes_added"]
