@@ -43,6 +43,13 @@ if command -v npm >/dev/null 2>&1; then
 else
   echo "setup: npm missing and apt-get unavailable; the Node client tests will be skipped" >&2
 fi
+# tflite-support (the official TFLite metadata reader, tests/clients/test_tflite_metadata.py)
+# pins protobuf<4: its own venv, never beside the project's protobuf 7.
+if [ ! -x .venv-tflite-support/bin/python ]; then
+  "$PY" -m venv .venv-tflite-support
+fi
+.venv-tflite-support/bin/python -c 'import tflite_support' 2>/dev/null ||
+  .venv-tflite-support/bin/python -m pip install --quiet 'tflite-support==0.4.4' 'protobuf==3.20.3' 'numpy==2.4.6'
 # tritonclient (dev extra) is only used for its model_config protobuf; it pins
 # ml-dtypes<=0.5.4, which pip resolves above. Nothing else to do here.
 

@@ -20,7 +20,11 @@ Definitions (the keys of :data:`FACT_KEYS`):
 * ``floor_bytes`` — ``checkpoint_params`` × the bytes per parameter of ``floor_precision``
   (the precision that was asked for). It never looks at the artifact's dtypes: an
   artifact that kept a tensor wider than asked reads above 1x, which is the point;
-* ``ratio_to_floor`` — ``file_bytes / floor_bytes``;
+* ``ratio_to_floor`` — ``file_bytes / floor_bytes``, where a ``.tflite``'s bytes leave out
+  the associated files its LiteRT metadata packs in the file's zip tail (``spiece.model``,
+  ``labels.txt``; reported as ``associated_files_bytes``): they are the tokenizer files an
+  ONNX artifact ships beside the model, not weights, so the ratio keeps measuring how the
+  weights are stored (``file_bytes`` stays the whole file, what a user ships);
 * ``matmuls_total`` / ``matmuls_quantized`` / ``matmuls_fp16`` — ops multiplying by a
   constant weight / those reading it as an integer tensor / those reading it as fp16
   (activation x activation products, QK^T and softmax·V, are not weight products; a TFLite
@@ -289,12 +293,13 @@ def tflite_facts(
     config = config or _config(path, meta.get("config"))
     weights = report.get("weight_matmuls") or {"total": 0, "quantized": 0}
     file_bytes = int(report["file_bytes"])
+    model_bytes = file_bytes - int(report.get("associated_files_bytes") or 0)
     return {
         "file_bytes": file_bytes,
         "unique_tensor_bytes": report["unique_tensor_bytes"],
         "duplicate_tensor_bytes": report["duplicate_tensor_bytes"],
         "unique_params": report["unique_params"],
-        **floor_fields(file_bytes, config, head, precision or detected),
+        **floor_fields(model_bytes, config, head, precision or detected),
         "matmuls_total": int(weights["total"]),
         "matmuls_quantized": int(weights["quantized"]),
         "matmuls_fp16": 0,  # TFLite fp16 weights feed a DEQUANTIZE: the op computes in float

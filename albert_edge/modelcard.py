@@ -24,6 +24,8 @@ RUNTIMES_ONNX = (
 RUNTIMES_TFLITE = (
     ("ai-edge-litert (Python)", ">= 2.0", "XNNPACK on CPU"),
     ("LiteRT / TFLite Android", "2.16+", "op versions listed in manifest.json"),
+    ("LiteRT.js (@litertjs/core)", ">= 2.5", "browsers, wasm (tested in headless Chromium)"),
+    ("tflite-support MetadataDisplayer / BertNLClassifier", "0.4.4", "metadata; Task Library"),
 )
 
 
@@ -132,7 +134,14 @@ def render_model_card(manifest: dict[str, Any]) -> str:
             "```",
         ]
     else:
+        batch = manifest.get("batch") or {}
         lines += [
+            "The `.tflite` carries LiteRT metadata (`TFLITE_METADATA`: input/output "
+            "descriptions, the SentencePiece tokenizer, `labels.txt`), with `spiece.model` "
+            "and `labels.txt` packed in the file's zip tail.",
+            "",
+            str(batch.get("policy") or "Signatures are batch 1."),
+            "",
             "```python",
             "from ai_edge_litert.interpreter import Interpreter",
             f'interp = Interpreter(model_path="{model_file}")',

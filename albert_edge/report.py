@@ -51,8 +51,43 @@ def print_inspect_report(info: dict[str, Any]) -> None:
             continue
         t.add_row(k, _mb(v) if k.endswith("_bytes") and isinstance(v, int) else str(v))
     con.print(t)
+    if isinstance(info.get("litert_metadata"), dict):
+        print_litert_metadata(info["litert_metadata"])
     if isinstance(info.get("delegates"), dict):
         print_delegate_report(info["delegates"])
+
+
+def print_litert_metadata(m: dict[str, Any]) -> None:
+    """The LiteRT metadata of a .tflite (TFLITE_METADATA) and the files packed with it."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title="LiteRT metadata (TFLITE_METADATA)")
+    t.add_column("field")
+    t.add_column("value", overflow="fold")
+    for k in ("name", "version", "author", "license", "min_parser_version", "description"):
+        t.add_row(k, escape(str(m.get(k))))
+    for sg in m.get("subgraph_metadata", []):
+        for kind in ("input", "output"):
+            for tm in sg[f"{kind}_tensor_metadata"]:
+                files = ", ".join(f"{f['name']} ({f['type']})" for f in tm["associated_files"])
+                dims = (
+                    "[" + ", ".join(tm["dimension_names"]) + "] " if tm["dimension_names"] else ""
+                )
+                t.add_row(
+                    f"{kind} {tm['name']}",
+                    escape(
+                        dims + (tm["description"] or "") + (f" files: {files}" if files else "")
+                    ),
+                )
+        for unit in sg["input_process_units"]:
+            names = ", ".join(f["name"] for f in unit.get("sentencepiece_model", []))
+            t.add_row("input process unit", f"{unit['options_type']} {names}".strip())
+    packed = ", ".join(f"{k} ({_mb(v)})" for k, v in m.get("packed_files", {}).items())
+    t.add_row("packed files", packed or "none")
+    if m.get("missing_files"):
+        t.add_row("MISSING files", ", ".join(m["missing_files"]))
+    _console().print(t)
 
 
 def print_delegate_report(d: dict[str, Any]) -> None:

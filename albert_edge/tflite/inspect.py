@@ -49,9 +49,13 @@ def _tensor_info(t: Any, types: dict[int, str]) -> dict[str, Any]:
     }
 
 
-def analyze_model(model: Any, file_bytes: int) -> dict[str, Any]:
-    """The inspect report of a parsed model (see module docstring for definitions)."""
+def analyze_model(model: Any, file_bytes: int, *, data: bytes | None = None) -> dict[str, Any]:
+    """The inspect report of a parsed model (see module docstring for definitions).
+
+    ``data``: the file's bytes, to report its LiteRT metadata with the associated files
+    packed in its zip tail (``litert_metadata``, ``associated_files_bytes``)."""
     from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite.litert_metadata import metadata_report
     from albert_edge.tflite.op_versions import check_runtime
 
     types = fb.tensor_type_names()
@@ -163,6 +167,7 @@ def analyze_model(model: Any, file_bytes: int) -> dict[str, Any]:
         if (md.name or b"").decode() == "min_runtime_version":
             min_runtime = fb.buffer_bytes(model, md.buffer).rstrip(b"\x00").decode(errors="replace")
     offending = check_runtime(op_versions)
+    litert = metadata_report(model, data) if data is not None else None
     return {
         "format": "tflite",
         "file_bytes": file_bytes,
@@ -194,6 +199,8 @@ def analyze_model(model: Any, file_bytes: int) -> dict[str, Any]:
         },
         "loads_on_tflite_runtime_2_14": not offending,
         "albert_edge": meta or None,
+        "litert_metadata": litert,
+        "associated_files_bytes": litert["associated_files_bytes"] if litert else 0,
     }
 
 
@@ -218,7 +225,7 @@ def inspect_tflite(path: str | Path) -> dict[str, Any]:
         raise AlbertEdgeError(
             f"{p}: corrupt TFLite flatbuffer ({type(exc).__name__}); re-convert it"
         ) from None
-    report = analyze_model(model, len(data))
+    report = analyze_model(model, len(data), data=data)
     report["path"] = str(p)
     report["delegates"] = delegate_report(model, report)
     return report

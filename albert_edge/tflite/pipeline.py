@@ -223,7 +223,13 @@ def build_tflite(
             },
         },
     )
-    return fb.write_model(model), stages
+    # LiteRT metadata (TFLITE_METADATA + spiece.model/labels.txt zip tail), last: see
+    # albert_edge.tflite.passes.metadata.
+    from albert_edge.tflite.passes.metadata import albert_metadata_pass
+
+    meta_pass = albert_metadata_pass(ckpt, options.precision, seq_lens, model)
+    stages[meta_pass.name] = meta_pass(model)
+    return meta_pass.pack(fb.write_model(model)), stages
 
 
 def check_postconditions(
@@ -306,6 +312,7 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
     from albert_edge.facts import MATMUL_KEYS, SIZE_KEYS, tflite_facts
     from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite.inspect import analyze_model
+    from albert_edge.tflite.passes.metadata import BATCH_POLICY
 
     seq_lens = _check_seq_lens(ckpt, tuple(options.seq_lens) or default_seq_lens(ckpt))
     calibration, calib_info = _calibration(ckpt, options, seq_lens)  # fail fast, before export
@@ -317,7 +324,7 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
     path.write_bytes(data)
 
     final = fb.read_model(data)
-    report = analyze_model(final, len(data))
+    report = analyze_model(final, len(data), data=data)
     facts = tflite_facts(
         report,
         path,
@@ -359,6 +366,7 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
         "batch": {
             "signature_batch": 1,
             "note": "signatures are batch 1 (mobile); the Python runner loops over batch items",
+            "policy": BATCH_POLICY,
         },
         "runtime": {
             "interpreter": "ai-edge-litert (falls back to tflite-runtime, then tf.lite)",
@@ -369,6 +377,7 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
         "sizes": {
             **{k: facts[k] for k in SIZE_KEYS},
             "model_unique_params": model_unique_params(ckpt),
+            "associated_files_bytes": report["associated_files_bytes"],
         },
         **{k: facts[k] for k in MATMUL_KEYS},
         "quantization": {

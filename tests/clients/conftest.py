@@ -70,3 +70,26 @@ def torch_logits(sentences: list[tuple[int, str]]) -> list[list[float]]:
             feeds = {k: torch.tensor(v) for k, v in vars(enc).items()}
             out.append(ckpt.model(**feeds).logits[0].tolist())
     return out
+
+
+@pytest.fixture(scope="session")
+def tflite_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``albert-edge convert --to tflite`` of the embedded model (fp32, the default bucket),
+    as written: LiteRT metadata with spiece.model and labels.txt in its zip tail."""
+    from albert_edge.convert import convert
+    from albert_edge.options import ConvertOptions
+
+    out = tmp_path_factory.mktemp("clients-tflite") / "sst2-tflite-fp32"
+    convert(None, out, ConvertOptions(target="tflite", precision="fp32", verify=False))
+    return out
+
+
+@pytest.fixture(scope="session")
+def tflite_int8_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``convert --to tflite --precision int8-dynamic`` of the embedded model, as written."""
+    from albert_edge.convert import convert
+    from albert_edge.options import ConvertOptions
+
+    out = tmp_path_factory.mktemp("clients-tflite") / "sst2-tflite-int8"
+    convert(None, out, ConvertOptions(target="tflite", precision="int8-dynamic", verify=False))
+    return out

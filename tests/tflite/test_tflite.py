@@ -169,6 +169,41 @@ def test_runner_picks_the_smallest_bucket(small_fp32: tuple[Path, dict], small_c
         runner.run(_feeds(1, 33))
 
 
+def test_batch_policy_batch_1_signatures(small_fp32: tuple[Path, dict], small_ckpt: Path) -> None:
+    """The documented batch policy (README, manifest, metadata description): signatures are
+    batch 1 and the batch axis does not resize (shapes are baked into RESHAPE constants),
+    in the interpreter and in CompiledModel; a batch runs as a loop, each row as alone."""
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+    from ai_edge_litert.interpreter import Interpreter
+
+    from albert_edge.tflite import litert_metadata as lm
+    from albert_edge.tflite.passes.metadata import BATCH_POLICY
+    from albert_edge.tflite.runtime import LiteRTRunner
+
+    out, man = small_fp32
+    path = out / "model.tflite"
+    assert man["batch"]["policy"] == BATCH_POLICY
+    meta = lm.model_metadata(_model(path))
+    assert meta is not None and BATCH_POLICY in meta["description"]
+    assert BATCH_POLICY in (out / "README.md").read_text()  # the model card
+
+    it = Interpreter(model_path=str(path))
+    for d in it.get_input_details():  # subgraph 0: seq_16
+        assert list(d["shape"]) == [1, 16]
+        it.resize_tensor_input(d["index"], [2, 16])
+    with pytest.raises(RuntimeError, match="RESHAPE"):
+        it.allocate_tensors()
+    cm = CompiledModel.from_file(str(path), hardware_accel=HardwareAccelerator.CPU)
+    with pytest.raises(RuntimeError, match="not compatible"):
+        cm.resize_input_tensor_by_name("seq_16", "input_ids", [2, 16])
+
+    feeds = _feeds(3, 16, seed=7)
+    batch = LiteRTRunner(path).run(feeds)["logits"]
+    rows = [LiteRTRunner(path).run({k: v[i : i + 1] for k, v in feeds.items()}) for i in range(3)]
+    assert np.array_equal(batch, np.concatenate([r["logits"] for r in rows]))
+
+
 def test_truncation_only_when_asked(small_fp32: tuple[Path, dict], small_ckpt: Path) -> None:
     from albert_edge.tflite.runtime import LiteRTRunner
 
@@ -186,7 +221,9 @@ def test_size_bar_and_no_duplicate_buffers(small_fp32: tuple[Path, dict]) -> Non
     assert info["duplicate_tensor_bytes"] == 0
     assert fb.duplicate_groups(_model(small_fp32[0] / "model.tflite")) == []
     assert info["ratio_to_floor"] <= 1.02, info["ratio_to_floor"]
-    assert info["file_bytes"] <= 1.02 * info["floor_bytes"]
+    # The zip tail (spiece.model, labels.txt) is the tokenizer, not weights (facts.py).
+    assert info["associated_files_bytes"] > (small_fp32[0] / "spiece.model").stat().st_size
+    assert info["file_bytes"] - info["associated_files_bytes"] <= 1.02 * info["floor_bytes"]
     assert small_fp32[1]["sizes"]["ratio_to_floor"] == info["ratio_to_floor"]
 
 
@@ -321,6 +358,10 @@ def test_inspect_json_via_cli(small_fp32: tuple[Path, dict]) -> None:
     assert info["quantized_fully_connected"] == 0
     assert [s["name"] for s in info["signatures"]] == ["seq_16", "seq_32"]
     assert isinstance(info["op_versions"]["FULLY_CONNECTED"], int)
+    meta = info["litert_metadata"]  # the TFLITE_METADATA reader
+    assert meta["subgraph_metadata"][0]["name"] == "seq_16"
+    assert meta["packed_files"]["spiece.model"] == (small_fp32[0] / "spiece.model").stat().st_size
+    assert meta["missing_files"] == [] and meta["min_parser_version"] == "1.1.0"
 
 
 def test_runtime_2_14_table_flags_newer_ops() -> None:

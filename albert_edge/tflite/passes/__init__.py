@@ -4,11 +4,19 @@ Each pass edits a parsed ``ModelT`` in place, reports what it changed, and check
 postcondition afterwards; :func:`run_passes` runs a list and returns the reports for the
 manifest. The GPU-clean passes (:mod:`.broadcast`) remove what LiteRT's GPU accelerator
 cannot run, so a float artifact runs on it with at most one CPU↔GPU boundary.
+:mod:`.metadata` attaches the LiteRT metadata (every precision, last).
 """
 
 from albert_edge.tflite.passes.base import TflitePass, run_passes
 from albert_edge.tflite.passes.broadcast import ImplicitBroadcastPass
+from albert_edge.tflite.passes.metadata import LiteRTMetadataPass
 
 GPU_CLEAN_PASSES = (ImplicitBroadcastPass,)
 
-__all__ = ["GPU_CLEAN_PASSES", "ImplicitBroadcastPass", "TflitePass", "run_passes"]
+__all__ = [
+    "GPU_CLEAN_PASSES",
+    "ImplicitBroadcastPass",
+    "LiteRTMetadataPass",
+    "TflitePass",
+    "run_passes",
+]
