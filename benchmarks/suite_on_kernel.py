@@ -14,7 +14,7 @@ Limits, stated in the report: tests that start the CLI in a subprocess run that 
 natively (qemu-user does not follow ``exec`` of another binary), so only in-process
 computation is emulated; timings under emulation mean nothing.
 
-Usage: python benchmarks/suite_on_kernel.py [--name NAME] [PYTEST ARGS/PATHS...]
+Usage: python benchmarks/suite_on_kernel.py [--name NAME] [-- PYTEST ARGS/PATHS...]
 Writes ``benchmarks/results/<name>.json`` and ``.md`` (default name ``suite_x86-avx2``).
 """
 
