@@ -190,6 +190,10 @@ def build_tflite(
         }
         model = fb.read_model(data)
         stages["dedup_buffers_after_quantize"] = {"bytes_removed": fb.dedup_buffers(model)}
+        from albert_edge.tflite.passes import NarrowConstantsPass, run_passes
+
+        for rep in run_passes(model, [NarrowConstantsPass(options.precision)]):
+            stages[rep.pop("name")] = rep
         if options.int8_io:
             stages["int8_outputs"] = {"outputs": fb.int8_outputs(model)}
         else:
@@ -197,6 +201,7 @@ def build_tflite(
         fb.drop_unused_buffers(model)
 
     stages["strip_activation_names"] = {"bytes_removed": fb.strip_activation_names(model)}
+    stages["share_weight_names"] = {"renamed": fb.share_weight_names(model)}
     cfg = ckpt.config
     fb.set_metadata(
         model,

@@ -230,21 +230,38 @@ def unify_shared_weight_inputs(model_bytes: bytes, qsv: dict[str, Any]) -> int:
     bias and scale tables are identical everywhere and stored once (``dedup_buffers``,
     shared quantization tables in ``write_model``). Returns the number of ranges widened.
     """
+    from ai_edge_quantizer.algorithms.utils.common_utils import OpQuantConstraint
+    from ai_edge_quantizer.utils.constrained_ops_utils import get_constrained_op_list
+
     from albert_edge.tflite import flatbuffer as fb
 
     model = fb.read_model(model_bytes)
     names = fb.builtin_names()
+    # The quantizer gives the output of these ops (RESHAPE, SLICE, TRANSPOSE, ...) their
+    # input's scale, so an FC input they produce is quantized with its source's range:
+    # unify the sources too, or the pooler's input (a SLICE of each signature's last
+    # hidden state) keeps one scale, one bias and one scale table per signature.
+    same_scale = set(get_constrained_op_list(OpQuantConstraint.SAME_AS_INPUT_SCALE))
     groups: dict[int, set[str]] = {}
     for sg in model.subgraphs:
+        producer = {int(o): op for op in sg.operators for o in op.outputs}
         for op in sg.operators:
             if (
                 names.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex]))
                 != "FULLY_CONNECTED"
             ):
                 continue
-            x, w = sg.tensors[op.inputs[0]], sg.tensors[op.inputs[1]]
-            if x.name and w.buffer:
-                groups.setdefault(int(w.buffer), set()).add(x.name.decode())
+            x, w = int(op.inputs[0]), sg.tensors[op.inputs[1]]
+            if not w.buffer:
+                continue
+            chain = [x]
+            while (p := producer.get(chain[-1])) is not None and names.get(
+                fb.opcode_builtin(model.operatorCodes[p.opcodeIndex])
+            ) in same_scale:
+                chain.append(int(p.inputs[0]))
+            for i in chain:
+                if sg.tensors[i].name:
+                    groups.setdefault(int(w.buffer), set()).add(sg.tensors[i].name.decode())
     widened = 0
     for inputs in groups.values():
         present = [n for n in sorted(inputs) if n in qsv and "min" in qsv[n] and "max" in qsv[n]]

@@ -75,6 +75,42 @@ def _max_err(got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> float:
     return max(float(np.abs(got[k] - ref[k]).max()) for k in ref)
 
 
+def _assert_only_named_floats_stay_wide(path: Path, precision: str) -> None:
+    """Issue 17: no float32 constant is left under a narrower precision except the named
+    exceptions (operands of the quantizer's ops, i.e. FC biases; vectors under
+    ``MIN_NARROW_BYTES``, where a DEQUANTIZE per signature costs what narrowing saves)."""
+    from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite.inspect import byte_accounting
+    from albert_edge.tflite.passes.narrow import MIN_NARROW_BYTES, QUANTIZER_OPS
+
+    data = path.read_bytes()
+    rows = byte_accounting(fb.read_model(data), len(data), precision)["buffers"]
+    wide = [
+        (r["name"], r["bytes"], r["readers"])
+        for r in rows
+        if r["dtype"] == "float32"
+        and r["bytes"] >= MIN_NARROW_BYTES
+        and not set(r["readers"]) <= QUANTIZER_OPS
+    ]
+    assert wide == [], wide
+
+
+def _assert_one_bias_per_shared_weight(path: Path) -> None:
+    """int8-full: every application of a shared FC weight (each layer, each signature) reads
+    one bias buffer, i.e. its inputs were calibrated to one scale."""
+    from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite.passes.base import op_name
+
+    model = fb.read_model(path.read_bytes())
+    biases: dict[int, set[int]] = {}
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            if op_name(model, op) == "FULLY_CONNECTED" and len(op.inputs) > 2 and op.inputs[2] >= 0:
+                w, b = sg.tensors[op.inputs[1]], sg.tensors[op.inputs[2]]
+                biases.setdefault(int(w.buffer), set()).add(int(b.buffer))
+    assert biases and all(len(v) == 1 for v in biases.values()), biases
+
+
 # --- fixtures: one conversion each ------------------------------------------------------
 
 
@@ -359,6 +395,7 @@ def test_int8_dynamic_quantizes_every_matmul_once(
         if t.name and t.name.decode().startswith("albert.embeddings.word_embeddings")
     ]
     assert word and all(types[t.type] == "INT8" for t in word)
+    _assert_only_named_floats_stay_wide(out / "model.tflite", "int8-dynamic")
     # Shared layer weights: int8 bytes ≈ the model's parameter count, not L copies.
     assert info["unique_tensor_bytes"] < 0.3 * 4 * man["sizes"]["model_unique_params"]
     feeds = _feeds(2, 12)
@@ -455,6 +492,9 @@ def test_precision_size_bars(
     )
     info = inspect_path(out / "model.tflite")
     assert info["ratio_to_floor"] <= bar, info["ratio_to_floor"]
+    _assert_only_named_floats_stay_wide(out / "model.tflite", precision)
+    if precision == "int8-full":
+        _assert_one_bias_per_shared_weight(out / "model.tflite")
     assert info["duplicate_tensor_bytes"] == 0
     assert info["factorized_embedding_intact"] is True
     if precision == "int8-full":

@@ -8,7 +8,14 @@ cannot run, so a float artifact runs on it with at most one CPU↔GPU boundary.
 
 from albert_edge.tflite.passes.base import TflitePass, run_passes
 from albert_edge.tflite.passes.broadcast import ImplicitBroadcastPass
+from albert_edge.tflite.passes.narrow import NarrowConstantsPass
 
 GPU_CLEAN_PASSES = (ImplicitBroadcastPass,)
 
-__all__ = ["GPU_CLEAN_PASSES", "ImplicitBroadcastPass", "TflitePass", "run_passes"]
+__all__ = [
+    "GPU_CLEAN_PASSES",
+    "ImplicitBroadcastPass",
+    "NarrowConstantsPass",
+    "TflitePass",
+    "run_passes",
+]
