@@ -331,6 +331,11 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
         head=ckpt.head.name,
     )
     checks = check_postconditions(report, ckpt, fb.orphan_tensor_count(final))
+    from albert_edge.facts import tflite_size_note
+    from albert_edge.tflite.inspect import byte_accounting
+
+    accounting = byte_accounting(final, len(data), options.precision)
+    size_note = tflite_size_note(facts, accounting, len(report["signatures"]))
     if options.precision == "int8-full" and report["float_compute_ops"]:
         ops = ", ".join(f"{k} x{v}" for k, v in report["float_compute_ops"].items())
         raise UnsupportedError(
@@ -374,6 +379,9 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
         "sizes": {
             **{k: facts[k] for k in SIZE_KEYS},
             "model_unique_params": model_unique_params(ckpt),
+            "accounting": {k: v for k, v in accounting.items() if k != "buffers"},
+            "kept_wide": [r["name"] for r in accounting["buffers"] if r["kept_wide"]],
+            "note": size_note,
         },
         **{k: facts[k] for k in MATMUL_KEYS},
         "quantization": {

@@ -110,3 +110,21 @@ def test_shared_weight_inputs_get_one_range_through_same_scale_producers() -> No
     unify_shared_weight_inputs(model_bytes, qsv)
     ranges = {(float(v["min"]), float(v["max"])) for v in qsv.values()}
     assert ranges == {(-3.0, 2.0)}
+
+
+def test_size_note_names_where_the_bytes_over_the_bar_go() -> None:
+    from albert_edge.facts import SIZE_BARS, tflite_size_note
+
+    model = position_table_graph()
+    data = fb.write_model(model)
+    acc = byte_accounting(fb.read_model(data), len(data), "int8-full")
+    floor = len(data) - 100  # within 1.05x: no note
+    facts = {"file_bytes": len(data), "floor_bytes": floor, "floor_precision": "int8-full"}
+    assert tflite_size_note({**facts, "ratio_to_floor": len(data) / floor}, acc, 1) is None
+    floor = int(len(data) / (SIZE_BARS["int8-full"] + 0.1))
+    note = tflite_size_note(
+        {**facts, "floor_bytes": floor, "ratio_to_floor": len(data) / floor}, acc, 3
+    )
+    assert note is not None
+    assert f"{acc['graph_bytes']:,} graph tables (3 signature(s)" in note
+    assert "fewer --seq-lens buckets" in note
