@@ -405,6 +405,21 @@ def test_int8_dynamic_quantizes_every_matmul_once(
     assert sqnr > 20, sqnr
 
 
+def test_every_stage_after_export_is_a_pass(small_int8: tuple[Path, dict]) -> None:
+    """Issue 15: the TFLite stages run under the pass contract (a postcondition each)."""
+    from albert_edge.tflite.passes import TflitePass
+
+    def names(cls: type) -> set[str]:
+        return {str(getattr(c, "name", "")) for c in cls.__subclasses__()} | {
+            n for c in cls.__subclasses__() for n in names(c)
+        }
+
+    stages = list(small_int8[1]["stages"])
+    assert stages[0] == "export"
+    assert "quantize" in stages and "narrow_constants" in stages
+    assert set(stages[1:]) <= names(TflitePass), set(stages[1:]) - names(TflitePass)
+
+
 # --- heads and configs --------------------------------------------------------------------
 
 
