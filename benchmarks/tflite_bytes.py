@@ -181,6 +181,7 @@ def main() -> None:
     p.add_argument("--note", default="")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     p.add_argument("--base", action="store_true", help="also an albert-base shaped random model")
+    p.add_argument("--no-trained", action="store_true", help="skip the trained tiny model")
     p.add_argument("--no-accuracy", action="store_true")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--precisions", default=",".join(PRECISIONS))
@@ -197,10 +198,9 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="albert-edge-bytes-") as tmp:
         work = Path(tmp)
-        plans: list[tuple[Path, tuple[int, ...], bool]] = [
-            (TRAINED, (), False),
-            (TRAINED, (32, 128, 512), not a.no_accuracy),
-        ]
+        plans: list[tuple[Path, tuple[int, ...], bool]] = []
+        if not a.no_trained:
+            plans += [(TRAINED, (), False), (TRAINED, (32, 128, 512), not a.no_accuracy)]
         if a.base:
             plans.append((base_checkpoint(work), (), False))
         for ckpt, seq_lens, with_acc in plans:
@@ -216,7 +216,11 @@ def main() -> None:
                     f"{row['ratio_to_floor']:.4f} x floor, acc {row.get('accuracy')}",
                     flush=True,
                 )
-    report["runs"][a.label] = {"note": a.note, "rows": rows}
+    run = report["runs"].setdefault(a.label, {"note": a.note, "rows": []})
+    keep = {(r["model"], str(r["seq_lens"]), r["precision"]) for r in rows}
+    run["rows"] = [
+        r for r in run["rows"] if (r["model"], str(r["seq_lens"]), r["precision"]) not in keep
+    ] + rows
     jpath.write_text(json.dumps(report, indent=2, default=str) + "\n")
     (a.out / "tflite_bytes.md").write_text(markdown(report))
 

@@ -13,8 +13,10 @@ Recipes (``precision`` → what is stored):
 - ``int8-dynamic``: int8 weights (per output channel, or per tensor with
   ``--per-tensor``), float activations quantized on the fly by the kernels
   (FULLY_CONNECTED hybrid path; fast on XNNPACK).
-- ``int8-full``: int8 weights and int8 activations calibrated on real sentences through
-  every signature (static min/max), for NNAPI/NPU/DSP delegates.
+- ``int8-full``: int8 weights (per tensor unless ``--per-channel``: same accuracy, no
+  per-channel weight and bias scale tables; see ``ConvertOptions.weight_per_channel``)
+  and int8 activations calibrated on real sentences through every signature (static
+  min/max), for NNAPI/NPU/DSP delegates.
 
 The word table (V×E) is quantized by default (``--keep-embeddings-wide`` keeps it
 float), like the ONNX route, and per tensor: per-row scales would cost 12 bytes per row (a float32 scale

@@ -128,3 +128,14 @@ def test_size_note_names_where_the_bytes_over_the_bar_go() -> None:
     assert note is not None
     assert f"{acc['graph_bytes']:,} graph tables (3 signature(s)" in note
     assert "fewer --seq-lens buckets" in note
+
+
+def test_int8_full_defaults_to_per_tensor_weights() -> None:
+    """Issue 17: per-channel int8-full weights cost two scale tables per FC (weight and
+    int32 bias) for no accuracy measured on SST-2; int8-dynamic keeps per-channel."""
+    from albert_edge.options import ConvertOptions
+
+    assert ConvertOptions(target="tflite", precision="int8-full").weight_per_channel is False
+    assert ConvertOptions(target="tflite", precision="int8-dynamic").weight_per_channel is True
+    kw: dict[str, Any] = {"target": "tflite", "precision": "int8-full", "per_channel": True}
+    assert ConvertOptions(**kw).weight_per_channel is True

@@ -95,20 +95,22 @@ def _assert_only_named_floats_stay_wide(path: Path, precision: str) -> None:
     assert wide == [], wide
 
 
-def _assert_one_bias_per_shared_weight(path: Path) -> None:
+def _assert_one_input_scale_per_shared_weight(path: Path) -> None:
     """int8-full: every application of a shared FC weight (each layer, each signature) reads
-    one bias buffer, i.e. its inputs were calibrated to one scale."""
+    its input at one scale, so its int32 bias (input scale x weight scale) and the bias's
+    scale table come out the same everywhere and are stored once."""
     from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite.passes.base import op_name
 
     model = fb.read_model(path.read_bytes())
-    biases: dict[int, set[int]] = {}
+    scales: dict[int, set[tuple[float, ...]]] = {}
     for sg in model.subgraphs:
         for op in sg.operators:
-            if op_name(model, op) == "FULLY_CONNECTED" and len(op.inputs) > 2 and op.inputs[2] >= 0:
-                w, b = sg.tensors[op.inputs[1]], sg.tensors[op.inputs[2]]
-                biases.setdefault(int(w.buffer), set()).add(int(b.buffer))
-    assert biases and all(len(v) == 1 for v in biases.values()), biases
+            if op_name(model, op) == "FULLY_CONNECTED":
+                x, w = sg.tensors[op.inputs[0]], sg.tensors[op.inputs[1]]
+                q = tuple(float(v) for v in x.quantization.scale)
+                scales.setdefault(int(w.buffer), set()).add(q)
+    assert scales and all(len(v) == 1 for v in scales.values()), scales
 
 
 # --- fixtures: one conversion each ------------------------------------------------------
@@ -509,7 +511,7 @@ def test_precision_size_bars(
     assert info["ratio_to_floor"] <= bar, info["ratio_to_floor"]
     _assert_only_named_floats_stay_wide(out / "model.tflite", precision)
     if precision == "int8-full":
-        _assert_one_bias_per_shared_weight(out / "model.tflite")
+        _assert_one_input_scale_per_shared_weight(out / "model.tflite")
     assert info["duplicate_tensor_bytes"] == 0
     assert info["factorized_embedding_intact"] is True
     if precision == "int8-full":
