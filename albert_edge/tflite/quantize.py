@@ -36,7 +36,47 @@ from albert_edge.errors import QuantizationError
 WORD_TABLE = "albert.embeddings.word_embeddings.weight"
 
 
-def _recipe(precision: str, *, per_channel: bool, quantize_embeddings: bool) -> Any:
+def tied_table_readers(model_bytes: bytes) -> list[str]:
+    """Output names of the FULLY_CONNECTED ops whose weight is also an EMBEDDING_LOOKUP
+    table (the MLM decoder tied to the word table, once ``unfold_scaled_copies`` re-tied it).
+    """
+    from albert_edge.tflite import flatbuffer as fb
+
+    model = fb.read_model(model_bytes)
+    names = fb.builtin_names()
+
+    def kind(op: Any) -> str | None:
+        return names.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex]))
+
+    tables = {
+        int(sg.tensors[op.inputs[1]].buffer)
+        for sg in model.subgraphs
+        for op in sg.operators
+        if kind(op) == "EMBEDDING_LOOKUP"
+    }
+    return sorted(
+        sg.tensors[op.outputs[0]].name.decode()
+        for sg in model.subgraphs
+        for op in sg.operators
+        if kind(op) == "FULLY_CONNECTED"
+        and int(sg.tensors[op.inputs[1]].buffer) in tables
+        and sg.tensors[op.outputs[0]].name
+    )
+
+
+def _recipe(
+    precision: str,
+    *,
+    per_channel: bool,
+    quantize_embeddings: bool,
+    tied: list[str] | None = None,
+) -> Any:
+    """The ai-edge-quantizer recipe. ``tied``: outputs of FCs that read an embedding table;
+    with embeddings quantized they take the table's per-tensor scale (the latest matching
+    recipe entry wins), so the tied table is quantized to the same bytes and stored once
+    — per channel it would be a second V×E int8 table."""
+    import re
+
     from ai_edge_quantizer import qtyping, recipe_manager
 
     op = qtyping.TFLOperationName
@@ -60,6 +100,13 @@ def _recipe(precision: str, *, per_channel: bool, quantize_embeddings: bool) -> 
                 num_bits=8,
                 granularity=qtyping.QuantGranularity.TENSORWISE,
             )
+            for name in tied or []:
+                rm.add_dynamic_config(
+                    regex=f"^{re.escape(name)};$",  # the quantizer's op scope: "out;"
+                    operation_name=op.FULLY_CONNECTED,
+                    num_bits=8,
+                    granularity=qtyping.QuantGranularity.TENSORWISE,
+                )
     elif precision == "int8-full":
         rm.add_static_config(
             regex=".*",
@@ -102,7 +149,12 @@ def quantize_flatbuffer(
 
     for name in ("root", "absl"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    recipe = _recipe(precision, per_channel=per_channel, quantize_embeddings=quantize_embeddings)
+    recipe = _recipe(
+        precision,
+        per_channel=per_channel,
+        quantize_embeddings=quantize_embeddings,
+        tied=tied_table_readers(model_bytes),
+    )
 
     def _calibrated(data: bytes) -> tuple[Any, dict[str, Any]]:
         q = quantizer.Quantizer(bytearray(data))

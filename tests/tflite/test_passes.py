@@ -220,3 +220,25 @@ def test_a_failed_precondition_is_a_pass_error() -> None:
 
     with pytest.raises(PassError, match="needy pass: needs two subgraphs"):
         run_passes(embedding_then_float_graph(), [Needy()])
+
+
+def test_quantize_pass_stores_a_tied_table_once() -> None:
+    """The MLM decoder reads the word table an EMBEDDING_LOOKUP reads: quantized, both
+    must hold the same int8 bytes (one per-tensor scale), or the V×E table is stored twice."""
+    rng = np.random.default_rng(4)
+    g = Graph()
+    g.t("ids", (4,), "i32")
+    g.t("table", (256, 16), "f32", rng.standard_normal((256, 16)))
+    g.t("emb", (4, 16))
+    g.t("logits", (4, 256))
+    g.op("EMBEDDING_LOOKUP", ["ids", "table"], ["emb"])
+    g.op("FULLY_CONNECTED", ["emb", "table", None], ["logits"])
+    model = g.build(["ids"], ["logits"])
+    run_passes(model, [tp.QuantizePass("int8-dynamic"), tp.DedupAfterQuantizePass()])
+    types = fb.tensor_type_names()
+    tables = {
+        int(t.buffer)
+        for t in model.subgraphs[0].tensors
+        if t.buffer and list(t.shape) == [256, 16] and types[t.type] == "INT8"
+    }
+    assert len(tables) == 1, tables

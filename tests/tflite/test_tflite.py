@@ -441,6 +441,21 @@ def test_groups_masked_lm(groups_mlm: tuple[Path, dict, Path]) -> None:
     assert man["factorized_embedding_intact"] is True
 
 
+def test_masked_lm_int8_dynamic_stores_the_tied_table_once(
+    tmp_path_factory: Any, make_checkpoint: Any
+) -> None:
+    """The decoder tied to the word table: quantized once (it failed weights_stored_once)."""
+    from albert_edge.inspect import inspect_path
+
+    ck = make_checkpoint("tiny", "masked-lm")
+    out, man = _convert(tmp_path_factory, ck, "mlm8", precision="int8-dynamic", seq_lens=(16,))
+    assert man["postconditions"]["weights_stored_once"] is True
+    info = inspect_path(out / "model.tflite")
+    cfg = json.loads((ck / "config.json").read_text())
+    word = cfg.get("vocab_size", 30000) * cfg["embedding_size"]  # V×E int8, once
+    assert word <= info["unique_tensor_bytes"] < 2 * word, info["unique_tensor_bytes"]
+
+
 def test_unfactorized_question_answering(unfact_qa: tuple[Path, dict, Path]) -> None:
     from albert_edge.tflite.runtime import LiteRTRunner
 
