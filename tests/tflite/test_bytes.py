@@ -35,11 +35,11 @@ def test_narrow_constants_leaves_only_quantizer_operands_wide(precision: str) ->
     ref = run(fb.write_model(model), x=_x())
     table = fb.tensor_array(model, model.subgraphs[0].tensors[1])
     assert table is not None
-    assert candidates(model)  # the position table, read by SLICE only
+    assert candidates(model, precision)  # the position table, read by SLICE only
 
     report = run_passes(model, [NarrowConstantsPass(precision)])[0]
     assert report["narrowed"] == ["table"]
-    assert candidates(model) == []
+    assert candidates(model, precision) == []
     # What stays float32 is exactly the named exception: the FC's operands.
     assert sorted(_wide(model, precision)) == ["b", "w"]
 
@@ -139,3 +139,21 @@ def test_int8_full_defaults_to_per_tensor_weights() -> None:
     assert ConvertOptions(target="tflite", precision="int8-dynamic").weight_per_channel is True
     kw: dict[str, Any] = {"target": "tflite", "precision": "int8-full", "per_channel": True}
     assert ConvertOptions(**kw).weight_per_channel is True
+
+
+@pytest.mark.parametrize(("precision", "width"), [("int8-dynamic", "FLOAT32"), ("fp16", "FLOAT16")])
+def test_vectors_stay_float_under_int8_and_go_fp16(precision: str, width: str) -> None:
+    """A LayerNorm-like γ of 768 floats (3 KiB, read by MUL): one int8 scale for it is not
+    worth 2 KiB; float16 is."""
+    from tests.tflite.tiny_tflite import Graph
+
+    g = Graph()
+    g.t("x", (1, 4, 768))
+    g.t("gamma", (768,), "f32", np.linspace(0.5, 1.5, 768))
+    g.t("y", (1, 4, 768))
+    g.op("MUL", ["x", "gamma"], ["y"])
+    model = g.build(["x"], ["y"])
+    run_passes(model, [NarrowConstantsPass(precision)])
+    types = fb.tensor_type_names()
+    gamma = next(t for t in model.subgraphs[0].tensors if t.name == b"gamma")
+    assert types[gamma.type] == width

@@ -18,12 +18,14 @@ input once, at the first invoke, and keeps the result.
 
 Left float32, by design (the named exceptions): operands of the quantizer's ops (a
 FULLY_CONNECTED bias — the hybrid and fp16 kernels add it in float and XNNPACK wants it
-static), and constants under :data:`MIN_NARROW_BYTES` (LayerNorm γ/β, attention biases:
-a DEQUANTIZE op and tensor per signature cost about what narrowing a 128-float vector
-saves).
+static); constants under :data:`MIN_NARROW_BYTES` (a DEQUANTIZE op and tensor per
+signature cost about what narrowing a 128-float vector saves); and, under int8, vectors
+(one dimension above 1: LayerNorm γ/β, biases) — one int8 scale for a whole γ is a
+relative error no table-sized saving pays for (albert-base: 0.3 % of the floor), while
+float16 keeps them to 2⁻¹¹.
 
 Postcondition: no float32 constant of at least :data:`MIN_NARROW_BYTES` outside those
-ops' operands remains, and every narrowed constant dequantizes to its float32 value
+ops' operands (and, under int8, outside vectors) remains, and every narrowed constant dequantizes to its float32 value
 within half a quantization step (fp16: within fp16 rounding).
 """
 
@@ -60,8 +62,12 @@ def _readers(model: ModelT) -> dict[int, set[str]]:
     return out
 
 
-def candidates(model: ModelT) -> list[int]:
-    """Buffers of float32 constants this pass narrows (see module docstring)."""
+def is_vector(shape: Any) -> bool:
+    return sum(1 for d in (shape if shape is not None else []) if int(d) > 1) <= 1
+
+
+def candidates(model: ModelT, precision: str) -> list[int]:
+    """Buffers of float32 constants this pass narrows at ``precision`` (module docstring)."""
     from albert_edge.tflite import flatbuffer as fb
 
     types = fb.tensor_type_names()
@@ -73,6 +79,8 @@ def candidates(model: ModelT) -> list[int]:
             if not bid or bid in found or types.get(t.type) != "FLOAT32":
                 continue
             if len(fb.buffer_bytes(model, bid)) < MIN_NARROW_BYTES:
+                continue
+            if WIDTH.get(precision) == "INT8" and is_vector(t.shape):
                 continue
             ops = readers.get(bid, set())
             if ops and not ops & QUANTIZER_OPS:
@@ -111,7 +119,7 @@ class NarrowConstantsPass(TflitePass):
         version = 2 if width == "INT8" else 1
         narrowed: list[str] = []
         saved = 0
-        for bid in candidates(model):
+        for bid in candidates(model, self.precision):
             first = next(t for sg in model.subgraphs for t in sg.tensors if int(t.buffer) == bid)
             arr = fb.tensor_array(model, first)
             assert arr is not None
@@ -146,7 +154,7 @@ class NarrowConstantsPass(TflitePass):
     def postcondition(self, model: ModelT) -> None:
         from albert_edge.tflite import flatbuffer as fb
 
-        left = candidates(model) if self.precision in WIDTH else []
+        left = candidates(model, self.precision) if self.precision in WIDTH else []
         if left:
             self.fail(f"{len(left)} float32 constants >= {MIN_NARROW_BYTES} bytes left wide")
         for bid, ref in self._originals.items():
