@@ -86,7 +86,8 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
         dest="per_channel",
         action="store_false",
         default=None,
-        help="int8: one weight scale per tensor (default for ONNX --target portable)",
+        help="int8: one weight scale per tensor (default for ONNX --target portable and "
+        "TFLite int8-full)",
     )
     gran.add_argument(
         "--per-channel",

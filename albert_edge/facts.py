@@ -72,6 +72,56 @@ PRECISION_BYTES: dict[str, float] = {
 }
 
 
+# Issue 17's bars on size ÷ floor at default flags.
+SIZE_BARS: dict[str, float] = {
+    "fp32": 1.02,
+    "fp16": 1.02,
+    "int8-dynamic": 1.05,
+    "int8-static": 1.05,
+    "int8-full": 1.05,
+    "int4": 1.05,
+}
+
+
+def tflite_size_note(
+    facts: Mapping[str, Any], accounting: Mapping[str, Any], signatures: int
+) -> str | None:
+    """Where a TFLite file's bytes over its size bar go, in one line (None when within).
+
+    ``accounting`` is :func:`albert_edge.tflite.inspect.byte_accounting` of the file. The
+    parts named are the ones no pass can remove: the graph tables every signature repeats
+    (ops, tensors, names: one subgraph per ``--seq-lens`` bucket), the quantization tables
+    (the schema stores a float32 scale and an int64 zero point per channel; int8-full
+    biases are int32 at input × weight scale, as TFLite's integer kernels require), and
+    float constants the precision leaves wide by design.
+    """
+    ratio, floor = facts.get("ratio_to_floor"), facts.get("floor_bytes")
+    bar = SIZE_BARS.get(str(facts.get("floor_precision")))
+    if ratio is None or not floor or bar is None or ratio <= bar:
+        return None
+    excess = int(facts["file_bytes"]) - int(floor)
+    graph = int(accounting["graph_bytes"])
+    quant = int(accounting["quantization_table_bytes"])
+    wide = int(accounting["kept_wide_bytes"])
+    int32 = int((accounting.get("constant_bytes_by_dtype") or {}).get("int32", 0))
+    parts = [
+        f"{graph:,} graph tables ({signatures} signature(s), ~{graph // max(1, signatures):,} each)"
+    ]
+    if quant:
+        parts.append(
+            f"{quant:,} quantization tables (float32 scale + int64 zero point per channel)"
+        )
+    if int32:
+        parts.append(f"{int32:,} int32 constants (integer biases, shape vectors)")
+    if wide:
+        parts.append(f"{wide:,} float constants kept wide")
+    hint = " fewer --seq-lens buckets remove graph tables;" if signatures > 1 else ""
+    return (
+        f"size {ratio:.3f}x the floor, above the {bar}x bar by {excess:,} bytes: "
+        f"{'; '.join(parts)} —{hint} see benchmarks/results/tflite_bytes.md"
+    )
+
+
 def config_dims(config: Mapping[str, Any]) -> tuple[int, ...]:
     """V, E, H, I, L, G, K, positions, token types (transformers' defaults where absent)."""
     c = config

@@ -42,14 +42,22 @@ class ConvertOptions:
     @property
     def weight_per_channel(self) -> bool:
         """Per-channel int8 weight scales: as asked, else the ONNX ``--target`` recipe's
-        choice (portable: per-tensor), else per-channel (TFLite)."""
+        choice (portable: per-tensor), else per-channel for TFLite int8-dynamic and
+        per-tensor for TFLite int8-full.
+
+        Why int8-full is per-tensor (issue 17, ``benchmarks/results/tflite_bytes.md``): a
+        per-channel weight costs a float32 scale and an int64 zero point per output channel,
+        and its int32 bias a second table of the same size; on the trained SST-2 model
+        with three signatures that is 1.062x the floor against 1.047x per-tensor, at the
+        same SST-2 dev accuracy (79.93 % both, LiteRT XNNPACK).
+        """
         if self.per_channel is not None:
             return self.per_channel
         if self.target == "onnx":
             from albert_edge.onnx.recipes import int8_recipe
 
             return int8_recipe(self.runs_on).per_channel
-        return True
+        return self.precision != "int8-full"
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:

@@ -20,9 +20,11 @@ does), and measures in one run:
   interleaved sentence by sentence so that machine load hits all alike;
 - SST-2 dev accuracy (872 sentences) of each artifact and of the checkpoint.
 
-TFLite artifacts are converted with ``--seq-lens 32,128,512`` (signatures share one
-weight buffer, so the size is that of the default single-signature file) so that the
-sequence sweep and W2 can run them.
+TFLite artifacts are converted with ``--seq-lens 32,128,512`` so that the sequence
+sweep and W2 can run them. Signatures share every weight buffer, but each adds its own
+graph tables (ops, tensors) and the 512 bucket stores all 512 position rows: the sizes
+are above those of the default single-signature file (``benchmarks/tflite_bytes.py``
+accounts for both, per tensor).
 
 Outputs (``--out``, default ``benchmarks/results``): ``precisions.json`` (an
 albert-edge-bench/1 report; each result row also carries ``w2_median_ms``,

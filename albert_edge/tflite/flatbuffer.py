@@ -292,14 +292,11 @@ def _add_const(model: ModelT, sg: Any, name: str, arr: np.ndarray, ttype: int) -
     return len(sg.tensors) - 1
 
 
-def share_prefix_slices(model: ModelT) -> int:
-    """Replace constants that are leading slices of a larger constant by a SLICE of it.
-
-    Only float/int constants ≥ 1 KiB without quantization parameters, whose shape equals
-    the larger one's except on one axis, and whose bytes equal ``big[..., :n, ...]``.
-    Returns the number of weight bytes removed.
-    """
-    s = schema()
+def prefix_slice_plan(
+    model: ModelT,
+) -> tuple[dict[int, tuple[int, int]], dict[int, np.ndarray | None]]:
+    """Buffers that are leading slices of a larger constant → (the kept buffer, axis), and
+    the arrays of the candidate buffers (empty plan: nothing left to share)."""
     types = tensor_type_names()
     consts: list[tuple[int, int, Any]] = []  # (subgraph, tensor index, tensor)
     for si, sg in enumerate(model.subgraphs):
@@ -339,6 +336,19 @@ def share_prefix_slices(model: ModelT) -> int:
         while big in replaced:
             big = replaced[big][0]
         replaced[small] = (big, 0)
+    return replaced, arrays
+
+
+def share_prefix_slices(model: ModelT) -> int:
+    """Replace constants that are leading slices of a larger constant by a SLICE of it.
+
+    Only float/int constants ≥ 1 KiB without quantization parameters, whose shape equals
+    the larger one's except on one axis, and whose bytes equal ``big[..., :n, ...]``.
+    Returns the number of weight bytes removed.
+    """
+    s = schema()
+    types = tensor_type_names()
+    replaced, arrays = prefix_slice_plan(model)
     if not replaced:
         return 0
     slice_code = s.BuiltinOperator.SLICE
@@ -502,6 +512,22 @@ def _aligned_buffer_pack(self: Any, builder: Any) -> int:
     return int(s.BufferEnd(builder))
 
 
+def _shared_string_builder() -> type:
+    import flatbuffers
+
+    class Builder(flatbuffers.Builder):
+        """Writes each distinct string once (FlatBuffers lets many offsets share one):
+        a weight read in every signature subgraph carries its name once in the file."""
+
+        def CreateString(self, s: Any, encoding: str = "utf-8", errors: str = "strict") -> int:
+            cache = self.__dict__.setdefault("_strings", {})
+            if s not in cache:
+                cache[s] = super().CreateString(s, encoding, errors)
+            return int(cache[s])
+
+    return Builder
+
+
 def _quant_key(q: Any) -> tuple[Any, ...]:
     def raw(v: Any) -> bytes:
         return b"" if v is None else np.asarray(v).tobytes()
@@ -519,15 +545,15 @@ def _quant_key(q: Any) -> tuple[Any, ...]:
 
 
 def write_model(model: ModelT) -> bytes:
-    """Serialize ``model``: buffer data 16-byte aligned, identical quantization tables shared.
+    """Serialize ``model``: buffer data 16-byte aligned, identical quantization tables
+    shared, empty ones left out.
 
     A shared weight appears as one tensor per signature subgraph (and ai-edge-quantizer
     gives each its own QuantizationParameters): per-channel scales and int64 zero points
     are 12 bytes per output channel, repeated per tensor. FlatBuffers allows one table to
-    be referenced from many places, so each distinct quantization table is written once.
+    be referenced from many places, so each distinct quantization table is written once
+    (and each distinct string: see :func:`_shared_string_builder`).
     """
-    import flatbuffers
-
     s = schema()
     cache: dict[tuple[Any, ...], int] = {}
 
@@ -546,23 +572,36 @@ def write_model(model: ModelT) -> bytes:
         Pack = shared_pack
 
     swapped: list[tuple[Any, type]] = []
+    emptied: list[tuple[Any, Any]] = []
     for b in model.buffers:
         swapped.append((b, b.__class__))
         b.__class__ = _AlignedBufferT
     for sg in model.subgraphs:
         for t in sg.tensors:
-            if t.quantization is not None and t.quantization.details is None:
+            if t.quantization is not None and _empty_quantization(t.quantization):
+                emptied.append((t, t.quantization))
+                t.quantization = None
+            elif t.quantization is not None and t.quantization.details is None:
                 swapped.append((t.quantization, t.quantization.__class__))
                 t.quantization.__class__ = _SharedQuantT
     try:
-        builder = flatbuffers.Builder(1024 * 1024)
+        builder = _shared_string_builder()(1024 * 1024)
         root = model.Pack(builder)
         builder.Finish(root, file_identifier=b"TFL3")
         out = bytes(builder.Output())
     finally:
         for obj, cls in swapped:
             obj.__class__ = cls
+        for t, q in emptied:
+            t.quantization = q
     return out
+
+
+def _empty_quantization(q: Any) -> bool:
+    """A QuantizationParameters table that says nothing (what converters attach to every
+    float tensor): written, it costs an offset per tensor and means the same as none."""
+    fields = (q.scale, q.zeroPoint, q.min, q.max, q.details, getattr(q, "blockwise", None))
+    return all(f is None or (hasattr(f, "__len__") and len(f) == 0) for f in fields)
 
 
 def int8_outputs(model: ModelT) -> list[str]:
@@ -628,6 +667,28 @@ def strip_activation_names(model: ModelT) -> int:
     return saved
 
 
+def share_weight_names(model: ModelT) -> int:
+    """Give every tensor that reads a constant buffer the name of its first reader.
+
+    ``compact_names`` keeps names unique model-wide because ai-edge-quantizer keys tensors
+    by name; once quantization is done, the copies of one weight in each signature (and
+    each layer) need no ``:k`` suffix, and :func:`write_model` then stores the name once.
+    Returns the number of tensors renamed.
+    """
+    first: dict[int, bytes] = {}
+    renamed = 0
+    for sg in model.subgraphs:
+        for t in sg.tensors:
+            data = model.buffers[t.buffer].data if t.buffer else None
+            if data is None or not len(data) or t.name is None:
+                continue
+            name = first.setdefault(int(t.buffer), t.name)
+            if t.name != name:
+                t.name = name
+                renamed += 1
+    return renamed
+
+
 def float_outputs(model: ModelT) -> list[str]:
     """Give every int8 signature output a DEQUANTIZE to float32 (the default I/O).
 
@@ -676,44 +737,8 @@ def unfold_scaled_copies(model: ModelT) -> int:
     of it: the same function, the table stored once. Returns weight bytes removed.
     """
     s = schema()
-    types = tensor_type_names()
     names = builtin_names()
-    floats: dict[int, np.ndarray] = {}
-    for sg in model.subgraphs:
-        for t in sg.tensors:
-            if (
-                t.buffer
-                and types.get(t.type) == "FLOAT32"
-                and t.shape is not None
-                and len(t.shape) == 2
-            ) and (
-                int(t.buffer) not in floats
-                and len(buffer_bytes(model, t.buffer)) >= _MIN_SLICE_BYTES
-            ):
-                arr = tensor_array(model, t)
-                if arr is not None and arr.ndim == 2:
-                    floats[int(t.buffer)] = arr
-    fc_weight_buffers: set[int] = set()
-    for sg in model.subgraphs:
-        for op in sg.operators:
-            if names.get(opcode_builtin(model.operatorCodes[op.opcodeIndex])) == "FULLY_CONNECTED":
-                fc_weight_buffers.add(int(sg.tensors[op.inputs[1]].buffer))
-    matches: dict[int, tuple[int, np.ndarray]] = {}
-    for b_id in fc_weight_buffers & set(floats):
-        B = floats[b_id]
-        for a_id, A in floats.items():
-            if a_id == b_id or A.shape != B.shape or a_id in matches:
-                continue
-            rows = np.abs(A).argmax(axis=0)
-            cols = np.arange(A.shape[1])
-            pivot = A[rows, cols]
-            if np.any(pivot == 0):
-                continue
-            gamma = (B[rows, cols] / pivot).astype(np.float32)
-            scale = float(np.abs(B).max()) or 1.0
-            if float(np.abs(A * gamma[None, :] - B).max()) <= 1e-6 * scale:
-                matches[b_id] = (a_id, gamma)
-                break
+    matches = scaled_copy_matches(model)
     if not matches:
         return 0
     removed = 0
@@ -763,3 +788,46 @@ def unfold_scaled_copies(model: ModelT) -> int:
     drop_orphan_tensors(model)
     drop_unused_buffers(model)
     return removed
+
+
+def scaled_copy_matches(model: ModelT) -> dict[int, tuple[int, np.ndarray]]:
+    """FULLY_CONNECTED weight buffer → (the buffer it is a column-scaled copy of, γ)."""
+    types = tensor_type_names()
+    names = builtin_names()
+    floats: dict[int, np.ndarray] = {}
+    for sg in model.subgraphs:
+        for t in sg.tensors:
+            if (
+                t.buffer
+                and types.get(t.type) == "FLOAT32"
+                and t.shape is not None
+                and len(t.shape) == 2
+            ) and (
+                int(t.buffer) not in floats
+                and len(buffer_bytes(model, t.buffer)) >= _MIN_SLICE_BYTES
+            ):
+                arr = tensor_array(model, t)
+                if arr is not None and arr.ndim == 2:
+                    floats[int(t.buffer)] = arr
+    fc_weight_buffers: set[int] = set()
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            if names.get(opcode_builtin(model.operatorCodes[op.opcodeIndex])) == "FULLY_CONNECTED":
+                fc_weight_buffers.add(int(sg.tensors[op.inputs[1]].buffer))
+    matches: dict[int, tuple[int, np.ndarray]] = {}
+    for b_id in fc_weight_buffers & set(floats):
+        B = floats[b_id]
+        for a_id, A in floats.items():
+            if a_id == b_id or A.shape != B.shape or a_id in matches:
+                continue
+            rows = np.abs(A).argmax(axis=0)
+            cols = np.arange(A.shape[1])
+            pivot = A[rows, cols]
+            if np.any(pivot == 0):
+                continue
+            gamma = (B[rows, cols] / pivot).astype(np.float32)
+            scale = float(np.abs(B).max()) or 1.0
+            if float(np.abs(A * gamma[None, :] - B).max()) <= 1e-6 * scale:
+                matches[b_id] = (a_id, gamma)
+                break
+    return matches

@@ -239,3 +239,106 @@ def delegate_report(model: Any, report: dict[str, Any]) -> dict[str, Any]:
     cov = gpu_coverage(model)
     precision = str((report.get("albert_edge") or {}).get("precision") or "fp32")
     return {"cpu": {"ops": report["operators"]}, "gpu": cov, "suits": suits(cov, precision)}
+
+
+# --- where the bytes go ------------------------------------------------------------------
+
+# Stored widths a precision's weights are meant to have; a constant of another float width
+# is "kept wide" (the accounting names it, a size bar can list it as an allowed exception).
+_NOMINAL_TYPES = {
+    "fp32": ("FLOAT32",),
+    "fp16": ("FLOAT16",),
+    "int8-dynamic": _INT_TYPES,
+    "int8-full": _INT_TYPES,
+}
+
+
+def byte_accounting(
+    model: Any,
+    file_bytes: int,
+    precision: str | None = None,
+    associated_files_bytes: int = 0,
+) -> dict[str, Any]:
+    """Every byte of a ``.tflite`` file by what holds it: one row per distinct constant
+    buffer, the quantization tables, named metadata, the LiteRT metadata's packed files
+    (``associated_files_bytes``, the zip tail after the flatbuffer: the tokenizer and
+    labels, see :mod:`albert_edge.tflite.litert_metadata`), and the graph (ops, tensors,
+    names, signatures, alignment) as the remainder.
+
+    A buffer row: ``bytes`` (its data once, however many tensors share it), ``dtype``,
+    ``shape``, ``name`` (the first tensor's), ``tensors`` (how many tensors read it),
+    ``readers`` (the ops that consume it), ``elements``, ``kept_wide`` (a float constant of
+    more than 1 KiB stored wider than ``precision``'s weights). Quantization tables are
+    counted as :func:`albert_edge.tflite.flatbuffer.write_model` writes them: each
+    distinct (scale, zero point) table once, float32 scales and int64 zero points.
+    """
+    from albert_edge.tflite import flatbuffer as fb
+
+    types = fb.tensor_type_names()
+    ops = fb.builtin_names()
+    meta_buffers = {int(md.buffer): (md.name or b"").decode() for md in model.metadata or []}
+    rows: dict[int, dict[str, Any]] = {}
+    qtables: dict[tuple[Any, ...], int] = {}
+    for sg in model.subgraphs:
+        readers: dict[int, set[str]] = {}
+        for op in sg.operators:
+            name = ops.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex]), "CUSTOM")
+            for i in op.inputs if op.inputs is not None else []:
+                if int(i) >= 0:
+                    readers.setdefault(int(i), set()).add(name)
+        for ti, t in enumerate(sg.tensors):
+            q = t.quantization
+            if q is not None and q.scale is not None and len(q.scale):
+                zp = 0 if q.zeroPoint is None else len(q.zeroPoint)
+                qtables.setdefault(fb._quant_key(q), 4 * len(q.scale) + 8 * zp)
+            raw_len = len(fb.buffer_bytes(model, int(t.buffer))) if t.buffer else 0
+            if not raw_len or int(t.buffer) in meta_buffers:
+                continue
+            row = rows.get(int(t.buffer))
+            if row is None:
+                dtype = types.get(t.type, str(t.type))
+                row = rows[int(t.buffer)] = {
+                    "buffer": int(t.buffer),
+                    "name": (t.name or b"").decode("utf-8", "replace"),
+                    "dtype": dtype.lower(),
+                    "shape": [int(d) for d in (t.shape if t.shape is not None else [])],
+                    "bytes": raw_len,
+                    "elements": raw_len // _ITEMSIZE.get(dtype, 1),
+                    "tensors": 0,
+                    "readers": set(),
+                }
+            row["tensors"] += 1
+            row["readers"] |= readers.get(ti, set())
+    nominal = _NOMINAL_TYPES.get(precision or "", ())
+    buffers = []
+    for row in sorted(rows.values(), key=lambda r: -int(r["bytes"])):
+        row["readers"] = sorted(row["readers"])
+        row["kept_wide"] = bool(
+            nominal
+            and row["dtype"].upper() not in nominal
+            and row["dtype"] in ("float32", "float16")
+            and row["bytes"] > 1024
+        )
+        buffers.append(row)
+    constant = sum(int(r["bytes"]) for r in buffers)
+    quant = sum(qtables.values())
+    metadata = {n: len(fb.buffer_bytes(model, b)) for b, n in meta_buffers.items()}
+    by_dtype: dict[str, int] = {}
+    for r in buffers:
+        by_dtype[r["dtype"]] = by_dtype.get(r["dtype"], 0) + int(r["bytes"])
+    return {
+        "file_bytes": int(file_bytes),
+        "constant_bytes": constant,
+        "constant_bytes_by_dtype": dict(sorted(by_dtype.items(), key=lambda kv: -kv[1])),
+        "kept_wide_bytes": sum(int(r["bytes"]) for r in buffers if r["kept_wide"]),
+        "quantization_table_bytes": quant,
+        "quantization_tables": len(qtables),
+        "metadata_bytes": metadata,
+        "associated_files_bytes": int(associated_files_bytes),
+        "graph_bytes": int(file_bytes)
+        - constant
+        - quant
+        - sum(metadata.values())
+        - int(associated_files_bytes),
+        "buffers": buffers,
+    }

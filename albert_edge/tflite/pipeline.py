@@ -1,10 +1,13 @@
 """``convert --to tflite``: PyTorch ALBERT → one multi-signature ``model.tflite``.
 
-Stages (each small, each checked): export (litert-torch, one signature per sequence
-bucket) → flatbuffer passes (re-tie the MLM decoder to the word table, share
-position-embedding prefixes, dedup buffers, compact names) → quantize (ai-edge-quantizer) → passes again (dedup, int8 outputs) → metadata →
-postconditions (no duplicate buffers, factorized embedding intact, no weight stored
-twice) → parity against PyTorch → verification.
+Stages: export (litert-torch, one signature per sequence bucket), then the passes of
+:func:`tflite_passes`, each a :class:`~albert_edge.tflite.passes.TflitePass` with its
+postcondition (re-tie the MLM decoder to the word table, share position-embedding
+prefixes, dedup buffers, compact names, [GPU-clean], quantize with ai-edge-quantizer,
+dedup again, narrow the constants the quantizer cannot reach, float or int8 outputs,
+drop unused buffers, strip activation names, share weight names, record the config) →
+artifact postconditions (no duplicate buffers, factorized embedding intact, no weight
+stored twice) → parity against PyTorch → verification.
 
 Signatures are batch 1 (what a phone runs; the Python runner loops over batch items).
 """
@@ -22,6 +25,7 @@ from albert_edge.errors import PassError, QuantizationError, UnsupportedError, V
 if TYPE_CHECKING:
     from albert_edge.checkpoint import Checkpoint
     from albert_edge.options import ConvertOptions
+    from albert_edge.tflite.passes import TflitePass
 
 MODEL_FILE = "model.tflite"
 DEFAULT_BUCKET = 128
@@ -133,11 +137,82 @@ def _calibration(ckpt: Checkpoint, options: ConvertOptions, seq_lens: tuple[int,
     }
 
 
+def record(ckpt: Checkpoint, options: ConvertOptions, seq_lens: tuple[int, ...]) -> dict[str, Any]:
+    """What the runner and ``inspect`` read from the file (the ``albert_edge`` metadata)."""
+    cfg = ckpt.config
+    return {
+        "head": ckpt.head.name,
+        "outputs": list(ckpt.head.outputs),
+        "seq_outputs": seq_outputs(ckpt),
+        "seq_lens": list(seq_lens),
+        "batch": 1,
+        "precision": options.precision,
+        "config": {
+            k: int(getattr(cfg, k))
+            for k in (
+                "vocab_size",
+                "embedding_size",
+                "hidden_size",
+                "num_hidden_layers",
+                "num_hidden_groups",
+                "inner_group_num",
+                "num_attention_heads",
+                "intermediate_size",
+            )
+        },
+    }
+
+
+def tflite_passes(
+    ckpt: Checkpoint, options: ConvertOptions, seq_lens: tuple[int, ...], calibration: Any = None
+) -> list[TflitePass]:
+    """Every stage after export, in order, each a :class:`TflitePass` (one concern, a
+    postcondition; see :mod:`albert_edge.tflite.passes`). Its report lands in the
+    manifest under ``stages`` by the pass's name."""
+    from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite import passes as tp
+
+    hashes = fb.param_hashes(
+        (n, p.detach().cpu().numpy()) for n, p in ckpt.model.named_parameters()
+    )
+    # The float graph: every weight stored once, named after its parameter.
+    passes: list[TflitePass] = [
+        tp.UnfoldScaledCopiesPass(),
+        tp.SharePrefixSlicesPass(),
+        tp.DedupBuffersPass(),
+        tp.CompactNamesPass(hashes),
+    ]
+    if options.precision in ("fp32", "fp16"):
+        # GPU-clean graph (exact rewrites): float artifacts are the GPU format.
+        passes += [p() for p in tp.GPU_CLEAN_PASSES]
+    if options.precision != "fp32":
+        passes += [
+            tp.QuantizePass(
+                options.precision,
+                per_channel=options.weight_per_channel,
+                quantize_embeddings=options.quantize_embeddings,
+                calibration=calibration,
+            ),
+            tp.DedupAfterQuantizePass(),
+            tp.NarrowConstantsPass(options.precision),
+            tp.Int8OutputsPass() if options.int8_io else tp.FloatOutputsPass(),
+            tp.DropUnusedBuffersPass(),
+        ]
+    # Finishing: names only where useful, then what the runner reads from the file.
+    passes += [
+        tp.StripActivationNamesPass(),
+        tp.ShareWeightNamesPass(),
+        tp.RecordConfigPass(record(ckpt, options, seq_lens)),
+    ]
+    return passes
+
+
 def build_tflite(
     ckpt: Checkpoint, options: ConvertOptions, seq_lens: tuple[int, ...], calibration: Any = None
 ) -> tuple[bytes, dict[str, Any]]:
     """The finished flatbuffer bytes and what each stage did."""
     from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite.passes import run_passes
     from converters.tflite_export import export_litert_torch
 
     stages: dict[str, Any] = {}
@@ -148,83 +223,11 @@ def build_tflite(
         "bytes": len(raw),
         "seconds": round(time.perf_counter() - t0, 1),
     }
-
     model = fb.read_model(raw)
-    stages["unfold_scaled_copies"] = {"bytes_removed": fb.unfold_scaled_copies(model)}
-    stages["share_prefix_slices"] = {"bytes_removed": fb.share_prefix_slices(model)}
-    stages["dedup_buffers"] = {"bytes_removed": fb.dedup_buffers(model)}
-    hashes = fb.param_hashes(
-        (n, p.detach().cpu().numpy()) for n, p in ckpt.model.named_parameters()
-    )
-    stages["compact_names"] = {"bytes_removed": fb.compact_names(model, hashes)}
-    if options.precision in ("fp32", "fp16"):
-        # GPU-clean graph (exact rewrites): float artifacts are the GPU format.
-        from albert_edge.tflite.passes import GPU_CLEAN_PASSES, run_passes
-
-        for rep in run_passes(model, [p() for p in GPU_CLEAN_PASSES]):
-            stages[rep.pop("name")] = rep
-    data = fb.write_model(model)
-
-    if options.precision != "fp32":
-        from albert_edge.tflite.quantize import quantize_flatbuffer
-
-        t0 = time.perf_counter()
-        try:
-            data = quantize_flatbuffer(
-                data,
-                options.precision,
-                per_channel=options.weight_per_channel,
-                quantize_embeddings=options.quantize_embeddings,
-                calibration=calibration,
-            )
-        except QuantizationError:
-            raise
-        except Exception as exc:
-            raise QuantizationError(
-                f"ai-edge-quantizer failed for {options.precision} ({type(exc).__name__}: "
-                f"{' '.join(str(exc).split())[:200]})"
-            ) from None
-        stages["quantize"] = {
-            "tool": "ai-edge-quantizer",
-            "seconds": round(time.perf_counter() - t0, 1),
-        }
-        model = fb.read_model(data)
-        stages["dedup_buffers_after_quantize"] = {"bytes_removed": fb.dedup_buffers(model)}
-        if options.int8_io:
-            stages["int8_outputs"] = {"outputs": fb.int8_outputs(model)}
-        else:
-            stages["float_outputs"] = {"outputs": fb.float_outputs(model)}
-        fb.drop_unused_buffers(model)
-
-    stages["strip_activation_names"] = {"bytes_removed": fb.strip_activation_names(model)}
-    cfg = ckpt.config
-    fb.set_metadata(
-        model,
-        fb.METADATA_NAME,
-        {
-            "head": ckpt.head.name,
-            "outputs": list(ckpt.head.outputs),
-            "seq_outputs": seq_outputs(ckpt),
-            "seq_lens": list(seq_lens),
-            "batch": 1,
-            "precision": options.precision,
-            "config": {
-                k: int(getattr(cfg, k))
-                for k in (
-                    "vocab_size",
-                    "embedding_size",
-                    "hidden_size",
-                    "num_hidden_layers",
-                    "num_hidden_groups",
-                    "inner_group_num",
-                    "num_attention_heads",
-                    "intermediate_size",
-                )
-            },
-        },
-    )
-    # LiteRT metadata (TFLITE_METADATA + spiece.model/labels.txt zip tail), last: see
-    # albert_edge.tflite.passes.metadata.
+    for rep in run_passes(model, tflite_passes(ckpt, options, seq_lens, calibration)):
+        stages[rep.pop("name")] = rep
+    # LiteRT metadata (TFLITE_METADATA + spiece.model/labels.txt zip tail), last: it
+    # describes the finished graph; see albert_edge.tflite.passes.metadata.
     from albert_edge.tflite.passes.metadata import albert_metadata_pass
 
     meta_pass = albert_metadata_pass(ckpt, options.precision, seq_lens, model)
@@ -333,6 +336,13 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
         head=ckpt.head.name,
     )
     checks = check_postconditions(report, ckpt, fb.orphan_tensor_count(final))
+    from albert_edge.facts import tflite_size_note
+    from albert_edge.tflite.inspect import byte_accounting
+
+    accounting = byte_accounting(
+        final, len(data), options.precision, report["associated_files_bytes"]
+    )
+    size_note = tflite_size_note(facts, accounting, len(report["signatures"]))
     if options.precision == "int8-full" and report["float_compute_ops"]:
         ops = ", ".join(f"{k} x{v}" for k, v in report["float_compute_ops"].items())
         raise UnsupportedError(
@@ -378,6 +388,9 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
             **{k: facts[k] for k in SIZE_KEYS},
             "model_unique_params": model_unique_params(ckpt),
             "associated_files_bytes": report["associated_files_bytes"],
+            "accounting": {k: v for k, v in accounting.items() if k != "buffers"},
+            "kept_wide": [r["name"] for r in accounting["buffers"] if r["kept_wide"]],
+            "note": size_note,
         },
         **{k: facts[k] for k in MATMUL_KEYS},
         "quantization": {

@@ -13,8 +13,10 @@ Recipes (``precision`` → what is stored):
 - ``int8-dynamic``: int8 weights (per output channel, or per tensor with
   ``--per-tensor``), float activations quantized on the fly by the kernels
   (FULLY_CONNECTED hybrid path; fast on XNNPACK).
-- ``int8-full``: int8 weights and int8 activations calibrated on real sentences through
-  every signature (static min/max), for NNAPI/NPU/DSP delegates.
+- ``int8-full``: int8 weights (per tensor unless ``--per-channel``: same accuracy, no
+  per-channel weight and bias scale tables; see ``ConvertOptions.weight_per_channel``)
+  and int8 activations calibrated on real sentences through every signature (static
+  min/max), for NNAPI/NPU/DSP delegates.
 
 The word table (V×E) is quantized by default (``--keep-embeddings-wide`` keeps it
 float), like the ONNX route, and per tensor: per-row scales would cost 12 bytes per row (a float32 scale
@@ -34,7 +36,47 @@ from albert_edge.errors import QuantizationError
 WORD_TABLE = "albert.embeddings.word_embeddings.weight"
 
 
-def _recipe(precision: str, *, per_channel: bool, quantize_embeddings: bool) -> Any:
+def tied_table_readers(model_bytes: bytes) -> list[str]:
+    """Output names of the FULLY_CONNECTED ops whose weight is also an EMBEDDING_LOOKUP
+    table (the MLM decoder tied to the word table, once ``unfold_scaled_copies`` re-tied it).
+    """
+    from albert_edge.tflite import flatbuffer as fb
+
+    model = fb.read_model(model_bytes)
+    names = fb.builtin_names()
+
+    def kind(op: Any) -> str | None:
+        return names.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex]))
+
+    tables = {
+        int(sg.tensors[op.inputs[1]].buffer)
+        for sg in model.subgraphs
+        for op in sg.operators
+        if kind(op) == "EMBEDDING_LOOKUP"
+    }
+    return sorted(
+        sg.tensors[op.outputs[0]].name.decode()
+        for sg in model.subgraphs
+        for op in sg.operators
+        if kind(op) == "FULLY_CONNECTED"
+        and int(sg.tensors[op.inputs[1]].buffer) in tables
+        and sg.tensors[op.outputs[0]].name
+    )
+
+
+def _recipe(
+    precision: str,
+    *,
+    per_channel: bool,
+    quantize_embeddings: bool,
+    tied: list[str] | None = None,
+) -> Any:
+    """The ai-edge-quantizer recipe. ``tied``: outputs of FCs that read an embedding table;
+    with embeddings quantized they take the table's per-tensor scale (the latest matching
+    recipe entry wins), so the tied table is quantized to the same bytes and stored once
+    — per channel it would be a second V×E int8 table."""
+    import re
+
     from ai_edge_quantizer import qtyping, recipe_manager
 
     op = qtyping.TFLOperationName
@@ -58,6 +100,13 @@ def _recipe(precision: str, *, per_channel: bool, quantize_embeddings: bool) -> 
                 num_bits=8,
                 granularity=qtyping.QuantGranularity.TENSORWISE,
             )
+            for name in tied or []:
+                rm.add_dynamic_config(
+                    regex=f"^{re.escape(name)};$",  # the quantizer's op scope: "out;"
+                    operation_name=op.FULLY_CONNECTED,
+                    num_bits=8,
+                    granularity=qtyping.QuantGranularity.TENSORWISE,
+                )
     elif precision == "int8-full":
         rm.add_static_config(
             regex=".*",
@@ -100,7 +149,12 @@ def quantize_flatbuffer(
 
     for name in ("root", "absl"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    recipe = _recipe(precision, per_channel=per_channel, quantize_embeddings=quantize_embeddings)
+    recipe = _recipe(
+        precision,
+        per_channel=per_channel,
+        quantize_embeddings=quantize_embeddings,
+        tied=tied_table_readers(model_bytes),
+    )
 
     def _calibrated(data: bytes) -> tuple[Any, dict[str, Any]]:
         q = quantizer.Quantizer(bytearray(data))
@@ -230,21 +284,38 @@ def unify_shared_weight_inputs(model_bytes: bytes, qsv: dict[str, Any]) -> int:
     bias and scale tables are identical everywhere and stored once (``dedup_buffers``,
     shared quantization tables in ``write_model``). Returns the number of ranges widened.
     """
+    from ai_edge_quantizer.algorithms.utils.common_utils import OpQuantConstraint
+    from ai_edge_quantizer.utils.constrained_ops_utils import get_constrained_op_list
+
     from albert_edge.tflite import flatbuffer as fb
 
     model = fb.read_model(model_bytes)
     names = fb.builtin_names()
+    # The quantizer gives the output of these ops (RESHAPE, SLICE, TRANSPOSE, ...) their
+    # input's scale, so an FC input they produce is quantized with its source's range:
+    # unify the sources too, or the pooler's input (a SLICE of each signature's last
+    # hidden state) keeps one scale, one bias and one scale table per signature.
+    same_scale = set(get_constrained_op_list(OpQuantConstraint.SAME_AS_INPUT_SCALE))
     groups: dict[int, set[str]] = {}
     for sg in model.subgraphs:
+        producer = {int(o): op for op in sg.operators for o in op.outputs}
         for op in sg.operators:
             if (
                 names.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex]))
                 != "FULLY_CONNECTED"
             ):
                 continue
-            x, w = sg.tensors[op.inputs[0]], sg.tensors[op.inputs[1]]
-            if x.name and w.buffer:
-                groups.setdefault(int(w.buffer), set()).add(x.name.decode())
+            x, w = int(op.inputs[0]), sg.tensors[op.inputs[1]]
+            if not w.buffer:
+                continue
+            chain = [x]
+            while (p := producer.get(chain[-1])) is not None and names.get(
+                fb.opcode_builtin(model.operatorCodes[p.opcodeIndex])
+            ) in same_scale:
+                chain.append(int(p.inputs[0]))
+            for i in chain:
+                if sg.tensors[i].name:
+                    groups.setdefault(int(w.buffer), set()).add(sg.tensors[i].name.decode())
     widened = 0
     for inputs in groups.values():
         present = [n for n in sorted(inputs) if n in qsv and "min" in qsv[n] and "max" in qsv[n]]

@@ -75,6 +75,45 @@ def _max_err(got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> float:
     return max(float(np.abs(got[k] - ref[k]).max()) for k in ref)
 
 
+def _assert_only_named_floats_stay_wide(path: Path, precision: str) -> None:
+    """Issue 17: no float32 constant is left under a narrower precision except the named
+    exceptions (operands of the quantizer's ops, i.e. FC biases; constants under
+    ``MIN_NARROW_BYTES``; under int8, vectors such as LayerNorm γ/β)."""
+    from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite.inspect import byte_accounting
+    from albert_edge.tflite.passes.narrow import MIN_NARROW_BYTES, QUANTIZER_OPS, is_vector
+
+    data = path.read_bytes()
+    rows = byte_accounting(fb.read_model(data), len(data), precision)["buffers"]
+    wide = [
+        (r["name"], r["bytes"], r["readers"])
+        for r in rows
+        if r["dtype"] == "float32"
+        and r["bytes"] >= MIN_NARROW_BYTES
+        and not set(r["readers"]) <= QUANTIZER_OPS
+        and not (precision.startswith("int8") and is_vector(r["shape"]))
+    ]
+    assert wide == [], wide
+
+
+def _assert_one_input_scale_per_shared_weight(path: Path) -> None:
+    """int8-full: every application of a shared FC weight (each layer, each signature) reads
+    its input at one scale, so its int32 bias (input scale x weight scale) and the bias's
+    scale table come out the same everywhere and are stored once."""
+    from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite.passes.base import op_name
+
+    model = fb.read_model(path.read_bytes())
+    scales: dict[int, set[tuple[float, ...]]] = {}
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            if op_name(model, op) == "FULLY_CONNECTED":
+                x, w = sg.tensors[op.inputs[0]], sg.tensors[op.inputs[1]]
+                q = tuple(float(v) for v in x.quantization.scale)
+                scales.setdefault(int(w.buffer), set()).add(q)
+    assert scales and all(len(v) == 1 for v in scales.values()), scales
+
+
 # --- fixtures: one conversion each ------------------------------------------------------
 
 
@@ -400,6 +439,7 @@ def test_int8_dynamic_quantizes_every_matmul_once(
         if t.name and t.name.decode().startswith("albert.embeddings.word_embeddings")
     ]
     assert word and all(types[t.type] == "INT8" for t in word)
+    _assert_only_named_floats_stay_wide(out / "model.tflite", "int8-dynamic")
     # Shared layer weights: int8 bytes ≈ the model's parameter count, not L copies.
     assert info["unique_tensor_bytes"] < 0.3 * 4 * man["sizes"]["model_unique_params"]
     feeds = _feeds(2, 12)
@@ -407,6 +447,21 @@ def test_int8_dynamic_quantizes_every_matmul_once(
     got = LiteRTRunner(out / "model.tflite").run(feeds)["logits"]
     sqnr = 10 * np.log10((ref**2).sum() / max(((ref - got) ** 2).sum(), 1e-30))
     assert sqnr > 20, sqnr
+
+
+def test_every_stage_after_export_is_a_pass(small_int8: tuple[Path, dict]) -> None:
+    """Issue 15: the TFLite stages run under the pass contract (a postcondition each)."""
+    from albert_edge.tflite.passes import TflitePass
+
+    def names(cls: type) -> set[str]:
+        return {str(getattr(c, "name", "")) for c in cls.__subclasses__()} | {
+            n for c in cls.__subclasses__() for n in names(c)
+        }
+
+    stages = list(small_int8[1]["stages"])
+    assert stages[0] == "export"
+    assert "quantize" in stages and "narrow_constants" in stages
+    assert set(stages[1:]) <= names(TflitePass), set(stages[1:]) - names(TflitePass)
 
 
 # --- heads and configs --------------------------------------------------------------------
@@ -426,6 +481,21 @@ def test_groups_masked_lm(groups_mlm: tuple[Path, dict, Path]) -> None:
     assert man["sizes"]["duplicate_tensor_bytes"] == 0
     assert man["sizes"]["unique_params"] <= man["sizes"]["model_unique_params"] * 1.02 + 4096
     assert man["factorized_embedding_intact"] is True
+
+
+def test_masked_lm_int8_dynamic_stores_the_tied_table_once(
+    tmp_path_factory: Any, make_checkpoint: Any
+) -> None:
+    """The decoder tied to the word table: quantized once (it failed weights_stored_once)."""
+    from albert_edge.inspect import inspect_path
+
+    ck = make_checkpoint("tiny", "masked-lm")
+    out, man = _convert(tmp_path_factory, ck, "mlm8", precision="int8-dynamic", seq_lens=(16,))
+    assert man["postconditions"]["weights_stored_once"] is True
+    info = inspect_path(out / "model.tflite")
+    cfg = json.loads((ck / "config.json").read_text())
+    word = cfg.get("vocab_size", 30000) * cfg["embedding_size"]  # V×E int8, once
+    assert word <= info["unique_tensor_bytes"] < 2 * word, info["unique_tensor_bytes"]
 
 
 def test_unfactorized_question_answering(unfact_qa: tuple[Path, dict, Path]) -> None:
@@ -496,6 +566,9 @@ def test_precision_size_bars(
     )
     info = inspect_path(out / "model.tflite")
     assert info["ratio_to_floor"] <= bar, info["ratio_to_floor"]
+    _assert_only_named_floats_stay_wide(out / "model.tflite", precision)
+    if precision == "int8-full":
+        _assert_one_input_scale_per_shared_weight(out / "model.tflite")
     assert info["duplicate_tensor_bytes"] == 0
     assert info["factorized_embedding_intact"] is True
     if precision == "int8-full":

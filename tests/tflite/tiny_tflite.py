@@ -25,6 +25,7 @@ _OPTIONS = {
     "SOFTMAX": "SoftmaxOptions",
     "FULLY_CONNECTED": "FullyConnectedOptions",
     "DEQUANTIZE": "DequantizeOptions",
+    "SLICE": "SliceOptions",
 }
 
 # Versions litert-torch stamps (BROADCAST_TO has no version 1 kernel in LiteRT).
@@ -193,4 +194,51 @@ def classifier_like_graph(seq: int = 8) -> Any:
     g.op("FULLY_CONNECTED", ["emb", "w", None], ["logits"])
     model = g.build(["input_ids", "attention_mask", "token_type_ids"], ["logits"])
     model.signatureDefs[0].signatureKey = f"seq_{seq}".encode()
+    return model
+
+
+def position_table_graph(seq: int = 8, positions: int = 64, width: int = 16) -> Any:
+    """ALBERT's position path as litert-torch lowers it, beside an FC with a wide bias:
+    x [1,L,W] + SLICE(table [1,P,W])[:L] → ``sum``; x → FULLY_CONNECTED(w, b[600]) → ``y``.
+    The table is a float constant only SLICE/ADD read; the bias belongs to the FC."""
+    rng = np.random.default_rng(2)
+    g = Graph()
+    g.t("x", (1, seq, width))
+    g.t("table", (1, positions, width), "f32", 0.1 * rng.standard_normal((1, positions, width)))
+    g.t("begin", (3,), "i32", [0, 0, 0])
+    g.t("size", (3,), "i32", [1, seq, width])
+    g.t("pos", (1, seq, width))
+    g.t("sum", (1, seq, width))
+    g.t("w", (600, width), "f32", rng.standard_normal((600, width)))
+    g.t("b", (600,), "f32", rng.standard_normal(600))
+    g.t("y", (1, seq, 600))
+    g.op("SLICE", ["table", "begin", "size"], ["pos"])
+    g.op("ADD", ["x", "pos"], ["sum"])
+    g.op("FULLY_CONNECTED", ["x", "w", "b"], ["y"], keepNumDims=True)
+    return g.build(["x"], ["sum", "y"])
+
+
+def shared_weight_graph() -> Any:
+    """Two FULLY_CONNECTED ops reading one weight buffer, each input through a RESHAPE
+    (an op the quantizer gives its input's scale), as ALBERT's shared layers look."""
+    rng = np.random.default_rng(3)
+    g = Graph()
+    g.t("a", (1, 4, 8))
+    g.t("b", (1, 4, 8))
+    g.t("shape", (2,), "i32", [4, 8])
+    g.t("a2", (4, 8))
+    g.t("b2", (4, 8))
+    g.t("w", (6, 8), "f32", rng.standard_normal((6, 8)))
+    g.t("ya", (4, 6))
+    g.t("yb", (4, 6))
+    g.op("RESHAPE", ["a", "shape"], ["a2"])
+    g.op("RESHAPE", ["b", "shape"], ["b2"])
+    g.op("FULLY_CONNECTED", ["a2", "w", None], ["ya"])
+    g.op("FULLY_CONNECTED", ["b2", "w", None], ["yb"])
+    model = g.build(["a", "b"], ["ya", "yb"])
+    wb = g.sg.tensors[g.names["w"]].buffer
+    t = fb.schema().TensorT()
+    t.name, t.shape, t.type, t.buffer = b"w:1", [6, 8], g.types["FLOAT32"], wb
+    g.sg.tensors.append(t)
+    g.sg.operators[3].inputs[1] = len(g.sg.tensors) - 1  # second FC reads the same buffer
     return model

@@ -1,5 +1,6 @@
-"""The TFLite pass contract: ``name``, ``run`` (edit in place, return a report),
-``postcondition`` (raise if the promise is broken).
+"""The TFLite pass contract: ``name``, ``precondition`` (what the pass needs; optional),
+``run`` (edit in place, return a report), ``postcondition`` (raise if the promise is
+broken) — onnx-ir's ``requires`` → ``call`` → ``ensures``.
 
 It mirrors :mod:`albert_edge.onnx.passes.base` without onnx-ir: a ``.tflite`` file is
 edited as the flatbuffer object model (``ModelT``) that ai-edge-litert's schema module
@@ -31,6 +32,9 @@ class TflitePass(ABC):
     def run(self, model: ModelT) -> dict[str, Any]:
         """Edit ``model`` in place; return what changed (counts, bytes)."""
 
+    def precondition(self, model: ModelT) -> None:  # noqa: B027 - optional hook
+        """Raise (via :meth:`fail`) if ``model`` is not what the pass can work on."""
+
     @abstractmethod
     def postcondition(self, model: ModelT) -> None:
         """Raise (via :meth:`fail`) if the pass's promise does not hold on ``model``."""
@@ -39,6 +43,7 @@ class TflitePass(ABC):
         raise PassError(f"{self.name} pass: {message} (a bug in albert-edge; report it)")
 
     def __call__(self, model: ModelT) -> dict[str, Any]:
+        self.precondition(model)
         try:
             self.report = dict(self.run(model))
         except AlbertEdgeError:

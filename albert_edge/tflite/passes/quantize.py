@@ -1,0 +1,94 @@
+"""quantize: the float flatbuffer → the precision's weights, by ai-edge-quantizer.
+
+The recipes, the calibration and why the post-conversion quantizer is used live in
+:mod:`albert_edge.tflite.quantize`; this pass runs it on the model in place (written,
+quantized, read back) and names a failure as one :class:`QuantizationError`.
+
+Precondition: the model is float (no tensor carries quantization scales).
+Postcondition: every FULLY_CONNECTED weight is stored at the precision — int8 for the
+int8 recipes; for fp16, a float16 constant behind a DEQUANTIZE.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from albert_edge.errors import QuantizationError
+from albert_edge.tflite.passes.base import TflitePass, op_name
+
+if TYPE_CHECKING:
+    from ai_edge_litert.schema_py_generated import ModelT
+
+
+class QuantizePass(TflitePass):
+    name: ClassVar[str] = "quantize"
+
+    def __init__(
+        self,
+        precision: str,
+        *,
+        per_channel: bool = True,
+        quantize_embeddings: bool = True,
+        calibration: Any = None,
+    ) -> None:
+        super().__init__()
+        self.precision = precision
+        self.per_channel = per_channel
+        self.quantize_embeddings = quantize_embeddings
+        self.calibration = calibration
+
+    def precondition(self, model: ModelT) -> None:
+        quantized = [
+            t.name
+            for sg in model.subgraphs
+            for t in sg.tensors
+            if t.quantization is not None
+            and t.quantization.scale is not None
+            and len(t.quantization.scale)
+        ]
+        if quantized:
+            self.fail(f"the model is already quantized ({quantized[0]!r}); quantize a float one")
+
+    def run(self, model: ModelT) -> dict[str, Any]:
+        from albert_edge.tflite import flatbuffer as fb
+        from albert_edge.tflite.quantize import quantize_flatbuffer
+
+        t0 = time.perf_counter()
+        try:
+            data = quantize_flatbuffer(
+                fb.write_model(model),
+                self.precision,
+                per_channel=self.per_channel,
+                quantize_embeddings=self.quantize_embeddings,
+                calibration=self.calibration,
+            )
+        except QuantizationError:
+            raise
+        except Exception as exc:
+            raise QuantizationError(
+                f"ai-edge-quantizer failed for {self.precision} ({type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:200]})"
+            ) from None
+        vars(model).update(vars(fb.read_model(data)))
+        return {"tool": "ai-edge-quantizer", "seconds": round(time.perf_counter() - t0, 1)}
+
+    def postcondition(self, model: ModelT) -> None:
+        from albert_edge.tflite import flatbuffer as fb
+
+        types = fb.tensor_type_names()
+        want = ("FLOAT16",) if self.precision == "fp16" else ("INT8",)
+        for sg in model.subgraphs:
+            producer = {int(o): op for op in sg.operators for o in op.outputs}
+            for op in sg.operators:
+                if op_name(model, op) != "FULLY_CONNECTED":
+                    continue
+                w = int(op.inputs[1])
+                src = producer.get(w)
+                if src is not None and op_name(model, src) == "DEQUANTIZE":
+                    w = int(src.inputs[0])
+                if types.get(sg.tensors[w].type) not in want:
+                    self.fail(
+                        f"FULLY_CONNECTED weight {sg.tensors[w].name!r} is "
+                        f"{types.get(sg.tensors[w].type)}, not {want[0]} ({self.precision})"
+                    )
