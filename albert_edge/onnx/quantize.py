@@ -195,7 +195,7 @@ def floor_bytes(model: onnx.ModelProto, plan: _Plan) -> int:
                 scale_bytes = 4 if plan.table.tied_matmuls else 2
                 total += (
                     math.ceil(v * e * plan.table_bits / 8)
-                    + v * math.ceil(e / plan.table_block) * scale_bytes
+                    + v * (e // plan.table_block) * scale_bytes
                 )
         elif t.name in plan.side_tables:
             total += n + int(t.dims[1]) * 5  # int8 codes + fp32 scale, int8 zero point
@@ -452,7 +452,9 @@ def _quantize_model(
     if plan.quantize_table and table is not None and precision != "fp16":
         from albert_edge.onnx.quant_embed import table_block_size
 
-        plan.table_block = table_block_size(table.dim, plan.table_bits, plan.block_size)
+        plan.table_block = table_block_size(
+            table.dim, plan.table_bits, plan.block_size, tied=bool(table.tied_matmuls)
+        )
     if plan.quantize_table and table is not None and precision != "fp16":
         from albert_edge.onnx.quant_embed import side_tables
 

@@ -76,9 +76,10 @@ def test_word_table_fp16_scales_agree_with_codes() -> None:
     rng = np.random.default_rng(1)
     w = rng.normal(size=(300, 64)).astype(np.float32)
     _, s32 = _quantize_blocks(w, 8, 64)
-    codes16, s16 = _quantize_blocks(w, 8, 64, fp16_scales=True)
+    codes16, s16 = _quantize_blocks(w, 8, 64, fp16_scales=True, signed=True)
     assert s32.dtype == np.float32 and s16.dtype == np.float16 and s16.nbytes * 2 == s32.nbytes
-    deq = (codes16.astype(np.float32) - 128) * s16.astype(np.float32)
+    assert codes16.dtype == np.int8 and codes16.shape == (300, 64)
+    deq = codes16.astype(np.float32) * s16.astype(np.float32)
     assert np.abs(deq - w).max() <= float(s16.astype(np.float32).max()) / 2 + 1e-6
     model = _gather_model({"word": w})
     ids = np.array([1, 299, 5])
@@ -88,7 +89,55 @@ def test_word_table_fp16_scales_agree_with_codes() -> None:
     assert "fp16 scales" in facts["format"]
     out = _run(model, ids)[0]
     assert out.dtype == np.float32
-    np.testing.assert_allclose(out, deq[ids], atol=2e-3)  # fp16 output rounding only
+    np.testing.assert_allclose(out, deq[ids], rtol=1e-6)  # fp32 arithmetic: the same rows
+
+
+def _dequantized(w: np.ndarray, bits: int, block: int) -> np.ndarray:
+    """The table the stored codes and scales represent, computed here in numpy."""
+    codes, scales = _quantize_blocks(w, bits, block, fp16_scales=True, signed=bits == 8)
+    if bits == 4:
+        unpacked = np.empty((w.shape[0], w.shape[1]), dtype=np.float32)
+        unpacked[:, 0::2] = codes & 0x0F
+        unpacked[:, 1::2] = codes >> 4
+        q = unpacked - 8
+    else:
+        q = codes.astype(np.float32)
+    v, e = w.shape
+    rows = q.reshape(v, e // block, block) * scales.astype(np.float32)[..., None]
+    return rows.reshape(v, e)
+
+
+@pytest.mark.parametrize(("bits", "block"), [(8, 64), (4, 64), (4, 32), (4, 16)])
+@pytest.mark.parametrize("ids_shape", [(5,), (2, 3)])
+def test_word_table_standard_ops_read_the_stored_rows(bits, block, ids_shape) -> None:
+    """The quantized table is read by ai.onnx ops only (every runtime has them), gives
+    exactly the rows its codes × scales represent, for 1-D and 2-D ids, and ONNX Runtime's
+    load-time optimizations keep it quantized: no V×E float tensor in the graph it runs."""
+    from albert_edge.onnx.quant_graph import ort_optimized_model
+
+    rng = np.random.default_rng(bits * block)
+    v, e = 3000, 64
+    w = rng.normal(scale=0.05, size=(v, e)).astype(np.float32)
+    model = _gather_model({"word": w})
+    ids_info = helper.make_tensor_value_info("ids", TensorProto.INT64, [None] * len(ids_shape))
+    model.graph.input[0].CopyFrom(ids_info)
+    use = find_word_table(model, v)
+    assert use is not None
+    facts = quantize_word_table(model, use, bits=bits, block_size=block, qdq=False)
+    assert facts["block_size"] == block
+    assert {n.domain for n in model.graph.node} <= {"", "ai.onnx"}
+    ids = rng.integers(0, v, size=ids_shape)
+    ids[(0,) * len(ids_shape)] = v - 1
+    out = _run(model, ids)[0]
+    assert out.shape == (*ids_shape, e)
+    np.testing.assert_allclose(out, _dequantized(w, bits, block)[ids], rtol=1e-6, atol=1e-9)
+    # symmetric rounding: each value within half its block's step (amax / qmax) of w
+    qmax = 2 ** (bits - 1) - 1
+    step = np.repeat(np.abs(w.reshape(v, e // block, block)).max(-1) / qmax, block, axis=1)
+    assert np.all(np.abs(out - w[ids]) <= step[ids] * 0.501 + 1e-7)
+    runs = ort_optimized_model(model, "all")
+    floats = [t for t in runs.graph.initializer if t.data_type == TensorProto.FLOAT and v in t.dims]
+    assert floats == []  # never re-inflated to fp32 by constant folding
 
 
 @pytest.mark.parametrize(
