@@ -63,12 +63,16 @@ def gathers_packed_nibbles(value: ir.Value) -> bool:
 
 def gathered_scales(value: ir.Value) -> bool:
     """``value`` is the per-row (per-block) scales of a quantized table in the standard-op
-    form: float, read by Gathers whose indices also gather an integer table with as many
-    rows (and by a tied MatMulNBits as its scales). Scales, not parameters."""
+    form: float or one-byte, read by Gathers whose indices also gather an integer table
+    with as many rows and more columns (the codes: E·bits/8 ≥ E/2 columns against at most
+    E/16 scales), and by a tied MatMulNBits as its scales. Scales, not parameters."""
     tensor = value.const_value
-    if tensor is None or not tensor.dtype.is_floating_point() or not dims(tensor):
+    if tensor is None or not dims(tensor):
         return False
-    rows = dims(tensor)[0]
+    if not (tensor.dtype.is_floating_point() or tensor.dtype == ir.DataType.UINT8):
+        return False
+    shape = dims(tensor)
+    cols = shape[1] if len(shape) > 1 else 1
     found = False
     for use in value.uses():
         if use.node.op_type == "MatMulNBits" and use.idx == 2:
@@ -76,14 +80,14 @@ def gathered_scales(value: ir.Value) -> bool:
         if use.node.op_type != "Gather" or use.idx != 0 or len(use.node.inputs) < 2:
             return False
         ids = use.node.inputs[1]
+        found = False
         for u in ids.uses() if ids is not None else ():
             table = u.node.inputs[0] if u.node.op_type == "Gather" and u.idx == 1 else None
             t = table.const_value if table is not None and table is not value else None
-            if (
-                t is not None
-                and t.dtype in (ir.DataType.INT8, ir.DataType.UINT8)
-                and dims(t)[:1] == (rows,)
-            ):
+            if t is None or t.dtype not in (ir.DataType.INT8, ir.DataType.UINT8):
+                continue
+            other = dims(t)
+            if len(other) == 2 and other[0] == shape[0] and other[1] > cols:
                 found = True
         if not found:
             return False
