@@ -92,7 +92,7 @@ def _gbq_model(w: Any) -> Any:
     block = 16
     while block < e:
         block *= 2
-    codes, scales = _quantize_blocks(w, 8, block, fp16_scales=True)  # uint8, zero point 128
+    codes, scales, _ = _quantize_blocks(w, 8, block, scales="fp16")  # uint8, zero point 128
     nodes = [
         helper.make_node(
             "GatherBlockQuantized",
