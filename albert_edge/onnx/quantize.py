@@ -69,19 +69,19 @@ SIZE_SLACK = 1.05  # artifact weights ≤ 1.05 × floor
 INT4_ACCURACY_LEVEL: int | None = 4
 # Said plainly wherever int4 is produced (manifest + convert report): measured, not hoped.
 INT4_SPEED_NOTE = (
-    "int4 buys size, not speed, on the CPU measured (AMD EPYC, AVX-512 VNNI, 2 threads; "
-    "benchmarks/results/precisions.md): MatMulNBits with int8 compute is slower than "
-    "int8-dynamic, and beats fp32 only on large hidden sizes (albert-base), not on small "
-    "ones (H=128); for speed ship int8-dynamic, or run `albert-edge bench --recommend` "
-    "on your CPU"
+    "int4 buys size, not speed, on the CPU measured (AMD EPYC, AVX-512 VNNI; "
+    "benchmarks/results/precisions.md, int4_floor.md): MatMulNBits with int8 compute is "
+    "slower than int8-dynamic (albert-base, seq 128, 1 thread: 290 vs 160 ms), and beats "
+    "fp32 only on large hidden sizes (albert-base: 475 ms), not on small ones (H=128); for "
+    "speed ship int8-dynamic, or run `albert-edge bench --recommend` on your CPU"
 )
 # Where int4 stands on size, measured (benchmarks/results/int4_floor.md): said with every
 # int4 artifact, beside its own ratio to the floor.
 INT4_SIZE_NOTE = (
     "int4 stores 4-bit codes plus fixed costs the floor (parameters x 0.5 bytes) does not "
-    "count: an fp32 scale per 128-value block of every MatMulNBits weight, a one-byte scale "
-    "per word-table row, fp32 biases/LayerNorm and the graph itself; on the trained tiny "
-    "model (2.2M parameters) that is 1.055x its floor, above the 1.05x target "
+    "count: an fp32 scale per block (up to 256 values) of every MatMulNBits weight, a one-byte scale "
+    "per word-table row, fp32 biases/LayerNorm and the graph itself: albert-base 1.039x "
+    "its floor, the trained tiny model (2.2M parameters) 1.054x, above the 1.05x target "
     "(benchmarks/results/int4_floor.md)"
 )
 DEFAULT_CALIBRATION_HINT = "../shared/data/sst2/train.tsv"
