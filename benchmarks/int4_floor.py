@@ -301,6 +301,16 @@ def markdown(report: dict[str, Any]) -> str:
         lines += [
             "## Speed: batch 1 × seq 128, ONNX Runtime CPU (trained tiny model and albert-base)",
             "",
+            *(
+                [
+                    f"Load average at the end {report['load']} on {os.cpu_count()} logical "
+                    "cores: other jobs time-sliced the run, so p50s are inflated and 2-thread "
+                    "figures can be worse than 1-thread; min is the least-contended figure.",
+                    "",
+                ]
+                if report.get("load") and report["load"][0] > (os.cpu_count() or 1)
+                else []
+            ),
             "| model | artifact | threads | p50 ms | min ms |",
             "|---|---|---|---|---|",
         ]
