@@ -98,9 +98,10 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--block-size",
         type=_at_least(1),
-        default=128,
-        help="int4 (and int4/int8 embedding) quantization block size, a power of two >= 16 "
-        "(default: %(default)s, chosen by benchmarks/precisions.py)",
+        default=256,
+        help="int4 (and int4 embedding) quantization block size, a power of two >= 16, per "
+        "weight halved until it divides K (default: %(default)s, chosen by "
+        "benchmarks/int4_floor.py)",
     )
     p.add_argument(
         "--target",

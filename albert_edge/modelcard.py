@@ -112,8 +112,16 @@ def render_model_card(manifest: dict[str, Any]) -> str:
             )
     else:
         lines.append("- not verified at conversion (`--no-verify`); run `albert-edge verify`")
+    for key in ("size_note", "speed_note"):  # where a precision does not pay, said plainly
+        if quant.get(key):
+            lines.append(f"- {key.split('_')[0]}: {quant[key]}")
+    req = manifest.get("requirements") or {}
     lines += ["", "## Runtimes", "", "| runtime | minimum version | note |", "|---|---|---|"]
     for name, ver_s, note in RUNTIMES_ONNX if target == "onnx" else RUNTIMES_TFLITE:
+        if name == "onnxruntime (Python)" and req.get("min_onnxruntime"):
+            # computed from this graph's ops (albert_edge/onnx/requirements.py)
+            ver_s = f">= {req['min_onnxruntime']}"
+            note = "set by " + ", ".join(req.get("min_onnxruntime_because") or ["its ops"])
         lines.append(f"| {name} | {ver_s} | {note} |")
     lines += ["", "## Use", ""]
     if target == "onnx":

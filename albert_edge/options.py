@@ -32,7 +32,9 @@ class ConvertOptions:
     # --keep-embeddings-wide. No effect on fp32.
     quantize_embeddings: bool = True
     per_channel: bool | None = None  # None: the recipe's choice (see weight_per_channel)
-    block_size: int = 128  # int4: measured fastest at equal accuracy (benchmarks/precisions.py)
+    # int4: 256 (per weight capped to divide K) — half the scale bytes of 128 at equal SST-2
+    # accuracy, albert-base 1.059x -> 1.039x its floor (benchmarks/results/int4_floor.md)
+    block_size: int = 256
     int8_io: bool = False  # TFLite int8-full: int8 inputs/outputs where possible
     accelerator: str = "cpu"  # TFLite: "gpu" = fp16 GPU-clean graph, <= 1 CPU-GPU boundary
     overwrite: bool = False

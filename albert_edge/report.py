@@ -146,6 +146,8 @@ def print_convert_report(out: Path, manifest: dict[str, Any]) -> None:
     con.print(t)
     if q.get("target_reason"):
         con.print(f"int8 recipe for --target {q['target']}: {q['target_reason']}")
+    if q.get("size_note"):  # e.g. int4: where it is above its floor, say so
+        con.print(f"note: {q['size_note']}")
     if q.get("speed_note"):  # e.g. int4: where it is not faster, say so
         con.print(f"note: {q['speed_note']}")
     if sizes.get("note"):  # above the size bar: where the bytes go, and why they stay

@@ -53,7 +53,7 @@ QUANT_META_INPUTS = {
     "MatMulIntegerToFloat": (2, 3, 4, 5),
     "MatMulNBits": (2, 3, 4),
     "MatMulBnb4": (2,),
-    "GatherBlockQuantized": (2, 3),
+    "GatherBlockQuantized": (2, 3),  # word tables written before the standard-op form
     "QAttention": (3, 4, 6, 7),
     "QLinearMatMul": (1, 2, 4, 5, 6, 7),
     "QGemm": (1, 2, 4, 5, 7, 8),
@@ -81,8 +81,12 @@ def _stored(model: ir.Model) -> list[tuple[ir.Value, ir.TensorProtocol]]:
 
 
 def _is_quant_meta(value: ir.Value) -> bool:
+    from albert_edge.onnx.passes.guard import gathered_scales
+
     uses = list(value.uses())
-    return bool(uses) and all(u.idx in QUANT_META_INPUTS.get(u.node.op_type, ()) for u in uses)
+    if bool(uses) and all(u.idx in QUANT_META_INPUTS.get(u.node.op_type, ()) for u in uses):
+        return True
+    return gathered_scales(value)  # a standard-op quantized table's per-row scales
 
 
 def _attr_int(node: ir.Node, name: str, default: int) -> int:

@@ -36,7 +36,8 @@ OPSET_MIN_ORT: dict[int, str] = {
 }
 # (domain, op) → first onnxruntime release with a CPU kernel for it (as albert-edge uses it).
 OP_MIN_ORT: dict[tuple[str, str], str] = {
-    # int8 embedding tables (8-bit blockwise): added to the CPU kernel in 1.23
+    # word tables of artifacts written before the standard-op form (8-bit: CPU kernel in
+    # 1.23); albert-edge now reads quantized tables with Gather/Cast/Mul (any version)
     (MS_DOMAIN, "GatherBlockQuantized"): "1.23",
     (MS_DOMAIN, "MatMulNBits"): "1.17",
     (MS_DOMAIN, "MultiHeadAttention"): "1.14",

@@ -366,8 +366,12 @@ def test_convert_with_precision_writes_quantization_manifest(make_checkpoint, tm
         ConvertOptions(precision="int4", quantize_embeddings=True),
     )
     q = manifest["quantization"]
-    # default block 128, capped to the smallest K (E=16 on this tiny config)
-    assert q["precision"] == "int4" and q["block_size"] == 16 and q["embeddings_quantized"]
+    # default block 256, per weight capped to divide its K (E=16 on this tiny config)
+    assert q["precision"] == "int4" and q["block_size"] == 256 and q["embeddings_quantized"]
+    blocks = {int(k): b for k, b in q["block_sizes_by_k"].items()}
+    assert blocks[16] == 16
+    assert all(16 <= b <= 256 and (k % b == 0 or k < 16) for k, b in blocks.items())
+    assert "floor" in q["size_note"]  # the CLI says where int4 stands on size too
     assert "slower than int8-dynamic" in q["speed_note"]  # the CLI says where int4 loses
     assert manifest["matmuls_quantized"] == manifest["matmuls_total"] > 0
     assert manifest["verification"]["passed"]

@@ -14,7 +14,8 @@ Checks (``check_factorization``, shared with ``albert-edge inspect``):
 * the word table is never the left operand of a MatMul/Gemm (a V×H product at run time).
 
 Shapes are *logical*: a 4-bit tensor packed two values per byte counts as unpacked, so
-the check holds after quantization too.
+the check holds after quantization too (a quantized word table is read by a plain Gather
+of its codes, :func:`albert_edge.onnx.quant_embed.gather_rows`).
 """
 
 from __future__ import annotations
@@ -42,14 +43,67 @@ def _attr_int(node: ir.Node, name: str, default: int) -> int:
     return a.as_int() if a is not None else default
 
 
+def _only_consumer(value: ir.Value | None, op_type: str) -> ir.Node | None:
+    uses = list(value.uses()) if value is not None else []
+    return uses[0].node if len(uses) == 1 and uses[0].node.op_type == op_type else None
+
+
+def gathers_packed_nibbles(value: ir.Value) -> bool:
+    """``value`` holds 4-bit codes two per byte, gathered by the standard-op form
+    :func:`albert_edge.onnx.quant_embed.gather_rows` writes: Gather → Cast → Div → Floor."""
+    for use in value.uses():
+        if use.node.op_type != "Gather" or use.idx != 0:
+            continue
+        cast = _only_consumer(use.node.outputs[0], "Cast")
+        for u in cast.outputs[0].uses() if cast is not None else ():
+            if u.node.op_type == "Div" and _only_consumer(u.node.outputs[0], "Floor"):
+                return True
+    return False
+
+
+def gathered_scales(value: ir.Value) -> bool:
+    """``value`` is the per-row (per-block) scales of a quantized table in the standard-op
+    form: float or one-byte, read by Gathers whose indices also gather an integer table
+    with as many rows and more columns (the codes: E·bits/8 ≥ E/2 columns against at most
+    E/16 scales), and by a tied MatMulNBits as its scales. Scales, not parameters."""
+    tensor = value.const_value
+    if tensor is None or not dims(tensor):
+        return False
+    if not (tensor.dtype.is_floating_point() or tensor.dtype == ir.DataType.UINT8):
+        return False
+    shape = dims(tensor)
+    cols = shape[1] if len(shape) > 1 else 1
+    found = False
+    for use in value.uses():
+        if use.node.op_type == "MatMulNBits" and use.idx == 2:
+            continue
+        if use.node.op_type != "Gather" or use.idx != 0 or len(use.node.inputs) < 2:
+            return False
+        ids = use.node.inputs[1]
+        found = False
+        for u in ids.uses() if ids is not None else ():
+            table = u.node.inputs[0] if u.node.op_type == "Gather" and u.idx == 1 else None
+            t = table.const_value if table is not None and table is not value else None
+            if t is None or t.dtype not in (ir.DataType.INT8, ir.DataType.UINT8):
+                continue
+            other = dims(t)
+            if len(other) == 2 and other[0] == shape[0] and other[1] > cols:
+                found = True
+        if not found:
+            return False
+    return found
+
+
 def logical_shape(value: ir.Value, tensor: ir.TensorProtocol) -> tuple[int, ...]:
     """The shape ``tensor`` represents, undoing 4-bit packing into uint8 bytes."""
     shape = dims(tensor)
+    if tensor.dtype == ir.DataType.UINT8 and len(shape) == 2 and gathers_packed_nibbles(value):
+        return (shape[0], shape[1] * 2)
     for use in value.uses():
         node = use.node
         if node.op_type == "MatMulNBits" and use.idx == 1:
             return (_attr_int(node, "K", 0), _attr_int(node, "N", 0))
-        if (
+        if (  # artifacts written before the standard-op form
             node.op_type == "GatherBlockQuantized"
             and use.idx == 0
             and tensor.dtype == ir.DataType.UINT8
