@@ -43,7 +43,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 EMBEDDED = ROOT / "albert_edge" / "models" / "sst2-albert-tiny"
-_QUIET = ("convert", "quantize", "verify", "bench")
+_QUIET = ("convert", "quantize", "verify", "bench", "train")
 _NATIVE_LOG = re.compile(r"^(WARNING: All log messages before absl|[IWEF]\d{4} |INFO: )")
 
 
@@ -170,6 +170,8 @@ class KillCommand:
     inputs: list[Path]
     previous: Path
     durations: list[float] = field(default_factory=list)
+    # what a finished output of this command is (train writes a checkpoint, not an artifact)
+    complete: Callable[[Path], bool] = complete_artifact
 
     def estimate(self) -> float:
         """The running window: median of the latest uninterrupted runs (the machine is
@@ -190,7 +192,7 @@ def calibrate(cmd: KillCommand, work: Path, tmpdir: Path, runs: int = 3) -> list
     for i in range(runs):
         out = work / f"calib-{cmd.name}-{i}"
         seconds, r = _timed_run(cmd.argv(out), tmpdir)
-        if r.returncode or not complete_artifact(out):
+        if r.returncode or not cmd.complete(out):
             raise RuntimeError(f"calibration run of {cmd.name} failed: {r.stderr.strip()}")
         cmd.durations.append(seconds)
         shutil.rmtree(out)
@@ -263,7 +265,7 @@ def kill_trial(
         (tree_sums(p) if p.is_dir() else {"": _sha(p)}) != sums for p, sums in in_sums.items()
     )
     if out.exists():
-        complete = complete_artifact(out)
+        complete = cmd.complete(out)
         if not complete:
             state = "damaged"
         elif old_sums is not None and tree_sums(out) == old_sums:
@@ -277,7 +279,7 @@ def kill_trial(
     left_by_kill = names_left(out.parent, out.name) + dir_left(tmpdir)
     # the next run: the same command, uninterrupted; it cleans what the kill left
     seconds, r = _timed_run([*cmd.argv(out), "--overwrite"], tmpdir)
-    next_failed = r.returncode != 0 or not complete_artifact(out)
+    next_failed = r.returncode != 0 or not cmd.complete(out)
     if r.returncode == 0:
         cmd.durations.append(seconds)
     left_after = names_left(out.parent, out.name) + dir_left(tmpdir)
