@@ -38,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -150,7 +151,7 @@ class Tally:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     tmp.write_text(text)
     os.replace(tmp, path)
 
@@ -164,6 +165,16 @@ def markdown(rep: dict[str, Any]) -> str:
         "",
         f"Command (from the repository root): `{rep['command']}`",
         "",
+        *[
+            f"- invocation {i + 1}: `{r['command']}` (commit {r['commit']}, started "
+            f"{r['started_utc']}, load average {'/'.join(f'{x:.2f}' for x in r['load_average_start'])})"
+            for i, r in enumerate(rep.get("invocations", []))
+        ],
+        *(
+            ["", "Stopped once and resumed (`--resume`): the figures cover every invocation.", ""]
+            if rep.get("invocations")
+            else []
+        ),
         f"- CPU: {rep['cpu']['model']}, {rep['cpu']['cores']} cores visible; flags "
         f"{', '.join(rep['cpu']['flags']) or 'none of avx2/avx512f/avx512_vnni/avx_vnni'}",
         f"- load average (1/5/15 min): {la[0]:.2f}/{la[1]:.2f}/{la[2]:.2f} at the start, "
@@ -233,14 +244,19 @@ def kill_trials(
     target: int,
     cap: int,
     calibration_runs: int,
+    workers: int = 1,
 ) -> None:
-    """Kill each command until it has ceil(target / 3) real kills (or ``cap`` trials)."""
+    """Kill each command until it has ceil(target / 3) real kills (or ``cap`` trials).
+
+    ``workers`` trials run side by side (each with its own TMPDIR and outputs), which
+    only shortens the wall time: each trial is judged on its own. On ``--resume`` the
+    trials already recorded count, and the running windows continue from the uninterrupted
+    runs they recorded instead of a new calibration.
+    """
     ckpt = work / "kill-ckpt"
     shutil.copytree(EMBEDDED, ckpt)
     src = work / "kill-fp32"  # quantize's input: its own copy, checked byte for byte
     shutil.copytree(artifacts["onnx"], src)
-    tmpdir = work / "kill-tmp"
-    tmpdir.mkdir()
     commands = [
         KillCommand(
             "convert -> ONNX",
@@ -270,47 +286,75 @@ def kill_trials(
         ),
     ]
     for cmd in commands:
-        t.calibration[cmd.name] = [
-            round(x, 2) for x in calibrate(cmd, work, tmpdir, calibration_runs)
-        ]
+        done = [k["next_run_s"] for k in t.kills if k["command"] == cmd.name]
+        if cmd.name in t.calibration:  # resumed: the window as the last run left it
+            cmd.durations = [*t.calibration[cmd.name], *done]
+            continue
+        tmp = work / "calib-tmp"
+        tmp.mkdir(exist_ok=True)
+        cal = calibrate(cmd, work, tmp, calibration_runs)
+        t.calibration[cmd.name] = [round(x, 2) for x in cal]
         print(f"calibrated {cmd.name}: {t.calibration[cmd.name]} s", flush=True)
     t.save()
     per = math.ceil(target / len(commands))
-    kills = {c.name: 0 for c in commands}
-    tried = {c.name: 0 for c in commands}
-    n = 0
-    while n < cap and any(kills[c.name] < per for c in commands):
-        for cmd in commands:
-            if kills[cmd.name] >= per or n >= cap:
-                continue
-            overwrite = tried[cmd.name] % 2 == 1
-            tried[cmd.name] += 1
-            n += 1
-            fraction = rng.uniform(0.02, 0.98)
-            out = work / f"k{n}"
-            r = kill_trial(cmd, out, fraction, overwrite=overwrite, tmpdir=tmpdir)
-            rec = {"trial": n, **r.as_dict()}
-            t.kills.append(rec)
-            kills[cmd.name] += int(r.killed)
-            case = f"kill -9 {cmd.name}" + ("" if r.killed else ": exited before the kill")
-            if r.left_after_next_run or r.next_run_failed:
-                t.note(case, f"trial {n}: left {r.left_after_next_run} {r.next_run_error}")
-            t.add(
-                case,
-                inputs_lost=r.inputs_lost,
-                half_written=r.half_written,
-                tracebacks=r.tracebacks,
-                leftovers=r.leftovers,
-                next_run_failed=r.next_run_failed,
-            )
-            print(
-                f"kill {n} {cmd.name}{' --overwrite' if overwrite else ''} at {r.delay_s:.1f}s "
-                f"({fraction:.0%}): killed={r.killed} out={r.output_after_kill} "
-                f"lost={r.inputs_lost} half={r.half_written} tb={r.tracebacks} "
-                f"left_by_kill={len(r.left_by_kill)} left={r.left_after_next_run} "
-                f"next_failed={r.next_run_failed} | kills {kills}",
-                flush=True,
-            )
+    kills = {c.name: sum(k["killed"] for k in t.kills if k["command"] == c.name) for c in commands}
+    tried = {c.name: sum(k["command"] == c.name for k in t.kills) for c in commands}
+    running = dict.fromkeys(kills, 0)
+    state = {"n": len(t.kills), "last": -1}
+    lock = threading.Lock()
+
+    def next_trial() -> tuple[KillCommand, int, bool, float] | None:
+        with lock:
+            if state["n"] >= cap:
+                return None
+            for step in range(1, len(commands) + 1):  # round robin over those still short
+                cmd = commands[(state["last"] + step) % len(commands)]
+                if kills[cmd.name] + running[cmd.name] < per:
+                    state["last"] = commands.index(cmd)
+                    state["n"] += 1
+                    overwrite = tried[cmd.name] % 2 == 1
+                    tried[cmd.name] += 1
+                    running[cmd.name] += 1
+                    return cmd, state["n"], overwrite, rng.uniform(0.02, 0.98)
+            return None
+
+    def worker(w: int) -> None:
+        tmpdir = work / f"kill-tmp-{w}"
+        tmpdir.mkdir(exist_ok=True)
+        while (job := next_trial()) is not None:
+            cmd, n, overwrite, fraction = job
+            r = kill_trial(cmd, work / f"k{n}", fraction, overwrite=overwrite, tmpdir=tmpdir)
+            with lock:
+                running[cmd.name] -= 1
+                kills[cmd.name] += int(r.killed)
+                t.kills.append({"trial": n, "worker": w, **r.as_dict()})
+                case = f"kill -9 {cmd.name}" + ("" if r.killed else ": exited before the kill")
+                if r.left_after_next_run or r.next_run_failed:
+                    t.note(case, f"trial {n}: left {r.left_after_next_run} {r.next_run_error}")
+                t.add(
+                    case,
+                    inputs_lost=r.inputs_lost,
+                    half_written=r.half_written,
+                    tracebacks=r.tracebacks,
+                    leftovers=r.leftovers,
+                    next_run_failed=r.next_run_failed,
+                )
+                print(
+                    f"kill {n} {cmd.name}{' --overwrite' if overwrite else ''} at "
+                    f"{r.delay_s:.1f}s ({fraction:.0%}): killed={r.killed} "
+                    f"out={r.output_after_kill} lost={r.inputs_lost} half={r.half_written} "
+                    f"tb={r.tracebacks} left_by_kill={len(r.left_by_kill)} "
+                    f"left={r.left_after_next_run} next_failed={r.next_run_failed} | "
+                    f"kills {kills}",
+                    flush=True,
+                )
+
+    threads = [threading.Thread(target=worker, args=(w,), daemon=True) for w in range(workers)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        while th.is_alive():  # join with a timeout: Ctrl-C still reaches the main thread
+            th.join(timeout=1.0)
 
 
 # --- damaged artifacts -------------------------------------------------------------------
@@ -612,13 +656,55 @@ def _commit() -> str:
     return (head or "unknown") + (" (with uncommitted changes)" if dirty else "")
 
 
+# The case each section writes last: a resumed run redoes a section unless it got that far.
+_LAST_CASE = {
+    "guard": ("--overwrite onto a non-artifact", 2),
+    "manifest": ("malformed manifest (CLI)", 11),
+    "tsv": ("bad TSV", 7),
+    "damage": ("damaged onnx via CLI", 1),
+    "perm": ("permission-denied output", 4),
+    "concurrent": ("4 concurrent converts, different outputs", 1),
+    "disk": ("disk full: quantize int8-dynamic", 6),
+}
+
+
+def _resume(t: Tally, a: argparse.Namespace) -> set[str]:
+    """Load the partial results of an earlier run of this script; return its finished
+    sections. The first run's command, start and CPU stay; this one is listed after it."""
+    path = a.results / "fault_injection.json"
+    old = json.loads(path.read_text())
+    if old.get("seed") != a.seed or old.get("kill_target") != a.kill_target:
+        raise SystemExit(f"{path}: a run of another seed or kill target; not resuming it")
+    t.cases, t.kills = old["cases"], old["kill_trials"]
+    t.calibration = old["kill"]["calibration_s"]
+    t.load_max = max(t.load_max, old.get("load_average_1min_max", 0.0))
+    t.t0 -= old["wall_s"]  # wall time adds up over the invocations
+    runs = old.get("invocations") or [
+        {k: old[k] for k in ("command", "commit", "started_utc", "load_average_start")}
+    ]
+    t.meta["invocations"] = [*runs, {k: t.meta[k] for k in runs[0]}]
+    for k in ("command", "started_utc", "load_average_start", "cpu"):
+        t.meta[k] = old[k]
+    done = set(old.get("sections_done", []))
+    done |= {
+        sec for sec, (case, n) in _LAST_CASE.items() if t.cases.get(case, {}).get("trials", 0) >= n
+    }
+    return done
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--kill-target", type=int, default=200, help="real kill -9s, all commands")
     ap.add_argument("--max-kill-trials", type=int, default=0, help="cap (default 1.5 x target)")
     ap.add_argument("--calibration-runs", type=int, default=3)
+    ap.add_argument("--kill-workers", type=int, default=1, help="kill trials side by side")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--results", type=Path, default=RESULTS, help="where the JSON/MD go")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the partial results in --results (same seed and kill target)",
+    )
     ap.add_argument(
         "--skip",
         action="append",
@@ -626,7 +712,6 @@ def main() -> int:
         help="guard|manifest|tsv|damage|perm|concurrent|disk|kill",
     )
     a = ap.parse_args()
-    rng = random.Random(a.seed)
     meta = {
         "command": "PYTHONPATH=. python benchmarks/fault_injection.py " + " ".join(sys.argv[1:]),
         "cpu": cpu_info(),
@@ -635,8 +720,13 @@ def main() -> int:
         "load_average_start": [round(x, 2) for x in os.getloadavg()],
         "kill_target": a.kill_target,
         "commit": _commit(),
+        "sections_done": [],
     }
     t = Tally(a.results, meta)
+    done = _resume(t, a) if a.resume else set()
+    t.meta["sections_done"] = sorted(done)
+    # a resumed run draws from its own stream: seed and how many kill trials came before
+    rng = random.Random(a.seed if not a.resume else a.seed * 100_000 + len(t.kills))
     with tempfile.TemporaryDirectory(prefix="albert-edge-faults-") as d:
         work = Path(d)
         arts = {"onnx": work / "fp32", "tflite": work / "tflite", "int8": work / "int8"}
@@ -650,24 +740,26 @@ def main() -> int:
                 print(r.stderr)
                 return 1
         fp32, tfl = arts["onnx"], arts["tflite"]
+        cap = a.max_kill_trials or math.ceil(a.kill_target * 1.5)
+        sections = {
+            "guard": lambda: guard_trials(t, work),
+            "manifest": lambda: manifest_trials(t, work, fp32),
+            "tsv": lambda: tsv_trials(t, work, fp32),
+            "damage": lambda: damage_trials(t, work, {"onnx": fp32, "tflite": tfl}, rng),
+            "perm": lambda: permission_trials(t, work, fp32),
+            "concurrent": lambda: concurrent_trials(t, work),
+            "disk": lambda: disk_full_trials(t, work, fp32, tfl),
+            "kill": lambda: kill_trials(
+                t, work, rng, arts, a.kill_target, cap, a.calibration_runs, a.kill_workers
+            ),
+        }
         with contextlib.suppress(KeyboardInterrupt):
-            if "guard" not in a.skip:
-                guard_trials(t, work)
-            if "manifest" not in a.skip:
-                manifest_trials(t, work, fp32)
-            if "tsv" not in a.skip:
-                tsv_trials(t, work, fp32)
-            if "damage" not in a.skip:
-                damage_trials(t, work, {"onnx": fp32, "tflite": tfl}, rng)
-            if "perm" not in a.skip:
-                permission_trials(t, work, fp32)
-            if "concurrent" not in a.skip:
-                concurrent_trials(t, work)
-            if "disk" not in a.skip:
-                disk_full_trials(t, work, fp32, tfl)
-            if "kill" not in a.skip:
-                cap = a.max_kill_trials or math.ceil(a.kill_target * 1.5)
-                kill_trials(t, work, rng, arts, a.kill_target, cap, a.calibration_runs)
+            for name, run in sections.items():
+                if name in a.skip or name in done:
+                    continue
+                run()
+                t.meta["sections_done"] = sorted({*t.meta["sections_done"], name})
+                t.save()
             rep = t.save(complete=True)
             print(markdown(rep))
             bad = {k: v for k, v in rep["totals"].items() if k != "trials" and v}
