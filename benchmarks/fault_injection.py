@@ -18,7 +18,10 @@ the machine is shared, so the window follows the load). Every other trial of a c
 an ``--overwrite`` of a previous artifact of its kind. A trial is a kill only when SIGKILL
 ended a running process (exit status -9); one whose command had already exited is
 reported apart, still judged, and not counted. Trials go on until every command has
-``ceil(target / 3)`` real kills, or ``--max-kill-trials`` is reached.
+``ceil(target / 3)`` real kills, or ``--max-kill-trials`` is reached. ``--kill-workers N``
+runs N trials side by side (each its own outputs and TMPDIR; it shortens the wall time on a
+shared machine, each trial is judged alone). ``--resume`` continues a stopped run from the
+partial results it wrote (same seed and target); the report lists every invocation.
 
 Children run with ``OMP_NUM_THREADS=1`` and a private ``TMPDIR``; disk full and read-only
 use small tmpfs mounts (root); they are skipped, with the reason recorded, where mounting
