@@ -174,7 +174,7 @@ def markdown(rep: dict[str, Any]) -> str:
             for i, r in enumerate(rep.get("invocations", []))
         ],
         *(
-            ["", "Stopped once and resumed (`--resume`): the figures cover every invocation.", ""]
+            ["", "Stopped and resumed (`--resume`): the figures cover every invocation.", ""]
             if rep.get("invocations")
             else []
         ),
