@@ -533,6 +533,20 @@ def _run_export_triton(a: argparse.Namespace) -> int:
     return 0
 
 
+def _add_train(sub: Any) -> None:
+    from albert_edge.train import add_arguments
+
+    p = sub.add_parser("train", help="train the small SST-2 ALBERT (the embedded model)")
+    add_arguments(p)  # --quiet included: python -m albert_edge.train has it too
+    p.set_defaults(run=_run_train)
+
+
+def _run_train(a: argparse.Namespace) -> int:
+    from albert_edge.train import run
+
+    return run(a)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from albert_edge import __version__
 
@@ -545,6 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_add_convert, _add_quantize, _add_verify, _add_kernels, _add_inspect, _add_bench):
         add(sub)
     _add_export_triton(sub)
+    _add_train(sub)
     return parser
 
 

@@ -32,7 +32,8 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from albert_edge.errors import AlbertEdgeError, OutputError, OutputExistsError
@@ -96,18 +97,40 @@ def is_albert_edge_artifact(path: Path) -> bool:
     return True
 
 
-def check_output(out: Path, *, overwrite: bool, inputs: Iterable[Path] = ()) -> None:
-    """Refuse an output that would destroy something: an input, or a non-artifact.
+@dataclass(frozen=True)
+class OutputKind:
+    """What a command writes, and how to recognise a previous output of its own.
+
+    ``--overwrite`` replaces only a directory for which :attr:`is_own` is true, so each
+    command says what "albert-edge wrote this" means for its output: ``convert`` and
+    ``quantize`` a manifest listing every file (:data:`ARTIFACT`); ``train`` its own record
+    (``albert_edge.train``). A training output is then no artifact to ``convert
+    --overwrite`` (it holds a checkpoint), and an artifact no training output.
+    """
+
+    name: str  # "artifact", "training output": used in messages
+    is_own: Callable[[Path], bool]
+    hint: str  # why a directory failed is_own, for the refusal
+
+
+ARTIFACT = OutputKind("artifact", is_albert_edge_artifact, "no valid manifest.json listing them")
+
+
+def check_output(
+    out: Path, *, overwrite: bool, inputs: Iterable[Path] = (), kind: OutputKind = ARTIFACT
+) -> None:
+    """Refuse an output that would destroy something: an input, or what ``kind`` did not
+    write.
 
     Called before any work, so a refusal costs nothing and changes no byte.
     """
     try:
-        _check_output(out, overwrite=overwrite, inputs=inputs)
+        _check_output(out, overwrite=overwrite, inputs=inputs, kind=kind)
     except OSError as exc:  # e.g. EACCES on stat: a directory on the way is closed to us
         raise describe_os_error(exc, out) from None
 
 
-def _check_output(out: Path, *, overwrite: bool, inputs: Iterable[Path]) -> None:
+def _check_output(out: Path, *, overwrite: bool, inputs: Iterable[Path], kind: OutputKind) -> None:
     resolved = out.resolve()
     for src in inputs:
         src = Path(src).resolve()
@@ -122,13 +145,13 @@ def _check_output(out: Path, *, overwrite: bool, inputs: Iterable[Path]) -> None
         raise OutputExistsError(f"{out}: output exists; choose another -o or pass --overwrite")
     if out.is_symlink() or not out.is_dir():
         raise OutputExistsError(
-            f"{out}: exists and is not an albert-edge artifact directory; --overwrite only "
+            f"{out}: exists and is not an albert-edge {kind.name} directory; --overwrite only "
             "replaces those; choose another -o"
         )
-    if any(out.iterdir()) and not is_albert_edge_artifact(out):
+    if any(out.iterdir()) and not kind.is_own(out):
         raise OutputExistsError(
-            f"{out}: holds files albert-edge did not write (no valid manifest.json listing "
-            "them); --overwrite only replaces a previous albert-edge artifact; choose another -o"
+            f"{out}: holds files albert-edge did not write ({kind.hint}); --overwrite only "
+            f"replaces a previous albert-edge {kind.name}; choose another -o"
         )
     _check_writable(out)
 
@@ -362,16 +385,22 @@ def _made_parents(out: Path) -> list[Path]:
 
 @contextlib.contextmanager
 def atomic_output_dir(
-    out: str | Path, *, overwrite: bool = False, inputs: Iterable[Path] = ()
+    out: str | Path,
+    *,
+    overwrite: bool = False,
+    inputs: Iterable[Path] = (),
+    kind: OutputKind = ARTIFACT,
 ) -> Iterator[Path]:
     """Yield a temporary sibling directory; on success it replaces ``out`` atomically.
 
-    ``inputs`` are the paths the run reads: the output may not be (or contain) one. On
-    any exception the temp directory is removed and ``out`` is untouched; ``OSError``
-    becomes a one-line :class:`OutputError`. See the module docstring for the rest.
+    ``inputs`` are the paths the run reads: the output may not be (or contain) one.
+    ``kind`` says which existing directory ``overwrite`` may replace. On any exception the
+    temp directory is removed and ``out`` is untouched; ``OSError`` becomes a one-line
+    :class:`OutputError`. See the module docstring for the rest.
     """
     out = Path(out)
-    check_output(out, overwrite=overwrite, inputs=inputs)
+    inputs = list(inputs)
+    check_output(out, overwrite=overwrite, inputs=inputs, kind=kind)
     made: list[Path] = []
     try:
         made = _made_parents(out)
@@ -380,7 +409,8 @@ def atomic_output_dir(
     try:
         with output_lock(out):
             clean_stale_siblings(out)
-            check_output(out, overwrite=overwrite, inputs=inputs)  # re-check under the lock
+            # re-check under the lock
+            check_output(out, overwrite=overwrite, inputs=inputs, kind=kind)
             tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
             try:
                 try:

@@ -10,22 +10,40 @@ Deterministic given ``--seed`` and the thread count (``--threads``, default 1: o
 shared 2-core machine one thread trains ~5x faster than two that wait on each other): data order
 comes from a seeded generator and ``torch.use_deterministic_algorithms`` is on.
 
-    python -m albert_edge.train --train ../shared/data/sst2/train.tsv \\
+    albert-edge train --train ../shared/data/sst2/train.tsv \\
         --dev ../shared/data/sst2/dev.tsv --spiece ../shared/data/albert/30k-clean.model \\
-        --out albert_edge/models/sst2-albert-tiny
+        -o albert_edge/models/sst2-albert-tiny --overwrite
+
+(``python -m albert_edge.train`` is the same command.) The output follows the rules of every
+albert-edge output (:mod:`albert_edge.io`): ``-o`` is required (no default that writes into
+the installed package), an existing directory is replaced only with ``--overwrite`` and only
+when it is a previous training output, i.e. ``training.json`` records the sha256 of every
+other file it holds and they still match (:func:`is_training_output`); a checkpoint trained
+elsewhere or a directory of the user's is refused, and so is an output that is or holds an
+input. The whole run holds the output's lock (a second run into it fails at once, not after
+the training) and writes a temp sibling that replaces the output atomically, so a kill or a
+full disk leaves the previous output or nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
+import os
 import platform
+import re
 import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from albert_edge.errors import AlbertEdgeError, ConfigError
+from albert_edge.io import OutputKind, atomic_output_dir, check_output
+
+TRAINING_RECORD = "training.json"
 
 DEFAULTS: dict[str, Any] = dict(
     vocab_size=30000,
@@ -94,11 +112,88 @@ def evaluate(model: Any, examples: list[tuple[list[int], int]], batch_size: int 
     return correct / len(examples)
 
 
+def _own_files(out_dir: Path) -> dict[str, str] | None:
+    """sha256 of every file under ``out_dir`` but the record; None if a symlink is there
+    (a training output holds none: a link could point at anything)."""
+    sums = {}
+    for root, dirs, files in os.walk(out_dir):
+        for name in files + dirs:
+            path = Path(root, name)
+            if path.is_symlink():
+                return None
+            rel = path.relative_to(out_dir).as_posix()
+            if name in files and rel != TRAINING_RECORD:
+                h = hashlib.sha256()
+                with open(path, "rb") as f:
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        h.update(chunk)
+                sums[rel] = h.hexdigest()
+    return dict(sorted(sums.items()))
+
+
+def is_training_output(path: Path) -> bool:
+    """True when ``path`` holds exactly what ``albert-edge train`` wrote there, unchanged.
+
+    The test is ``training.json``'s ``sha256``: it must name every other file the directory
+    holds (walked, not taken from the record) with its current hash. A checkpoint trained
+    elsewhere, one fine-tuned in place since, or a directory with a file of the user's fails
+    it, so ``--overwrite`` cannot delete their work.
+    """
+    if not path.is_dir() or path.is_symlink():
+        return False
+    try:
+        record = json.loads((path / TRAINING_RECORD).read_text())
+        recorded = record.get("sha256") if isinstance(record, dict) else None
+        return isinstance(recorded, dict) and bool(recorded) and _own_files(path) == recorded
+    except (OSError, ValueError):
+        return False
+
+
+TRAINING_OUTPUT = OutputKind(
+    "training output",
+    is_training_output,
+    f"no {TRAINING_RECORD} recording the sha256 of each of them: a checkpoint albert-edge "
+    "did not train, or files changed since",
+)
+
+
 def train(args: argparse.Namespace) -> dict[str, Any]:
+    """Train into ``args.out``; return the summary written to its ``training.json``.
+
+    The output is checked before any work (a refusal costs nothing), locked for the whole
+    run, and written atomically: see the module docstring.
+    """
+    out = Path(args.out)
+    inputs = [Path(args.train), Path(args.dev), Path(args.spiece)]
+    _overrides(args)  # a bad --config fails before any work
+    check_output(out, overwrite=args.overwrite, inputs=inputs, kind=TRAINING_OUTPUT)
+    with atomic_output_dir(
+        out, overwrite=args.overwrite, inputs=inputs, kind=TRAINING_OUTPUT
+    ) as tmp:
+        model, summary = _fit(args)
+        _write_output(tmp, model, summary, args)
+    return summary
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """``--config`` as a dict of config keys, or one line saying why not."""
+    try:
+        overrides = json.loads(args.config) if args.config else {}
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"--config {args.config!r}: not JSON ({exc}); pass a JSON object"
+        ) from None
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"--config {args.config!r}: expected a JSON object of config keys")
+    return overrides
+
+
+def _fit(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     import torch
     from transformers import AlbertConfig, AlbertForSequenceClassification
 
     from albert_edge.data import read_sst2
+    from albert_edge.progress import enabled as progress_enabled
     from albert_edge.progress import track
     from albert_edge.tokenizer import AlbertTokenizer
 
@@ -117,7 +212,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
     train_ex = encode(read_sst2(args.train))
     dev_ex = encode(read_sst2(args.dev))
-    overrides = json.loads(args.config) if args.config else {}
+    overrides = _overrides(args)
     config = AlbertConfig(**{**DEFAULTS, **overrides, "num_labels": 2})
     config.architectures = ["AlbertForSequenceClassification"]
     config.id2label = {0: "negative", 1: "positive"}
@@ -163,7 +258,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             opt.step()
             sched.step()
             step += 1
-            running += float(loss) * len(batch)
+            running += loss.item() * len(batch)
             seen += len(batch)
         acc = evaluate(model, dev_ex)
         entry = {
@@ -174,26 +269,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             "elapsed_s": round(time.time() - t0, 1),
         }
         log.append(entry)
-        print(json.dumps(entry), file=sys.stderr)
+        if progress_enabled():  # progress, like the bars: --quiet leaves stderr to errors
+            print(json.dumps(entry), file=sys.stderr)
 
-    out = Path(args.out)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
     model.eval()
-    model.save_pretrained(str(tmp), safe_serialization=True)
-    shutil.copyfile(args.spiece, tmp / "spiece.model")
-    (tmp / "tokenizer_config.json").write_text(
-        json.dumps(
-            {
-                "tokenizer_class": "AlbertTokenizer",
-                "do_lower_case": True,
-                "keep_accents": False,
-                "model_max_length": args.max_len,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
     summary = {
         "task": "SST-2 (GLUE), binary sentiment",
         "dev_accuracy": log[-1]["dev_accuracy"],
@@ -213,38 +292,146 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             "torch": torch.__version__,
             "processor": platform.processor() or platform.machine(),
         },
-        "command": "python -m albert_edge.train " + " ".join(sys.argv[1:]),
+        "command": " ".join(["albert-edge train", *_given_args()]),
         "log": log,
     }
-    (tmp / "training.json").write_text(json.dumps(summary, indent=2) + "\n")
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-    return summary
+    return model, summary
+
+
+def _given_args() -> list[str]:
+    """The arguments of this run as typed (``albert-edge train ...`` or ``python -m``)."""
+    argv = sys.argv[1:]
+    return argv[1:] if argv[:1] == ["train"] else argv
+
+
+def _save_model(model: Any, out_dir: Path) -> None:
+    """``save_pretrained``, with safetensors' I/O errors as the ``OSError`` they are.
+
+    safetensors (Rust) raises a bare ``SafetensorError`` on a full disk ("... (os error
+    28)"); as an ``OSError`` it becomes the one-line "no space left" of every other write.
+    """
+    try:
+        model.save_pretrained(str(out_dir), safe_serialization=True)
+    except Exception as exc:
+        if isinstance(exc, OSError | AlbertEdgeError):
+            raise
+        m = re.search(r"os error (\d+)", str(exc))
+        if m is None:
+            raise
+        code = int(m.group(1))
+        raise OSError(code, os.strerror(code), str(out_dir / "model.safetensors")) from None
+
+
+def _write_output(tmp: Path, model: Any, summary: dict[str, Any], args: argparse.Namespace) -> None:
+    """The checkpoint directory; ``training.json`` last, with the sha256 of every other
+    file (what makes it recognisable as ours: :func:`is_training_output`)."""
+    _save_model(model, tmp)
+    shutil.copyfile(args.spiece, tmp / "spiece.model")
+    (tmp / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "AlbertTokenizer",
+                "do_lower_case": True,
+                "keep_accents": False,
+                "model_max_length": args.max_len,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    summary["sha256"] = _own_files(tmp)
+    (tmp / TRAINING_RECORD).write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``albert-edge train`` (and ``python -m albert_edge.train``)."""
+    shared = Path(__file__).resolve().parents[2] / "shared" / "data"
+    p.add_argument(
+        "--train",
+        type=Path,
+        default=shared / "sst2" / "train.tsv",
+        help="SST-2 style TSV to train on (default: %(default)s)",
+    )
+    p.add_argument(
+        "--dev",
+        type=Path,
+        default=shared / "sst2" / "dev.tsv",
+        help="SST-2 style TSV to report accuracy on (default: %(default)s)",
+    )
+    p.add_argument(
+        "--spiece",
+        type=Path,
+        default=shared / "albert" / "30k-clean.model",
+        help="ALBERT SentencePiece model (default: %(default)s)",
+    )
+    p.add_argument(
+        "-o",
+        "--out",
+        type=Path,
+        required=True,
+        help="checkpoint directory to write (replaced atomically)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --out if it is a previous albert-edge training output (nothing else)",
+    )
+    p.add_argument("--epochs", type=_at_least(1), default=3, help="passes over --train")
+    p.add_argument("--batch-size", type=_at_least(1), default=64, help="examples per step")
+    p.add_argument("--lr", type=float, default=1e-3, help="peak AdamW learning rate")
+    p.add_argument("--warmup", type=float, default=0.06, help="warmup, fraction of all steps")
+    p.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay")
+    p.add_argument("--max-len", type=_at_least(2), default=64, help="tokens per example")
+    p.add_argument("--seed", type=int, default=13, help="data order and initial weights")
+    p.add_argument(
+        "--threads", type=_at_least(1), default=1, help="torch threads (default: %(default)s)"
+    )
+    p.add_argument("--config", default="", help="JSON overrides of the model config")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")
+
+
+def _at_least(low: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train and print the headline figures (one JSON line on stdout)."""
+    summary = train(args)
+    print(json.dumps({k: summary[k] for k in ("dev_accuracy", "wall_time_s", "parameters")}))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    root = Path(__file__).resolve().parents[1]
-    shared = root.parent / "shared" / "data"
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--train", type=Path, default=shared / "sst2" / "train.tsv")
-    p.add_argument("--dev", type=Path, default=shared / "sst2" / "dev.tsv")
-    p.add_argument("--spiece", type=Path, default=shared / "albert" / "30k-clean.model")
-    p.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "models" / "sst2-albert-tiny"
+    """``python -m albert_edge.train``: ``albert-edge train`` with the same one-line errors."""
+    from albert_edge.environment import quiet_frameworks
+    from albert_edge.io import run_scratch
+    from albert_edge.progress import set_enabled
+
+    quiet_frameworks()
+
+    p = argparse.ArgumentParser(
+        prog="python -m albert_edge.train",
+        description=__doc__.splitlines()[0] if __doc__ else None,
     )
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--warmup", type=float, default=0.06)
-    p.add_argument("--weight-decay", type=float, default=0.01)
-    p.add_argument("--max-len", type=int, default=64)
-    p.add_argument("--seed", type=int, default=13)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--config", default="", help="JSON overrides of the model config")
-    summary = train(p.parse_args(argv))
-    print(json.dumps({k: summary[k] for k in ("dev_accuracy", "wall_time_s", "parameters")}))
-    return 0
+    add_arguments(p)
+    args = p.parse_args(argv)
+    set_enabled(not args.quiet)
+    try:
+        with run_scratch():
+            return run(args)
+    except AlbertEdgeError as exc:
+        print(f"albert-edge train: error: {exc}", file=sys.stderr)
+        return exc.exit_code
 
 
 if __name__ == "__main__":

@@ -1,224 +1,363 @@
 """Fault injection: prove that no fault loses an input, half-writes an output, passes a
-damaged artifact, or ends in a traceback.
+damaged artifact, or ends in a traceback, and that a kill -9 leaves nothing the next run
+does not clean.
 
-    PYTHONPATH=. python benchmarks/fault_injection.py [--kill-trials 210] [--seed 13]
+    PYTHONPATH=. python benchmarks/fault_injection.py [--kill-target 200] [--seed 13]
 
-Writes benchmarks/results/fault_injection.{json,md}. Every case drives the real CLI in a
-subprocess (SIGKILL, concurrency, disk full, permissions) or the public API (verify of
-truncated / bit-flipped / malformed artifacts, whose integrity check fails before any
-model runs). Figures:
+Writes benchmarks/results/fault_injection.{json,md} (``--results DIR`` elsewhere) after
+every trial, atomically, so a run that is stopped keeps what it measured (``"complete":
+false`` until the end). The trial machinery (running the CLI, judging inputs, outputs and
+leftovers, the kill -9 trial itself) is tests/faults/harness.py, shared with the fault
+tests. Figures, each must be 0 (see the harness for how each is judged): inputs lost,
+half-written, false PASS, tracebacks, leftovers, failed next runs.
 
-* ``inputs_lost``: the input checkpoint or artifact differs from its sha256 afterwards;
-* ``half_written``: the output path exists but is not a complete artifact (manifest
-  sealed and every file matching its sha256), or an artifact it replaced is gone;
-* ``false_pass``: verify passed a damaged artifact;
-* ``tracebacks``: a Python traceback on stderr, or a non-AlbertEdgeError from the API;
-* ``leftovers``: temp/lock names left after the *next* run's cleanup (must be 0).
+kill -9: each command (convert -> ONNX, convert -> TFLite, quantize int8-dynamic) is first
+timed uninterrupted (``--calibration-runs``); each trial kills it at a seeded uniform
+fraction (2 %..98 %) of its running window (the median of its latest uninterrupted runs:
+the machine is shared, so the window follows the load). Every other trial of a command is
+an ``--overwrite`` of a previous artifact of its kind. A trial is a kill only when SIGKILL
+ended a running process (exit status -9); one whose command had already exited is
+reported apart, still judged, and not counted. Trials go on until every command has
+``ceil(target / 3)`` real kills, or ``--max-kill-trials`` is reached. ``--kill-workers N``
+runs N trials side by side (each its own outputs and TMPDIR; it shortens the wall time on a
+shared machine, each trial is judged alone). ``--resume`` continues a stopped run from the
+partial results it wrote (same seed and target); the report lists every invocation.
 
-Uses the embedded tiny SST-2 ALBERT and ``--no-verify`` where verification is not the
-point. Disk full uses small tmpfs mounts (root); it is skipped, with the reason printed
-and recorded, where mounting is not permitted.
+Children run with ``OMP_NUM_THREADS=1`` and a private ``TMPDIR``; disk full and read-only
+use small tmpfs mounts (root); they are skipped, with the reason recorded, where mounting
+is not permitted.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
+import math
 import os
-import platform
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-EMBEDDED = ROOT / "albert_edge" / "models" / "sst2-albert-tiny"
+sys.path.insert(0, str(ROOT))
+
+from tests.faults.harness import (  # noqa: E402  (after the path insert: run as a script)
+    EMBEDDED,
+    KillCommand,
+    MountUnavailable,
+    calibrate,
+    complete_artifact,
+    concurrent_converts,
+    dir_left,
+    error_lines,
+    kill_trial,
+    names_left,
+    one_line_error,
+    refused_as_busy,
+    run_cli,
+    tmpfs,
+    tree_sums,
+)
+
 RESULTS = ROOT / "benchmarks" / "results"
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+FIGURES = (
+    "inputs_lost",
+    "half_written",
+    "false_pass",
+    "tracebacks",
+    "leftovers",
+    "next_run_failed",
+)
 
-
-def cli(
-    *args: str, timeout: float = 600, user: int | None = None
-) -> subprocess.CompletedProcess[str]:
-    if args and args[0] in ("convert", "quantize", "verify", "bench"):
-        args = (*args, "--quiet")  # progress lines are not error lines: judge only errors
-    cmd = [sys.executable, "-m", "albert_edge.cli", *args]
-    if user is not None:
-        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout, cwd="/")
-
-
-_NATIVE_LOG = re.compile(r"^(WARNING: All log messages before absl|[IWEF]\d{4} )")
-
-
-def error_lines(stderr: str) -> list[str]:
-    """stderr without TensorFlow's native (absl/glog) log lines, which the TFLite
-    converter prints from C++ before any Python code can silence them."""
-    return [ln for ln in stderr.strip().splitlines() if ln and not _NATIVE_LOG.match(ln)]
-
-
-def tree_sums(path: Path) -> dict[str, str]:
-    out = {}
-    for p in sorted(path.rglob("*")):
-        if p.is_file():
-            out[p.relative_to(path).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
-
-
-def complete_artifact(path: Path) -> bool:
-    from albert_edge.errors import AlbertEdgeError
-    from albert_edge.manifest import check_files, load_manifest
-
-    try:
-        check_files(path, load_manifest(path))
-    except AlbertEdgeError:
-        return False
-    return True
-
-
-def names_left(parent: Path, out_name: str) -> list[str]:
-    pat = re.compile(rf"^\.{re.escape(out_name)}\.(tmp|old|lock)")
-    return [p.name for p in parent.iterdir() if pat.match(p.name)]
-
-
-def scratch_left(since: set[str]) -> list[str]:
-    """Per-run scratch directories of dead processes (other users' live runs don't count)."""
-    from albert_edge.io import _pid_alive
-
-    base = Path(tempfile.gettempdir())
-    left = []
-    for p in base.iterdir():
-        m = re.match(r"^albert-edge-run-(\d+)-", p.name)
-        if m and p.name not in since and not _pid_alive(int(m.group(1))):
-            left.append(p.name)
-    return left
+cli = run_cli
 
 
 class Tally:
-    def __init__(self) -> None:
-        self.cases: dict[str, dict[str, Any]] = {}
+    """Per-case figures, written to JSON + Markdown after every trial (atomically)."""
 
-    def add(self, case: str, **bad: int) -> None:
-        c = self.cases.setdefault(
-            case,
-            {
-                "trials": 0,
-                "inputs_lost": 0,
-                "half_written": 0,
-                "false_pass": 0,
-                "tracebacks": 0,
-                "leftovers": 0,
-                "notes": [],
-            },
-        )
+    def __init__(self, results: Path, meta: dict[str, Any]) -> None:
+        self.results = results
+        self.meta = meta
+        self.cases: dict[str, dict[str, Any]] = {}
+        self.kills: list[dict[str, Any]] = []
+        self.calibration: dict[str, list[float]] = {}
+        self.load_max = os.getloadavg()[0]
+        self.t0 = time.time()
+
+    def _case(self, case: str) -> dict[str, Any]:
+        return self.cases.setdefault(case, {"trials": 0, **dict.fromkeys(FIGURES, 0), "notes": []})
+
+    def add(self, case: str, **bad: int | bool) -> None:
+        c = self._case(case)
         c["trials"] += 1
         for k, v in bad.items():
             c[k] += int(v)
+        self.save()
 
     def note(self, case: str, text: str) -> None:
-        self.cases.setdefault(
-            case,
-            {
-                "trials": 0,
-                "inputs_lost": 0,
-                "half_written": 0,
-                "false_pass": 0,
-                "tracebacks": 0,
-                "leftovers": 0,
-                "notes": [],
-            },
-        )["notes"].append(text)
+        self._case(case)["notes"].append(text)
 
     def totals(self) -> dict[str, int]:
-        keys = ("trials", "inputs_lost", "half_written", "false_pass", "tracebacks", "leftovers")
-        return {k: sum(c[k] for c in self.cases.values()) for k in keys}
+        return {k: sum(c[k] for c in self.cases.values()) for k in ("trials", *FIGURES)}
+
+    def kill_summary(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for k in self.kills:
+            s = out.setdefault(
+                k["command"],
+                {"trials": 0, "real_kills": 0, "exited_before": 0, "absent": 0, "previous": 0}
+                | {"new": 0, "damaged": 0},
+            )
+            s["trials"] += 1
+            s["real_kills"] += int(k["killed"])
+            s["exited_before"] += int(k["exited_before"])
+            if k["killed"]:  # where each real kill left the output
+                s[k["output_after_kill"]] += 1
+        return out
+
+    def report(self, complete: bool) -> dict[str, Any]:
+        load = os.getloadavg()
+        self.load_max = max(self.load_max, load[0])
+        ks = self.kill_summary()
+        return {
+            **self.meta,
+            "complete": complete,
+            "wall_s": round(time.time() - self.t0, 1),
+            "load_average_now": [round(x, 2) for x in load],
+            "load_average_1min_max": round(self.load_max, 2),
+            "totals": self.totals(),
+            "kill": {
+                "trials": sum(s["trials"] for s in ks.values()),
+                "real_kills": sum(s["real_kills"] for s in ks.values()),
+                "exited_before_the_kill": sum(s["exited_before"] for s in ks.values()),
+                "by_command": ks,
+                "calibration_s": self.calibration,
+            },
+            "cases": self.cases,
+            "kill_trials": self.kills,
+        }
+
+    def save(self, complete: bool = False) -> dict[str, Any]:
+        rep = self.report(complete)
+        self.results.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.results / "fault_injection.json", json.dumps(rep, indent=1) + "\n")
+        _atomic_write(self.results / "fault_injection.md", markdown(rep))
+        return rep
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def markdown(rep: dict[str, Any]) -> str:
+    t, k = rep["totals"], rep["kill"]
+    la, ln = rep["load_average_start"], rep["load_average_now"]
+    status = "complete" if rep["complete"] else "**partial: the run was still going or stopped**"
+    lines = [
+        "# Fault injection",
+        "",
+        f"Command (from the repository root): `{rep['command']}`",
+        "",
+        *[
+            f"- invocation {i + 1}: `{r['command']}` (commit {r['commit']}, started "
+            f"{r['started_utc']}, load average {'/'.join(f'{x:.2f}' for x in r['load_average_start'])})"
+            for i, r in enumerate(rep.get("invocations", []))
+        ],
+        *(
+            ["", "Stopped and resumed (`--resume`): the figures cover every invocation.", ""]
+            if rep.get("invocations")
+            else []
+        ),
+        f"- CPU: {rep['cpu']['model']}, {rep['cpu']['cores']} cores visible; flags "
+        f"{', '.join(rep['cpu']['flags']) or 'none of avx2/avx512f/avx512_vnni/avx_vnni'}",
+        f"- load average (1/5/15 min): {la[0]:.2f}/{la[1]:.2f}/{la[2]:.2f} at the start, "
+        f"{ln[0]:.2f}/{ln[1]:.2f}/{ln[2]:.2f} at the last write, 1-min max "
+        f"{rep['load_average_1min_max']:.2f} (a machine shared with other work)",
+        f"- commit {rep['commit']}; started {rep['started_utc']}, {rep['wall_s']:.0f} s wall, "
+        f"seed {rep['seed']}; {status}",
+        "",
+        f"**{t['trials']} trials, {k['real_kills']} real kill -9** "
+        f"({k['exited_before_the_kill']} kill trials whose command had already exited are "
+        "reported apart and not counted as kills): "
+        f"{t['inputs_lost']} inputs lost, {t['half_written']} half-written, "
+        f"{t['false_pass']} false PASS, {t['tracebacks']} tracebacks, "
+        f"{t['leftovers']} leftovers, {t['next_run_failed']} failed next runs.",
+        "",
+        "| case | trials | inputs lost | half-written | false PASS | tracebacks | leftovers "
+        "| next run failed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, c in rep["cases"].items():
+        lines.append(f"| {name} | {c['trials']} | " + " | ".join(str(c[f]) for f in FIGURES) + " |")
+    lines.append(
+        f"| **total** | **{t['trials']}** | " + " | ".join(f"**{t[f]}**" for f in FIGURES) + " |"
+    )
+    lines += [
+        "",
+        "## kill -9",
+        "",
+        "| command | trials | real kills | exited before the kill | real kills that left: "
+        "no output / the previous artifact / the new artifact / a damaged one | "
+        "uninterrupted run, s (calibration) |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for name, s in k["by_command"].items():
+        cal = ", ".join(f"{x:.1f}" for x in k["calibration_s"].get(name, []))
+        lines.append(
+            f"| {name} | {s['trials']} | {s['real_kills']} | {s['exited_before']} | "
+            f"{s['absent']} / {s['previous']} / {s['new']} / {s['damaged']} | {cal} |"
+        )
+    lines.append(
+        f"| **total** | **{k['trials']}** | **{k['real_kills']}** | "
+        f"**{k['exited_before_the_kill']}** | | |"
+    )
+    lines += [
+        "",
+        "A kill is real when SIGKILL ended a running process (poll() was None right before "
+        "the signal and the exit status is -9). Each trial then checks: the sha256 of every "
+        "input file unchanged; the output absent, or the previous artifact intact (every "
+        "sha256 of its manifest), or the new artifact complete; and, after the next "
+        "uninterrupted run of the same command (which must succeed), no `.OUT.tmp-*`, "
+        "`.OUT.old-*`, `.OUT.lock` and nothing in the run's private TMPDIR (framework "
+        "export dirs included). Per-trial records (delay, what the kill left, what was "
+        "left after the next run) and per-case notes are in fault_injection.json.",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 # --- kill -9 ---------------------------------------------------------------------------
 
 
-def kill_trials(t: Tally, work: Path, n: int, rng: random.Random, fp32: Path) -> None:
-    """SIGKILL convert / quantize at a seeded random moment; then the next run must clean up."""
-    from albert_edge.io import clean_stale_scratch, clean_stale_siblings
+def kill_trials(
+    t: Tally,
+    work: Path,
+    rng: random.Random,
+    artifacts: dict[str, Path],
+    target: int,
+    cap: int,
+    calibration_runs: int,
+    workers: int = 1,
+) -> None:
+    """Kill each command until it has ceil(target / 3) real kills (or ``cap`` trials).
 
-    ckpt = work / "ckpt"
+    ``workers`` trials run side by side (each with its own TMPDIR and outputs), which
+    only shortens the wall time: each trial is judged on its own. On ``--resume`` the
+    trials already recorded count, and the running windows continue from the uninterrupted
+    runs they recorded instead of a new calibration.
+    """
+    ckpt = work / "kill-ckpt"
     shutil.copytree(EMBEDDED, ckpt)
-    ckpt_sums, fp32_sums = tree_sums(ckpt), tree_sums(fp32)
-    before_scratch = set(scratch_left(set()))
-    prev = work / "prev"  # a previous artifact that --overwrite replaces
-    shutil.copytree(fp32, prev)
-    for i in range(n):
-        kind = ("convert", "convert-overwrite", "quantize")[i % 3]
-        out = work / f"k{i}"
-        if kind == "convert":
-            args = ["convert", str(ckpt), "-o", str(out), "--no-verify"]
-        elif kind == "convert-overwrite":
-            shutil.copytree(prev, out)
-            args = ["convert", str(ckpt), "-o", str(out), "--no-verify", "--overwrite"]
-        else:
-            args = [
+    src = work / "kill-fp32"  # quantize's input: its own copy, checked byte for byte
+    shutil.copytree(artifacts["onnx"], src)
+    commands = [
+        KillCommand(
+            "convert -> ONNX",
+            lambda o: ["convert", str(ckpt), "-o", str(o), "--no-verify"],
+            [ckpt],
+            artifacts["onnx"],
+        ),
+        KillCommand(
+            "convert -> TFLite",
+            lambda o: ["convert", str(ckpt), "--to", "tflite", "-o", str(o), "--no-verify"],
+            [ckpt],
+            artifacts["tflite"],
+        ),
+        KillCommand(
+            "quantize int8-dynamic",
+            lambda o: [
                 "quantize",
-                str(fp32),
+                str(src),
                 "--precision",
                 "int8-dynamic",
                 "-o",
-                str(out),
+                str(o),
                 "--no-verify",
-            ]
-        old_sums = tree_sums(out) if out.exists() else None
-        delay = rng.uniform(0.2, 9.0)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "albert_edge.cli", *args],
-            env=ENV,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd="/",
-        )
-        try:
-            proc.wait(timeout=delay)
-            finished = True
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            finished = False
-        err = proc.stderr.read() if proc.stderr else ""
-        tb = "Traceback" in err
-        lost = tree_sums(ckpt) != ckpt_sums or tree_sums(fp32) != fp32_sums
-        if out.exists():
-            half = not complete_artifact(out)
-            if old_sums is not None and not half and tree_sums(out) != old_sums:
-                half = False  # replaced by the new artifact, complete
-        else:
-            half = old_sums is not None  # the artifact --overwrite was replacing is gone
-        # the next run cleans what this one left
-        clean_stale_siblings(out)
-        clean_stale_scratch()
-        left = names_left(work, out.name) + scratch_left(before_scratch)
-        t.add(
-            f"kill -9 {kind}",
-            inputs_lost=lost,
-            half_written=half,
-            tracebacks=tb,
-            leftovers=bool(left),
-        )
-        if left:
-            t.note(f"kill -9 {kind}", f"trial {i}: left {left}")
-        if finished:
-            t.note(f"kill -9 {kind}", f"trial {i}: finished before the kill ({delay:.1f}s)")
-        shutil.rmtree(out, ignore_errors=True)
-        print(
-            f"kill {i + 1}/{n} {kind} at {delay:.1f}s: lost={lost} half={half} tb={tb} left={left}",
-            flush=True,
-        )
+            ],
+            [src],
+            artifacts["int8"],
+        ),
+    ]
+    for cmd in commands:
+        done = [k["next_run_s"] for k in t.kills if k["command"] == cmd.name]
+        if cmd.name in t.calibration:  # resumed: the window as the last run left it
+            cmd.durations = [*t.calibration[cmd.name], *done]
+            continue
+        tmp = work / "calib-tmp"
+        tmp.mkdir(exist_ok=True)
+        cal = calibrate(cmd, work, tmp, calibration_runs)
+        t.calibration[cmd.name] = [round(x, 2) for x in cal]
+        print(f"calibrated {cmd.name}: {t.calibration[cmd.name]} s", flush=True)
+    t.save()
+    per = math.ceil(target / len(commands))
+    kills = {c.name: sum(k["killed"] for k in t.kills if k["command"] == c.name) for c in commands}
+    tried = {c.name: sum(k["command"] == c.name for k in t.kills) for c in commands}
+    running = dict.fromkeys(kills, 0)
+    state = {"n": len(t.kills), "last": -1}
+    lock = threading.Lock()
+
+    def next_trial() -> tuple[KillCommand, int, bool, float] | None:
+        with lock:
+            if state["n"] >= cap:
+                return None
+            for step in range(1, len(commands) + 1):  # round robin over those still short
+                cmd = commands[(state["last"] + step) % len(commands)]
+                if kills[cmd.name] + running[cmd.name] < per:
+                    state["last"] = commands.index(cmd)
+                    state["n"] += 1
+                    overwrite = tried[cmd.name] % 2 == 1
+                    tried[cmd.name] += 1
+                    running[cmd.name] += 1
+                    return cmd, state["n"], overwrite, rng.uniform(0.02, 0.98)
+            return None
+
+    def worker(w: int) -> None:
+        tmpdir = work / f"kill-tmp-{w}"
+        tmpdir.mkdir(exist_ok=True)
+        while (job := next_trial()) is not None:
+            cmd, n, overwrite, fraction = job
+            r = kill_trial(cmd, work / f"k{n}", fraction, overwrite=overwrite, tmpdir=tmpdir)
+            with lock:
+                running[cmd.name] -= 1
+                kills[cmd.name] += int(r.killed)
+                t.kills.append({"trial": n, "worker": w, **r.as_dict()})
+                case = f"kill -9 {cmd.name}" + ("" if r.killed else ": exited before the kill")
+                if r.left_after_next_run or r.next_run_failed:
+                    t.note(case, f"trial {n}: left {r.left_after_next_run} {r.next_run_error}")
+                t.add(
+                    case,
+                    inputs_lost=r.inputs_lost,
+                    half_written=r.half_written,
+                    tracebacks=r.tracebacks,
+                    leftovers=r.leftovers,
+                    next_run_failed=r.next_run_failed,
+                )
+                print(
+                    f"kill {n} {cmd.name}{' --overwrite' if overwrite else ''} at "
+                    f"{r.delay_s:.1f}s ({fraction:.0%}): killed={r.killed} "
+                    f"out={r.output_after_kill} lost={r.inputs_lost} half={r.half_written} "
+                    f"tb={r.tracebacks} left_by_kill={len(r.left_by_kill)} "
+                    f"left={r.left_after_next_run} next_failed={r.next_run_failed} | "
+                    f"kills {kills}",
+                    flush=True,
+                )
+
+    threads = [threading.Thread(target=worker, args=(w,), daemon=True) for w in range(workers)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        while th.is_alive():  # join with a timeout: Ctrl-C still reaches the main thread
+            th.join(timeout=1.0)
 
 
 # --- damaged artifacts -------------------------------------------------------------------
@@ -347,77 +486,34 @@ def tsv_trials(t: Tally, work: Path, art: Path) -> None:
 # --- concurrency, disk full, permissions ------------------------------------------------------
 
 
-def concurrent_trials(t: Tally, work: Path, rng: random.Random) -> None:
+def concurrent_trials(t: Tally, work: Path) -> None:
+    tmpdir = work / "conc-tmp"
+    tmpdir.mkdir()
     for n in (2, 4):
         for rep in range(3):
             out = work / f"c{n}-{rep}"
-            procs = [
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "albert_edge.cli",
-                        "convert",
-                        "-o",
-                        str(out),
-                        "--no-verify",
-                        "--overwrite",
-                    ],
-                    env=ENV,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                    cwd="/",
-                )
-                for _ in range(n)
-            ]
-            errs = [(p.wait(), p.stderr.read() if p.stderr else "") for p in procs]
+            errs = concurrent_converts([out] * n, overwrite=True, tmpdir=tmpdir)
             ok = sum(rc == 0 for rc, _ in errs)
             tb = any("Traceback" in e for _, e in errs)
-            refused_cleanly = all(
-                rc == 0 or (len(e.strip().splitlines()) == 1 and "writing this output" in e)
-                for rc, e in errs
-            )
-            half = not complete_artifact(out) or ok < 1
-            left = names_left(work, out.name)
+            clean = all(rc == 0 or refused_as_busy(rc, e) for rc, e in errs)
+            left = names_left(work, out.name) + dir_left(tmpdir)
+            case = f"{n} concurrent converts, one output"
+            t.note(case, f"rep {rep}: {ok} of {n} wrote it")
             t.add(
-                f"{n} concurrent converts, one output",
-                half_written=half,
-                tracebacks=tb or not refused_cleanly,
+                case,
+                half_written=not complete_artifact(out) or ok < 1,
+                tracebacks=tb or not clean,
                 leftovers=bool(left),
             )
-            t.note(f"{n} concurrent converts, one output", f"rep {rep}: {ok} of {n} wrote it")
         outs = [work / f"d{n}-{i}" for i in range(n)]
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-m", "albert_edge.cli", "convert", "-o", str(o), "--no-verify"],
-                env=ENV,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-                cwd="/",
-            )
-            for o in outs
-        ]
-        rcs = [p.wait() for p in procs]
+        errs = concurrent_converts(outs, overwrite=False, tmpdir=tmpdir)
         t.add(
             f"{n} concurrent converts, different outputs",
-            half_written=not all(complete_artifact(o) for o in outs) or any(rcs),
+            half_written=not all(complete_artifact(o) for o in outs) or any(rc for rc, _ in errs),
+            tracebacks=any("Traceback" in e for _, e in errs),
+            leftovers=bool(dir_left(tmpdir) + [x for o in outs for x in names_left(work, o.name)]),
         )
     print("concurrency: done", flush=True)
-
-
-@contextlib.contextmanager
-def tmpfs(where: Path, size: str, ro: bool = False) -> Any:
-    where.mkdir(parents=True, exist_ok=True)
-    opts = f"size={size}" + (",ro" if ro else "")
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)], check=True, capture_output=True
-    )
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", str(where)], check=False, capture_output=True)
 
 
 def disk_full_trials(t: Tally, work: Path, fp32: Path, tfl: Path) -> None:
@@ -425,14 +521,15 @@ def disk_full_trials(t: Tally, work: Path, fp32: Path, tfl: Path) -> None:
     try:
         with tmpfs(mnt, "64k"):
             pass
-    except (subprocess.CalledProcessError, FileNotFoundError) as exc:
-        why = getattr(exc, "stderr", b"") or str(exc)
-        print(f"disk full: SKIPPED, cannot mount tmpfs ({why!r})", flush=True)
-        t.note("disk full", f"skipped: cannot mount tmpfs ({why!r})")
+    except MountUnavailable as exc:
+        print(f"disk full: SKIPPED, cannot mount tmpfs ({exc})", flush=True)
+        t.note("disk full", f"skipped: cannot mount tmpfs ({exc})")
         return
     ckpt = work / "ckpt-df"
     shutil.copytree(EMBEDDED, ckpt)
-    sums = tree_sums(ckpt)
+    sums, fp32_sums = tree_sums(ckpt), tree_sums(fp32)
+    tmpdir = work / "df-tmp"
+    tmpdir.mkdir()
     routes = {
         "convert onnx": (["convert", str(ckpt), "--no-verify"], fp32),
         "convert tflite": (["convert", str(ckpt), "--to", "tflite", "--no-verify"], tfl),
@@ -459,22 +556,18 @@ def disk_full_trials(t: Tally, work: Path, fp32: Path, tfl: Path) -> None:
             kib = max(8, limit // 1024)
             with tmpfs(mnt, f"{kib}k"):
                 out = mnt / "out"
-                r = cli(*args, "-o", str(out))
-                tb = "Traceback" in r.stderr
-                one_line = r.returncode == 0 or len(error_lines(r.stderr)) == 1
-                half = out.exists() and not complete_artifact(out)
-                if r.returncode != 0 and out.exists():
-                    half = True
-                left = names_left(mnt, "out")
-                stage = r.stderr.strip()[:160] if r.returncode else "wrote it"
+                r = cli(*args, "-o", str(out), tmpdir=tmpdir)
+                half = out.exists() and (r.returncode != 0 or not complete_artifact(out))
+                left = names_left(mnt, "out") + dir_left(tmpdir)
+                stage = error_lines(r.stderr)[-1][:160] if r.returncode else "wrote it"
+                t.note(f"disk full: {route}", f"{kib} KiB: rc {r.returncode}: {stage}")
                 t.add(
                     f"disk full: {route}",
                     half_written=half,
-                    tracebacks=tb or not one_line,
+                    tracebacks=r.returncode != 0 and not one_line_error(r),
                     leftovers=bool(left),
-                    inputs_lost=tree_sums(ckpt) != sums,
+                    inputs_lost=tree_sums(ckpt) != sums or tree_sums(fp32) != fp32_sums,
                 )
-                t.note(f"disk full: {route}", f"{kib} KiB: rc {r.returncode}: {stage}")
                 print(
                     f"disk full {route} {kib} KiB: rc={r.returncode} half={half} left={left}",
                     flush=True,
@@ -482,42 +575,36 @@ def disk_full_trials(t: Tally, work: Path, fp32: Path, tfl: Path) -> None:
 
 
 def permission_trials(t: Tally, work: Path, fp32: Path) -> None:
+    jobs = (
+        ["convert", "--no-verify"],
+        ["quantize", str(fp32), "--precision", "int8-dynamic", "--no-verify"],
+    )
     try:
         with tmpfs(work / "ro", "1m", ro=True) as ro:
-            for args in (
-                ["convert", "--no-verify"],
-                ["quantize", str(fp32), "--precision", "int8-dynamic", "--no-verify"],
-            ):
+            for args in jobs:
                 out = ro / "out"
                 r = cli(*args, "-o", str(out))
+                t.note("read-only output", f"{args[0]}: {r.stderr.strip()}")
                 t.add(
                     "read-only output",
                     half_written=out.exists(),
-                    tracebacks="Traceback" in r.stderr
-                    or r.returncode == 0
-                    or len(r.stderr.strip().splitlines()) != 1,
+                    tracebacks=not one_line_error(r),
                 )
-                t.note("read-only output", f"{args[0]}: {r.stderr.strip()}")
-    except subprocess.CalledProcessError as exc:
-        t.note("read-only output", f"skipped: cannot mount ({exc.stderr!r})")
+    except MountUnavailable as exc:
+        t.note("read-only output", f"skipped: cannot mount ({exc})")
     denied = work / "denied"
     denied.mkdir()
     os.chmod(denied, 0o755)  # owned by root: user nobody may not write here
     os.chmod(work, 0o755)
-    for args in (
-        ["convert", "--no-verify"],
-        ["quantize", str(fp32), "--precision", "int8-dynamic", "--no-verify"],
-    ):
+    for args in jobs:
         for out in (denied / "out", denied / "sub" / "out"):
             r = cli(*args, "-o", str(out), user=65534)
+            t.note("permission-denied output", f"{args[0]} -o {out.name}: {r.stderr.strip()}")
             t.add(
                 "permission-denied output",
                 half_written=out.exists(),
-                tracebacks="Traceback" in r.stderr
-                or r.returncode == 0
-                or len(r.stderr.strip().splitlines()) != 1,
+                tracebacks=not one_line_error(r),
             )
-            t.note("permission-denied output", f"{args[0]} -o {out.name}: {r.stderr.strip()}")
     print("permissions: done", flush=True)
 
 
@@ -530,99 +617,159 @@ def guard_trials(t: Tally, work: Path) -> None:
     for target in (ckpt, other):
         sums = tree_sums(target)
         r = cli("convert", str(ckpt), "-o", str(target), "--overwrite", "--no-verify")
+        t.note("--overwrite onto a non-artifact", r.stderr.strip())
         t.add(
             "--overwrite onto a non-artifact",
             inputs_lost=tree_sums(target) != sums,
-            tracebacks="Traceback" in r.stderr
-            or r.returncode == 0
-            or len(r.stderr.strip().splitlines()) != 1,
+            tracebacks=not one_line_error(r),
         )
-        t.note("--overwrite onto a non-artifact", r.stderr.strip())
 
 
-def cpu_flags() -> str:
+def cpu_info() -> dict[str, Any]:
+    """Model name and the SIMD flags that decide which kernels run."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return platform.processor()
+        return {"model": "unknown", "flags": [], "cores": os.cpu_count()}
     model = re.search(r"model name\s*:\s*(.*)", text)
-    flags = set(re.search(r"flags\s*:\s*(.*)", text).group(1).split())  # type: ignore[union-attr]
+    found = re.search(r"flags\s*:\s*(.*)", text)
+    flags = set(found.group(1).split()) if found else set()
     wanted = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni") if f in flags]
-    return f"{model.group(1) if model else '?'} ({', '.join(wanted)})"
+    return {
+        "model": model.group(1) if model else "unknown",
+        "flags": wanted,
+        "cores": os.cpu_count(),
+    }
+
+
+def _commit() -> str:
+    """The commit measured (a run takes an hour: the tree it ran is named, not assumed)."""
+    paths = ["albert_edge", "tests/faults", "benchmarks/fault_injection.py"]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--", *paths],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return "unknown"
+    return (head or "unknown") + (" (with uncommitted changes)" if dirty else "")
+
+
+# The case each section writes last: a resumed run redoes a section unless it got that far.
+_LAST_CASE = {
+    "guard": ("--overwrite onto a non-artifact", 2),
+    "manifest": ("malformed manifest (CLI)", 11),
+    "tsv": ("bad TSV", 7),
+    "damage": ("damaged onnx via CLI", 1),
+    "perm": ("permission-denied output", 4),
+    "concurrent": ("4 concurrent converts, different outputs", 1),
+    "disk": ("disk full: quantize int8-dynamic", 6),
+}
+
+
+def _resume(t: Tally, a: argparse.Namespace) -> set[str]:
+    """Load the partial results of an earlier run of this script; return its finished
+    sections. The first run's command, start and CPU stay; this one is listed after it."""
+    path = a.results / "fault_injection.json"
+    old = json.loads(path.read_text())
+    if old.get("seed") != a.seed or old.get("kill_target") != a.kill_target:
+        raise SystemExit(f"{path}: a run of another seed or kill target; not resuming it")
+    t.cases, t.kills = old["cases"], old["kill_trials"]
+    t.calibration = old["kill"]["calibration_s"]
+    t.load_max = max(t.load_max, old.get("load_average_1min_max", 0.0))
+    t.t0 -= old["wall_s"]  # wall time adds up over the invocations
+    runs = old.get("invocations") or [
+        {k: old[k] for k in ("command", "commit", "started_utc", "load_average_start")}
+    ]
+    t.meta["invocations"] = [*runs, {k: t.meta[k] for k in runs[0]}]
+    for k in ("command", "started_utc", "load_average_start", "cpu"):
+        t.meta[k] = old[k]
+    done = set(old.get("sections_done", []))
+    done |= {
+        sec for sec, (case, n) in _LAST_CASE.items() if t.cases.get(case, {}).get("trials", 0) >= n
+    }
+    return done
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kill-trials", type=int, default=210)
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--kill-target", type=int, default=200, help="real kill -9s, all commands")
+    ap.add_argument("--max-kill-trials", type=int, default=0, help="cap (default 1.5 x target)")
+    ap.add_argument("--calibration-runs", type=int, default=3)
+    ap.add_argument("--kill-workers", type=int, default=1, help="kill trials side by side")
     ap.add_argument("--seed", type=int, default=13)
-    ap.add_argument("--skip", action="append", default=[], help="kill|damage|disk|...")
+    ap.add_argument("--results", type=Path, default=RESULTS, help="where the JSON/MD go")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the partial results in --results (same seed and kill target)",
+    )
+    ap.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        help="guard|manifest|tsv|damage|perm|concurrent|disk|kill",
+    )
     a = ap.parse_args()
-    rng = random.Random(a.seed)
-    t = Tally()
-    start = time.time()
+    meta = {
+        "command": "PYTHONPATH=. python benchmarks/fault_injection.py " + " ".join(sys.argv[1:]),
+        "cpu": cpu_info(),
+        "seed": a.seed,
+        "started_utc": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "load_average_start": [round(x, 2) for x in os.getloadavg()],
+        "kill_target": a.kill_target,
+        "commit": _commit(),
+        "sections_done": [],
+    }
+    t = Tally(a.results, meta)
+    done = _resume(t, a) if a.resume else set()
+    t.meta["sections_done"] = sorted(done)
+    # a resumed run draws from its own stream: seed and how many kill trials came before
+    rng = random.Random(a.seed if not a.resume else a.seed * 100_000 + len(t.kills))
     with tempfile.TemporaryDirectory(prefix="albert-edge-faults-") as d:
         work = Path(d)
-        fp32, tfl = work / "fp32", work / "tflite"
-        for args, out in ((["convert"], fp32), (["convert", "--to", "tflite"], tfl)):
-            r = cli(*args, "-o", str(out))
+        arts = {"onnx": work / "fp32", "tflite": work / "tflite", "int8": work / "int8"}
+        for args in (
+            ["convert", "-o", str(arts["onnx"])],
+            ["convert", "--to", "tflite", "-o", str(arts["tflite"])],
+            ["quantize", str(arts["onnx"]), "--precision", "int8-dynamic", "-o", str(arts["int8"])],
+        ):
+            r = cli(*args)
             if r.returncode:
                 print(r.stderr)
                 return 1
-        if "guard" not in a.skip:
-            guard_trials(t, work)
-        if "manifest" not in a.skip:
-            manifest_trials(t, work, fp32)
-        if "tsv" not in a.skip:
-            tsv_trials(t, work, fp32)
-        if "damage" not in a.skip:
-            damage_trials(t, work, {"onnx": fp32, "tflite": tfl}, rng)
-        if "perm" not in a.skip:
-            permission_trials(t, work, fp32)
-        if "concurrent" not in a.skip:
-            concurrent_trials(t, work, rng)
-        if "disk" not in a.skip:
-            disk_full_trials(t, work, fp32, tfl)
-        if "kill" not in a.skip:
-            kill_trials(t, work, a.kill_trials, rng, fp32)
-    totals = t.totals()
-    report = {
-        "command": "PYTHONPATH=. python benchmarks/fault_injection.py " + " ".join(sys.argv[1:]),
-        "cpu": cpu_flags(),
-        "seed": a.seed,
-        "wall_s": round(time.time() - start, 1),
-        "totals": totals,
-        "cases": t.cases,
-    }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "fault_injection.json").write_text(json.dumps(report, indent=2) + "\n")
-    lines = [
-        "# Fault injection",
-        "",
-        f"`{report['command']}` — CPU: {report['cpu']}, seed {a.seed}, "
-        f"{report['wall_s']:.0f} s wall.",
-        "",
-        "| case | trials | inputs lost | half-written | false PASS | tracebacks | leftovers |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, c in t.cases.items():
-        lines.append(
-            f"| {name} | {c['trials']} | {c['inputs_lost']} | {c['half_written']} | "
-            f"{c['false_pass']} | {c['tracebacks']} | {c['leftovers']} |"
-        )
-    lines.append(
-        f"| **total** | **{totals['trials']}** | **{totals['inputs_lost']}** | "
-        f"**{totals['half_written']}** | **{totals['false_pass']}** | "
-        f"**{totals['tracebacks']}** | **{totals['leftovers']}** |"
-    )
-    lines += [
-        "",
-        "Leftovers are counted after the next run's cleanup of dead runs' temp names.",
-        "Per-case notes (what each refusal said) are in fault_injection.json.",
-    ]
-    (RESULTS / "fault_injection.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    bad = {k: v for k, v in totals.items() if k != "trials" and v}
-    return 1 if bad else 0
+        fp32, tfl = arts["onnx"], arts["tflite"]
+        cap = a.max_kill_trials or math.ceil(a.kill_target * 1.5)
+        sections = {
+            "guard": lambda: guard_trials(t, work),
+            "manifest": lambda: manifest_trials(t, work, fp32),
+            "tsv": lambda: tsv_trials(t, work, fp32),
+            "damage": lambda: damage_trials(t, work, {"onnx": fp32, "tflite": tfl}, rng),
+            "perm": lambda: permission_trials(t, work, fp32),
+            "concurrent": lambda: concurrent_trials(t, work),
+            "disk": lambda: disk_full_trials(t, work, fp32, tfl),
+            "kill": lambda: kill_trials(
+                t, work, rng, arts, a.kill_target, cap, a.calibration_runs, a.kill_workers
+            ),
+        }
+        with contextlib.suppress(KeyboardInterrupt):
+            for name, run in sections.items():
+                if name in a.skip or name in done:
+                    continue
+                run()
+                t.meta["sections_done"] = sorted({*t.meta["sections_done"], name})
+                t.save()
+            rep = t.save(complete=True)
+            print(markdown(rep))
+            bad = {k: v for k, v in rep["totals"].items() if k != "trials" and v}
+            short = "kill" not in a.skip and rep["kill"]["real_kills"] < a.kill_target
+            return 1 if bad or short else 0
+    t.save(complete=False)
+    return 130
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from albert_edge.errors import AlbertEdgeError, UnsupportedError
+from albert_edge.errors import UnsupportedError
+from albert_edge.io import describe_os_error
 
 if TYPE_CHECKING:
     import onnx
@@ -123,10 +124,8 @@ def write_model(proto: onnx.ModelProto, path: Path) -> int:
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise AlbertEdgeError(
-            f"{path}: cannot write the model ({exc.strerror or exc}); free disk space or "
-            "choose another -o"
-        ) from None
+        # the wording of every other write error: "no space left on device" and its fix
+        raise describe_os_error(exc, path, "write the model") from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -1,39 +1,14 @@
-"""Fixtures of the fault suite: the embedded tiny model, converted once per session."""
+"""Fixtures of the fault suite: the embedded tiny model, converted once per session.
+
+The helpers the fault tests and benchmarks/fault_injection.py share (running the CLI,
+judging inputs, outputs and leftovers, the kill -9 trial) live in tests/faults/harness.py.
+"""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-EMBEDDED = ROOT / "albert_edge" / "models" / "sst2-albert-tiny"
-
-
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "albert_edge.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
-
-
-def one_line_error(r: subprocess.CompletedProcess[str]) -> bool:
-    return (
-        r.returncode != 0
-        and "Traceback" not in r.stderr
-        and len(r.stderr.strip().splitlines()) == 1
-    )
-
-
-def tree(path: Path) -> dict[str, bytes]:
-    return {p.relative_to(path).as_posix(): p.read_bytes() for p in path.rglob("*") if p.is_file()}
 
 
 @pytest.fixture(scope="session")

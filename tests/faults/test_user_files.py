@@ -4,6 +4,7 @@ benchmarks/fault_injection.py). Each was a defect on main; each drives the real 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -11,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from albert_edge.errors import AlbertEdgeError, ArtifactIntegrityError
-from tests.faults.conftest import EMBEDDED, one_line_error, run_cli, tree
+from tests.faults.harness import EMBEDDED, one_line_error, run_cli, tree_sums
 
 
 def test_convert_ckpt_onto_itself_refuses_and_keeps_every_byte(tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
     shutil.copytree(EMBEDDED, ckpt)
-    before = tree(ckpt)
+    before = tree_sums(ckpt)
     r = run_cli("convert", str(ckpt), "-o", str(ckpt), "--overwrite", "--no-verify")
     assert one_line_error(r) and "would replace the input" in r.stderr
     notes = tmp_path / "notes"
@@ -25,7 +26,9 @@ def test_convert_ckpt_onto_itself_refuses_and_keeps_every_byte(tmp_path: Path) -
     (notes / "thesis.txt").write_text("years of work")
     r2 = run_cli("convert", str(ckpt), "-o", str(notes), "--overwrite", "--no-verify")
     assert one_line_error(r2) and "did not write" in r2.stderr
-    assert tree(ckpt) == before and tree(notes) == {"thesis.txt": b"years of work"}
+    assert tree_sums(ckpt) == before and tree_sums(notes) == {
+        "thesis.txt": hashlib.sha256(b"years of work").hexdigest()
+    }
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "notes"]
 
 

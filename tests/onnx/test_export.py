@@ -223,7 +223,7 @@ def test_disk_full_mid_write_leaves_nothing(make_checkpoint, tmp_path: Path, mon
     monkeypatch.setattr(pipeline, "open", FullDisk, raising=False)
     out = tmp_path / "art"
     with pytest.raises(
-        AlbertEdgeError, match=r"model.onnx: cannot write the model \(No space left"
+        AlbertEdgeError, match=r"model.onnx: cannot write the model \(no space left on device\)"
     ):
         convert(make_checkpoint("tiny"), out, ConvertOptions(optimize="none", verify=False))
     assert not out.exists()

@@ -1,0 +1,237 @@
+"""``albert-edge train`` follows the output rules of every albert-edge output (issue 13):
+it never replaces a directory it did not write, never one that holds its input, writes
+atomically under the output lock, and a full disk or a kill leaves no half-written output.
+
+Through the real CLI in a subprocess (``python -m albert_edge.train`` where the test must
+also run on the code before the guards existed), on a tiny config and a 16-line TSV: one
+optimizer step, about ten seconds a run.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.faults.harness import (
+    EMBEDDED,
+    KillCommand,
+    MountUnavailable,
+    calibrate,
+    cli_env,
+    kill_trial,
+    names_left,
+    one_line_error,
+    run_cli,
+    tmpfs,
+    tree_sums,
+)
+
+TINY = json.dumps(
+    {
+        "embedding_size": 8,
+        "hidden_size": 16,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+    }
+)
+_SENTENCES = [
+    ("a fine , moving film", 1),
+    ("dull and far too long", 0),
+    ("the cast is wonderful", 1),
+    ("a mess from start to finish", 0),
+]
+
+
+@pytest.fixture
+def data(tmp_path: Path, spiece_path: Path) -> dict[str, Path]:
+    d = tmp_path / "data"
+    d.mkdir()
+    rows = "".join(f"{s}\t{y}\n" for s, y in _SENTENCES * 4)
+    for name in ("train.tsv", "dev.tsv"):
+        (d / name).write_text("sentence\tlabel\n" + rows)
+    return {"train": d / "train.tsv", "dev": d / "dev.tsv", "spiece": spiece_path}
+
+
+def _args(data: dict[str, Path], out: Path, *extra: str) -> list[str]:
+    return [
+        "--train",
+        str(data["train"]),
+        "--dev",
+        str(data["dev"]),
+        "--spiece",
+        str(data["spiece"]),
+        "--out",
+        str(out),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "16",
+        "--max-len",
+        "16",
+        "--config",
+        TINY,
+        *extra,
+    ]
+
+
+def train_module(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m albert_edge.train ARGS`` (the entry point that predates the guards)."""
+    return subprocess.run(
+        [sys.executable, "-m", "albert_edge.train", *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=600,
+        cwd="/",
+    )
+
+
+def test_existing_output_is_refused_without_overwrite(
+    tmp_path: Path, data: dict[str, Path]
+) -> None:
+    """Was: an existing --out was deleted and replaced, exit 0."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    r = train_module(*_args(data, out))
+    assert one_line_error(r) and "output exists" in r.stderr, r.stderr
+    assert (out / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "mine"]
+
+
+def test_overwrite_refuses_what_train_did_not_write(tmp_path: Path, data: dict[str, Path]) -> None:
+    """--overwrite replaces only a previous training output: not a checkpoint trained
+    elsewhere, not one changed since, not a directory of the user's, not the input's."""
+    foreign = tmp_path / "foreign"  # a checkpoint albert-edge did not train
+    shutil.copytree(EMBEDDED, foreign)
+    (foreign / "training.json").unlink()
+    tuned = tmp_path / "tuned"  # ours, then fine-tuned in place: no longer what we wrote
+    shutil.copytree(EMBEDDED, tuned)
+    with open(tuned / "model.safetensors", "r+b") as f:
+        f.seek(-1, 2)
+        last = f.read(1)
+        f.seek(-1, 2)
+        f.write(bytes([last[0] ^ 1]))
+    extra = tmp_path / "extra"  # ours plus a file of the user's
+    shutil.copytree(EMBEDDED, extra)
+    (extra / "eval.txt").write_text("my notes")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "thesis.txt").write_text("years of work")
+    targets = [foreign, tuned, extra, notes, data["train"].parent]
+    before = {t: tree_sums(t) for t in targets}
+    for target in targets:
+        r = train_module(*_args(data, target, "--overwrite"))
+        assert one_line_error(r), r.stderr
+        assert str(target) in r.stderr
+        want = "would replace the input" if target == data["train"].parent else "did not write"
+        assert want in r.stderr, r.stderr
+    assert {t: tree_sums(t) for t in targets} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(t.name for t in targets)
+
+
+def test_train_writes_a_recognisable_output_and_overwrite_replaces_it(
+    tmp_path: Path, data: dict[str, Path]
+) -> None:
+    """``albert-edge train``: training.json records every file's sha256 (so --overwrite can
+    tell its own output), the checkpoint loads, and a second run replaces it atomically."""
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.train import is_training_output
+
+    out = tmp_path / "out"
+    r = run_cli("train", *_args(data, out))
+    assert r.returncode == 0, r.stderr
+    record = json.loads((out / "training.json").read_text())
+    assert set(record["sha256"]) == {p.name for p in out.iterdir()} - {"training.json"}
+    assert is_training_output(out) and not is_training_output(EMBEDDED.parent)
+    assert load_checkpoint(out).config.hidden_size == 16
+    first = tree_sums(out)
+    r2 = run_cli("train", *_args(data, out, "--overwrite", "--seed", "14"))
+    assert r2.returncode == 0, r2.stderr
+    second = tree_sums(out)
+    assert second["model.safetensors"] != first["model.safetensors"]  # seed 14's weights
+    assert is_training_output(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out"]  # no tmp, lock
+
+
+def test_the_embedded_model_is_a_training_output() -> None:
+    """So the README's regeneration (``-o albert_edge/models/sst2-albert-tiny --overwrite``)
+    is allowed to replace it."""
+    from albert_edge.train import is_training_output
+
+    assert is_training_output(EMBEDDED)
+
+
+def test_a_second_writer_fails_at_once(tmp_path: Path, data: dict[str, Path]) -> None:
+    """Was: no lock, two trainings into one output both ran and the last one won."""
+    from albert_edge.io import output_lock
+
+    out = tmp_path / "out"
+    with output_lock(out):  # a run of ours that is writing it
+        r = train_module(*_args(data, out))
+    assert one_line_error(r) and "another albert-edge process" in r.stderr, r.stderr
+    assert not out.exists()
+
+
+def test_disk_full_is_one_line_and_leaves_nothing(tmp_path: Path, data: dict[str, Path]) -> None:
+    """Was: safetensors' bare SafetensorError (a traceback) and a half-written ``OUT.tmp``."""
+    try:
+        with tmpfs(tmp_path / "mnt", "256k") as mnt:
+            r = train_module(*_args(data, mnt / "out"))  # progress on: judge the last line
+            last = r.stderr.strip().splitlines()[-1]
+            assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+            assert last.startswith("albert-edge train: error: ") and "no space left" in last
+            assert list(mnt.iterdir()) == []
+    except MountUnavailable as exc:
+        pytest.skip(f"cannot mount a tmpfs here ({exc}): disk-full case not run")
+
+
+def test_numeric_options_reject_nonsense(data: dict[str, Path], tmp_path: Path) -> None:
+    for flag in ("--epochs", "--batch-size", "--threads"):
+        r = train_module(*_args(data, tmp_path / "o"), flag, "0")
+        assert r.returncode == 2 and ">= 1" in r.stderr, r.stderr
+    r = train_module(*_args(data, tmp_path / "o"), "--config", "{not json")
+    assert one_line_error(r) and "--config" in r.stderr, r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_kill_9_leaves_the_previous_output_or_nothing(
+    tmp_path: Path, data: dict[str, Path]
+) -> None:
+    """SIGKILL inside train's measured running window (fresh and --overwrite): the inputs
+    keep every byte, the output is absent, the previous one or a complete new one, and the
+    next run succeeds and leaves no temp, lock or scratch name."""
+    from albert_edge.train import is_training_output
+
+    previous = tmp_path / "previous"
+    assert run_cli("train", *_args(data, previous)).returncode == 0
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    cmd = KillCommand(
+        "train",
+        lambda o: ["train", *_args(data, o)],
+        [data["train"], data["dev"], data["spiece"]],
+        previous,
+        complete=is_training_output,
+    )
+    calibrate(cmd, tmp_path, tmpdir, runs=1)
+    rng = random.Random(13)
+    results = [
+        kill_trial(
+            cmd, tmp_path / f"k{i}", rng.uniform(0.02, 0.98), overwrite=i % 2 == 1, tmpdir=tmpdir
+        )
+        for i in range(4)
+    ]
+    assert sum(r.killed for r in results) >= 2, [r.as_dict() for r in results]
+    for r in results:
+        assert not (r.inputs_lost or r.half_written or r.tracebacks), r.as_dict()
+        assert not (r.leftovers or r.next_run_failed), r.as_dict()
+    assert names_left(tmp_path, "previous") == []
