@@ -15,6 +15,7 @@ from typing import Any
 
 from albert_edge.environment import quiet_frameworks
 from albert_edge.errors import AlbertEdgeError
+from albert_edge.options import int_at_least as _at_least
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -27,22 +28,6 @@ def _ints(text: str) -> tuple[int, ...]:
     if not values or min(values) < 1:  # sizes, lengths and thread counts: >= 1 each
         raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
     return values
-
-
-def _at_least(low: int) -> Any:
-    """An argparse type: an integer >= ``low`` (0 runs, 0 threads, 0 examples: nonsense)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
-        return value
-
-    parse.__name__ = f"integer >= {low}"
-    return parse
 
 
 def _print_json(data: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,3 +102,21 @@ class ConvertOptions:
                 "--target gpu needs --to tflite with --precision fp16 (or fp32): int8 is the "
                 "CPU/NPU format, LiteRT's GPU accelerator cannot build it"
             )
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``low`` (0 runs, 0 threads, 0 examples: nonsense),
+    shared by every command line (``cli``, ``train``) so they refuse alike."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse

@@ -42,6 +42,7 @@ from typing import Any
 
 from albert_edge.errors import AlbertEdgeError, ConfigError
 from albert_edge.io import OutputKind, atomic_output_dir, check_output
+from albert_edge.options import int_at_least as _at_least
 
 TRAINING_RECORD = "training.json"
 
@@ -388,20 +389,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--config", default="", help="JSON overrides of the model config")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")
-
-
-def _at_least(low: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
-        return value
-
-    parse.__name__ = f"integer >= {low}"
-    return parse
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,7 +14,6 @@ Usage: python _litert_child.py MODEL THREADS
 
 from __future__ import annotations
 
-import json
 import platform
 import sys
 from pathlib import Path
@@ -49,19 +48,9 @@ def main() -> int:
         "outputs": list(runner.output_names),
         "max_seq_len": runner.max_seq_len,
     }
-    print(_wire.dumps(hello), flush=True)
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        req = json.loads(line)
-        folder = Path(req["dir"])
-        try:
-            feeds = _wire.read_arrays(folder, req["feeds"])
-            outs = {n: np.asarray(v) for n, v in runner.run(feeds).items()}
-            print(_wire.dumps({"outputs": _wire.write_arrays(folder, outs, "out")}), flush=True)
-        except Exception as exc:  # reported to the host, which raises a typed error
-            print(_wire.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
-    return 0
+    return _wire.serve(
+        hello, lambda feeds: {n: np.asarray(v) for n, v in runner.run(feeds).items()}
+    )
 
 
 if __name__ == "__main__":

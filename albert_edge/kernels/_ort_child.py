@@ -11,7 +11,6 @@ Usage: python _ort_child.py MODEL THREADS
 
 from __future__ import annotations
 
-import json
 import platform
 import sys
 from pathlib import Path
@@ -37,21 +36,13 @@ def main() -> int:
         "inputs": [{"name": i.name, "type": i.type, "shape": i.shape} for i in sess.get_inputs()],
         "outputs": [o.name for o in sess.get_outputs()],
     }
-    print(_wire.dumps(hello), flush=True)
     names = hello["outputs"]
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        req = json.loads(line)
-        folder = Path(req["dir"])
-        try:
-            feeds = _wire.read_arrays(folder, req["feeds"])
-            values = sess.run(names, feeds)
-            outs = {n: np.asarray(v) for n, v in zip(names, values, strict=True)}
-            print(_wire.dumps({"outputs": _wire.write_arrays(folder, outs, "out")}), flush=True)
-        except Exception as exc:  # reported to the host, which raises a typed error
-            print(_wire.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
-    return 0
+
+    def run(feeds: dict) -> dict:
+        values = sess.run(names, feeds)
+        return {n: np.asarray(v) for n, v in zip(names, values, strict=True)}
+
+    return _wire.serve(hello, run)
 
 
 if __name__ == "__main__":

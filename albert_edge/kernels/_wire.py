@@ -11,6 +11,7 @@ read them with typed arrays.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,3 +47,23 @@ def read_arrays(folder: Path, described: dict[str, Any]) -> dict[str, Any]:
 
 def dumps(message: dict[str, Any]) -> str:
     return json.dumps(message, separators=(",", ":"))
+
+
+def serve(hello: dict[str, Any], run: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
+    """A child's whole life after loading: print ``hello``, then answer one request line
+    at a time (feeds in, ``run(feeds)`` out) until stdin closes. A failed run is answered
+    with an ``error`` line, which the host raises as a typed error."""
+    import sys
+
+    print(dumps(hello), flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        folder = Path(req["dir"])
+        try:
+            outs = run(read_arrays(folder, req["feeds"]))
+            print(dumps({"outputs": write_arrays(folder, outs, "out")}), flush=True)
+        except Exception as exc:  # reported to the host, which raises a typed error
+            print(dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+    return 0
