@@ -23,10 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -59,27 +59,8 @@ def _probe(qemu: Path) -> dict[str, str]:
     return json.loads(last[-1]) if last else {"error": proc.stderr.strip()[-300:]}
 
 
-def _junit(path: Path) -> dict[str, Any]:
-    per_file: dict[str, Counter[str]] = defaultdict(Counter)
-    failures: list[str] = []
-    for case in ET.parse(path).getroot().iter("testcase"):
-        file = (case.get("classname") or "?").replace(".", "/") + ".py"
-        status = "passed"
-        for child in case:
-            if child.tag in ("failure", "error"):
-                status = "failed" if child.tag == "failure" else "error"
-                failures.append(f"{case.get('classname')}::{case.get('name')}")
-            elif child.tag == "skipped":
-                status = "skipped"
-        per_file[file][status] += 1
-    totals: Counter[str] = Counter()
-    for c in per_file.values():
-        totals.update(c)
-    return {
-        "totals": dict(totals),
-        "per_file": {k: dict(v) for k, v in sorted(per_file.items())},
-        "failures": failures,
-    }
+_VERDICT = re.compile(r"^(\S+\.py)::(\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
+_STATUS = {"PASSED": "passed", "XPASS": "passed", "FAILED": "failed", "ERROR": "error"}
 
 
 def main() -> int:
@@ -96,16 +77,10 @@ def main() -> int:
     probe = _probe(qemu)
     print(f"emulated x86-avx2 sees: {probe}", flush=True)
     a.out.mkdir(parents=True, exist_ok=True)
-    xml = a.out / f".{a.name}.junit.xml"
+    # -v: one verdict line per test, read as it comes, so the results are written after
+    # every test and an interrupted run keeps what it measured.
     cmd = [str(qemu), "-cpu", "Haswell", sys.executable, "-m", "pytest", "-p", "no:xdist"]
-    cmd += ["-q", f"--junitxml={xml}", *a.pytest_args]
-    t0 = time.time()
-    proc = subprocess.run(
-        cmd, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    wall = time.time() - t0
-    tail = [ln for ln in proc.stdout.splitlines() if "TCG doesn't support" not in ln][-15:]
-    print("\n".join(tail))
+    cmd += ["-v", "--no-header", *a.pytest_args]
     result: dict[str, Any] = {
         "command": "python benchmarks/suite_on_kernel.py " + " ".join(sys.argv[1:]),
         "host_cpu": _cpu_name(),
@@ -114,15 +89,55 @@ def main() -> int:
         "emulated": "qemu-x86_64 -cpu Haswell (AVX2, FMA; no AVX-512, no VNNI)",
         "inside": probe,
         "pytest_args": a.pytest_args,
-        "returncode": proc.returncode,
-        "wall_s": round(wall, 1),
-        **(_junit(xml) if xml.is_file() else {"error": "no junit report: " + " | ".join(tail)}),
+        "returncode": None,
+        "complete": False,
+        "wall_s": 0.0,
+        "totals": {},
+        "per_file": {},
+        "failures": [],
     }
-    xml.unlink(missing_ok=True)
-    (a.out / f"{a.name}.json").write_text(json.dumps(result, indent=2) + "\n")
-    (a.out / f"{a.name}.md").write_text(markdown(result))
+    per_file: dict[str, Counter[str]] = defaultdict(Counter)
+    t0 = time.time()
+    tail: list[str] = []
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "TCG doesn't support" in line:
+            continue
+        tail = [*tail[-14:], line.rstrip()]
+        m = _VERDICT.match(line.strip())
+        if not m:
+            continue
+        file, test, verdict = m.groups()
+        status = _STATUS.get(verdict, "skipped")
+        per_file[file][status] += 1
+        if status in ("failed", "error"):
+            result["failures"].append(f"{file}::{test}")
+        print(f"{verdict:7s} {file}::{test}", flush=True)
+        _write(result, per_file, t0, a.out, a.name)
+    result["returncode"] = proc.wait()
+    result["complete"] = True
+    if not per_file:
+        result["error"] = "no test verdicts: " + " | ".join(tail)
+    print("\n".join(tail))
+    _write(result, per_file, t0, a.out, a.name)
     print(markdown(result))
-    return 0 if proc.returncode == 0 else 1
+    return 0 if result["returncode"] == 0 else 1
+
+
+def _write(
+    result: dict[str, Any], per_file: dict[str, Counter[str]], t0: float, out: Path, name: str
+) -> None:
+    totals: Counter[str] = Counter()
+    for c in per_file.values():
+        totals.update(c)
+    result["totals"] = dict(totals)
+    result["per_file"] = {k: dict(v) for k, v in sorted(per_file.items())}
+    result["wall_s"] = round(time.time() - t0, 1)
+    (out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / f"{name}.md").write_text(markdown(result))
 
 
 def markdown(r: dict[str, Any]) -> str:
@@ -135,7 +150,13 @@ def markdown(r: dict[str, Any]) -> str:
         f"`{r['inside'].get('torch_cpu_capability', '?')}`, onnxruntime "
         f"{r['inside'].get('onnxruntime', '?')}.",
         "",
-        f"Command: `{r['command']}` — pytest exit {r['returncode']}, {r['wall_s']} s wall.",
+        f"Command: `{r['command']}` — "
+        + (
+            f"pytest exit {r['returncode']}, {r['wall_s']} s wall."
+            if r.get("complete")
+            else f"**interrupted or still running** after {r['wall_s']} s: the counts below "
+            "are the tests that had finished."
+        ),
         "",
         "Tests that run the CLI in a subprocess run that child natively (qemu-user follows no "
         "`exec`): only in-process computation is emulated. Emulated timings mean nothing.",
