@@ -71,6 +71,40 @@ def _serve(routes: dict[str, Path], request: bytes, result: list[bytes]) -> http
     return server
 
 
+def _chromium_page(url: str, profile: Path, result: list[bytes], seconds: float) -> int | None:
+    """Open ``url`` in headless Chromium until the page posts into ``result``, Chromium
+    exits, or ``seconds`` pass; return Chromium's exit status. Shared by this page and
+    the LiteRT.js one (test_litertjs.py)."""
+    assert CHROMIUM is not None
+    proc = subprocess.Popen(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            url,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(int(seconds * 10)):
+            if result or proc.poll() is not None:
+                break
+            threading.Event().wait(0.1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.returncode
+
+
 def test_chromium_transformers_js_and_ort_web(client_artifacts, sentences, torch_logits, tmp_path):
     from albert_edge.tokenizer import AlbertTokenizer
 
@@ -98,34 +132,11 @@ def test_chromium_transformers_js_and_ort_web(client_artifacts, sentences, torch
         {"/node_modules/": NODE_MODULES, "/models/": models, "/page/": JS}, request, result
     )
     url = f"http://127.0.0.1:{server.server_address[1]}/page/page.html"
-    proc = subprocess.Popen(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--no-first-run",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            url,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
     try:
-        for _ in range(3000):  # up to 300 s
-            if result or proc.poll() is not None:
-                break
-            threading.Event().wait(0.1)
+        code = _chromium_page(url, tmp_path / "profile", result, seconds=300)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
         server.shutdown()
-    assert result, f"the page posted no result (chromium exit {proc.returncode})"
+    assert result, f"the page posted no result (chromium exit {code})"
     out = json.loads(result[0])
     for key, res in out.items():
         assert "error" not in res, f"{key}: {res['error'][:1500]}"

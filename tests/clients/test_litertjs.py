@@ -10,14 +10,12 @@ an import map for its one bare import. A browser run takes a few seconds (defaul
 from __future__ import annotations
 
 import json
-import subprocess
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.clients.test_browser import CHROMIUM, _serve
+from tests.clients.test_browser import CHROMIUM, _chromium_page, _serve
 from tests.clients.test_node_clients import NODE_MODULES
 
 JS = Path(__file__).parent / "js"
@@ -32,37 +30,6 @@ pytestmark = [
 # (int8-dynamic: the quantization error, as in tests/clients/test_node_clients.py).
 TOL_VS_INTERPRETER = {"fp32": 1e-5, "int8": 1e-4}
 TOL_VS_TORCH = {"fp32": 1e-4, "int8": 0.05}
-
-
-def _chromium_page(url: str, profile: Path, result: list[bytes], seconds: float) -> int | None:
-    assert CHROMIUM is not None
-    proc = subprocess.Popen(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--no-first-run",
-            f"--user-data-dir={profile}",
-            url,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(int(seconds * 10)):
-            if result or proc.poll() is not None:
-                break
-            threading.Event().wait(0.1)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    return proc.returncode
 
 
 @pytest.mark.parametrize("kind", ["fp32", pytest.param("int8", marks=pytest.mark.slow)])
