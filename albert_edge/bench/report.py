@@ -127,8 +127,11 @@ def machine_line(report: Mapping[str, Any]) -> str:
     ram = m.get("ram_bytes")
     ram_s = f", {ram / 2**30:.0f} GiB RAM" if isinstance(ram, int) else ""
     gpu = f", GPU {m['gpu']}" if m.get("gpu") else ", no GPU"
+    kernel = ""
+    if m.get("kernel") or m.get("cpu_flags"):
+        kernel = f", kernel {m.get('kernel') or '?'} [{' '.join(m.get('cpu_flags') or [])}]"
     return (
-        f"{m.get('cpu', '?')} ({m.get('logical_cores', '?')} logical cores{ram_s}{gpu}); "
+        f"{m.get('cpu', '?')} ({m.get('logical_cores', '?')} logical cores{ram_s}{gpu}{kernel}); "
         f"{m.get('os', '?')}; Python {m.get('python', '?')}; {versions}"
     )
 

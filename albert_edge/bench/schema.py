@@ -79,14 +79,46 @@ def _version(dist: str) -> str | None:
         return None
 
 
+# The flags that decide which int8/fp32 kernels ONNX Runtime, XNNPACK and LiteRT pick.
+KERNEL_FLAGS: tuple[str, ...] = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni")
+KERNEL_FLAGS += ("amx_int8", "asimddp", "i8mm", "sve", "bf16")
+
+
+def cpu_kernel() -> tuple[str | None, list[str]]:
+    """(kernel family as ``albert-edge kernels`` names it, the deciding CPU flags).
+
+    Why in every report: the same int8 file runs different kernels on AVX2, VNNI and
+    ARM64 (AVX2's u8s8 path saturates), so a figure without the family is not a result.
+    Under qemu-user /proc/cpuinfo is the host's: the emulation launchers set
+    ``ALBERT_EDGE_EMULATED_KERNEL`` and that family is reported, marked emulated.
+    """
+    from albert_edge.errors import AlbertEdgeError
+    from albert_edge.kernels import host_cpu_flags, host_kernel
+
+    emulated = os.environ.get("ALBERT_EDGE_EMULATED_KERNEL")
+    if emulated:
+        return f"{emulated} (emulated)", []
+    try:
+        family: str | None = host_kernel()
+    except AlbertEdgeError:
+        family = None
+    flags = host_cpu_flags()
+    return family, [f for f in KERNEL_FLAGS if f in flags]
+
+
 def machine_info() -> dict[str, Any]:
-    """What ran the benchmark: CPU, cores, memory, OS, Python and the runtimes' versions."""
+    """What ran the benchmark: CPU, its kernel family and flags, cores, memory, OS,
+    Python and the runtimes' versions."""
     import psutil
+
+    kernel, flags = cpu_kernel()
 
     versions = {name: _version(name) for name in _VERSIONED}
     return {
         "cpu": _cpu_model(),
         "arch": platform.machine(),
+        "kernel": kernel,
+        "cpu_flags": flags,
         "logical_cores": os.cpu_count(),
         "physical_cores": psutil.cpu_count(logical=False),
         "ram_bytes": int(psutil.virtual_memory().total),

@@ -47,6 +47,7 @@ def child_command(kernel: str, model: Path, threads: int) -> tuple[list[str], di
         env["PYTHONPATH"] = _pythonpath(str(_PACKAGE_PARENT), os.environ.get("PYTHONPATH"))
     if kernel == host_kernel():
         return [sys.executable, child, str(model), str(threads)], env
+    env["ALBERT_EDGE_EMULATED_KERNEL"] = kernel  # /proc/cpuinfo is the host's under qemu-user
     if kernel == "x86-avx2":
         qemu = ksetup.require_qemu("x86_64")
         return [str(qemu), "-cpu", "Haswell", sys.executable, child, str(model), str(threads)], env

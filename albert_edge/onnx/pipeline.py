@@ -61,13 +61,14 @@ def check_request(ckpt: Checkpoint, options: ConvertOptions) -> None:
 
 
 def build_passes(ckpt: Checkpoint, options: ConvertOptions) -> list[Any]:
-    """The pass list for ``options``: canonicalize, (fuse), dedup, compact, guard."""
+    """The pass list for ``options``: canonicalize, (fuse, split), dedup, compact, guard."""
     from albert_edge.onnx.passes import (
         CanonicalizeWeightsPass,
         CompactGraphPass,
         DedupInitializersPass,
         FactorizationGuardPass,
         FuseTransformerPass,
+        SplitSkipLayerNormPass,
     )
 
     c = ckpt.config
@@ -81,6 +82,7 @@ def build_passes(ckpt: Checkpoint, options: ConvertOptions) -> list[Any]:
                 distinct_layers=c.num_hidden_groups * c.inner_group_num,
             )
         )
+        passes.append(SplitSkipLayerNormPass())
     passes += [
         DedupInitializersPass(),
         CompactGraphPass(),

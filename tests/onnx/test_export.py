@@ -173,6 +173,7 @@ def test_convert_api_writes_artifact_and_manifest(make_checkpoint, tmp_path: Pat
     assert [p["name"] for p in on_disk["passes"]] == [
         "canonicalize",
         "fuse",
+        "split_skip_ln",
         "dedup",
         "compact",
         "factorization-guard",

@@ -3,6 +3,9 @@ numeric equality with ONNX Runtime before/after on seeded random inputs."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -17,6 +20,7 @@ from albert_edge.onnx.passes import (
     DedupInitializersPass,
     FactorizationGuardPass,
     FuseTransformerPass,
+    SplitSkipLayerNormPass,
     run_passes,
 )
 from albert_edge.onnx.passes.canonicalize import transposed_twins
@@ -341,6 +345,74 @@ def test_fuse_postcondition_catches_per_layer_copies(tiny_groups_export, monkeyp
     model, ckpt = tiny_groups_export
     with pytest.raises(PassError, match="fuse pass: fused weights stored more than once"):
         run_passes(_clone(model), [_fuse_pass(ckpt.config)])
+
+
+def test_split_skip_ln_on_the_fused_albert_keeps_results(tiny_groups_export) -> None:
+    """Every fused SkipLayerNormalization becomes Sum + LayerNormalization; the graph
+    computes the same, and ORT's session-level fusion does not fuse it back (the split
+    exists for speed: ORT's CPU SkipLayerNormalization is several times slower)."""
+    model, ckpt = tiny_groups_export
+    feeds = _albert_feeds(2)
+    fused, _ = run_passes(_clone(model), [_fuse_pass(ckpt.config)])
+    before = _run(fused, feeds)
+    split, log = run_passes(fused, [SplitSkipLayerNormPass()])
+    ops = _ops(split)
+    assert "SkipLayerNormalization" not in ops
+    assert ops.count("Sum") == 16 and log[0]["split"] == 16 and log[0]["layer_norms_added"] == 16
+    np.testing.assert_allclose(_run(split, feeds)[0], before[0], rtol=1e-5, atol=1e-6)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.optimized_model_filepath = str(Path(tempfile.mkdtemp()) / "opt.onnx")
+    ort.InferenceSession(
+        ir.to_proto(split).SerializeToString(), so, providers=["CPUExecutionProvider"]
+    )
+    reloaded = [n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node]
+    assert "SkipLayerNormalization" not in reloaded and reloaded.count("Sum") == 16
+
+
+def _skip_ln_model(bias: bool) -> ir.Model:
+    inputs = ["x", "s", "g", "b"] + (["bias"] if bias else [])
+    node = helper.make_node(
+        "SkipLayerNormalization", inputs, ["y"], domain="com.microsoft", epsilon=1e-5
+    )
+    inits = [_w("g", 8), _w("b", 8)] + ([_w("bias", 8)] if bias else [])
+    graph = helper.make_graph([node], "g", [_f("x", 2, 8), _f("s", 2, 8)], [_f("y", 2, 8)], inits)
+    proto = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    )
+    return ir.from_proto(proto)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_split_skip_ln_matches_the_contrib_op(bias: bool) -> None:
+    model = _skip_ln_model(bias)
+    feeds = {"x": RNG.standard_normal((2, 8)).astype(np.float32)}
+    feeds["s"] = RNG.standard_normal((2, 8)).astype(np.float32)
+    before = _run(model, feeds)
+    split, log = run_passes(_clone(model), [SplitSkipLayerNormPass()])
+    assert _ops(split) == ["Sum", "LayerNormalization"] and log[0]["split"] == 1
+    ln = next(n for n in split.graph if n.op_type == "LayerNormalization")
+    assert ln.attributes["epsilon"].value == pytest.approx(1e-5)
+    np.testing.assert_allclose(_run(split, feeds)[0], before[0], rtol=1e-5, atol=1e-6)
+
+
+def test_split_skip_ln_postcondition_catches_a_node_left(monkeypatch) -> None:
+    import albert_edge.onnx.passes.split_skip_ln as mod
+
+    class NoRules:
+        def apply_to_model(self, model: ir.Model) -> int:
+            return 0
+
+    monkeypatch.setattr(mod, "_rules", lambda: NoRules())
+    with pytest.raises(PassError, match="split_skip_ln pass: 1 single-output"):
+        run_passes(_skip_ln_model(True), [SplitSkipLayerNormPass()])
+
+
+def test_split_skip_ln_refuses_old_opset() -> None:
+    model = _skip_ln_model(True)
+    model.opset_imports[""] = 16
+    with pytest.raises(PassError, match="split_skip_ln pass: needs opset >= 17"):
+        run_passes(model, [SplitSkipLayerNormPass()])
 
 
 def test_fuse_refuses_old_opset() -> None:
