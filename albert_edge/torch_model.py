@@ -21,6 +21,22 @@ if TYPE_CHECKING:
 
     from albert_edge.tokenizer import AlbertTokenizer
 
+# The config keys that describe an ALBERT's shape, wherever a config is summarized: the
+# ``config`` a TFLite artifact records in its metadata (tflite.pipeline.record), what
+# ``inspect`` reads from a config.json beside an ONNX file (onnx.inspect.albert_config)
+# and what benchmark reports print. One tuple so that they all name the same dimensions.
+CONFIG_KEYS = (
+    "vocab_size",
+    "embedding_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_hidden_groups",
+    "inner_group_num",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+)
+
 # Tensors transformers ties to others; checkpoints saved with safetensors omit them.
 _TIED_SUFFIXES = ("predictions.decoder.weight", "predictions.decoder.bias")
 
