@@ -72,19 +72,7 @@ def validate_config(config: AlbertConfig, where: Path) -> None:
     """Refuse configs transformers would build but that are not a valid ALBERT."""
     c = config
     problems = []
-    positive = (
-        "vocab_size",
-        "embedding_size",
-        "hidden_size",
-        "num_hidden_layers",
-        "num_attention_heads",
-        "intermediate_size",
-        "num_hidden_groups",
-        "inner_group_num",
-        "max_position_embeddings",
-        "type_vocab_size",
-    )
-    for name in positive:
+    for name in (*CONFIG_KEYS, "type_vocab_size"):
         value = getattr(c, name, None)
         if not isinstance(value, int) or value <= 0:
             problems.append(f"{name}={value!r} must be a positive integer")
