@@ -21,6 +21,22 @@ if TYPE_CHECKING:
 
     from albert_edge.tokenizer import AlbertTokenizer
 
+# The config keys that describe an ALBERT's shape, wherever a config is summarized: the
+# ``config`` a TFLite artifact records in its metadata (tflite.pipeline.record), what
+# ``inspect`` reads from a config.json beside an ONNX file (onnx.inspect.albert_config)
+# and what benchmark reports print. One tuple so that they all name the same dimensions.
+CONFIG_KEYS = (
+    "vocab_size",
+    "embedding_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_hidden_groups",
+    "inner_group_num",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+)
+
 # Tensors transformers ties to others; checkpoints saved with safetensors omit them.
 _TIED_SUFFIXES = ("predictions.decoder.weight", "predictions.decoder.bias")
 
@@ -56,19 +72,7 @@ def validate_config(config: AlbertConfig, where: Path) -> None:
     """Refuse configs transformers would build but that are not a valid ALBERT."""
     c = config
     problems = []
-    positive = (
-        "vocab_size",
-        "embedding_size",
-        "hidden_size",
-        "num_hidden_layers",
-        "num_attention_heads",
-        "intermediate_size",
-        "num_hidden_groups",
-        "inner_group_num",
-        "max_position_embeddings",
-        "type_vocab_size",
-    )
-    for name in positive:
+    for name in (*CONFIG_KEYS, "type_vocab_size"):
         value = getattr(c, name, None)
         if not isinstance(value, int) or value <= 0:
             problems.append(f"{name}={value!r} must be a positive integer")

@@ -11,48 +11,58 @@ present, the trained model at ``albert_edge/models/sst2-albert-tiny``, this scri
   that artifact to int8-dynamic (with and without ``--quantize-embeddings``), int8-static
   (QDQ, 128 SST-2 train sentences, minmax), int4 (block 32) and fp16;
 
-and reports for each: file size (model + external data), weight MatMuls quantized of total
-(the ONNX inspector's count) and how many run as integer kernels in the graph ONNX Runtime
-executes, ONNX Runtime latency (batch 1, sequence 128, 2 intra-op threads, sequential, all
-graph optimizations) as p50/p90 over interleaved rounds (each round runs every model once,
-in rotating order, so machine-load drift hits all rows alike), SQNR of the logits against
-PyTorch on the benchmark input, and — on the trained model — SST-2 dev accuracy of every
-variant next to PyTorch's. The speed bar of issue #4 is evaluated on albert-base:
-albert-edge int8-dynamic at most half the p50 of optimum's avx512_vnni int8, and faster
-than albert-edge fp32 fused.
+and reports for each: file size (model + external data), size over the floor, weight
+MatMuls quantized of total (all three from ``albert-edge inspect``, i.e.
+``albert_edge.facts``) and how many run as integer kernels in the graph ONNX Runtime
+executes, ONNX Runtime latency (batch 1, sequence 128, 2 intra-op threads) measured by
+:func:`albert_edge.bench.bench` (one child process per variant, real SST-2 text), SQNR
+of the logits against PyTorch on one input, and — on the trained model — SST-2 dev
+accuracy of every variant next to PyTorch's. The speed bar of issue #4 is evaluated on
+albert-base: albert-edge int8-dynamic at most half the p50 of optimum's avx512_vnni int8,
+and faster than albert-edge fp32 fused.
 
-Writes ``onnx_quantization.json`` and ``onnx_quantization.md`` into ``--out`` (default
-``benchmarks/results``); builds under ``--work`` (default
-``benchmarks/_work/onnx_quantization``, git-ignored), reused unless ``--rebuild``.
+Writes ``onnx_quantization.json`` (an ``albert-edge-bench/1`` report; rows also carry
+``model``, the MatMul counts, ``logits_sqnr_db_vs_pytorch`` and, on the trained model,
+``accuracy``; per-model facts and the speed verdicts under ``models``) and
+``onnx_quantization.md``, rendered from the JSON (``--render`` re-derives the verdicts
+and the Markdown without measuring), into ``--out`` (default ``benchmarks/results``);
+builds under ``--work`` (default ``benchmarks/_work/onnx_quantization``, git-ignored),
+reused unless ``--rebuild``.
+
+    python benchmarks/onnx_quantization.py [--models albert-base,sst2-tiny] [--runs 30]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("USE_TF", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from script_report import combine, p50, render, time_targets, with_files_beside, write  # noqa: E402
+
+from albert_edge.bench.report import machine_line, mb  # noqa: E402
 
 SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
 SPIECE = SHARED / "data" / "albert" / "30k-clean.model"
 SST2_TRAIN = SHARED / "data" / "sst2" / "train.tsv"
 SST2_DEV = SHARED / "data" / "sst2" / "dev.tsv"
 TRAINED = ROOT / "albert_edge" / "models" / "sst2-albert-tiny"
+STEM = "onnx_quantization"
 
 # name → (precision, quantize_embeddings)
 ALBERT_EDGE_VARIANTS: dict[str, tuple[str, bool]] = {
@@ -168,6 +178,7 @@ def build(ckpt_dir: Path, work: Path, threads: int, num_cal: int) -> dict[str, P
 
 
 def bench_input(vocab: int, seq: int, batch: int) -> dict[str, Any]:
+    """Random in-vocabulary ids for the SQNR check only (latency: bench()'s SST-2 text)."""
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -189,150 +200,115 @@ def sqnr_db(ref: Any, out: Any) -> float:
     return math.inf if noise == 0 else 10 * math.log10(float((r * r).sum()) / noise)
 
 
-def session(path: Path, threads: int, spinning: bool = True) -> Any:
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.log_severity_level = 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
-def file_bytes(path: Path) -> int:
-    """The model file plus any external-data files it references."""
-    import onnx_ir as ir
-
-    from albert_edge.onnx.inspect import model_files_bytes
-
-    return int(model_files_bytes(path, ir.load(str(path))))
-
-
 def describe(path: Path) -> dict[str, Any]:
+    """The non-timing columns: ``albert-edge inspect``'s facts, plus what ORT executes.
+
+    Sizes, the floor and the quantized-MatMul counts are :mod:`albert_edge.facts` (what
+    convert's manifest and ``inspect`` say); the integer-at-run-time count is of the graph
+    ONNX Runtime runs after its load-time fusions, which no file-level fact can tell.
+    """
     import onnx
-    import onnx_ir as ir
 
-    from albert_edge.onnx.inspect import matmul_counts
-    from albert_edge.onnx.quant_graph import duplicate_initializer_groups, runtime_matmul_counts
-    from albert_edge.onnx.quant_graph import matmul_counts as matmul_counts_ae
+    from albert_edge.inspect import inspect_path
+    from albert_edge.onnx.quant_graph import runtime_matmul_counts
 
-    model = onnx.load(str(path))
-    counts = matmul_counts(ir.from_proto(model))
-    runtime = runtime_matmul_counts(model)
-    own = matmul_counts_ae(model)
-    manifest = path.parent / "manifest.json"
-    quant = json.loads(manifest.read_text()).get("quantization") if manifest.is_file() else None
+    info = inspect_path(path)
+    runtime = runtime_matmul_counts(onnx.load(str(path)))
+    quant = info.get("quantization") or {}
     build_s = path.parent / "build_seconds.txt"
     return {
         "file": rel(path),
-        "file_bytes": file_bytes(path),
-        "matmuls_total": counts["matmuls_total"],
-        "matmuls_quantized": counts["matmuls_quantized"],
+        "matmuls_total": info["matmuls_total"],
+        "matmuls_quantized": info["matmuls_quantized"],
+        "matmuls_fp16": info["matmuls_fp16"],
         "matmuls_integer_at_runtime": runtime["matmuls_quantized"],
         "matmuls_total_at_runtime": runtime["matmuls_total"],
-        "matmuls_quantized_albert_edge_count": own["matmuls_quantized"],
-        "matmuls_total_albert_edge_count": own["matmuls_total"],
-        "duplicate_initializer_groups": len(duplicate_initializer_groups(model)),
-        "floor_bytes": quant.get("floor_bytes") if quant else None,
+        "duplicate_tensor_bytes": info["duplicate_tensor_bytes"],
         "quantize_seconds": float(build_s.read_text()) if build_s.is_file() else None,
-        "embeddings_quantized": quant.get("embeddings_quantized") if quant else None,
+        "embeddings_quantized": quant.get("embeddings_quantized"),
     }
 
 
-def interleaved(
-    files: dict[str, Path],
-    feeds: dict[str, Any],
-    threads: int,
-    spinning: bool,
-    runs: int,
-    warmup: int,
-) -> dict[str, list[float]]:
-    """Latencies (ms, sorted) of every model, one run each per round in rotating order."""
-    sessions = {}
+def sqnrs(ckpt_dir: Path, files: dict[str, Path], *, seq: int, batch: int, threads: int) -> Any:
+    """Logits SQNR (dB) of every variant against PyTorch on one input (not timed)."""
+    import torch
+
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.onnx.runtime import OrtRunner
+
+    ckpt = load_checkpoint(ckpt_dir)
+    feeds = bench_input(ckpt.config.vocab_size, seq, batch)
+    torch.set_num_threads(threads)
+    with torch.no_grad():
+        ref = ckpt.model(**{k: torch.from_numpy(v) for k, v in feeds.items()}).logits.numpy()
+    out: dict[str, float] = {}
     for name, path in files.items():
-        sess = session(path, threads, spinning)
-        wanted = {i.name for i in sess.get_inputs()}
-        sessions[name] = (sess, {k: v for k, v in feeds.items() if k in wanted})
-    names = list(files)
-    for _ in range(warmup):
-        for name in names:
-            sess, f = sessions[name]
-            sess.run(None, f)
-    lat: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(runs):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            sess, f = sessions[name]
-            t0 = time.perf_counter()
-            sess.run(None, f)
-            lat[name].append((time.perf_counter() - t0) * 1000)
-    return {name: sorted(v) for name, v in lat.items()}
+        runner = OrtRunner(path, threads=threads)
+        got = runner.run({k: v for k, v in feeds.items() if k in runner.input_names})
+        out[name] = round(sqnr_db(ref, got[runner.output_names[0]]), 2)
+        del runner
+    return out
 
 
 def measure(
+    model: str,
     ckpt_dir: Path,
     files: dict[str, Path],
     *,
     seq: int,
     batch: int,
     threads: int,
-    runs: int,
-    warmup: int,
+    runs: int | None,
+    warmup: int | None,
 ) -> dict[str, Any]:
-    import torch
+    """The bench() report of every variant, with this script's columns on each row."""
+    from albert_edge.bench import resolve_target
 
+    for path in files.values():
+        with_files_beside(path, ckpt_dir)
+    sqnr = sqnrs(ckpt_dir, files, seq=seq, batch=batch, threads=threads)
+    targets = [resolve_target(path).with_(name=name) for name, path in files.items()]
+    report = time_targets(
+        targets, "ort-cpu", batch=batch, seq=seq, threads=threads, runs=runs, warmup=warmup
+    )
+    for r in report["results"]:
+        r.update(describe(files[r["artifact"]]))
+        r["model"] = model
+        r["logits_sqnr_db_vs_pytorch"] = sqnr.get(r["artifact"])
+    return report
+
+
+def checkpoint_facts(ckpt_dir: Path) -> dict[str, Any]:
+    """Unique parameters of the checkpoint (albert_edge.facts) and its config."""
     from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.facts import param_count
+    from albert_edge.torch_model import CONFIG_KEYS
 
     ckpt = load_checkpoint(ckpt_dir)
-    params = sum(p.numel() for p in ckpt.model.parameters())
-    feeds = bench_input(ckpt.config.vocab_size, seq, batch)
-    torch.set_num_threads(threads)
-    with torch.no_grad():
-        ref = ckpt.model(**{k: torch.from_numpy(v) for k, v in feeds.items()}).logits.numpy()
-
-    rows: dict[str, dict[str, Any]] = {}
-    for name, path in files.items():
-        rows[name] = describe(path)
-        sess = session(path, threads)
-        wanted = {i.name for i in sess.get_inputs()}
-        f = {k: v for k, v in feeds.items() if k in wanted}
-        rows[name]["logits_sqnr_db_vs_pytorch"] = round(sqnr_db(ref, sess.run(None, f)[0]), 2)
-        del sess
-    for spinning in (True, False):
-        key = "latency_ms" if spinning else "latency_ms_no_spinning"
-        for name, lat in interleaved(files, feeds, threads, spinning, runs, warmup).items():
-            rows[name][key] = {
-                "p50": round(statistics.median(lat), 3),
-                "p90": round(lat[min(len(lat) - 1, int(0.9 * len(lat)))], 3),
-                "mean": round(statistics.fmean(lat), 3),
-                "runs": len(lat),
-            }
-    result: dict[str, Any] = {
+    config = ckpt.config.to_dict()
+    return {
         "checkpoint": rel(ckpt_dir),
-        "unique_params": params,
-        "variants": rows,
+        "config": {k: config[k] for k in CONFIG_KEYS},
+        "unique_params": param_count(config, ckpt.head.name),
     }
-    return result
 
 
-def speed_summary(model: str, rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """int8-dynamic p50 against optimum's int8 and our fp32, per spinning setting.
+def speed_summary(model: str, rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """int8-dynamic p50 against optimum's int8 and our fp32, from the report's rows.
 
     The issue's speed bar applies to albert-base (``speed_bar``); for other models the same
     ratios are informational (``speed_ratios``)."""
-    if not all(k in rows for k in (OPTIMUM_INT8, INT8, FP32_FUSED)):
+    by = {r["artifact"]: p50(r) for r in rows if r.get("model") == model}
+    p = {k: by.get(k) for k in (OPTIMUM_INT8, INT8, FP32_FUSED)}
+    if any(v is None or v <= 0 for v in p.values()):
         return {}
-    out: dict[str, Any] = {}
-    for key, label in (("latency_ms", "spinning"), ("latency_ms_no_spinning", "no_spinning")):
-        p50 = {k: rows[k][key]["p50"] for k in (OPTIMUM_INT8, INT8, FP32_FUSED)}
-        out[label] = {
-            "int8_over_optimum_int8": round(p50[INT8] / p50[OPTIMUM_INT8], 3),
-            "int8_at_most_half_of_optimum": p50[INT8] <= 0.5 * p50[OPTIMUM_INT8],
-            "int8_over_fp32_fused": round(p50[INT8] / p50[FP32_FUSED], 3),
-            "int8_faster_than_fp32_fused": p50[INT8] < p50[FP32_FUSED],
-        }
+    opt, int8, fp32 = float(p[OPTIMUM_INT8] or 0), float(p[INT8] or 0), float(p[FP32_FUSED] or 0)
+    out = {
+        "int8_over_optimum_int8": round(int8 / opt, 3),
+        "int8_at_most_half_of_optimum": int8 <= 0.5 * opt,
+        "int8_over_fp32_fused": round(int8 / fp32, 3),
+        "int8_faster_than_fp32_fused": int8 < fp32,
+    }
     return {("speed_bar" if model == "albert-base" else "speed_ratios"): out}
 
 
@@ -363,100 +339,111 @@ def accuracy(
     return out
 
 
-def markdown(result: dict[str, Any]) -> str:
-    s = result["settings"]
+def quantized(row: Mapping[str, Any]) -> Any:
+    """Weight MatMuls reading an integer or fp16 weight (facts' two counts together)."""
+    q, h = row.get("matmuls_quantized"), row.get("matmuls_fp16")
+    return q if h is None or q is None else q + h
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    """The tables, from the albert-edge-bench/1 report alone (``--render`` re-runs this)."""
+    s = report["settings"]
+    pol = s.get("policy") or {}
+    versions = (report.get("machine") or {}).get("versions") or {}
     lines = [
         "# ONNX quantization: albert-edge vs optimum",
         "",
-        f"ONNX Runtime {result['versions']['onnxruntime']}, optimum {result['versions']['optimum']}, "
-        f"{result['machine']}. Latency: batch {s['batch']}, sequence {s['seq']}, {s['threads']} "
-        f"threads, {s['runs']} interleaved rounds after {s['warmup']} warm-up rounds "
-        f"(load average at start {result['load_average']}). Latency is measured twice: with ONNX "
-        "Runtime's default intra-op spinning, and with spinning off "
-        "(`session.intra_op.allow_spinning=0`), which on a shared machine keeps a waiting "
-        "thread from burning the time slice its peer needs.",
+        f"ONNX Runtime {versions.get('onnxruntime', '?')}, optimum "
+        f"{s.get('optimum_version', '?')}; {machine_line(report)}; {report['created']}.",
+        f"Latency: `albert_edge.bench.bench()` (one child process per variant, "
+        f"{s.get('inputs')}), backend ort-cpu (ONNX Runtime's default intra-op spinning), "
+        f"batch {s['batches'][0]}, sequence {s['seq_lens'][0]}, {s['threads'][0]} threads, "
+        f"{pol.get('runs') or 'adaptive'} timed runs after "
+        f"{pol.get('warmup') if pol.get('warmup') is not None else 'adaptive'} warm-up "
+        f"(load average at the end {s.get('loadavg')}). Variants are measured one after "
+        "another, not interleaved: compare rows on a quiet machine.",
         "'quantized' = weight MatMuls whose weight is stored as integers or fp16 "
         "(a weight stored fp32 and re-quantized at every run, as optimum does for the weights "
         "of layers 2..L reached through Identity, does not count); 'integer at run time' = "
         "weight MatMuls ONNX Runtime executes as an integer kernel on a stored-integer weight "
-        "after its load-time fusions. Floor = unique parameters at the precision's bytes plus "
-        "scales and zero points (albert-edge's quantizer).",
+        "after its load-time fusions. Sizes, floor and 'quantized' are `albert-edge "
+        "inspect`'s (`albert_edge.facts`): floor = the checkpoint's unique parameters × the "
+        "precision's bytes per parameter. SQNR: logits vs PyTorch on one random input.",
         "",
     ]
-    for model, m in result["models"].items():
+    models = report.get("models") or {}
+    rows = report["results"]
+    for model in dict.fromkeys(r.get("model") for r in rows):
+        m = models.get(model) or {}
+        params = m.get("unique_params")
+        mine = [r for r in rows if r.get("model") == model]
         lines += [
-            f"## {model} ({m['unique_params']:,} parameters)",
+            f"## {model} ({params:,} parameters)" if params else f"## {model}",
             "",
             "| variant | file MB | × floor | weight MatMuls quantized | integer at run time | "
-            "logits SQNR dB | p50 ms | p90 ms | p50 ms, no spinning | dev acc % (Δ vs PyTorch) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "logits SQNR dB | p50 ms | p90 ms | dev acc % (Δ vs PyTorch) | status |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
-        acc = m.get("accuracy", {})
-        for name, r in m["variants"].items():
-            ratio = f"{r['file_bytes'] / r['floor_bytes']:.3f}" if r.get("floor_bytes") else "—"
-            a = acc.get(name)
+        for r in mine:
+            ratio = r.get("ratio_to_floor")
+            a = r.get("sst2_dev") or {}
             acc_s = f"{a['accuracy']:.2f} ({a['delta_points']:+.2f})" if a else "—"
+            sq = r.get("logits_sqnr_db_vs_pytorch")
+            status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r['reason']}"
+            lat50, lat90 = p50(r), p50(r, "p90")
             lines.append(
-                f"| {name} | {r['file_bytes'] / 1e6:.2f} | {ratio} | "
-                f"{r['matmuls_quantized_albert_edge_count']}/{r['matmuls_total_albert_edge_count']} | "
-                f"{r['matmuls_integer_at_runtime']}/{r['matmuls_total_at_runtime']} | "
-                f"{r['logits_sqnr_db_vs_pytorch']:.1f} | {r['latency_ms']['p50']:.2f} | "
-                f"{r['latency_ms']['p90']:.2f} | {r['latency_ms_no_spinning']['p50']:.2f} | {acc_s} |"
+                f"| {r['artifact']} | {mb(r.get('file_bytes'))} | "
+                f"{'—' if ratio is None else f'{ratio:.3f}'} | "
+                f"{quantized(r)}/{r.get('matmuls_total')} | "
+                f"{r.get('matmuls_integer_at_runtime')}/{r.get('matmuls_total_at_runtime')} | "
+                f"{'—' if sq is None else f'{sq:.1f}'} | "
+                f"{'—' if lat50 is None else f'{lat50:.2f}'} | "
+                f"{'—' if lat90 is None else f'{lat90:.2f}'} | {acc_s} | "
+                f"{status.replace('|', '/')} |"
             )
-        for label, bar in (m.get("speed_bar") or {}).items():
+        summary = speed_summary(model, mine)
+        bar = summary.get("speed_bar")
+        if bar:
             lines += [
                 "",
-                f"Speed bar ({label.replace('_', ' ')}): albert-edge int8-dynamic p50 = "
+                "Speed bar: albert-edge int8-dynamic p50 = "
                 f"{bar['int8_over_optimum_int8']:.3f} × optimum's avx512_vnni int8 (bar ≤ 0.5: "
                 f"{'met' if bar['int8_at_most_half_of_optimum'] else 'NOT met'}), "
                 f"{bar['int8_over_fp32_fused']:.3f} × albert-edge fp32 fused (bar < 1: "
                 f"{'met' if bar['int8_faster_than_fp32_fused'] else 'NOT met'}).",
             ]
-        for label, r in (m.get("speed_ratios") or {}).items():
+        ratios = summary.get("speed_ratios")
+        if ratios:
             lines += [
                 "",
-                f"Speed ratios ({label.replace('_', ' ')}; informational, the bar is for "
-                f"albert-base): int8-dynamic p50 = {r['int8_over_optimum_int8']:.3f} × optimum "
-                f"int8, {r['int8_over_fp32_fused']:.3f} × fp32 fused.",
+                "Speed ratios (informational, the bar is for albert-base): int8-dynamic p50 = "
+                f"{ratios['int8_over_optimum_int8']:.3f} × optimum int8, "
+                f"{ratios['int8_over_fp32_fused']:.3f} × fp32 fused.",
             ]
-        if acc:
-            lines += [
-                "",
-                f"PyTorch fp32 dev accuracy: {next(iter(acc.values()))['pytorch']:.2f} %.",
-            ]
+        pytorch = m.get("pytorch_dev_accuracy")
+        if pytorch is not None:
+            lines += ["", f"PyTorch fp32 dev accuracy: {pytorch:.2f} %."]
         lines.append("")
     return "\n".join(lines) + "\n"
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}"
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--models", default="albert-base,sst2-tiny")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1] if __doc__ else None)
+    ap.add_argument("--models", default="albert-base,sst2-tiny", help="also: tiny (smoke run)")
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--runs", type=int, default=30, help="timed runs (0: bench's adaptive policy)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--num-calibration", type=int, default=128)
     ap.add_argument("--max-dev", type=int, default=None, help="limit SST-2 dev examples")
-    ap.add_argument(
-        "--work", type=Path, default=ROOT / "benchmarks" / "_work" / "onnx_quantization"
-    )
+    ap.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "_work" / STEM)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument(
+        "--render",
         "--render-only",
+        dest="render",
         action="store_true",
         help="re-derive the bar verdicts and the Markdown from an existing JSON (no measuring)",
     )
@@ -465,26 +452,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     a = ap.parse_args(argv)
 
-    if a.render_only:
-        path = a.out / "onnx_quantization.json"
-        result = json.loads(path.read_text())
-        for name, m in result["models"].items():
-            m.pop("speed_bar", None)
-            m.pop("speed_ratios", None)
-            m.update(speed_summary(name, m["variants"]))
-        path.write_text(json.dumps(result, indent=2) + "\n")
-        (a.out / "onnx_quantization.md").write_text(markdown(result))
-        print(markdown(result))
-        return 0
+    if a.render:
+        return render(a.out, STEM, markdown)
 
-    import onnxruntime as ort
     import optimum.version
 
     from albert_edge.configs import make_random_checkpoint
 
     if a.rebuild:
         shutil.rmtree(a.work, ignore_errors=True)
-    load = os.getloadavg()
+    reports: list[dict[str, Any]] = []
     models: dict[str, dict[str, Any]] = {}
     for model in [m.strip() for m in a.models.split(",") if m.strip()]:
         if model in ("albert-base", "tiny"):  # random init; "tiny" is a quick smoke run
@@ -502,40 +479,37 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown model {model!r}")
         files = build(ckpt_dir, a.work / model, a.threads, a.num_calibration)
         log(f"measuring {model}: {', '.join(files)}")
-        models[model] = measure(
+        report = measure(
+            model,
             ckpt_dir,
             files,
             seq=a.seq,
             batch=a.batch,
             threads=a.threads,
-            runs=a.runs,
-            warmup=a.warmup,
+            runs=a.runs or None,
+            warmup=a.warmup if a.runs else None,
         )
-        models[model].update(speed_summary(model, models[model]["variants"]))
+        models[model] = checkpoint_facts(ckpt_dir)
+        models[model].update(speed_summary(model, report["results"]))
         if model == "sst2-tiny":
-            models[model]["accuracy"] = accuracy(ckpt_dir, files, a.threads, a.max_dev)
-    result = {
-        "benchmark": "onnx_quantization",
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": machine(),
-        "load_average": [round(x, 2) for x in load],
-        "versions": {"onnxruntime": ort.__version__, "optimum": optimum.version.__version__},
-        "settings": {
-            "seq": a.seq,
-            "batch": a.batch,
-            "threads": a.threads,
-            "runs": a.runs,
-            "warmup": a.warmup,
-            "num_calibration": a.num_calibration,
-        },
-        "models": models,
-    }
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "onnx_quantization.json").write_text(json.dumps(result, indent=2) + "\n")
-    (a.out / "onnx_quantization.md").write_text(markdown(result))
-    log(f"wrote {rel(a.out / 'onnx_quantization.json')} and .md")
-    print(markdown(result))
-    return 0
+            acc = accuracy(ckpt_dir, files, a.threads, a.max_dev)
+            for r in report["results"]:
+                a_ = acc.get(r["artifact"])
+                if a_:
+                    r["accuracy"] = a_["accuracy"] / 100  # a fraction, as in every report
+                    r["sst2_dev"] = a_
+            if acc:
+                models[model]["pytorch_dev_accuracy"] = next(iter(acc.values()))["pytorch"]
+        reports.append(report)
+    result = combine(reports)
+    result["settings"].update(
+        script=f"benchmarks/{STEM}.py",
+        num_calibration=a.num_calibration,
+        optimum_version=optimum.version.__version__,
+        loadavg=[round(x, 1) for x in os.getloadavg()],
+    )
+    result["models"] = models
+    return write(result, a.out, STEM, markdown)
 
 
 if __name__ == "__main__":

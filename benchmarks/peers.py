@@ -24,7 +24,8 @@ batch 1, sequence 128 (PyTorch fp32/int8 and albert-edge ONNX fp32/int8-dynamic)
 
 Outputs (``--out``, default ``benchmarks/results``): ``peers.json`` (albert-edge-bench/1
 with ``accuracy`` and ``model`` keys added), ``peers.md`` and ``peers_latency.png`` /
-``peers_sizes.png``. Built artifacts are cached under ``--work`` (default
+``peers_sizes.png`` (``--render`` re-renders the last three from ``peers.json`` without
+measuring). Built artifacts are cached under ``--work`` (default
 ``benchmarks/_work``, git-ignored) and reused on the next run; ``--rebuild`` starts over.
 
 ExecuTorch is not a dependency of albert-edge; to include it, install it beside (its
@@ -53,7 +54,14 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("USE_TF", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from albert_edge.bench import Target, accuracy, bench, resolve_target, validate_report  # noqa: E402
+from albert_edge.bench import (  # noqa: E402
+    Target,
+    accuracy,
+    bench,
+    resolve_target,
+    validate_report,
+    write_outputs,
+)
 from albert_edge.bench.report import machine_line, mb, sig  # noqa: E402
 from albert_edge.bench.schema import empty_result  # noqa: E402
 
@@ -755,7 +763,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--build-only", action="store_true", help="build (and cache) the peers only")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument(
+        "--render", action="store_true", help="re-render peers.md and the plots from peers.json"
+    )
     args = ap.parse_args(argv)
+    if args.render:
+        report = json.loads((args.out / "peers.json").read_text())
+        problems = validate_report(report)
+        if problems:
+            print("peers: schema problems: " + "; ".join(problems[:5]), file=sys.stderr)
+            return 1
+        (args.out / "peers.md").write_text(markdown(report))
+        plots(report, args.out)
+        print(markdown(report))
+        return 0
     args.only = [o for o in args.only.split(",") if o]
     args.skip = [o for o in args.skip.split(",") if o]
     seq_lens = tuple(int(s) for s in args.seq_lens.split(","))
@@ -807,7 +828,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problems:
         print("peers: schema problems: " + "; ".join(problems[:5]), file=sys.stderr)
         return 1
-    (args.out / "peers.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_outputs(report, json_out=args.out / "peers.json")
     (args.out / "peers.md").write_text(markdown(report))
     written = plots(report, args.out)
     print(markdown(report))

@@ -10,27 +10,30 @@ Routes:
 - ``litert-torch-pt2e`` (int8-dynamic only): litert-torch's own ``quant_config`` (PT2E
   dynamic int8 in PyTorch before conversion).
 
-Per (route, precision): file size and ratio to the floor, duplicate bytes, XNNPACK latency
-(2 threads, seq 128, batch 1: median of timed runs after warm-up), max abs error and
-argmax agreement of the logits vs PyTorch on real SST-2 dev sentences, the op versions and
-whether tflite-runtime 2.14 could load it.
+Per (route, precision): file size and ratio to the floor, duplicate bytes, quantized
+FULLY_CONNECTED ops, op versions and whether tflite-runtime 2.14 could load it (all as
+``albert-edge inspect`` reports them: ``albert_edge.facts`` / ``tflite.inspect``), max abs
+error and argmax agreement of the logits vs PyTorch on real SST-2 dev sentences, and
+XNNPACK latency (batch 1, seq 128, 2 threads) measured by :func:`albert_edge.bench.bench`:
+each route's file is written under ``--work`` and timed in its own child process.
 
     python benchmarks/tflite_routes.py [--checkpoint DIR | --config albert-base] \
         [--runs 20] [--sentences 32] [--out benchmarks/results] [--precisions ... --merge]
 
-Writes ``tflite_routes.json`` and ``tflite_routes.md``.
+Writes ``tflite_routes.json`` (an ``albert-edge-bench/1`` report: one row per (precision,
+route), with ``route`` and the inspect/error columns added; a route that fails to build is
+a ``failed`` row that says why) and ``tflite_routes.md``, rendered from the JSON
+(``--render`` re-renders it without measuring).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import statistics
+import shutil
 import sys
-import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +44,17 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from script_report import load, p50, render, time_targets, write  # noqa: E402
+
+from albert_edge.bench.report import machine_line, mb  # noqa: E402
+
 SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
 PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-full")
+STEM = "tflite_routes"
+BACKEND = "litert-xnnpack"
+ROUTES = ("litert-torch", "tf-converter", "litert-torch-pt2e")
 
 
 def _passes(data: bytes, ckpt: Any) -> bytes:
@@ -97,55 +109,122 @@ def _tf(ckpt: Any, precision: str, seq_lens: tuple[int, ...], calib: Any) -> byt
     return _passes(export_tf_converter(ckpt.model, ckpt.head, seq_lens, precision, calib), ckpt)
 
 
-def _measure(
-    data: bytes, ckpt: Any, feeds: list[dict[str, np.ndarray]], runs: int, warmup: int
-) -> dict[str, Any]:
-    import torch
+def save(data: bytes, folder: Path, checkpoint: Path) -> Path:
+    """The route's file as a bare model bench() can run: config.json and spiece.model beside."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    path = folder / "model.tflite"
+    path.write_bytes(data)
+    for name in ("config.json", "spiece.model"):
+        if (checkpoint / name).is_file():
+            shutil.copyfile(checkpoint / name, folder / name)
+    return path
 
-    from albert_edge.tflite import flatbuffer as fb
-    from albert_edge.tflite.inspect import analyze_model
-    from albert_edge.tflite.runtime import LiteRTRunner
 
-    info = analyze_model(fb.read_model(data), len(data))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "model.tflite"
-        path.write_bytes(data)
-        runner = LiteRTRunner(path, threads=2)
-        _name, sig, details, _ = runner._buckets[128]
-        one = {k: np.zeros((1, 128), dtype=details[k]["dtype"]) for k in runner.input_names}
-        one["input_ids"][:] = 7
-        one["attention_mask"][:] = 1
-        for _ in range(warmup):
-            sig(**one)
-        times = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            sig(**one)
-            times.append((time.perf_counter() - t0) * 1e3)
-        errs, agree = [], []
-        for f in feeds:
-            got = runner.run(f)["logits"]
-            with torch.no_grad():
-                ref = ckpt.model(**{k: torch.from_numpy(v) for k, v in f.items()}).logits.numpy()
-            errs.append(float(np.abs(got - ref).max()))
-            agree.append(bool((got.argmax(-1) == ref.argmax(-1)).all()))
+def describe(path: Path) -> dict[str, Any]:
+    """What ``albert-edge inspect`` reports for the file (albert_edge.facts + tflite.inspect)."""
+    from albert_edge.inspect import inspect_path
+
+    info = inspect_path(path)
     return {
-        "file_bytes": info["file_bytes"],
-        "floor_bytes": info["floor_bytes"],
-        "ratio_to_floor": info["ratio_to_floor"],
+        "file": str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path),
         "duplicate_tensor_bytes": info["duplicate_tensor_bytes"],
         "factorized_embedding_intact": info["factorized_embedding_intact"],
+        "matmuls_total": info["matmuls_total"],
+        "matmuls_quantized": info["matmuls_quantized"],
         "quantized_fully_connected": info["matmul_ops"]["FULLY_CONNECTED"],
         "quantized_batch_matmul": info["matmul_ops"]["BATCH_MATMUL"],
         "float_compute_ops": sum(info["float_compute_ops"].values()),
-        "latency_ms_median": round(statistics.median(times), 3),
-        "latency_ms_p90": round(sorted(times)[int(0.9 * (len(times) - 1))], 3),
-        "max_abs_error": max(errs),
-        "argmax_agreement": sum(agree) / len(agree),
         "op_versions": info["op_versions"],
         "loads_on_tflite_runtime_2_14": info["loads_on_tflite_runtime_2_14"],
         "offending_ops_2_14": info["tflite_runtime_2_14"]["offending_ops"],
     }
+
+
+def errors_vs_pytorch(
+    path: Path, ckpt: Any, feeds: Sequence[dict[str, np.ndarray]], threads: int
+) -> dict[str, Any]:
+    """max |logits - PyTorch| and argmax agreement over the sentences (not timed)."""
+    import torch
+
+    from albert_edge.tflite.runtime import LiteRTRunner
+
+    runner = LiteRTRunner(path, threads=threads)
+    errs, agree = [], []
+    for f in feeds:
+        got = runner.run(f)["logits"]
+        with torch.no_grad():
+            ref = ckpt.model(**{k: torch.from_numpy(v) for k, v in f.items()}).logits.numpy()
+        errs.append(float(np.abs(got - ref).max()))
+        agree.append(bool((got.argmax(-1) == ref.argmax(-1)).all()))
+    return {"max_abs_error": max(errs), "argmax_agreement": sum(agree) / len(agree)}
+
+
+def failed_row(precision: str, route: str, error: str, threads: int) -> dict[str, Any]:
+    """A route that could not be built: a result row that says why."""
+    from albert_edge.bench.schema import empty_result
+
+    return empty_result(
+        artifact=f"{precision} {route}",
+        format="tflite",
+        precision=precision,
+        backend=BACKEND,
+        device="cpu",
+        batch=1,
+        seq_len=128,
+        threads=threads,
+        status="failed",
+        reason=f"could not build: {error}",
+        route=route,
+        error=error,
+    )
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    """The table, from the albert-edge-bench/1 report alone (``--render`` re-runs this)."""
+    s = report["settings"]
+    pol = s.get("policy") or {}
+    lines = [
+        "# TFLite conversion routes",
+        "",
+        f"Checkpoint: {report.get('checkpoint')} {report.get('config')}; signatures "
+        f"{s.get('signatures')}. {machine_line(report)}; {report['created']}.",
+        f"Latency: `albert_edge.bench.bench()` ({BACKEND}: XNNPACK; one child process per "
+        f"file, {s.get('inputs')}), batch {s['batches'][0]}, seq {s['seq_lens'][0]}, "
+        f"{s['threads'][0]} threads, p50 of {pol.get('runs') or 'adaptive'} timed runs after "
+        f"{pol.get('warmup') if pol.get('warmup') is not None else 'adaptive'} warm-up. "
+        f"Error: max |logits − PyTorch| over {s.get('sentences')} SST-2 dev sentences. Sizes, "
+        "floor and counts: `albert-edge inspect`. Files are timed one after another: compare "
+        "rows on a quiet machine.",
+        "",
+        "| precision | route | MB | ratio to floor | dup bytes | quantized FC | p50 ms | "
+        "max abs err | argmax agree | loads on 2.14 |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in report["results"]:
+        if r.get("error") or r.get("file_bytes") is None:
+            why = str(r.get("error") or r.get("reason") or "")[:120].replace("|", "/")
+            lines.append(f"| {r['precision']} | {r.get('route')} | failed: {why} |||||||")
+            continue
+        fc = r.get("quantized_fully_connected") or {}
+        ratio, lat = r.get("ratio_to_floor"), p50(r)
+        err, agree = r.get("max_abs_error"), r.get("argmax_agreement")
+        loads = (
+            "yes"
+            if r.get("loads_on_tflite_runtime_2_14")
+            else "no: " + ", ".join(r.get("offending_ops_2_14") or [])
+        )
+        if r["status"] != "ok":
+            loads += f" ({r['status']}: {r['reason']})".replace("|", "/")
+        lines.append(
+            f"| {r['precision']} | {r.get('route')} | {mb(r.get('file_bytes'))} | "
+            f"{'—' if ratio is None else f'{ratio:.3f}'} | "
+            f"{r.get('duplicate_tensor_bytes')} | {fc.get('quantized')}/{fc.get('total')} | "
+            f"{'—' if lat is None else f'{lat:.1f}'} | "
+            f"{'—' if err is None else f'{err:.2e}'} | "
+            f"{'—' if agree is None else f'{agree:.2f}'} | {loads} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,126 +233,112 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--config", default="albert-base", help="random checkpoint shape when no --checkpoint"
     )
-    ap.add_argument("--seq-lens", default="32,128")
-    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--seq-lens", default="32,128", help="signatures of every file")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=20, help="timed runs (0: bench's adaptive policy)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--sentences", type=int, default=32)
     ap.add_argument("--precisions", default=",".join(PRECISIONS))
+    ap.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "_work" / STEM)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument(
         "--merge",
         action="store_true",
         help="replace only the measured (precision, route) rows of an existing result",
     )
+    ap.add_argument("--render", action="store_true", help=f"re-render {STEM}.md from the JSON")
     a = ap.parse_args(argv)
+    if a.render:
+        return render(a.out, STEM, markdown)
 
     import torch
 
+    from albert_edge.bench import resolve_target
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.configs import make_random_checkpoint
     from albert_edge.data import load_calibration_texts, read_sst2
     from albert_edge.tflite.quantize import calibration_feeds
+    from albert_edge.torch_model import CONFIG_KEYS
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(a.threads)
     seq_lens = tuple(sorted(int(x) for x in a.seq_lens.split(",")))
-    with tempfile.TemporaryDirectory() as tmp:
-        src = a.checkpoint or make_random_checkpoint(
-            Path(tmp) / "ck", a.config, spiece_model=SHARED / "data/albert/30k-clean.model"
-        )
-        ckpt = load_checkpoint(src)
-        tok = ckpt.tokenizer()
-        dev = [s for _, s in read_sst2(SHARED / "data/sst2/dev.tsv")][: a.sentences]
-        feeds = []
-        for s in dev:
-            enc = tok.encode([s], max_length=128, truncation=True, padding="longest").as_numpy()
-            feeds.append(enc)
-        calib = calibration_feeds(
-            tok, load_calibration_texts(SHARED / "data/sst2/train.tsv", 64), list(seq_lens)
-        )
-        rows = []
-        for precision in a.precisions.split(","):
-            routes = [
-                ("litert-torch", lambda p=precision: _litert(ckpt, p, seq_lens, calib)),
-                ("tf-converter", lambda p=precision: _tf(ckpt, p, seq_lens, calib)),
-            ]
-            if precision == "int8-dynamic":
-                routes.append(("litert-torch-pt2e", lambda: _pt2e_dynamic(ckpt, seq_lens)))
-            for route, build in routes:
-                t0 = time.perf_counter()
-                row: dict[str, Any] = {"precision": precision, "route": route}
-                try:
-                    data = build()
-                    row["convert_seconds"] = round(time.perf_counter() - t0, 1)
-                    row.update(_measure(data, ckpt, feeds, a.runs, a.warmup))
-                except Exception as exc:  # a route that fails is a result too
-                    row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-                print(json.dumps({k: v for k, v in row.items() if k != "op_versions"}), flush=True)
-                rows.append(row)
-        cfg = ckpt.config
-        result = {
-            "checkpoint": str(a.checkpoint) if a.checkpoint else f"random {a.config}",
-            "config": {
-                k: int(getattr(cfg, k))
-                for k in (
-                    "vocab_size",
-                    "embedding_size",
-                    "hidden_size",
-                    "num_hidden_layers",
-                    "num_hidden_groups",
-                )
-            },
-            "seq_lens": list(seq_lens),
-            "latency": {
-                "threads": 2,
-                "seq": 128,
-                "batch": 1,
-                "delegate": "XNNPACK (ai-edge-litert default)",
-                "runs": a.runs,
-                "warmup": a.warmup,
-            },
-            "error": {"reference": "PyTorch fp32", "sentences": len(feeds), "data": "SST-2 dev"},
-            "machine": {
-                "python": platform.python_version(),
-                "cpu_count": os.cpu_count(),
-                "note": "2-core VM shared with other jobs: latency is indicative, compare within a run",
-            },
-            "rows": rows,
-        }
-    a.out.mkdir(parents=True, exist_ok=True)
-    old_file = a.out / "tflite_routes.json"
-    if a.merge and old_file.is_file():
-        old = json.loads(old_file.read_text())
-        fresh = {(r["precision"], r["route"]) for r in rows}
-        kept = [r for r in old["rows"] if (r["precision"], r["route"]) not in fresh]
-        order = {p: i for i, p in enumerate(PRECISIONS)}
-        rows = sorted(kept + rows, key=lambda r: order.get(r["precision"], 9))
-        result["rows"] = rows
-    (a.out / "tflite_routes.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = [
-        "# TFLite conversion routes",
-        "",
-        f"Checkpoint: {result['checkpoint']} {result['config']}; signatures {list(seq_lens)}; "
-        "latency: XNNPACK, 2 threads, seq 128, batch 1 (median of "
-        f"{a.runs} after {a.warmup} warm-up); error: max |logits − PyTorch| over {len(feeds)} SST-2 dev "
-        "sentences. Shared 2-core VM: compare rows within this run.",
-        "",
-        "| precision | route | MB | ratio to floor | dup bytes | quantized FC | ms (median) | max abs err | argmax agree | loads on 2.14 |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    src = a.checkpoint
+    if src is None:
+        src = a.work / f"random-{a.config}"
+        if not (src / "config.json").is_file():
+            make_random_checkpoint(
+                src, a.config, spiece_model=SHARED / "data/albert/30k-clean.model"
+            )
+    ckpt = load_checkpoint(src)
+    tok = ckpt.tokenizer()
+    dev = [s for _, s in read_sst2(SHARED / "data/sst2/dev.tsv")][: a.sentences]
+    feeds = [
+        tok.encode([s], max_length=128, truncation=True, padding="longest").as_numpy() for s in dev
     ]
-    for r in rows:
-        if "error" in r:
-            lines.append(f"| {r['precision']} | {r['route']} | failed: {r['error'][:120]} |||||||")
-            continue
-        fc = r["quantized_fully_connected"]
-        lines.append(
-            f"| {r['precision']} | {r['route']} | {r['file_bytes'] / 1e6:.2f} | {r['ratio_to_floor']:.3f} | "
-            f"{r['duplicate_tensor_bytes']} | {fc['quantized']}/{fc['total']} | {r['latency_ms_median']:.1f} | "
-            f"{r['max_abs_error']:.2e} | {r['argmax_agreement']:.2f} | "
-            f"{'yes' if r['loads_on_tflite_runtime_2_14'] else 'no: ' + ', '.join(r['offending_ops_2_14'])} |"
-        )
-    (a.out / "tflite_routes.md").write_text("\n".join(lines) + "\n")
-    print(f"wrote {a.out / 'tflite_routes.json'} and tflite_routes.md")
-    return 0
+    calib = calibration_feeds(
+        tok, load_calibration_texts(SHARED / "data/sst2/train.tsv", 64), list(seq_lens)
+    )
+    rows: list[dict[str, Any]] = []
+    built: list[tuple[Any, dict[str, Any]]] = []  # (target, this script's columns)
+    for precision in a.precisions.split(","):
+        routes = [
+            ("litert-torch", lambda p=precision: _litert(ckpt, p, seq_lens, calib)),
+            ("tf-converter", lambda p=precision: _tf(ckpt, p, seq_lens, calib)),
+        ]
+        if precision == "int8-dynamic":
+            routes.append(("litert-torch-pt2e", lambda: _pt2e_dynamic(ckpt, seq_lens)))
+        for route, build in routes:
+            t0 = time.perf_counter()
+            try:
+                data = build()
+                seconds = round(time.perf_counter() - t0, 1)
+                path = save(data, a.work / f"{precision}-{route}", src)
+                cols = {"route": route, "convert_seconds": seconds, **describe(path)}
+                cols.update(errors_vs_pytorch(path, ckpt, feeds, a.threads))
+            except Exception as exc:  # a route that fails is a result too
+                error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+                print(f"{STEM}: {precision} {route}: {error}", file=sys.stderr, flush=True)
+                rows.append(failed_row(precision, route, error, a.threads))
+                continue
+            print(f"{STEM}: built {precision} {route} in {seconds} s", file=sys.stderr)
+            target = resolve_target(path).with_(name=f"{precision} {route}", precision=precision)
+            built.append((target, cols))
+    report = time_targets(
+        [t for t, _ in built],
+        BACKEND,
+        batch=1,
+        seq=128,
+        threads=a.threads,
+        runs=a.runs or None,
+        warmup=a.warmup if a.runs else None,
+    )
+    cols_of = {t.name: cols for t, cols in built}
+    for r in report["results"]:
+        r.update(cols_of[r["artifact"]])
+    rows += report["results"]
+    if a.merge:
+        old = load(a.out, STEM)
+        if old is not None:
+            fresh = {(r["precision"], r.get("route")) for r in rows}
+            kept = [r for r in old["results"] if (r["precision"], r.get("route")) not in fresh]
+            rows = kept + rows
+    report["results"] = sorted(
+        rows,
+        key=lambda r: (
+            PRECISIONS.index(r["precision"]) if r["precision"] in PRECISIONS else 9,
+            ROUTES.index(r.get("route")) if r.get("route") in ROUTES else 9,
+        ),
+    )
+    report["checkpoint"] = str(a.checkpoint) if a.checkpoint else f"random {a.config}"
+    report["config"] = {k: int(getattr(ckpt.config, k)) for k in CONFIG_KEYS}
+    report["settings"].update(
+        script=f"benchmarks/{STEM}.py",
+        signatures=list(seq_lens),
+        sentences=len(feeds),
+        error_reference="PyTorch fp32, SST-2 dev",
+        loadavg=[round(x, 1) for x in os.getloadavg()],
+    )
+    return write(report, a.out, STEM, markdown)
 
 
 if __name__ == "__main__":

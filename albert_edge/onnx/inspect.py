@@ -30,6 +30,7 @@ from typing import Any
 import onnx_ir as ir
 
 from albert_edge.errors import AlbertEdgeError
+from albert_edge.torch_model import CONFIG_KEYS
 from converters.onnx_export import METADATA_KEY  # defined where it is written; re-exported
 
 # Weight-consuming ops → index of the weight input.
@@ -251,18 +252,7 @@ def albert_config(model: ir.Model, path: Path | None) -> dict[str, Any] | None:
                 data = json.loads(cfg.read_text())
             except (OSError, json.JSONDecodeError):
                 return None
-            keys = (
-                "vocab_size",
-                "embedding_size",
-                "hidden_size",
-                "num_hidden_layers",
-                "num_hidden_groups",
-                "inner_group_num",
-                "num_attention_heads",
-                "intermediate_size",
-                "max_position_embeddings",
-            )
-            return {k: data[k] for k in keys if k in data}
+            return {k: data[k] for k in CONFIG_KEYS if k in data}
     return None
 
 

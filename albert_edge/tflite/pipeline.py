@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from albert_edge.errors import PassError, QuantizationError, UnsupportedError, VerificationError
+from albert_edge.torch_model import CONFIG_KEYS
 
 if TYPE_CHECKING:
     from albert_edge.checkpoint import Checkpoint
@@ -147,19 +148,7 @@ def record(ckpt: Checkpoint, options: ConvertOptions, seq_lens: tuple[int, ...])
         "seq_lens": list(seq_lens),
         "batch": 1,
         "precision": options.precision,
-        "config": {
-            k: int(getattr(cfg, k))
-            for k in (
-                "vocab_size",
-                "embedding_size",
-                "hidden_size",
-                "num_hidden_layers",
-                "num_hidden_groups",
-                "inner_group_num",
-                "num_attention_heads",
-                "intermediate_size",
-            )
-        },
+        "config": {k: int(getattr(cfg, k)) for k in CONFIG_KEYS},
     }
 
 

@@ -1,0 +1,140 @@
+"""The scripts in benchmarks/ time through bench() and write albert-edge-bench/1 reports.
+
+One real tiny bench() run (one child, 2 timed runs) through ``benchmarks/script_report``
+gives the rows; each script's own columns are added the way the script adds them, and
+its ``--render`` must accept the report and render every row. A result file written by
+an old script (its own schema) is left alone by ``--render``. Nothing asserts a time.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from albert_edge.bench import resolve_target, validate_report
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def script(name: str) -> ModuleType:
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def timed(tiny_onnx: Path) -> dict[str, Any]:
+    """bench() of the tiny ONNX file as the scripts call it (one backend, one shape)."""
+    sr = script("script_report")
+    targets = [resolve_target(tiny_onnx).with_(name=n) for n in ("variant a", "variant b")]
+    report: dict[str, Any] = sr.time_targets(
+        targets, "ort-cpu", batch=1, seq=16, threads=1, runs=2, warmup=1, progress=False
+    )
+    assert [r["status"] for r in report["results"]] == ["ok", "ok"], report["results"]
+    return report
+
+
+def render_from(tmp_path: Path, stem: str, report: dict[str, Any]) -> str:
+    """Write ``report`` as the script would, re-render it with --render, return the .md."""
+    assert validate_report(report) == []
+    assert script("script_report").write(report, tmp_path, stem, script(stem).markdown) == 0
+    assert validate_report(json.loads((tmp_path / f"{stem}.json").read_text())) == []
+    (tmp_path / f"{stem}.md").unlink()
+    assert script(stem).main(["--render", "--out", str(tmp_path)]) == 0
+    return (tmp_path / f"{stem}.md").read_text()
+
+
+def test_onnx_vs_optimum_report(
+    timed: dict[str, Any], tiny_onnx: Path, make_checkpoint: Any, tmp_path: Path
+) -> None:
+    mod = script("onnx_vs_optimum")
+    report = copy.deepcopy(timed)
+    facts = mod.checkpoint_facts(make_checkpoint("tiny"))
+    for r in report["results"]:
+        r.update(mod.graph_facts(tiny_onnx), model="tiny", max_abs_err_vs_pytorch=1e-6)
+        r["ratio_to_checkpoint_floor"] = r["file_bytes"] / facts["checkpoint_floor_bytes"]
+    report["models"] = {"tiny": facts}
+    report["settings"].update(optimum_version="x", levels=["O1"])
+    md = render_from(tmp_path, "onnx_vs_optimum", report)
+    assert "## tiny (" in md
+    assert md.count("| variant ") == 3  # header + the two rows
+
+
+def test_onnx_quantization_report(timed: dict[str, Any], tiny_onnx: Path, tmp_path: Path) -> None:
+    mod = script("onnx_quantization")
+    report = copy.deepcopy(timed)
+    names = (mod.OPTIMUM_INT8, mod.INT8, mod.FP32_FUSED)
+    report["results"] = [copy.deepcopy(report["results"][0]) for _ in names]
+    for r, name in zip(report["results"], names, strict=True):
+        r.update(mod.describe(tiny_onnx), artifact=name, model="albert-base")
+        r.update(logits_sqnr_db_vs_pytorch=40.0, accuracy=0.8)
+        r["sst2_dev"] = {"accuracy": 80.0, "delta_points": 0.0, "pytorch": 80.0}
+    report["models"] = {"albert-base": {"unique_params": 1, "pytorch_dev_accuracy": 80.0}}
+    md = render_from(tmp_path, "onnx_quantization", report)
+    assert "Speed bar:" in md  # the verdicts are re-derived from the rows' p50s
+    assert "80.00 (+0.00)" in md
+    assert "PyTorch fp32 dev accuracy: 80.00 %" in md
+
+
+def test_tflite_routes_report(timed: dict[str, Any], tmp_path: Path) -> None:
+    # The tiny ONNX rows stand in for .tflite rows: the Markdown reads the columns only.
+    mod = script("tflite_routes")
+    report = copy.deepcopy(timed)
+    r = report["results"][0]
+    r.update(
+        route="litert-torch",
+        duplicate_tensor_bytes=0,
+        quantized_fully_connected={"quantized": 0, "total": 4, "by_dtype": {}},
+        max_abs_error=1e-7,
+        argmax_agreement=1.0,
+        loads_on_tflite_runtime_2_14=False,
+        offending_ops_2_14=["FULLY_CONNECTED v12 (2.14 has v10)"],
+    )
+    failed = mod.failed_row("int8-full", "tf-converter", "RuntimeError: no", threads=1)
+    report["results"] = [r, failed]
+    report["checkpoint"], report["config"] = "random tiny", {"hidden_size": 32}
+    report["settings"].update(signatures=[16], sentences=4)
+    md = render_from(tmp_path, "tflite_routes", report)
+    assert "| litert-torch |" in md and "no: FULLY_CONNECTED v12" in md
+    assert "| int8-full | tf-converter | failed: RuntimeError: no |" in md
+
+
+def test_peers_render(timed: dict[str, Any], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    report = copy.deepcopy(timed)
+    for r in report["results"]:
+        r["model"] = "tiny"
+    (tmp_path / "peers.json").write_text(json.dumps(report))
+    assert script("peers").main(["--render", "--out", str(tmp_path)]) == 0
+    assert "| tiny | variant a |" in (tmp_path / "peers.md").read_text()
+
+
+@pytest.mark.parametrize("stem", ["onnx_quantization", "onnx_vs_optimum", "tflite_routes"])
+def test_render_leaves_an_old_schema_result_alone(stem: str, tmp_path: Path) -> None:
+    old = {"benchmark": stem, "models": {}}
+    (tmp_path / f"{stem}.json").write_text(json.dumps(old))
+    (tmp_path / f"{stem}.md").write_text("old\n")
+    assert script(stem).main(["--render", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / f"{stem}.md").read_text() == "old\n"
+    assert json.loads((tmp_path / f"{stem}.json").read_text()) == old
+
+
+def test_write_refuses_a_report_that_does_not_validate(
+    timed: dict[str, Any], tmp_path: Path
+) -> None:
+    report = copy.deepcopy(timed)
+    del report["results"][0]["latency_ms"]
+    assert script("script_report").write(report, tmp_path, "x", lambda _: "") == 1
+    assert not (tmp_path / "x.json").exists()
