@@ -135,7 +135,10 @@ def tensor_accounting(model: ir.Model) -> dict[str, Any]:
 
 
 def _trace_weight(value: ir.Value | None) -> tuple[ir.Value | None, list[str]]:
-    """Follow pass-through ops/DequantizeLinear back to an initializer (None if activation)."""
+    """Follow pass-through ops, DequantizeLinear and DynamicQuantizeLinear back to an
+    initializer (None if activation). DynamicQuantizeLinear on a weight is how optimum's
+    int8 export feeds MatMulInteger from an fp32 initializer, quantized again every run:
+    such a MatMul computes in int8 but stores its weight fp32, and must count as such."""
     chain: list[str] = []
     cur = value
     for _ in range(8):
@@ -144,7 +147,11 @@ def _trace_weight(value: ir.Value | None) -> tuple[ir.Value | None, list[str]]:
         if cur.is_initializer() or cur.const_value is not None:
             return cur, chain
         node = cur.producer()
-        if node is None or node.op_type not in (*_PASS_THROUGH, "DequantizeLinear"):
+        if node is None or node.op_type not in (
+            *_PASS_THROUGH,
+            "DequantizeLinear",
+            "DynamicQuantizeLinear",
+        ):
             return None, chain
         if node.op_type == "Constant":
             return cur, chain
@@ -181,7 +188,7 @@ def weight_matmuls(model: ir.Model) -> list[dict[str, Any]]:
         if weight is None:
             continue
         if node.op_type in INT_WEIGHT_OPS:
-            quantized = True
+            quantized = _is_int(weight)  # stored integer, not quantized at run time
         else:
             quantized = "DequantizeLinear" in chain and _is_int(weight)
         dtype = weight.const_value.dtype if weight.const_value is not None else None

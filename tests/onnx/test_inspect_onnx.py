@@ -183,6 +183,22 @@ def test_quantized_weight_consumers_are_counted(tmp_path: Path) -> None:
     assert info["factorized_embedding_intact"] is None  # no V/E/H known
 
 
+def test_weight_quantized_at_run_time_counts_as_fp32(tmp_path: Path) -> None:
+    """optimum's int8 export feeds MatMulInteger from DynamicQuantizeLinear(fp32
+    initializer): int8 compute, fp32 storage. It is a weight MatMul, not a quantized one."""
+    k = 16
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xzp"]),
+        helper.make_node("DynamicQuantizeLinear", ["W"], ["Wq", "Ws", "Wzp"]),
+        helper.make_node("MatMulInteger", ["xq", "Wq", "xzp", "Wzp"], ["y_int"]),
+        helper.make_node("Cast", ["y_int"], ["y"], to=TensorProto.FLOAT),
+    ]
+    inits = [numpy_helper.from_array(RNG.standard_normal((k, k)).astype(np.float32), "W")]
+    info = inspect_onnx(_save(tmp_path, nodes, [_f("x", 2, k)], [_f("y", 2, k)], inits))
+    assert info["matmuls_total"] == 1 and info["matmuls_quantized"] == 0
+    assert info["matmuls_by_op"]["MatMulInteger"] == {"total": 1, "quantized": 0}
+
+
 def test_external_data_counts_in_file_bytes(tmp_path: Path) -> None:
     w = numpy_helper.from_array(RNG.standard_normal((64, 64)).astype(np.float32), "W")
     graph = helper.make_graph(
