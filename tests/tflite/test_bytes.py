@@ -51,6 +51,33 @@ def test_narrow_constants_leaves_only_quantizer_operands_wide(precision: str) ->
     assert 0 < err <= bound * 1.0001, (err, bound)
 
 
+def test_narrowed_int8_table_reads_the_same_on_every_kernel() -> None:
+    """The int8 table behind its DEQUANTIZE is exact arithmetic: each element is
+    float32(q) × scale, one rounding, so XNNPACK (which unpacks the static DEQUANTIZE at
+    prepare), TFLite's builtin kernels and numpy give the same bits, through SLICE and ADD
+    too. (LiteRT.js' wasm XNNPACK likewise: the trained tiny model's embedding sum was
+    bit-identical to the interpreter's. Where its int8-dynamic logits drift, the cause is a
+    hybrid FULLY_CONNECTED rounding an activation the other way after 1-ulp float
+    differences upstream — with or without this pass; see narrow.py.)"""
+    from albert_edge.tflite.runtime import load_interpreter
+
+    model = position_table_graph()
+    run_passes(model, [NarrowConstantsPass("int8-dynamic")])
+    sg = model.subgraphs[0]
+    q8 = next(t for t in sg.tensors if t.name == b"table")
+    assert fb.tensor_type_names()[q8.type] == "INT8"
+    q = fb.tensor_array(model, q8)
+    assert q is not None
+    table = q.astype(np.float32) * np.float32(q8.quantization.scale[0])
+    x = _x()
+    want = x + table[:, : x.shape[1]]
+    data = fb.write_model(model)
+    for backend in ("xnnpack", "reference"):
+        interp, _ = load_interpreter(content=data, threads=1, backend=backend)
+        got = interp.get_signature_runner("serving")(x=x)["sum"]
+        np.testing.assert_array_equal(got, want, err_msg=backend)
+
+
 def test_narrow_constants_is_a_no_op_where_the_recipe_covers_everything() -> None:
     model = position_table_graph()
     before = fb.write_model(model)
