@@ -1,14 +1,16 @@
 """Quantizing ALBERT ONNX graphs: int8-dynamic, int8-static (QDQ), int4, fp16.
 
-The quantizers are ONNX Runtime's own (``quantize_dynamic``, ``quantize_static``,
-``MatMulNBitsQuantizer``, the transformers float16 converter). What albert-edge adds is
-the part that keeps ALBERT small, checked as postconditions on every result:
+Each precision is a named, frozen recipe (:mod:`albert_edge.onnx.passes.quant.recipes`)
+run as onnx_ir passes. The quantizers are ONNX Runtime's own (``quantize_dynamic``,
+``quantize_static``, ``MatMulNBitsQuantizer``, the transformers float16 converter). What
+albert-edge adds is the part that keeps ALBERT small, checked as postconditions on every
+result:
 
 1. every consumer reads a shared weight straight from one initializer before the
-   quantizer runs (:func:`~albert_edge.onnx.quant_graph.prepare_graph`), so a shared
-   weight is quantized once and all its L consumers read the one quantized tensor;
+   quantizer runs (``quant-prepare``), so a shared weight is quantized once and all its
+   L consumers read the one quantized tensor;
 2. per-consumer copies the quantizers emit anyway are merged afterwards
-   (:func:`~albert_edge.onnx.quant_graph.dedup_initializers`);
+   (``quant-dedup``);
 3. every weight MatMul — all layers, the fused Attention's QKV too — computes quantized
    (``matmuls_quantized == matmuls_total``), no two initializers hold the same bytes,
    and the weights total at most 1.05 × the floor (unique parameters at the precision's
@@ -16,7 +18,8 @@ the part that keeps ALBERT small, checked as postconditions on every result:
 4. the result loads in ONNX Runtime on this machine (a precision the runtime cannot run
    fails here, not on a user's device).
 
-Any broken postcondition raises :class:`QuantizationError`; nothing is written.
+Any broken postcondition raises :class:`QuantizationError`; nothing is written. This
+module is the front: options, the manifest's report, ``albert-edge quantize``.
 """
 
 from __future__ import annotations
