@@ -326,33 +326,3 @@ def duplicate_initializer_groups(model: onnx.ModelProto) -> list[list[str]]:
 
 def initializer_bytes(model: onnx.ModelProto) -> int:
     return sum(tensor_nbytes(t) for t in model.graph.initializer)
-
-
-# --- helpers the table code shares -------------------------------------------------
-
-
-def make_constant(name: str, value: Any) -> onnx.NodeProto:
-    """A Constant node (small index tensors live in the graph, not among the weights)."""
-    from onnx import helper, numpy_helper
-
-    return helper.make_node(
-        "Constant", [], [name], name=f"{name}_const", value=numpy_helper.from_array(value, name)
-    )
-
-
-def _unique_namer(model: onnx.ModelProto) -> Any:
-    used = {t.name for t in model.graph.initializer}
-    for n in model.graph.node:
-        used.update(n.output)
-        used.update(n.input)
-        used.add(n.name)
-    used.update(i.name for i in model.graph.input)
-
-    def fresh(base: str) -> str:
-        name, k = base, 1
-        while name in used:
-            name, k = f"{base}_{k}", k + 1
-        used.add(name)
-        return name
-
-    return fresh

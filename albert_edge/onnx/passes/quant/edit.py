@@ -4,8 +4,8 @@ Names matter here beyond readability: ORT's quantizers select nodes by name and 
 tensors they add after the values they quantize, and initializer names survive into the
 artifact. :class:`Namer` therefore picks a fresh name exactly as the proto-level code of
 :mod:`albert_edge.onnx.quant_graph` always did (``base``, then ``base_1``, ``base_2``...,
-fresh against every value, node and graph-input name), so the artifacts stay the same
-bytes whichever side of the proto boundary an edit runs on.
+fresh against every value, node and graph-input name), so the artifacts kept their bytes
+when these edits moved from NodeProtos to onnx_ir.
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ def _attr(name: str, value: Any) -> ir.Attr:
 
 
 def constant(name: str, value: np.ndarray) -> ir.Node:
-    """A Constant node (small index tensors live in the graph, not among the weights),
-    named like :func:`albert_edge.onnx.quant_graph.make_constant`'s."""
+    """A Constant node ``<name>_const`` producing ``name`` (small index tensors live in
+    the graph, not among the weights)."""
     return ir.Node(
         "",
         "Constant",
