@@ -454,3 +454,85 @@ def test_runs_check_fails_on_a_graph_onnx_runtime_cannot_load() -> None:
     )
     with pytest.raises(UnsupportedError, match="cannot run the int8-dynamic graph"):
         RunsCheck(_state())(bad)
+
+
+# --- the word and side tables ----------------------------------------------------------
+
+
+def _tied_table_model() -> ir.Model:
+    """A 64×16 word table read by a Gather and a tied Gemm decoder, a 1024-value
+    position table read by a Gather."""
+    nodes = [
+        helper.make_node("Gather", ["word", "ids"], ["e"], name="gather"),
+        helper.make_node("Gather", ["pos", "ids"], ["p"], name="pos_gather"),
+        helper.make_node("Add", ["e", "p"], ["h"], name="add"),
+        helper.make_node("Gemm", ["h", "word", "bias"], ["logits"], name="decoder", transB=1),
+    ]
+    return _model(
+        nodes,
+        [_f("ids", 3, dtype=TensorProto.INT64)],
+        [_f("logits", 3, 64)],
+        [_w("word", 64, 16), _w("pos", 64, 16), _w("bias", 64)],
+        ms=True,
+    )
+
+
+def _table_state(precision: str) -> QuantState:
+    st = _state(precision)
+    st.vocab = 64
+    return st
+
+
+@pytest.mark.parametrize("precision", ["int8-dynamic", "int4", "int8-static"])
+def test_word_and_side_tables_are_stored_quantized_once(precision: str) -> None:
+    from albert_edge.onnx.passes.quant.embed import QuantizeSideTablesPass, QuantizeWordTablePass
+
+    model = _tied_table_model()
+    feeds = {"ids": np.array([0, 17, 63], np.int64)}
+    before = _run(_clone(model), feeds)[0]
+    st = _table_state(precision)
+    for p in (LocateWordTablePass(st), PlanPass(st)):
+        p(model)
+    assert st.plan is not None and st.plan.side_tables == ("pos",)
+    QuantizeWordTablePass(st)(model)
+    QuantizeSideTablesPass(st)(model)
+    DedupQuantizedPass()(model)
+    assert "word" not in model.graph.initializers and "pos" not in model.graph.initializers
+    floats = [
+        n for n, v in model.graph.initializers.items() if v.const_value.dtype == ir.DataType.FLOAT
+    ]
+    assert all(model.graph.initializers[n].const_value.size <= 64 for n in floats)
+    if precision != "int8-static":  # one stored table, read by the gathers and MatMulNBits
+        decoder = next(n for n in model.graph if n.name == "decoder")
+        assert decoder.op_type == "MatMulNBits"
+    after = _run(model, feeds)[0]
+    sqnr = 10 * np.log10(np.sum(before**2) / np.sum((before - after) ** 2))
+    assert sqnr > (15 if precision == "int4" else 30)
+
+
+def test_word_table_postcondition_fails_if_the_fp32_table_is_still_read(monkeypatch) -> None:
+    from albert_edge.onnx.passes.quant import embed
+
+    monkeypatch.setattr(
+        embed,
+        "quantize_word_table",
+        lambda *a, **k: dict.fromkeys(("table", "bits", "gathers", "tied_decoder_matmuls")),
+    )
+    model = _tied_table_model()
+    st = _table_state("int8-dynamic")
+    for p in (LocateWordTablePass(st), PlanPass(st)):
+        p(model)
+    with pytest.raises(PassError, match="fp32 word table is still read"):
+        embed.QuantizeWordTablePass(st)(model)
+
+
+def test_side_table_postcondition_fails_when_the_plan_is_not_met(monkeypatch) -> None:
+    from albert_edge.onnx.passes.quant import embed
+
+    monkeypatch.setattr(embed, "quantize_side_tables", lambda *a, **k: [])
+    model = _tied_table_model()
+    st = _table_state("int8-dynamic")
+    for p in (LocateWordTablePass(st), PlanPass(st)):
+        p(model)
+    with pytest.raises(QuantizationError, match="side tables \\('pos',\\) planned, \\[\\]"):
+        embed.QuantizeSideTablesPass(st)(model)
