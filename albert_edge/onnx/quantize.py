@@ -201,7 +201,8 @@ def _quantize_model(
 
 
 def _report(final: onnx.ModelProto, st: Any, log: list[dict[str, Any]]) -> dict[str, Any]:
-    """The manifest's "quantization" entry."""
+    """The manifest's "quantization" entry: the recipe, the counts its postconditions
+    checked, and ``passes``, what each of its passes did."""
     import onnxruntime as ort
 
     from albert_edge.onnx.quant_graph import (
@@ -267,6 +268,7 @@ def _report(final: onnx.ModelProto, st: Any, log: list[dict[str, Any]]) -> dict[
         },
     }
     report["shared_weights_count"] = len(report["shared_weights"])
+    report["passes"] = log  # what each pass of the recipe did, in order
     return report
 
 
