@@ -166,12 +166,11 @@ def quantize_word_table(
     qdq: bool,
     accuracy_level: int | None = None,
 ) -> dict[str, Any]:
-    """Replace the fp32 table by its quantized form for every reader, in place.
+    """Replace the fp32 table by its quantized form for every reader, in place: the QDQ
+    form (:func:`_qdq_table`) or the blockwise standard-op form (:func:`_blockwise_table`).
 
     Returns facts for the manifest (scheme, block, tied decoder count, bytes).
     """
-    from albert_edge.onnx.quant_embed import table_block_size, table_scale_format
-
     fresh = Namer(model)
     table = model.graph.initializers[use.table]
     assert table.const_value is not None
@@ -181,130 +180,9 @@ def quantize_word_table(
     if qdq:
         if bits != 8:
             raise QuantizationError("QDQ embedding quantization is int8 only")
-        amax = float(np.abs(w).max()) or 1.0
-        # A tied decoder multiplies by DequantizeLinear(table): on x86 AVX2 that MatMul
-        # runs u8s8 and saturates unless |w| <= 64 (albert_edge/onnx/recipes.py), so the
-        # table then keeps 7 bits; gather-only tables keep the full int8 range.
-        qmax = 64 if use.tied_matmuls else 127
-        scale = np.float32(amax / qmax)
-        codes = np.clip(np.rint(w / scale), -qmax, qmax).astype(np.int8)
-        names = [fresh(f"{use.table}_{k}") for k in ("int8", "scale", "zero_point")]
-        pending: list[tuple[np.ndarray, str]] = [
-            (codes, names[0]),
-            (np.asarray(scale, dtype=np.float32), names[1]),
-            (np.asarray(0, dtype=np.int8), names[2]),
-        ]
-        data, s, z = (ir.Value(name=n) for n in names)  # registered below, last in the file
-        for node in gathers:
-            q_out = fresh(f"{node.outputs[0].name}_int8")
-            g = make_node("Gather", [data, node.inputs[1]], [q_out], name=str(node.name))
-            for k, a in node.attributes.items():
-                g.attributes[k] = a
-            dq = make_node(
-                "DequantizeLinear",
-                [g.outputs[0], s, z],
-                [str(node.outputs[0].name)],
-                name=fresh(f"{node.name}_dq"),
-            )
-            _swap(model, node, [g, dq])
-        if use.tied_matmuls:
-            dq_table = fresh(f"{use.table}_dequantized")
-            dq = make_node(
-                "DequantizeLinear", [data, s, z], [dq_table], name=fresh(f"{use.table}_dq")
-            )
-            readers = [
-                n
-                for n in model.graph
-                if (n.op_type == "Transpose" and n.inputs[0] is table)
-                or (n.op_type == "Gemm" and n.name in use.tied_matmuls)
-            ]
-            for node in readers:
-                node.replace_input_with(0 if node.op_type == "Transpose" else 1, dq.outputs[0])
-            model.graph.insert_before(readers[0], dq)
-        for (arr, name), value in zip(pending, (data, s, z), strict=True):
-            value.const_value = ir.tensor(arr, name=name)
-            model.graph.register_initializer(value)
-        facts: dict[str, Any] = {
-            "format": "int8 per-tensor, Gather + DequantizeLinear",
-            "block_size": None,
-        }
+        facts = _qdq_table(model, use, w, gathers, fresh)
     else:
-        tied = bool(use.tied_matmuls)
-        block = table_block_size(e, bits, block_size, tied=tied)
-        if bits == 4 and e % 2:
-            raise QuantizationError(f"int4 embeddings need an even embedding size, got E={e}")
-        # Signed int8 codes where only gathers read an 8-bit table (dequantized = code x
-        # scale); offset uint8 codes (zero point 2^(bits-1)) where nibbles are packed or a
-        # tied MatMulNBits reads the same bytes (its codes are unsigned). Scales: fp32 where
-        # a tied MatMulNBits reads them (the activations' type); else one byte (x an fp32
-        # super-scale) at 4 bits, where fp16 row scales alone were 5.5 % of the tiny model's
-        # int4 floor; fp16 at 8 bits (3 %: the int8 artifact is within 1.05x with them, and
-        # a random E=16 model's logits lost 2 dB SQNR to one-byte scales, tests/onnx).
-        signed = bits == 8 and not tied
-        form, _ = _table_tensors(
-            model,
-            w,
-            use.table,
-            bits,
-            block,
-            signed=signed,
-            scale_format=table_scale_format(bits, tied=tied),
-            fresh=fresh,
-        )
-        for node in gathers:
-            axis = node.attributes.get("axis")
-            if axis is not None and axis.as_int() != 0:
-                raise QuantizationError(
-                    f"Gather {node.name!r} on the word table uses axis={axis.as_int()}"
-                )
-            _swap(model, node, gather_rows(model, form, node, fresh))
-        if use.tied_matmuls:
-            nb = e // block
-            shape = constant(
-                fresh(f"{use.table}_blob_shape"),
-                np.asarray([v, nb, block * bits // 8], dtype=np.int64),
-            )
-            reshape = make_node(
-                "Reshape",
-                [model.graph.initializers[form.codes], shape.outputs[0]],
-                [fresh(f"{use.table}_q{bits}_blocks")],
-                name=fresh(f"{use.table}_blocks"),
-            )
-            first = True
-            for node in [n for n in model.graph if n.name in use.tied_matmuls]:
-                kwargs: dict[str, Any] = {"K": e, "N": v, "bits": bits, "block_size": block}
-                if accuracy_level is not None:
-                    kwargs["accuracy_level"] = accuracy_level
-                bias = node.inputs[2] if node.op_type == "Gemm" and len(node.inputs) > 2 else None
-                out = str(node.outputs[0].name)
-                mm = make_node(
-                    "MatMulNBits",
-                    [node.inputs[0], reshape.outputs[0], model.graph.initializers[form.scales]],
-                    [fresh(f"{out}_mm") if bias is not None else out],
-                    name=str(node.name),
-                    domain=MS_DOMAIN,
-                    **kwargs,
-                )
-                group = [shape, reshape, mm] if first else [mm]
-                if bias is not None:
-                    group.append(
-                        make_node(
-                            "Add", [mm.outputs[0], bias], [out], name=fresh(f"{node.name}_bias")
-                        )
-                    )
-                _swap(model, node, group)
-                first = False
-        facts = {
-            "format": (
-                f"{bits}-bit {'signed' if signed else 'offset-binary'} symmetric, "
-                + ("one scale per row" if block == e else f"one scale per {block} values")
-                + ", standard ops (Gather codes + Gather scales, Cast, Mul)"
-                + (" + MatMulNBits (tied decoder)" if tied else "")
-                + (", one-byte scales x an fp32 super-scale" if form.super_scale else "")
-                + (", fp16 scales" if form.scale_format == "fp16" else "")
-            ),
-            "block_size": block,
-        }
+        facts = _blockwise_table(model, use, w, gathers, fresh, bits, block_size, accuracy_level)
     return {
         "table": use.table,
         "shape": [v, e],
@@ -313,6 +191,152 @@ def quantize_word_table(
         "tied_decoder_matmuls": len(use.tied_matmuls),
         **facts,
     }
+
+
+def _qdq_table(
+    model: ir.Model, use: TableUse, w: np.ndarray, gathers: list[ir.Node], fresh: Namer
+) -> dict[str, Any]:
+    """int8 per tensor: Gather(int8 table) → DequantizeLinear; a tied decoder reads
+    DequantizeLinear(table)."""
+    table = model.graph.initializers[use.table]
+    amax = float(np.abs(w).max()) or 1.0
+    # A tied decoder multiplies by DequantizeLinear(table): on x86 AVX2 that MatMul
+    # runs u8s8 and saturates unless |w| <= 64 (albert_edge/onnx/recipes.py), so the
+    # table then keeps 7 bits; gather-only tables keep the full int8 range.
+    qmax = 64 if use.tied_matmuls else 127
+    scale = np.float32(amax / qmax)
+    codes = np.clip(np.rint(w / scale), -qmax, qmax).astype(np.int8)
+    names = [fresh(f"{use.table}_{k}") for k in ("int8", "scale", "zero_point")]
+    pending: list[tuple[np.ndarray, str]] = [
+        (codes, names[0]),
+        (np.asarray(scale, dtype=np.float32), names[1]),
+        (np.asarray(0, dtype=np.int8), names[2]),
+    ]
+    data, s, z = (ir.Value(name=n) for n in names)  # registered below, last in the file
+    for node in gathers:
+        q_out = fresh(f"{node.outputs[0].name}_int8")
+        g = make_node("Gather", [data, node.inputs[1]], [q_out], name=str(node.name))
+        for k, a in node.attributes.items():
+            g.attributes[k] = a
+        dq = make_node(
+            "DequantizeLinear",
+            [g.outputs[0], s, z],
+            [str(node.outputs[0].name)],
+            name=fresh(f"{node.name}_dq"),
+        )
+        _swap(model, node, [g, dq])
+    if use.tied_matmuls:
+        dq_table = fresh(f"{use.table}_dequantized")
+        dq = make_node("DequantizeLinear", [data, s, z], [dq_table], name=fresh(f"{use.table}_dq"))
+        readers = [
+            n
+            for n in model.graph
+            if (n.op_type == "Transpose" and n.inputs[0] is table)
+            or (n.op_type == "Gemm" and n.name in use.tied_matmuls)
+        ]
+        for node in readers:
+            node.replace_input_with(0 if node.op_type == "Transpose" else 1, dq.outputs[0])
+        model.graph.insert_before(readers[0], dq)
+    for (arr, name), value in zip(pending, (data, s, z), strict=True):
+        value.const_value = ir.tensor(arr, name=name)
+        model.graph.register_initializer(value)
+    facts: dict[str, Any] = {
+        "format": "int8 per-tensor, Gather + DequantizeLinear",
+        "block_size": None,
+    }
+    return facts
+
+
+def _blockwise_table(
+    model: ir.Model,
+    use: TableUse,
+    w: np.ndarray,
+    gathers: list[ir.Node],
+    fresh: Namer,
+    bits: int,
+    block_size: int,
+    accuracy_level: int | None,
+) -> dict[str, Any]:
+    """int8/int4 codes with blockwise scales read by standard ops (:func:`gather_rows`);
+    a tied decoder reads the same codes through MatMulNBits."""
+    from albert_edge.onnx.quant_embed import table_block_size, table_scale_format
+
+    v, e = w.shape
+    tied = bool(use.tied_matmuls)
+    block = table_block_size(e, bits, block_size, tied=tied)
+    if bits == 4 and e % 2:
+        raise QuantizationError(f"int4 embeddings need an even embedding size, got E={e}")
+    # Signed int8 codes where only gathers read an 8-bit table (dequantized = code x
+    # scale); offset uint8 codes (zero point 2^(bits-1)) where nibbles are packed or a
+    # tied MatMulNBits reads the same bytes (its codes are unsigned). Scales: fp32 where
+    # a tied MatMulNBits reads them (the activations' type); else one byte (x an fp32
+    # super-scale) at 4 bits, where fp16 row scales alone were 5.5 % of the tiny model's
+    # int4 floor; fp16 at 8 bits (3 %: the int8 artifact is within 1.05x with them, and
+    # a random E=16 model's logits lost 2 dB SQNR to one-byte scales, tests/onnx).
+    signed = bits == 8 and not tied
+    form, _ = _table_tensors(
+        model,
+        w,
+        use.table,
+        bits,
+        block,
+        signed=signed,
+        scale_format=table_scale_format(bits, tied=tied),
+        fresh=fresh,
+    )
+    for node in gathers:
+        axis = node.attributes.get("axis")
+        if axis is not None and axis.as_int() != 0:
+            raise QuantizationError(
+                f"Gather {node.name!r} on the word table uses axis={axis.as_int()}"
+            )
+        _swap(model, node, gather_rows(model, form, node, fresh))
+    if use.tied_matmuls:
+        nb = e // block
+        shape = constant(
+            fresh(f"{use.table}_blob_shape"),
+            np.asarray([v, nb, block * bits // 8], dtype=np.int64),
+        )
+        reshape = make_node(
+            "Reshape",
+            [model.graph.initializers[form.codes], shape.outputs[0]],
+            [fresh(f"{use.table}_q{bits}_blocks")],
+            name=fresh(f"{use.table}_blocks"),
+        )
+        first = True
+        for node in [n for n in model.graph if n.name in use.tied_matmuls]:
+            kwargs: dict[str, Any] = {"K": e, "N": v, "bits": bits, "block_size": block}
+            if accuracy_level is not None:
+                kwargs["accuracy_level"] = accuracy_level
+            bias = node.inputs[2] if node.op_type == "Gemm" and len(node.inputs) > 2 else None
+            out = str(node.outputs[0].name)
+            mm = make_node(
+                "MatMulNBits",
+                [node.inputs[0], reshape.outputs[0], model.graph.initializers[form.scales]],
+                [fresh(f"{out}_mm") if bias is not None else out],
+                name=str(node.name),
+                domain=MS_DOMAIN,
+                **kwargs,
+            )
+            group = [shape, reshape, mm] if first else [mm]
+            if bias is not None:
+                group.append(
+                    make_node("Add", [mm.outputs[0], bias], [out], name=fresh(f"{node.name}_bias"))
+                )
+            _swap(model, node, group)
+            first = False
+    facts = {
+        "format": (
+            f"{bits}-bit {'signed' if signed else 'offset-binary'} symmetric, "
+            + ("one scale per row" if block == e else f"one scale per {block} values")
+            + ", standard ops (Gather codes + Gather scales, Cast, Mul)"
+            + (" + MatMulNBits (tied decoder)" if tied else "")
+            + (", one-byte scales x an fp32 super-scale" if form.super_scale else "")
+            + (", fp16 scales" if form.scale_format == "fp16" else "")
+        ),
+        "block_size": block,
+    }
+    return facts
 
 
 def quantize_side_tables(

@@ -15,6 +15,8 @@ left) and reports how many nodes it rewrote.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx_ir as ir
 
@@ -224,87 +226,7 @@ class UnfuseEmbedLayerNormPass(_Rewrite):
                     pending.append(c)  # noqa: B023 - consumed within this iteration
                 return consts[key]
 
-            ids, seg_ids, word, pos, seg, gamma, beta, mask, pos_ids = (
-                _input(node, i) for i in range(9)
-            )
-            outs = [node.outputs[i] if len(node.outputs) > i else None for i in range(3)]
-            outs = [o if o is not None and o.name else None for o in outs]
-            eps = _float(node, "epsilon", 1e-12)
-            b = node.name or fresh("EmbedLayerNormalization")
-            parts: list[ir.Node] = []
-            parts.append(
-                make_node("Gather", [word, ids], [fresh(f"{b}_word")], name=f"{b}_word_gather")
-            )
-            total = parts[-1].outputs[0]
-            if pos_ids is None:
-                shape, seq, rng = fresh(f"{b}_shape"), fresh(f"{b}_seq"), fresh(f"{b}_positions")
-                shape_n = make_node("Shape", [ids], [shape], name=f"{b}_shape")
-                one = const("one", np.asarray(1, np.int64))
-                seq_n = make_node(
-                    "Gather", [shape_n.outputs[0], one], [seq], name=f"{b}_seq", axis=0
-                )
-                zero = const("zero", np.asarray(0, np.int64))
-                rng_n = make_node(
-                    "Range",
-                    [zero, seq_n.outputs[0], const("one", np.asarray(1, np.int64))],
-                    [rng],
-                    name=f"{b}_range",
-                )
-                parts += [shape_n, seq_n, rng_n]
-                pos_ids = rng_n.outputs[0]
-            parts.append(
-                make_node("Gather", [pos, pos_ids], [fresh(f"{b}_pos")], name=f"{b}_pos_gather")
-            )
-            p_out = parts[-1].outputs[0]
-            parts.append(
-                make_node("Add", [total, p_out], [fresh(f"{b}_sum1")], name=f"{b}_add_pos")
-            )
-            total = parts[-1].outputs[0]
-            if seg is not None and seg_ids is not None:
-                g_out, s2 = fresh(f"{b}_seg"), fresh(f"{b}_sum2")
-                parts.append(make_node("Gather", [seg, seg_ids], [g_out], name=f"{b}_seg_gather"))
-                parts.append(
-                    make_node("Add", [total, parts[-1].outputs[0]], [s2], name=f"{b}_add_seg")
-                )
-                total = parts[-1].outputs[0]
-            taken: list[tuple[ir.Value, ir.Value]] = []
-            if outs[2] is not None:
-                ident = make_node(
-                    "Identity", [total], [str(outs[2].name)], name=f"{b}_embedding_sum"
-                )
-                parts.append(ident)
-                taken.append((outs[2], ident.outputs[0]))
-            assert outs[0] is not None
-            ln = make_node(
-                "LayerNormalization",
-                [total, gamma, beta],
-                [str(outs[0].name)],
-                name=f"{b}_ln",
-                axis=-1,
-                epsilon=eps,
-            )
-            parts.append(ln)
-            taken.insert(0, (outs[0], ln.outputs[0]))
-            if outs[1] is not None and list(outs[1].uses()):
-                if mask is None:
-                    raise QuantizationError(
-                        f"EmbedLayerNormalization {b!r}: its mask_index output is used but it "
-                        "has no mask input"
-                    )
-                m32 = fresh(f"{b}_mask_int32")
-                cast = make_node(
-                    "Cast", [mask], [m32], name=f"{b}_mask_cast", to=ir.DataType.INT32.value
-                )
-                axis1 = const("axis1", np.asarray([1], np.int64))
-                red = make_node(
-                    "ReduceSum",
-                    [cast.outputs[0], axis1],
-                    [str(outs[1].name)],
-                    name=f"{b}_mask_index",
-                    keepdims=0,
-                )
-                parts += [cast, red]
-                taken.append((outs[1], red.outputs[0]))
+            parts, taken = _embedding_ops(node, fresh, const)
             replace(model.graph, node, [*pending, *parts], taken)
             count += 1
         self.state.rewrites["embed_layernorm_unfused"] = count
@@ -320,6 +242,79 @@ class UnfuseEmbedLayerNormPass(_Rewrite):
         left = _ops(model, "EmbedLayerNormalization", MS_DOMAIN)
         if left and not self.report.get("skipped"):
             self.fail(f"EmbedLayerNormalization left: {left[:3]}")
+
+
+def _embedding_ops(
+    node: ir.Node, fresh: Namer, const: Callable[[str, np.ndarray], ir.Value]
+) -> tuple[list[ir.Node], list[tuple[ir.Value, ir.Value]]]:
+    """The standard ops one EmbedLayerNormalization fuses, and which of their values
+    take over its outputs (``const`` makes shared index Constants)."""
+    ids, seg_ids, word, pos, seg, gamma, beta, mask, pos_ids = (_input(node, i) for i in range(9))
+    outs = [node.outputs[i] if len(node.outputs) > i else None for i in range(3)]
+    outs = [o if o is not None and o.name else None for o in outs]
+    eps = _float(node, "epsilon", 1e-12)
+    b = node.name or fresh("EmbedLayerNormalization")
+    parts: list[ir.Node] = []
+    parts.append(make_node("Gather", [word, ids], [fresh(f"{b}_word")], name=f"{b}_word_gather"))
+    total = parts[-1].outputs[0]
+    if pos_ids is None:
+        shape, seq, rng = fresh(f"{b}_shape"), fresh(f"{b}_seq"), fresh(f"{b}_positions")
+        shape_n = make_node("Shape", [ids], [shape], name=f"{b}_shape")
+        one = const("one", np.asarray(1, np.int64))
+        seq_n = make_node("Gather", [shape_n.outputs[0], one], [seq], name=f"{b}_seq", axis=0)
+        zero = const("zero", np.asarray(0, np.int64))
+        rng_n = make_node(
+            "Range",
+            [zero, seq_n.outputs[0], const("one", np.asarray(1, np.int64))],
+            [rng],
+            name=f"{b}_range",
+        )
+        parts += [shape_n, seq_n, rng_n]
+        pos_ids = rng_n.outputs[0]
+    parts.append(make_node("Gather", [pos, pos_ids], [fresh(f"{b}_pos")], name=f"{b}_pos_gather"))
+    p_out = parts[-1].outputs[0]
+    parts.append(make_node("Add", [total, p_out], [fresh(f"{b}_sum1")], name=f"{b}_add_pos"))
+    total = parts[-1].outputs[0]
+    if seg is not None and seg_ids is not None:
+        g_out, s2 = fresh(f"{b}_seg"), fresh(f"{b}_sum2")
+        parts.append(make_node("Gather", [seg, seg_ids], [g_out], name=f"{b}_seg_gather"))
+        parts.append(make_node("Add", [total, parts[-1].outputs[0]], [s2], name=f"{b}_add_seg"))
+        total = parts[-1].outputs[0]
+    taken: list[tuple[ir.Value, ir.Value]] = []
+    if outs[2] is not None:
+        ident = make_node("Identity", [total], [str(outs[2].name)], name=f"{b}_embedding_sum")
+        parts.append(ident)
+        taken.append((outs[2], ident.outputs[0]))
+    assert outs[0] is not None
+    ln = make_node(
+        "LayerNormalization",
+        [total, gamma, beta],
+        [str(outs[0].name)],
+        name=f"{b}_ln",
+        axis=-1,
+        epsilon=eps,
+    )
+    parts.append(ln)
+    taken.insert(0, (outs[0], ln.outputs[0]))
+    if outs[1] is not None and list(outs[1].uses()):
+        if mask is None:
+            raise QuantizationError(
+                f"EmbedLayerNormalization {b!r}: its mask_index output is used but it "
+                "has no mask input"
+            )
+        m32 = fresh(f"{b}_mask_int32")
+        cast = make_node("Cast", [mask], [m32], name=f"{b}_mask_cast", to=ir.DataType.INT32.value)
+        axis1 = const("axis1", np.asarray([1], np.int64))
+        red = make_node(
+            "ReduceSum",
+            [cast.outputs[0], axis1],
+            [str(outs[1].name)],
+            name=f"{b}_mask_index",
+            keepdims=0,
+        )
+        parts += [cast, red]
+        taken.append((outs[1], red.outputs[0]))
+    return parts, taken
 
 
 def _plain_gemm(node: ir.Node) -> bool:
