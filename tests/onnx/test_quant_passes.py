@@ -109,7 +109,8 @@ def test_every_precision_is_one_frozen_recipe() -> None:
             "check-runs",
         ]
         assert ("quant-unfuse-attention" in names) == rec.unfuse_attention
-        assert ("quant-word-table" in names) == (rec.table_bits is not None)
+        assert ("quant-word-table" in names) == (rec.embeddings is not None)
+    assert recipe("int8-static").embeddings.qdq and recipe("int4").embeddings.bits == 4
 
 
 # --- prepare -------------------------------------------------------------------------
@@ -480,6 +481,7 @@ def _tied_table_model() -> ir.Model:
 def _table_state(precision: str) -> QuantState:
     st = _state(precision)
     st.vocab = 64
+    st.recipe = recipe(precision)
     return st
 
 

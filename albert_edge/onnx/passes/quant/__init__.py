@@ -17,7 +17,7 @@ from albert_edge.onnx.passes.quant.plan import (
     int4_block_size,
 )
 from albert_edge.onnx.passes.quant.recipes import (
-    EMBEDDINGS,
+    EMBEDDING_RECIPES,
     RECIPES,
     EmbeddingRecipe,
     QuantRecipe,
@@ -27,7 +27,7 @@ from albert_edge.onnx.passes.quant.recipes import (
 from albert_edge.onnx.passes.quant.state import QuantState, quiet
 
 __all__ = [
-    "EMBEDDINGS",
+    "EMBEDDING_RECIPES",
     "INT4_ACCURACY_LEVEL",
     "RECIPES",
     "EmbeddingRecipe",

@@ -448,7 +448,7 @@ class QuantizeWordTablePass(AlbertInPlacePass):
             st.table,
             bits=st.plan.table_bits,
             block_size=st.plan.block_size,
-            qdq=st.precision == "int8-static",
+            qdq=bool(st.recipe and st.recipe.embeddings and st.recipe.embeddings.qdq),
             accuracy_level=INT4_ACCURACY_LEVEL,
         )
         st.embeddings = facts

@@ -145,7 +145,7 @@ class PlanPass(AlbertInPlacePass):
             },
             table=table,
             quantize_table=st.quantize_table,
-            table_bits=4 if st.precision == "int4" else 8,
+            table_bits=st.recipe.embeddings.bits if st.recipe and st.recipe.embeddings else 8,
             table_block=0,
         )
         if plan.quantize_table and table is not None and st.precision != "fp16":

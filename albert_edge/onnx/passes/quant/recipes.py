@@ -14,7 +14,8 @@ list :func:`albert_edge.onnx.passes.run_passes` executes:
 5. ``quant-plan`` — weights, nodes and the byte floor;
 6. the quantizer (``quant-ort-*``), with the tied-decoder guard around int8-dynamic and
    the calibration feeds before int8-static;
-7. the embedding recipe (:data:`EMBEDDINGS`): ``quant-word-table`` + ``quant-side-tables``;
+7. the recipe's embedding recipe (:data:`EMBEDDING_RECIPES`, skipped with
+   --keep-embeddings-wide): ``quant-word-table`` + ``quant-side-tables``;
 8. ``quant-dedup``, ``compact``;
 9. the postconditions: ``check-weights-quantized``, ``check-shared-weights-once``,
    ``check-no-saturation``, ``check-runs``.
@@ -31,6 +32,47 @@ from albert_edge.onnx.passes.quant.state import QuantState
 
 
 @dataclass(frozen=True)
+class EmbeddingRecipe:
+    """How albert-edge's own passes store the V×E word table and the position table
+    (ORT's quantizers cannot: :mod:`albert_edge.onnx.passes.quant.embed` says why)."""
+
+    name: str
+    bits: int
+    qdq: bool  # Gather + DequantizeLinear (QDQ graphs) instead of standard-op blocks
+    description: str
+
+
+EMBEDDING_RECIPES: MappingProxyType[str, EmbeddingRecipe] = MappingProxyType(
+    {
+        e.name: e
+        for e in (
+            EmbeddingRecipe(
+                "int8-rows",
+                8,
+                False,
+                "int8 codes, one fp16 scale per row (fp32 per block where a tied decoder "
+                "reads them through MatMulNBits); position table int8 per column",
+            ),
+            EmbeddingRecipe(
+                "int8-qdq",
+                8,
+                True,
+                "int8 per tensor read by Gather + DequantizeLinear (7-bit when a tied "
+                "decoder multiplies by it); position table int8 per column",
+            ),
+            EmbeddingRecipe(
+                "int4-blocks",
+                4,
+                False,
+                "4-bit codes two per byte, one-byte block scales x an fp32 super-scale "
+                "(fp32 where a tied decoder reads them); position table 4-bit per row",
+            ),
+        )
+    }
+)
+
+
+@dataclass(frozen=True)
 class QuantRecipe:
     """One ONNX precision: the ORT quantizer that computes it and what it needs first."""
 
@@ -38,16 +80,9 @@ class QuantRecipe:
     quantizer: str  # pass name of the ORT quantizer pass
     description: str  # the manifest's "recipe"
     unfuse_attention: bool = False  # ORT's quantizer cannot reach a fused Attention's QKV
-    table_bits: int | None = None  # word/side tables stored at this many bits (None: fp16)
+    # the word/side tables by albert-edge's passes; None: the quantizer converts them (fp16)
+    embeddings: EmbeddingRecipe | None = None
     calibrated: bool = False
-
-
-@dataclass(frozen=True)
-class EmbeddingRecipe:
-    """The V×E word table (and the position table) stored at the recipe's precision."""
-
-    name: str
-    description: str
 
 
 RECIPES: MappingProxyType[str, QuantRecipe] = MappingProxyType(
@@ -60,7 +95,7 @@ RECIPES: MappingProxyType[str, QuantRecipe] = MappingProxyType(
                 "onnxruntime.quantization.quantize_dynamic (QOperator: MatMulInteger, "
                 "QAttention on the fused graph): int8 symmetric weights, uint8 activations "
                 "quantized at run time",
-                table_bits=8,
+                embeddings=EMBEDDING_RECIPES["int8-rows"],
             ),
             QuantRecipe(
                 "int8-static",
@@ -69,7 +104,7 @@ RECIPES: MappingProxyType[str, QuantRecipe] = MappingProxyType(
                 "uint8 activations with calibrated scales; fused Attention rewritten as "
                 "MatMul + MultiHeadAttention so its QKV projection is quantized too",
                 unfuse_attention=True,
-                table_bits=8,
+                embeddings=EMBEDDING_RECIPES["int8-qdq"],
                 calibrated=True,
             ),
             QuantRecipe(
@@ -80,7 +115,7 @@ RECIPES: MappingProxyType[str, QuantRecipe] = MappingProxyType(
                 "Attention rewritten as MatMul + MultiHeadAttention so its QKV projection is "
                 "quantized too",
                 unfuse_attention=True,
-                table_bits=4,
+                embeddings=EMBEDDING_RECIPES["int4-blocks"],
             ),
             QuantRecipe(
                 "fp16",
@@ -91,12 +126,6 @@ RECIPES: MappingProxyType[str, QuantRecipe] = MappingProxyType(
             ),
         )
     }
-)
-
-EMBEDDINGS = EmbeddingRecipe(
-    "embeddings",
-    "word table (and position table) stored at the recipe's precision by albert-edge's "
-    "own passes, read by standard ops; a tied decoder reads the same stored table",
 )
 
 
@@ -124,11 +153,12 @@ def build_passes(
     from albert_edge.onnx.passes.compact import CompactGraphPass
     from albert_edge.onnx.passes.quant import check, embed, ort, plan, prepare, rewrite
 
+    state.recipe = r
     passes: list[Any] = [prepare.PrepareGraphPass()]
     if r.unfuse_attention:
         passes.append(rewrite.UnfuseAttentionPass(state))
     passes.append(rewrite.LocateWordTablePass(state))
-    if r.table_bits:  # fp16 keeps a fused EmbedLayerNormalization: its tables convert in place
+    if r.embeddings:  # fp16 keeps a fused EmbedLayerNormalization: its tables convert in place
         passes.append(rewrite.UnfuseEmbedLayerNormPass(state))
     passes += [rewrite.GemmToMatMulPass(state), plan.PlanPass(state)]
     if r.name == "int8-dynamic":
@@ -147,7 +177,7 @@ def build_passes(
         passes.append(ort.OrtInt4Pass(state))
     else:
         passes.append(ort.OrtFloat16Pass(state))
-    if r.table_bits:
+    if r.embeddings:
         passes += [embed.QuantizeWordTablePass(state), embed.QuantizeSideTablesPass(state)]
     passes += [
         check.DedupQuantizedPass(),

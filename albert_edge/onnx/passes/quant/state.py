@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import onnx
 
     from albert_edge.onnx.passes.quant.plan import Plan
+    from albert_edge.onnx.passes.quant.recipes import QuantRecipe
     from albert_edge.onnx.quant_embed import TableUse
     from albert_edge.options import ConvertOptions
 
@@ -52,6 +53,7 @@ class QuantState:
 
     options: ConvertOptions
     vocab: int | None = None
+    recipe: QuantRecipe | None = None  # set by build_passes
     table: TableUse | None = None
     plan: Plan | None = None
     floor: int = 0
