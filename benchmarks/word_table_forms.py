@@ -6,7 +6,7 @@ Compares, on ALBERT's V×E shapes (tiny E=64, albert-base E=128; V=30000):
 * ``fp32`` — Gather on the float table (the size to beat);
 * ``GatherBlockQuantized`` — the com.microsoft contrib op albert-edge used to write
   (uint8 codes, one fp16 scale per row); built here by hand for the comparison;
-* ``standard`` — what albert-edge writes now (:func:`albert_edge.onnx.quant_embed.gather_rows`
+* ``standard`` — what albert-edge writes now (:func:`albert_edge.onnx.passes.quant.embed.gather_rows`
   via :func:`~albert_edge.onnx.quant_embed.quantize_word_table`): Gather of the int8 codes
   and of the fp16 row scales, Cast, Mul — ai.onnx ops only.
 

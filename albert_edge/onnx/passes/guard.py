@@ -15,7 +15,7 @@ Checks (``check_factorization``, shared with ``albert-edge inspect``):
 
 Shapes are *logical*: a 4-bit tensor packed two values per byte counts as unpacked, so
 the check holds after quantization too (a quantized word table is read by a plain Gather
-of its codes, :func:`albert_edge.onnx.quant_embed.gather_rows`).
+of its codes, :func:`albert_edge.onnx.passes.quant.embed.gather_rows`).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def _only_consumer(value: ir.Value | None, op_type: str) -> ir.Node | None:
 
 def gathers_packed_nibbles(value: ir.Value) -> bool:
     """``value`` holds 4-bit codes two per byte, gathered by the standard-op form
-    :func:`albert_edge.onnx.quant_embed.gather_rows` writes: Gather → Cast → Div → Floor."""
+    :func:`albert_edge.onnx.passes.quant.embed.gather_rows` writes: Gather → Cast → Div → Floor."""
     for use in value.uses():
         if use.node.op_type != "Gather" or use.idx != 0:
             continue

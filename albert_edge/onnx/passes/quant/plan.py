@@ -1,0 +1,180 @@
+"""The plan of one quantization (which weights, at which block) and its byte floor.
+
+:class:`PlanPass` records, after the graph is in the form the quantizer will see, every
+weight it must quantize and the bytes the result may take at best (:func:`floor_bytes`);
+the recipe's postconditions (:mod:`albert_edge.onnx.passes.quant.check`) hold the result
+to 1.05 × that floor.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import onnx_ir as ir
+
+from albert_edge.onnx.passes.base import AlbertInPlacePass
+from albert_edge.onnx.passes.quant.state import QuantState, snapshot
+
+if TYPE_CHECKING:
+    import onnx
+
+    from albert_edge.onnx.quant_embed import TableUse
+
+# MatMulNBits accuracy_level 4: MLAS quantizes the activations to int8 per block and runs
+# int8 dot products (VNNI or AVX2 maddubs), instead of dequantizing every weight block to
+# fp32 (level 0) — measured faster in benchmarks/precisions.py; int4 stays weight-only
+# storage, activations are never stored quantized.
+INT4_ACCURACY_LEVEL: int | None = 4
+
+
+def int4_block_size(requested: int, k: int) -> int:
+    """The int4 block along K of one weight: ``requested``, halved (not below 16) until
+    it divides K and is no longer than K — MatMulNBits pads K up to whole blocks, so a
+    128 block on a K=64 weight would store 2× the codes. Chosen per weight: a model whose
+    smallest K is 64 (the tiny E×H projection) keeps 128-blocks, half the scale bytes, on
+    every K ≥ 128 weight (benchmarks/results/int4_floor.md)."""
+    b = requested
+    while b > 16 and (b > k or k % b):
+        b //= 2
+    return b
+
+
+@dataclass
+class Plan:
+    precision: str
+    per_channel: bool
+    block_size: int
+    weights: dict[str, tuple[int, int]]  # initializer → (K, N) of every weight to quantize
+    table: TableUse | None
+    quantize_table: bool
+    table_bits: int
+    table_block: int
+    side_tables: tuple[str, ...] = ()  # position tables stored int8 per column
+
+
+def floor_bytes(model: onnx.ModelProto, plan: Plan) -> int:
+    """Bytes the weights need at best: unique parameters at the precision's bytes plus
+    their scales and zero points; tensors the recipe keeps in float at their own size.
+
+    int8: K·N codes + per output channel (or per tensor) an fp32 scale and an int8 zero
+    point. int4: K·N/2 + one fp32 scale per block along K (the weight's own block,
+    :func:`int4_block_size`; symmetric: no zero points). fp16: 2 bytes per float
+    parameter. Embedding tables: as the recipe stores them (see
+    :mod:`albert_edge.onnx.quant_embed`).
+    """
+    from albert_edge.onnx.quant_graph import tensor_nbytes
+
+    total = 0
+    p = plan.precision
+    for t in model.graph.initializer:
+        n = math.prod(int(d) for d in t.dims)
+        if t.name in plan.weights:
+            k, ncols = plan.weights[t.name]
+            if p.startswith("int8"):
+                total += k * ncols + (ncols if plan.per_channel else 1) * 5
+            elif p == "int4":
+                block = int4_block_size(plan.block_size, k)
+                total += math.ceil(k * ncols / 2) + ncols * math.ceil(k / block) * 4
+            else:  # fp16
+                total += 2 * n
+        elif plan.table is not None and t.name == plan.table.table and plan.quantize_table:
+            v, e = plan.table.vocab, plan.table.dim
+            if p == "fp16":
+                total += 2 * n
+            elif p == "int8-static":
+                total += v * e + 5
+            else:
+                from albert_edge.onnx.quant_embed import table_scale_format
+
+                fmt = table_scale_format(plan.table_bits, tied=bool(plan.table.tied_matmuls))
+                scale_bytes = {"fp32": 4, "fp16": 2, "u8": 1}[fmt]
+                total += (
+                    math.ceil(v * e * plan.table_bits / 8)
+                    + v * (e // plan.table_block) * scale_bytes
+                    + (4 if fmt == "u8" else 0)  # the super-scale
+                )
+        elif t.name in plan.side_tables:
+            if p == "int4":  # 4-bit codes + a one-byte scale per row + the super-scale
+                total += math.ceil(n / 2) + int(t.dims[0]) + 4
+            else:
+                total += n + int(t.dims[1]) * 5  # int8 codes + fp32 scale, int8 zero point
+        elif (
+            p == "fp16"
+            and t.data_type == 1
+            and not (plan.table is not None and t.name == plan.table.table)
+        ):
+            total += 2 * n
+        else:
+            total += tensor_nbytes(t)
+    return total
+
+
+class PlanPass(AlbertInPlacePass):
+    """Record the weights to quantize, the nodes the quantizer may touch and the floor.
+
+    Changes nothing in the graph. Postcondition: every planned weight is a 2-D
+    initializer and the floor is positive.
+    """
+
+    name = "quant-plan"
+
+    def __init__(self, state: QuantState) -> None:
+        super().__init__()
+        self.state = state
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        from albert_edge.onnx.quant_graph import weight_matmuls
+
+        st, opts = self.state, self.state.options
+        work = snapshot(model)
+        table = st.table
+        tied = st.tied
+        uses = [u for u in weight_matmuls(work) if u.weight not in tied]
+        inits = {t.name: t for t in work.graph.initializer}
+        plan = Plan(
+            precision=st.precision,
+            per_channel=opts.weight_per_channel,
+            block_size=opts.block_size,
+            weights={
+                u.weight: (int(inits[u.weight].dims[0]), int(inits[u.weight].dims[1]))
+                if u.op_type != "Gemm"
+                else (int(inits[u.weight].dims[1]), int(inits[u.weight].dims[0]))
+                for u in uses
+            },
+            table=table,
+            quantize_table=st.quantize_table,
+            table_bits=st.recipe.embeddings.bits if st.recipe and st.recipe.embeddings else 8,
+            table_block=0,
+        )
+        if plan.quantize_table and table is not None and st.precision != "fp16":
+            from albert_edge.onnx.quant_embed import side_tables, table_block_size
+
+            plan.table_block = table_block_size(
+                table.dim, plan.table_bits, plan.block_size, tied=bool(table.tied_matmuls)
+            )
+            plan.side_tables = tuple(side_tables(work, table.table))
+        st.plan = plan
+        st.floor = floor_bytes(work, plan)
+        st.nodes = sorted({u.node for u in uses})
+        st.block_by_node = {
+            u.node: int4_block_size(plan.block_size, plan.weights[u.weight][0]) for u in uses
+        }
+        self.report = {
+            "weights": len(plan.weights),
+            "nodes": len(st.nodes),
+            "floor_bytes": st.floor,
+            "side_tables": list(plan.side_tables),
+        }
+        return ir.passes.PassResult(model, modified=False)
+
+    def ensures(self, model: ir.Model) -> None:
+        plan = self.state.plan
+        if plan is None or self.state.floor <= 0:
+            self.fail("no plan recorded")
+        inits = model.graph.initializers
+        for name in plan.weights:
+            v = inits.get(name)
+            if v is None or v.const_value is None or len(v.const_value.shape) != 2:
+                self.fail(f"planned weight {name} is not a 2-D initializer")

@@ -1,0 +1,131 @@
+"""What the quantization passes of one recipe share: the options, the word table, the
+plan and its floor, and the proto boundary to ONNX Runtime's quantizers.
+
+ORT's quantizers (and the float16 converter) consume and produce ``onnx.ModelProto``;
+every other quantization pass works on an ``onnx_ir`` model. :func:`proto_of` and
+:func:`model_of` are the one place the two meet, so each crossing gives the quantizer the
+graph it always got: no value_info (ORT re-runs shape inference and fails on stale
+shapes), and one initializer per name (ORT's per-node quantizers append the same
+quantized weight once per consumer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import onnx_ir as ir
+
+from albert_edge.errors import QuantizationError
+
+if TYPE_CHECKING:
+    import onnx
+
+    from albert_edge.onnx.passes.quant.plan import Plan
+    from albert_edge.onnx.passes.quant.recipes import QuantRecipe
+    from albert_edge.onnx.quant_embed import TableUse
+    from albert_edge.options import ConvertOptions
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Silence ORT's quantizer chatter (it warns through the root logger on every call)."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+
+
+@dataclass
+class QuantState:
+    """Facts one pass finds and a later one needs (one object per quantize call).
+
+    ``table`` is the word-embedding table's readers (re-found after every rewrite that
+    moves them), ``plan``/``floor`` the weights to quantize and the bytes they need at
+    best (:mod:`albert_edge.onnx.passes.quant.plan`), ``protected`` the tied decoder
+    nodes int8-dynamic must not let ``quantize_dynamic`` transpose in place.
+    """
+
+    options: ConvertOptions
+    vocab: int | None = None
+    recipe: QuantRecipe | None = None  # set by build_passes
+    table: TableUse | None = None
+    plan: Plan | None = None
+    floor: int = 0
+    nodes: list[str] = field(default_factory=list)  # nodes the quantizer may touch
+    block_by_node: dict[str, int] = field(default_factory=dict)  # int4: block per node
+    protected: list[str] = field(default_factory=list)
+    feeds: list[dict[str, Any]] | None = None  # int8-static calibration inputs
+    rewrites: dict[str, int] = field(default_factory=dict)
+    embeddings: dict[str, Any] | str | None = None
+
+    @property
+    def precision(self) -> str:
+        return self.options.precision
+
+    @property
+    def quantize_table(self) -> bool:
+        return self.options.quantize_embeddings and self.table is not None
+
+    @property
+    def tied(self) -> set[str]:
+        """The word table, when a tied decoder reads it (it is quantized as a table)."""
+        return {self.table.table} if self.table is not None and self.table.tied_matmuls else set()
+
+
+def proto_of(model: ir.Model) -> onnx.ModelProto:
+    """``model`` as the proto ORT's quantizers get: no value_info at all.
+
+    onnx_ir gives every initializer a type on load and writes it back as value_info; the
+    quantizers re-run ONNX shape inference and fail on stale shapes, so none goes in.
+    """
+    proto: onnx.ModelProto = ir.to_proto(model)
+    del proto.graph.value_info[:]
+    return proto
+
+
+def snapshot(model: ir.Model) -> onnx.ModelProto:
+    """A proto of ``model`` for the NodeProto-level code of :mod:`albert_edge.onnx.quant_graph`
+    and :mod:`albert_edge.onnx.quant_embed`: the value_info onnx_ir writes for every
+    initializer is dropped (it would outlive a rewrite that drops the initializer);
+    value_info of computed values (a quantizer's) is kept."""
+    proto: onnx.ModelProto = ir.to_proto(model)
+    inits = {t.name for t in proto.graph.initializer}
+    keep = [v for v in proto.graph.value_info if v.name not in inits]
+    if len(keep) != len(proto.graph.value_info):
+        del proto.graph.value_info[:]
+        proto.graph.value_info.extend(keep)
+    return proto
+
+
+def model_of(proto: onnx.ModelProto, who: str) -> ir.Model:
+    """``proto`` (a quantizer's output) as an onnx_ir model, one initializer per name.
+
+    ORT's per-node quantizers append one quantized initializer per consumer of a shared
+    weight, all with the same name and bytes; onnx_ir keeps one value per name, so the
+    copies are dropped here — after checking they are copies (anything else would be a
+    quantizer bug, and silently keeping either tensor would be wrong).
+    """
+    from albert_edge.onnx.quant_graph import tensor_bytes
+
+    seen: dict[str, onnx.TensorProto] = {}
+    keep = []
+    for t in proto.graph.initializer:
+        if t.name in seen:
+            first = seen[t.name]
+            if tensor_bytes(first) != tensor_bytes(t) or list(first.dims) != list(t.dims):
+                raise QuantizationError(
+                    f"{who}: quantizer produced two different tensors named {t.name}; this is a bug"
+                )
+            continue
+        seen[t.name] = t
+        keep.append(t)
+    if len(keep) != len(proto.graph.initializer):
+        del proto.graph.initializer[:]
+        proto.graph.initializer.extend(keep)
+    return ir.from_proto(proto)
