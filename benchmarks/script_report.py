@@ -83,7 +83,11 @@ def with_files_beside(model_file: Path, checkpoint: Path) -> None:
 
 
 def write(report: dict[str, Any], out: Path, stem: str, markdown: Markdown) -> int:
-    """Validate, then write ``stem.json`` (the report) and ``stem.md`` (rendered from it)."""
+    """Validate, then write ``stem.json`` (the report) and ``stem.md`` (rendered from it).
+
+    Results are committed: paths inside the repository are written relative to it."""
+    root = str(Path(__file__).resolve().parents[1]) + "/"
+    report = json.loads(json.dumps(report).replace(root, ""))
     problems = validate_report(report)
     if problems:
         print(f"{stem}: schema problems: " + "; ".join(problems[:5]), file=sys.stderr)

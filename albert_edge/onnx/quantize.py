@@ -58,11 +58,12 @@ __all__ = [
 QUANT_PRECISIONS = ("int8-dynamic", "int8-static", "int4", "fp16")
 # Said plainly wherever int4 is produced (manifest + convert report): measured, not hoped.
 INT4_SPEED_NOTE = (
-    "int4 buys size, not speed, on the CPU measured (AMD EPYC, AVX-512 VNNI; "
-    "benchmarks/results/precisions.md, int4_floor.md): MatMulNBits with int8 compute is "
-    "slower than int8-dynamic (albert-base, seq 128, 1 thread: 290 vs 160 ms), and beats "
-    "fp32 only on large hidden sizes (albert-base: 475 ms), not on small ones (H=128); for "
-    "speed ship int8-dynamic, or run `albert-edge bench --recommend` on your CPU"
+    "int4 buys size, not speed, on the CPU measured (AMD EPYC, x86-vnni, 2 threads; "
+    "benchmarks/results/precisions.md): MatMulNBits with int8 compute is slower than "
+    "int8-dynamic at every length (albert-base, seq 128: 82.6 vs 36.9 ms; fp32 120.6 ms) and "
+    "beats fp32 only on large hidden sizes (albert-base, every length 8-512), not on small "
+    "ones (H=128, seq <= 128); for speed ship int8-dynamic, or run `albert-edge bench "
+    "--recommend` on your CPU"
 )
 # Where int4 stands on size, measured (benchmarks/results/int4_floor.md): said with every
 # int4 artifact, beside its own ratio to the floor.
