@@ -7,7 +7,7 @@ Compares, on ALBERT's V×E shapes (tiny E=64, albert-base E=128; V=30000):
 * ``GatherBlockQuantized`` — the com.microsoft contrib op albert-edge used to write
   (uint8 codes, one fp16 scale per row); built here by hand for the comparison;
 * ``standard`` — what albert-edge writes now (:func:`albert_edge.onnx.passes.quant.embed.gather_rows`
-  via :func:`~albert_edge.onnx.quant_embed.quantize_word_table`): Gather of the int8 codes
+  via :func:`~albert_edge.onnx.passes.quant.embed.quantize_word_table`): Gather of the int8 codes
   and of the fp16 row scales, Cast, Mul — ai.onnx ops only.
 
 For each: file bytes, the largest float initializer in the graph ONNX Runtime runs after
@@ -121,12 +121,13 @@ def _gbq_model(w: Any) -> Any:
 
 
 def _standard_model(w: Any) -> Any:
-    from albert_edge.onnx.quant_embed import find_word_table, quantize_word_table
+    from albert_edge.onnx.passes.quant.embed import quantize_word_table_proto
+    from albert_edge.onnx.quant_embed import find_word_table
 
     model = _gather_model(w)
     use = find_word_table(model, int(w.shape[0]))
     assert use is not None
-    quantize_word_table(model, use, bits=8, block_size=128, qdq=False)
+    quantize_word_table_proto(model, use, bits=8, block_size=128, qdq=False)
     # the float table is now unread (convert's dedup pass drops it the same way)
     read = {i for n in model.graph.node for i in n.input}
     keep = [t for t in model.graph.initializer if t.name in read]

@@ -26,7 +26,7 @@ The table stays V×E; nothing here ever materialises a V×H tensor.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from albert_edge.errors import QuantizationError
 from albert_edge.onnx.quant_graph import GraphIndex
@@ -145,7 +145,7 @@ def table_block_size(dim: int, bits: int, block_size: int, *, tied: bool = False
 
 
 def table_scale_format(bits: int, *, tied: bool) -> str:
-    """How a quantized word table stores its scales (see :func:`quantize_word_table`)."""
+    """How a quantized word table stores its scales (see :func:`albert_edge.onnx.passes.quant.embed.quantize_word_table`)."""
     if tied:
         return "fp32"
     return "u8" if bits == 4 else "fp16"
@@ -214,27 +214,6 @@ class TableForm:
     super_scale: str | None = None  # name of the fp32 scalar that u8 scales multiply
 
 
-def quantize_word_table(
-    model: onnx.ModelProto,
-    use: TableUse,
-    *,
-    bits: int,
-    block_size: int,
-    qdq: bool,
-    accuracy_level: int | None = None,
-) -> dict[str, Any]:
-    """:func:`albert_edge.onnx.passes.quant.embed.quantize_word_table` on a proto, in
-    place (for benchmarks and tests that build protos; the recipes run the pass)."""
-    import onnx_ir as ir
-
-    from albert_edge.onnx.passes.quant.embed import quantize_word_table as on_ir
-
-    m = ir.from_proto(model)
-    facts = on_ir(m, use, bits=bits, block_size=block_size, qdq=qdq, accuracy_level=accuracy_level)
-    model.CopyFrom(ir.to_proto(m))
-    return facts
-
-
 # Side tables smaller than this stay float: below it the DequantizeLinear costs more
 # bytes (a scale per column) and nodes than the table saves.
 MIN_SIDE_TABLE = 1024
@@ -261,18 +240,3 @@ def side_tables(model: onnx.ModelProto, word_table: str | None) -> list[str]:
         ):
             out.append(name)
     return out
-
-
-def quantize_side_tables(
-    model: onnx.ModelProto, word_table: str | None, bits: int = 8
-) -> list[dict[str, Any]]:
-    """:func:`albert_edge.onnx.passes.quant.embed.quantize_side_tables` on a proto, in
-    place (for benchmarks and tests that build protos; the recipes run the pass)."""
-    import onnx_ir as ir
-
-    from albert_edge.onnx.passes.quant.embed import quantize_side_tables as on_ir
-
-    m = ir.from_proto(model)
-    facts = on_ir(m, word_table, bits=bits)
-    model.CopyFrom(ir.to_proto(m))
-    return facts

@@ -10,13 +10,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from albert_edge.cli import _quantization_options, build_parser
-from albert_edge.onnx.quant_embed import (
-    _quantize_blocks,
-    find_word_table,
-    quantize_side_tables,
-    quantize_word_table,
-    side_tables,
+from albert_edge.onnx.passes.quant.embed import (
+    quantize_side_tables_proto as quantize_side_tables,
 )
+from albert_edge.onnx.passes.quant.embed import (
+    quantize_word_table_proto as quantize_word_table,
+)
+from albert_edge.onnx.quant_embed import _quantize_blocks, find_word_table, side_tables
 from albert_edge.onnx.quantize import int4_block_size
 from albert_edge.options import ConvertOptions
 

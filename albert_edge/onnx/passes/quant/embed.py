@@ -40,6 +40,8 @@ from albert_edge.onnx.passes.quant.plan import INT4_ACCURACY_LEVEL
 from albert_edge.onnx.passes.quant.state import QuantState, snapshot
 
 if TYPE_CHECKING:
+    import onnx
+
     from albert_edge.onnx.quant_embed import TableForm, TableUse
 
 _FLOAT = ir.DataType.FLOAT.value
@@ -504,3 +506,34 @@ class QuantizeSideTablesPass(AlbertInPlacePass):
         for name in self.done:
             if name in model.graph.initializers:
                 self.fail(f"side table {name} is still stored in float")
+
+
+# --- on a proto (benchmarks and tests that build protos; the recipes run the passes) ---
+
+
+def quantize_word_table_proto(
+    model: onnx.ModelProto,
+    use: TableUse,
+    *,
+    bits: int,
+    block_size: int,
+    qdq: bool,
+    accuracy_level: int | None = None,
+) -> dict[str, Any]:
+    """:func:`quantize_word_table` on a proto, in place."""
+    m = ir.from_proto(model)
+    facts = quantize_word_table(
+        m, use, bits=bits, block_size=block_size, qdq=qdq, accuracy_level=accuracy_level
+    )
+    model.CopyFrom(ir.to_proto(m))
+    return facts
+
+
+def quantize_side_tables_proto(
+    model: onnx.ModelProto, word_table: str | None, bits: int = 8
+) -> list[dict[str, Any]]:
+    """:func:`quantize_side_tables` on a proto, in place."""
+    m = ir.from_proto(model)
+    facts = quantize_side_tables(m, word_table, bits=bits)
+    model.CopyFrom(ir.to_proto(m))
+    return facts
