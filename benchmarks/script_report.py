@@ -86,8 +86,9 @@ def write(report: dict[str, Any], out: Path, stem: str, markdown: Markdown) -> i
     """Validate, then write ``stem.json`` (the report) and ``stem.md`` (rendered from it).
 
     Results are committed: paths inside the repository are written relative to it."""
-    root = str(Path(__file__).resolve().parents[1]) + "/"
-    report = json.loads(json.dumps(report).replace(root, ""))
+    root = Path(__file__).resolve().parents[1]
+    text = json.dumps(report).replace(str(root.parent / "shared") + "/", "../shared/")
+    report = json.loads(text.replace(str(root) + "/", ""))
     problems = validate_report(report)
     if problems:
         print(f"{stem}: schema problems: " + "; ".join(problems[:5]), file=sys.stderr)
