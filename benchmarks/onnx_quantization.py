@@ -53,7 +53,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from script_report import combine, p50, render, time_targets, with_files_beside, write  # noqa: E402
+from script_report import combine, p50, render, time_files, write  # noqa: E402
 
 from albert_edge.bench.report import machine_line, mb  # noqa: E402
 
@@ -262,15 +262,10 @@ def measure(
     warmup: int | None,
 ) -> dict[str, Any]:
     """The bench() report of every variant, with this script's columns on each row."""
-    from albert_edge.bench import resolve_target
-
-    for path in files.values():
-        with_files_beside(path, ckpt_dir)
+    report = time_files(
+        files, ckpt_dir, "ort-cpu", batch=batch, seq=seq, threads=threads, runs=runs, warmup=warmup
+    )  # first: it puts config.json and spiece.model beside each file
     sqnr = sqnrs(ckpt_dir, files, seq=seq, batch=batch, threads=threads)
-    targets = [resolve_target(path).with_(name=name) for name, path in files.items()]
-    report = time_targets(
-        targets, "ort-cpu", batch=batch, seq=seq, threads=threads, runs=runs, warmup=warmup
-    )
     for r in report["results"]:
         r.update(describe(files[r["artifact"]]))
         r["model"] = model

@@ -45,7 +45,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from script_report import combine, p50, render, time_targets, with_files_beside, write  # noqa: E402
+from script_report import combine, p50, render, time_files, write  # noqa: E402
 
 from albert_edge.bench.report import machine_line, mb  # noqa: E402
 
@@ -234,16 +234,11 @@ def measure(
     warmup: int | None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(bench report of the variants, with this script's columns per row; model facts)."""
-    from albert_edge.bench import resolve_target
-
     facts = checkpoint_facts(ckpt_dir)
-    for path in files.values():
-        with_files_beside(path, ckpt_dir)
+    report = time_files(
+        files, ckpt_dir, "ort-cpu", batch=batch, seq=seq, threads=threads, runs=runs, warmup=warmup
+    )  # first: it puts config.json and spiece.model beside each file
     errors = max_abs_errors(ckpt_dir, files, seq=seq, batch=batch, threads=threads)
-    targets = [resolve_target(path).with_(name=name) for name, path in files.items()]
-    report = time_targets(
-        targets, "ort-cpu", batch=batch, seq=seq, threads=threads, runs=runs, warmup=warmup
-    )
     floor = facts["checkpoint_floor_bytes"]
     for r in report["results"]:
         r.update(graph_facts(files[r["artifact"]]))

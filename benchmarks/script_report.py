@@ -26,6 +26,22 @@ from albert_edge.bench import SCHEMA_ID, Target, bench, validate_report, write_o
 Markdown = Callable[[Mapping[str, Any]], str]
 
 
+def time_files(
+    files: Mapping[str, Path],
+    ckpt_dir: Path,
+    backend: str,
+    **shape: Any,
+) -> dict[str, Any]:
+    """:func:`time_targets` of ONNX/TFLite files named by label, each with the checkpoint's
+    tokenizer and config beside it (:func:`with_files_beside`) so that bench feeds real text."""
+    from albert_edge.bench import resolve_target
+
+    for path in files.values():
+        with_files_beside(path, ckpt_dir)
+    targets = [resolve_target(path).with_(name=name) for name, path in files.items()]
+    return time_targets(targets, backend, **shape)
+
+
 def time_targets(
     targets: Sequence[Target],
     backend: str,

@@ -24,6 +24,7 @@ from albert_edge.onnx.passes import (
     run_passes,
 )
 from albert_edge.onnx.passes.canonicalize import transposed_twins
+from tests.onnx.graphs import clone, op_types, run_ort
 
 RNG = np.random.default_rng(0)
 
@@ -38,23 +39,6 @@ def _model(nodes, inputs, outputs, inits, opset: int = 17) -> ir.Model:
     proto.ir_version = 8
     onnx.checker.check_model(proto)
     return ir.from_proto(proto)
-
-
-def _run(model: ir.Model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    data = ir.to_proto(model).SerializeToString()
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
-    return list(sess.run(None, feeds))
-
-
-def _clone(model: ir.Model) -> ir.Model:
-    return ir.from_proto(ir.to_proto(model))
-
-
-def _ops(model: ir.Model) -> list[str]:
-    return [n.op_type for n in model.graph]
 
 
 def _f(name: str, *shape: int | str) -> onnx.ValueInfoProto:
@@ -79,14 +63,14 @@ def _identity_chain_model() -> ir.Model:
 def test_canonicalize_removes_identity_chains_and_keeps_results() -> None:
     model = _identity_chain_model()
     feeds = {"x": RNG.standard_normal((2, 4)).astype(np.float32)}
-    before = _run(model, feeds)
+    before = run_ort(model, feeds)
     p = CanonicalizeWeightsPass()
     model, log = run_passes(model, [p])
-    assert _ops(model) == ["MatMul", "MatMul", "MatMul"]
+    assert op_types(model) == ["MatMul", "MatMul", "MatMul"]
     assert all(n.inputs[1] is model.graph.initializers["W"] for n in model.graph)
     assert list(model.graph.initializers) == ["W"]
     assert log[0]["name"] == "canonicalize" and log[0]["identity_removed"] == 2
-    np.testing.assert_array_equal(_run(model, feeds)[0], before[0])
+    np.testing.assert_array_equal(run_ort(model, feeds)[0], before[0])
 
 
 def test_canonicalize_folds_transpose_of_initializer_once_for_all_uses() -> None:
@@ -98,13 +82,13 @@ def test_canonicalize_folds_transpose_of_initializer_once_for_all_uses() -> None
     ]
     model = _model(nodes, [_f("x", 3, 5)], [_f("y", 3, 5)], [_w("W", 5, 5)])
     feeds = {"x": RNG.standard_normal((3, 5)).astype(np.float32)}
-    before = _run(model, feeds)
+    before = run_ort(model, feeds)
     model, log = run_passes(model, [CanonicalizeWeightsPass()])
-    assert _ops(model) == ["MatMul", "MatMul"]
+    assert op_types(model) == ["MatMul", "MatMul"]
     weights = {id(n.inputs[1]) for n in model.graph}
     assert len(weights) == 1 and len(model.graph.initializers) == 1
     assert log[0]["transposes_folded"] == 2
-    np.testing.assert_allclose(_run(model, feeds)[0], before[0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(run_ort(model, feeds)[0], before[0], rtol=1e-6, atol=1e-6)
 
 
 def _tied_decoder_model() -> ir.Model:
@@ -132,7 +116,7 @@ def test_canonicalize_merges_transposed_copy_of_tied_table() -> None:
     model = _tied_decoder_model()
     assert len(transposed_twins(model)) == 2  # (table, table_T) and (table_T, table)
     feeds = {"ids": RNG.integers(0, 11, (2, 3)).astype(np.int64)}
-    before = _run(model, feeds)
+    before = run_ort(model, feeds)
     model, log = run_passes(model, [CanonicalizeWeightsPass()])
     assert "table_T" not in model.graph.initializers
     table = model.graph.initializers["table"]
@@ -141,7 +125,7 @@ def test_canonicalize_merges_transposed_copy_of_tied_table() -> None:
     assert gemm.attributes["transB"].as_int() == 1
     assert log[0]["transposed_copies_merged"] == 1
     assert transposed_twins(model) == []
-    after = _run(model, feeds)
+    after = run_ort(model, feeds)
     assert after[0].shape == (2, 3, 11)
     np.testing.assert_allclose(after[0], before[0], rtol=1e-5, atol=1e-5)
 
@@ -179,7 +163,7 @@ def _duplicate_model() -> ir.Model:
 def test_dedup_keeps_one_copy_and_repoints_uses() -> None:
     model = _duplicate_model()
     feeds = {"x": RNG.standard_normal((2, 4)).astype(np.float32)}
-    before = _run(model, feeds)
+    before = run_ort(model, feeds)
     p = DedupInitializersPass()
     model, log = run_passes(model, [p])
     assert len(model.graph.initializers) == 1
@@ -189,7 +173,7 @@ def test_dedup_keeps_one_copy_and_repoints_uses() -> None:
         "initializers_removed": 1,
         "bytes_saved": 64,
     }
-    np.testing.assert_array_equal(_run(model, feeds)[0], before[0])
+    np.testing.assert_array_equal(run_ort(model, feeds)[0], before[0])
 
 
 class _BrokenDedup(DedupInitializersPass):
@@ -267,13 +251,13 @@ def test_compact_merges_constants_shortens_names_keeps_results() -> None:
     ]
     model = _model(nodes, [_f("x", 3)], [_f("y", 3)], [])
     feeds = {"x": RNG.standard_normal(3).astype(np.float32)}
-    before = _run(model, feeds)
+    before = run_ort(model, feeds)
     model, log = run_passes(model, [CompactGraphPass()])
-    assert _ops(model).count("Constant") == 1
+    assert op_types(model).count("Constant") == 1
     assert log[0]["nodes_merged"] == 1 and log[0]["name_bytes_saved"] > 0
     names = [v.name for n in model.graph for v in n.outputs]
     assert "y" in names and all(len(str(n)) <= 3 for n in names)
-    np.testing.assert_array_equal(_run(model, feeds)[0], before[0])
+    np.testing.assert_array_equal(run_ort(model, feeds)[0], before[0])
 
 
 # --- fuse (on a real tiny export: ORT's fusions need the real BERT pattern) -----------
@@ -315,16 +299,16 @@ def test_fuse_fuses_every_layer_and_stores_fused_weights_once(tiny_groups_export
     model, ckpt = tiny_groups_export
     c = ckpt.config
     feeds = _albert_feeds(1)
-    before = _run(model, feeds)
-    fused, log = run_passes(_clone(model), [_fuse_pass(c)])
-    ops = _ops(fused)
+    before = run_ort(model, feeds)
+    fused, log = run_passes(clone(model), [_fuse_pass(c)])
+    ops = op_types(fused)
     assert ops.count("Attention") == c.num_hidden_layers * c.inner_group_num == 8
     assert ops.count("SkipLayerNormalization") == 16 and ops.count("FastGelu") == 8
     assert "Softmax" not in ops
     qkv = {id(n.inputs[1]) for n in fused.graph if n.op_type == "Attention"}
     assert len(qkv) == c.num_hidden_groups * c.inner_group_num == 4
     assert log[0]["fused_weights_shared"] > 0 and log[0]["attention"] == "fused"
-    after = _run(fused, feeds)
+    after = run_ort(fused, feeds)
     np.testing.assert_allclose(after[0], before[0], rtol=1e-4, atol=1e-5)
 
 
@@ -344,7 +328,7 @@ def test_fuse_postcondition_catches_per_layer_copies(tiny_groups_export, monkeyp
     monkeypatch.setattr(fuse_mod, "share_created_initializers", lambda onnx_model: {})
     model, ckpt = tiny_groups_export
     with pytest.raises(PassError, match="fuse pass: fused weights stored more than once"):
-        run_passes(_clone(model), [_fuse_pass(ckpt.config)])
+        run_passes(clone(model), [_fuse_pass(ckpt.config)])
 
 
 def test_split_skip_ln_on_the_fused_albert_keeps_results(tiny_groups_export) -> None:
@@ -353,13 +337,13 @@ def test_split_skip_ln_on_the_fused_albert_keeps_results(tiny_groups_export) -> 
     exists for speed: ORT's CPU SkipLayerNormalization is several times slower)."""
     model, ckpt = tiny_groups_export
     feeds = _albert_feeds(2)
-    fused, _ = run_passes(_clone(model), [_fuse_pass(ckpt.config)])
-    before = _run(fused, feeds)
+    fused, _ = run_passes(clone(model), [_fuse_pass(ckpt.config)])
+    before = run_ort(fused, feeds)
     split, log = run_passes(fused, [SplitSkipLayerNormPass()])
-    ops = _ops(split)
+    ops = op_types(split)
     assert "SkipLayerNormalization" not in ops
     assert ops.count("Sum") == 16 and log[0]["split"] == 16 and log[0]["layer_norms_added"] == 16
-    np.testing.assert_allclose(_run(split, feeds)[0], before[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run_ort(split, feeds)[0], before[0], rtol=1e-5, atol=1e-6)
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.optimized_model_filepath = str(Path(tempfile.mkdtemp()) / "opt.onnx")
@@ -388,12 +372,12 @@ def test_split_skip_ln_matches_the_contrib_op(bias: bool) -> None:
     model = _skip_ln_model(bias)
     feeds = {"x": RNG.standard_normal((2, 8)).astype(np.float32)}
     feeds["s"] = RNG.standard_normal((2, 8)).astype(np.float32)
-    before = _run(model, feeds)
-    split, log = run_passes(_clone(model), [SplitSkipLayerNormPass()])
-    assert _ops(split) == ["Sum", "LayerNormalization"] and log[0]["split"] == 1
+    before = run_ort(model, feeds)
+    split, log = run_passes(clone(model), [SplitSkipLayerNormPass()])
+    assert op_types(split) == ["Sum", "LayerNormalization"] and log[0]["split"] == 1
     ln = next(n for n in split.graph if n.op_type == "LayerNormalization")
     assert ln.attributes["epsilon"].value == pytest.approx(1e-5)
-    np.testing.assert_allclose(_run(split, feeds)[0], before[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run_ort(split, feeds)[0], before[0], rtol=1e-5, atol=1e-6)
 
 
 def test_split_skip_ln_postcondition_catches_a_node_left(monkeypatch) -> None:

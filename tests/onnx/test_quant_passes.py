@@ -9,7 +9,6 @@ import dataclasses
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -37,6 +36,7 @@ from albert_edge.onnx.passes.quant.rewrite import (
 from albert_edge.onnx.passes.quant.state import model_of
 from albert_edge.onnx.quantize import QUANT_PRECISIONS
 from albert_edge.options import ConvertOptions
+from tests.onnx.graphs import clone, op_types, run_ort
 
 MS = "com.microsoft"
 
@@ -59,24 +59,6 @@ def _model(nodes, inputs, outputs, inits, ms: bool = False) -> ir.Model:
     proto = helper.make_model(graph, opset_imports=opsets)
     proto.ir_version = 8
     return ir.from_proto(proto)
-
-
-def _run(model: ir.Model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    data = ir.to_proto(model).SerializeToString()
-    sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
-    return list(sess.run(None, feeds))
-
-
-def _clone(model: ir.Model) -> ir.Model:
-    return ir.from_proto(ir.to_proto(model))
-
-
-def _ops(model: ir.Model) -> list[str]:
-    return [n.op_type for n in model.graph]
 
 
 def _state(precision: str = "int8-dynamic", **kw) -> QuantState:
@@ -129,15 +111,15 @@ def _shared_through_identity() -> ir.Model:
 def test_prepare_removes_identity_and_names_every_node() -> None:
     model = _shared_through_identity()
     x = _x(2, 4)
-    before = _run(_clone(model), {"x": x})
+    before = run_ort(clone(model), {"x": x})
     p = PrepareGraphPass()
     p(model)
-    assert _ops(model) == ["MatMul", "MatMul"]
+    assert op_types(model) == ["MatMul", "MatMul"]
     assert [n.inputs[1].name for n in model.graph] == ["W", "W"]
     names = [n.name for n in model.graph]
     assert all(names) and len(set(names)) == 2
     assert p.report["nodes_named"] == 2
-    np.testing.assert_allclose(_run(model, {"x": x})[0], before[0], rtol=1e-6)
+    np.testing.assert_allclose(run_ort(model, {"x": x})[0], before[0], rtol=1e-6)
 
 
 def test_prepare_refuses_a_weight_transposed_at_run_time_and_used_elsewhere() -> None:
@@ -165,14 +147,14 @@ def _two_gemms_one_weight() -> ir.Model:
 def test_gemm_to_matmul_transposes_a_shared_weight_once() -> None:
     model = _two_gemms_one_weight()
     x = _x(2, 4)
-    before = _run(_clone(model), {"x": x})
+    before = run_ort(clone(model), {"x": x})
     st = _state()
     p = GemmToMatMulPass(st)
     p(model)
-    assert _ops(model) == ["MatMul", "Add", "MatMul", "Add"]
+    assert op_types(model) == ["MatMul", "Add", "MatMul", "Add"]
     assert sorted(model.graph.initializers) == ["W_T", "b"]  # W replaced by one W_T
     assert p.report == {"rewritten": 2} and st.rewrites["gemm_to_matmul"] == 2
-    np.testing.assert_allclose(_run(model, {"x": x})[0], before[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run_ort(model, {"x": x})[0], before[0], rtol=1e-5, atol=1e-6)
 
 
 def test_gemm_to_matmul_postcondition_fails_when_a_gemm_is_left() -> None:
@@ -212,13 +194,13 @@ def _attention(**attrs) -> ir.Model:
 def test_unfuse_attention_keeps_the_qkv_weight_and_the_result() -> None:
     model = _attention()
     feeds = {"x": _x(1, 3, 8), "mask": np.array([[1, 1, 0]], np.int32)}
-    before = _run(_clone(model), feeds)
+    before = run_ort(clone(model), feeds)
     st = _state("int4")
     UnfuseAttentionPass(st)(model)
-    assert _ops(model) == ["Constant", "MatMul", "Split", "MultiHeadAttention"]
+    assert op_types(model) == ["Constant", "MatMul", "Split", "MultiHeadAttention"]
     assert model.graph.node(1).inputs[1] is model.graph.initializers["Wqkv"]
     assert st.rewrites["attention_unfused"] == 1
-    np.testing.assert_allclose(_run(model, feeds)[0], before[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(run_ort(model, feeds)[0], before[0], rtol=1e-4, atol=1e-5)
 
 
 def test_unfuse_attention_refuses_causal_attention_and_checks_its_promise() -> None:
@@ -265,15 +247,15 @@ def test_unfuse_embed_layernorm_computes_the_same_and_frees_the_table() -> None:
         "seg": np.array([[0, 0, 0, 1, 1, 0]], np.int32),
         "mask": np.array([[1, 1, 1, 1, 1, 0]], np.int32),
     }
-    before = _run(_clone(model), feeds)
+    before = run_ort(clone(model), feeds)
     st = _state("int4")
     st.vocab = 40
     LocateWordTablePass(st)(model)
     assert st.table is not None and st.table.embed_layernorms == ("eln",)
     UnfuseEmbedLayerNormPass(st)(model)
-    assert "EmbedLayerNormalization" not in _ops(model)
+    assert "EmbedLayerNormalization" not in op_types(model)
     assert st.table.gathers and not st.table.embed_layernorms  # re-located: read by Gather
-    after = _run(model, feeds)
+    after = run_ort(model, feeds)
     np.testing.assert_allclose(after[0], before[0], rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(after[1], before[1])
 
@@ -284,7 +266,7 @@ def test_unfuse_embed_layernorm_is_skipped_when_the_table_stays_wide() -> None:
     LocateWordTablePass(st)(model)
     p = UnfuseEmbedLayerNormPass(st)
     p(model)
-    assert p.report == {"skipped": True} and "EmbedLayerNormalization" in _ops(model)
+    assert p.report == {"skipped": True} and "EmbedLayerNormalization" in op_types(model)
 
 
 # --- the tied decoder guard ------------------------------------------------------------
@@ -312,14 +294,14 @@ def _tied_decoder() -> ir.Model:
 def test_tied_guard_moves_the_decoder_off_the_table_and_back() -> None:
     model = _tied_decoder()
     feeds = {"ids": np.array([1, 5, 19], np.int64)}
-    before = _run(_clone(model), feeds)
+    before = run_ort(clone(model), feeds)
     st = _state()
     LocateWordTablePass(st)(model)
     assert st.tied == {"table"}
     TiedGemmToMatMulPass(st)(model)
     assert st.protected == ["decoder"]
-    assert _ops(model) == ["Gather", "Reshape", "Transpose", "MatMul", "Add"]
-    np.testing.assert_allclose(_run(_clone(model), feeds)[0], before[0], rtol=1e-5, atol=1e-6)
+    assert op_types(model) == ["Gather", "Reshape", "Transpose", "MatMul", "Add"]
+    np.testing.assert_allclose(run_ort(clone(model), feeds)[0], before[0], rtol=1e-5, atol=1e-6)
     st.options = dataclasses.replace(st.options, quantize_embeddings=False)
     RestoreTiedGemmPass(st)(model)
     gemm = next(n for n in model.graph if n.name == "decoder")
@@ -352,17 +334,17 @@ def _two_matmuls() -> ir.Model:
 def test_int8_dynamic_recipe_end_to_end_on_a_shared_weight() -> None:
     model = _two_matmuls()
     x = _x(2, 16)
-    before = _run(_clone(model), {"x": x})[0]
+    before = run_ort(clone(model), {"x": x})[0]
     st = _state()
     passes = build_passes(recipe("int8-dynamic"), st)
     out, log = run_passes(model, passes)
     assert [e["name"] for e in log] == [p.name for p in passes]
     assert st.nodes == ["m1", "m2"]
-    kinds = _ops(out)
+    kinds = op_types(out)
     assert kinds.count("MatMulInteger") == 2 and "MatMul" not in kinds
     weights = [v for v in out.graph.initializers.values() if len(v.const_value.shape) == 2]
     assert [v.const_value.dtype for v in weights] == [ir.DataType.INT8]  # stored once
-    after = _run(out, {"x": x})[0]
+    after = run_ort(out, {"x": x})[0]
     sqnr = 10 * np.log10(np.sum(before**2) / np.sum((before - after) ** 2))
     assert sqnr > 25
 
@@ -491,7 +473,7 @@ def test_word_and_side_tables_are_stored_quantized_once(precision: str) -> None:
 
     model = _tied_table_model()
     feeds = {"ids": np.array([0, 17, 63], np.int64)}
-    before = _run(_clone(model), feeds)[0]
+    before = run_ort(clone(model), feeds)[0]
     st = _table_state(precision)
     for p in (LocateWordTablePass(st), PlanPass(st)):
         p(model)
@@ -507,7 +489,7 @@ def test_word_and_side_tables_are_stored_quantized_once(precision: str) -> None:
     if precision != "int8-static":  # one stored table, read by the gathers and MatMulNBits
         decoder = next(n for n in model.graph if n.name == "decoder")
         assert decoder.op_type == "MatMulNBits"
-    after = _run(model, feeds)[0]
+    after = run_ort(model, feeds)[0]
     sqnr = 10 * np.log10(np.sum(before**2) / np.sum((before - after) ** 2))
     assert sqnr > (15 if precision == "int4" else 30)
 
