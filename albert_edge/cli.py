@@ -415,6 +415,13 @@ def _add_bench(sub: Any) -> None:
     )
     p.add_argument("--runs", type=_at_least(1), default=None, help="timed runs per shape")
     p.add_argument(
+        "--rounds",
+        type=_at_least(1),
+        default=1,
+        help="split --runs into this many passes over all artifacts in turn and pool them "
+        "(noisy machines: load then hits every artifact alike); needs --runs",
+    )
+    p.add_argument(
         "--warmup", type=_at_least(0), default=None, help="untimed warm-up runs per shape"
     )
     p.add_argument(

@@ -122,7 +122,8 @@ def run_bench_cli(args: argparse.Namespace) -> int:
             runs=args.runs,
             warmup=args.warmup,
             progress=True,
-            rows_path=rows_path,
+            rows_path=rows_path if getattr(args, "rounds", 1) == 1 else None,
+            rounds=getattr(args, "rounds", 1),
         )
     write_outputs(report, json_out=json_out, markdown=md_out, plot_out=plot_out)
     if rows_path is not None:

@@ -35,7 +35,7 @@ from albert_edge.bench.targets import (
     pick_backends,
     resolve_target,
 )
-from albert_edge.bench.worker import PROGRESS_PREFIX
+from albert_edge.bench.worker import PROGRESS_PREFIX, summarize
 from albert_edge.errors import AlbertEdgeError, BenchmarkError
 
 # Adaptive run policy (see benchmarks/README.md, "Stability"): warm up >= 3 runs and
@@ -346,6 +346,7 @@ def bench(
     progress: bool = True,
     keep_samples: bool = False,
     rows_path: str | Path | None = None,
+    rounds: int = 1,
 ) -> dict[str, Any]:
     """Benchmark ``targets`` (None: the embedded SST-2 checkpoint) and return the report.
 
@@ -354,7 +355,34 @@ def bench(
     fix the counts; otherwise the adaptive :data:`DEFAULT_POLICY` (or ``policy``) decides.
     ``rows_path``: a JSON Lines log each row is appended to as soon as it is measured; a
     run with the same settings resumes from it (see :mod:`albert_edge.bench.rowlog`).
+    ``rounds`` > 1 splits ``runs`` into that many passes over every target in turn and
+    pools their samples: on a small noisy machine, load that comes and goes then hits
+    every artifact alike instead of whichever row was being timed (one child process per
+    artifact and round; rows measured one after another drifted by up to 1.6x here).
     """
+    if rounds > 1:
+        return _bench_rounds(
+            targets,
+            rounds,
+            runs,
+            dict(
+                backends=backends,
+                batches=batches,
+                seq_lens=seq_lens,
+                threads=threads,
+                warmup=warmup,
+                policy=policy,
+                roofline=roofline,
+                roofline_min_time_s=roofline_min_time_s,
+                data=data,
+                timeout_s=timeout_s,
+                progress=progress,
+            ),
+            keep_samples=keep_samples,
+            rows_path=rows_path,
+        )
+    if rounds < 1:
+        raise BenchmarkError(f"--rounds must be positive, got {rounds}")
     batches = _check_positive("batch", batches)
     seq_lens = _check_positive("seq-lens", seq_lens)
     threads = _check_positive("threads", threads)
@@ -501,6 +529,67 @@ def bench(
             f"resumed: {log.resumed} row(s) measured by an interrupted run were kept"
         )
     return report
+
+
+def _row_key(r: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (r["artifact"], r["backend"], r["batch"], r["seq_len"], r["threads"])
+
+
+def _bench_rounds(
+    targets: Sequence[str | Path | Target | None],
+    rounds: int,
+    runs: int | None,
+    kwargs: dict[str, Any],
+    *,
+    keep_samples: bool,
+    rows_path: str | Path | None,
+) -> dict[str, Any]:
+    """``rounds`` full passes of :func:`bench`, each with ``runs / rounds`` timed runs, the
+    samples of each row pooled and summarized again (latency, throughput, roofline)."""
+    if runs is None:
+        raise BenchmarkError("--rounds needs a fixed --runs (the adaptive policy decides per run)")
+    if rows_path is not None:
+        raise BenchmarkError("--rounds cannot resume from a row log; drop one of the two")
+    per = max(1, -(-runs // rounds))
+    reports = []
+    for i in range(rounds):
+        kw = dict(kwargs)
+        if i:
+            kw["roofline"] = False  # measured once, in the first round
+        reports.append(bench(targets, runs=per, keep_samples=True, **kw))
+    base = reports[0]
+    pools: dict[tuple[Any, ...], list[float]] = {}
+    failed: set[tuple[Any, ...]] = set()  # one failed round fails the row: no partial stats
+    for rep in reports:
+        for r in rep["results"]:
+            key = _row_key(r)
+            if r.get("status") != "ok" or "samples_ms" not in r:
+                failed.add(key)
+            else:
+                pools.setdefault(key, []).extend(r["samples_ms"])
+    for r in base["results"]:
+        pool = pools.get(_row_key(r), [])
+        if r.get("status") != "ok":
+            continue
+        if _row_key(r) in failed:
+            r.update(status="failed", reason="a later round failed on this row")
+            continue
+        lat = summarize(pool)
+        old_p50 = r["latency_ms"]["p50"]
+        r["latency_ms"] = lat
+        if r.get("throughput_seq_per_s") and lat["p50"] > 0:
+            r["throughput_seq_per_s"] *= old_p50 / lat["p50"]
+        if r.get("gops") and lat["p50"] > 0:
+            r["gops"] *= old_p50 / lat["p50"]
+            if r.get("roofline_gops"):
+                r["roofline_fraction"] = r["gops"] / r["roofline_gops"]
+        if keep_samples:
+            r["samples_ms"] = pool
+        else:
+            r.pop("samples_ms", None)
+    base["settings"]["rounds"] = rounds
+    base["settings"]["policy"]["runs"] = per * rounds
+    return base
 
 
 def _row_log(

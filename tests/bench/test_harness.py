@@ -117,6 +117,44 @@ def test_failed_load_is_reported_not_raised(tmp_path: Path, tiny_onnx: Path) -> 
     assert r["latency_ms"] is None and r["gops"] is None
 
 
+def test_rounds_pool_every_round_s_samples(tiny_onnx: Path) -> None:
+    """rounds=3, runs=6: three passes of 2 timed runs each, one row per shape whose
+    statistics are those of the 6 pooled samples."""
+    from albert_edge.bench import bench
+    from albert_edge.bench.worker import summarize
+
+    report = bench(
+        [tiny_onnx],
+        backends=["ort-cpu"],
+        seq_lens=(8, 16),
+        threads=(1,),
+        runs=6,
+        warmup=0,
+        roofline=False,
+        progress=False,
+        keep_samples=True,
+        rounds=3,
+    )
+    assert validate_report(report) == []
+    assert report["settings"]["rounds"] == 3 and report["settings"]["policy"]["runs"] == 6
+    assert len(report["results"]) == 2
+    for r in report["results"]:
+        assert r["status"] == "ok" and len(r["samples_ms"]) == 6
+        assert r["latency_ms"] == summarize(r["samples_ms"])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [({"runs": None}, "fixed --runs"), ({"runs": 4, "rows_path": "x.jsonl"}, "row log")],
+)
+def test_rounds_refuse_what_they_cannot_pool(tiny_onnx: Path, kwargs: dict, needle: str) -> None:
+    from albert_edge.bench import bench
+    from albert_edge.errors import BenchmarkError
+
+    with pytest.raises(BenchmarkError, match=needle):
+        bench([tiny_onnx], backends=["ort-cpu"], rounds=2, progress=False, **kwargs)
+
+
 def test_too_long_sequence_is_skipped(tiny_onnx: Path) -> None:
     from albert_edge.bench import bench
 
