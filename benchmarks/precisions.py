@@ -155,7 +155,10 @@ def markdown(report: dict[str, Any], seq_lens: Sequence[int]) -> str:
         "# Every precision × target at default flags (issue 17)",
         "",
         f"Machine: {machine_line(report)}. Threads: {report['settings']['threads']}. "
-        f"Built and measured by `benchmarks/precisions.py` in one run; {report['created']}.",
+        f"Built and measured by `benchmarks/precisions.py` in one run "
+        f"({report['settings'].get('rounds', 1)} round(s) over all artifacts in turn, "
+        f"{report['settings']['policy'].get('runs')} timed runs per row pooled); "
+        f"{report['created']}.",
         "",
         "size ÷ floor: file bytes ÷ (unique checkpoint parameters × bytes per parameter at the "
         "precision). W1: batch 1, seq 128, p50. W2: median over "
@@ -249,6 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seq-lens", default="8,32,128,512")
     p.add_argument("--w2", type=int, default=300, help="SST-2 dev sentences for W2")
     p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=3, help="bench() rounds (1: resumable)")
     p.add_argument("--base", action="store_true", help="also albert-base (random init)")
     p.add_argument("--no-peers", action="store_true")
     p.add_argument("--build-only", action="store_true", help="build every artifact, time nothing")
@@ -329,7 +333,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs=a.runs,
             warmup=3,
             progress=True,
-            rows_path=work / "bench_rows.jsonl",  # an interrupted run resumes, keeps its rows
+            # passes over all artifacts in turn: load that comes and goes hits all alike
+            rounds=a.rounds,
+            rows_path=None if a.rounds > 1 else work / "bench_rows.jsonl",  # resumable
         )
         # only the backend each format is meant for (bench may add GPU/other variants)
         rep["results"] = [
