@@ -60,9 +60,9 @@ QUANT_PRECISIONS = ("int8-dynamic", "int8-static", "int4", "fp16")
 INT4_SPEED_NOTE = (
     "int4 buys size, not speed, on the CPU measured (AMD EPYC, x86-vnni, 2 threads; "
     "benchmarks/results/precisions.md): MatMulNBits with int8 compute is slower than "
-    "int8-dynamic at every length (albert-base, seq 128: 82.6 vs 36.9 ms; fp32 120.6 ms) and "
+    "int8-dynamic at every length (albert-base, seq 128: 64.7 vs 37.7 ms; fp32 119.1 ms) and "
     "beats fp32 only on large hidden sizes (albert-base, every length 8-512), not on small "
-    "ones (H=128, seq <= 128); for speed ship int8-dynamic, or run `albert-edge bench "
+    "ones (H=128, no length 8-512); for speed ship int8-dynamic, or run `albert-edge bench "
     "--recommend` on your CPU"
 )
 # Where int4 stands on size, measured (benchmarks/results/int4_floor.md): said with every
