@@ -195,7 +195,7 @@ def main() -> int:
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.configs import make_random_checkpoint
     from albert_edge.data import read_sst2
-    from albert_edge.kernels import host_cpu_flags, host_kernel
+    from albert_edge.kernels import host_kernel
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", default="host,x86-avx2,arm64,wasm")
@@ -236,7 +236,9 @@ def main() -> int:
             make_random_checkpoint(p, "albert-base", spiece_model=SPIECE, seed=0)
         models.append(("random albert-base seed 0", p, True, None))
 
-    flags = sorted(host_cpu_flags() & {"avx2", "avx512f", "avx512_vnni", "avx_vnni"})
+    from albert_edge.bench.schema import cpu_kernel
+
+    _, flags = cpu_kernel()  # the flags every bench report names
     result: dict[str, Any] = {
         "cpu": cpu_name(),
         "cpu_flags": flags,

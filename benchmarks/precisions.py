@@ -50,6 +50,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("USE_TF", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from script_report import portable  # noqa: E402
+
 from albert_edge.bench import (  # noqa: E402
     accuracy,
     bench,
@@ -235,7 +237,7 @@ def verdicts(rows: Sequence[dict[str, Any]], seq_lens: Sequence[int]) -> list[st
         for peer in ("optimum int8", "litert-torch int8 (static 128)"):
             w1a, w1b, w2a, w2b = p50(ours, 128), p50(peer, 128), w2(ours), w2(peer)
             why = next((r.get("reason") for r in rows if r["artifact"] == peer), None)
-            why = str(why or "not built").replace(str(ROOT) + "/", "")
+            why = str(why or "not built")
             miss = f"— ({peer} not measured: {why[why.find('ai_edge_litert') :][:200]})"
             r1 = f"{w1a / w1b:.2f}×" if w1a and w1b else "—"
             r2 = f"{w2a / w2b:.2f}×" if w2a and w2b else "—"
@@ -338,10 +340,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"precisions: litert-torch int8: {exc}", file=sys.stderr)
         if a.build_only:
             continue
+        w2 = w2_latencies(
+            [(n, path) for n, _, path in arts], len(sentences), a.threads, max(1, a.rounds)
+        )
         if a.w2_only:
-            w2 = w2_latencies(
-                [(n, path) for n, _, path in arts], len(sentences), a.threads, max(1, a.rounds)
-            )
             w2_only[label] = w2
             continue
         targets = [resolve_target(path).with_(name=name) for name, _, path in arts]
@@ -362,11 +364,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         rep["results"] = [
             r for r in rep["results"] if r["backend"] == BACKEND.get(r["format"], r["backend"])
         ]
-        if a.build_only:
-            continue
-        w2 = w2_latencies(
-            [(n, path) for n, _, path in arts], len(sentences), a.threads, max(1, a.rounds)
-        )
         accs: dict[str, Any] = {}
         if score:
             for (name, fmt, _path), t in zip(arts, targets, strict=True):
@@ -404,8 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["settings"]["w2_sentences"] = len(sentences)
     report["settings"]["loadavg"] = [round(x, 1) for x in os.getloadavg()]
     report["settings"]["tflite_signatures"] = list(TFLITE_BUCKETS)
-    # results are committed: paths relative to the repository, not this machine's
-    report = json.loads(json.dumps(report).replace(str(ROOT) + "/", ""))
+    report = portable(report)  # committed: no path of this machine
     problems = validate_report(report)
     if problems:
         print("precisions: schema problems: " + "; ".join(problems[:5]), file=sys.stderr)

@@ -98,13 +98,19 @@ def with_files_beside(model_file: Path, checkpoint: Path) -> None:
             shutil.copyfile(checkpoint / name, folder / name)
 
 
+def portable(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` with this checkout's paths relative to it (and the data beside it as
+    ``../shared``): committed results name no path of the machine that measured them."""
+    root = Path(__file__).resolve().parents[1]
+    text = json.dumps(report).replace(str(root.parent / "shared") + "/", "../shared/")
+    return json.loads(text.replace(str(root) + "/", ""))  # type: ignore[no-any-return]
+
+
 def write(report: dict[str, Any], out: Path, stem: str, markdown: Markdown) -> int:
     """Validate, then write ``stem.json`` (the report) and ``stem.md`` (rendered from it).
 
-    Results are committed: paths inside the repository are written relative to it."""
-    root = Path(__file__).resolve().parents[1]
-    text = json.dumps(report).replace(str(root.parent / "shared") + "/", "../shared/")
-    report = json.loads(text.replace(str(root) + "/", ""))
+    Results are committed: paths are written relative to the repository (:func:`portable`)."""
+    report = portable(report)
     problems = validate_report(report)
     if problems:
         print(f"{stem}: schema problems: " + "; ".join(problems[:5]), file=sys.stderr)

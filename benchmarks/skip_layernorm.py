@@ -39,25 +39,11 @@ PRECISIONS = ("fp32", "int8-dynamic", "int4")
 def fuse_back(src: Path, dst: Path) -> int:
     """``src`` with every Sum → LayerNormalization pair fused into SkipLayerNormalization."""
     import onnx_ir as ir
-    from onnxscript.rewriter import pattern
 
-    def split3(op: Any, x: Any, s: Any, b: Any, g: Any, beta: Any, eps: Any) -> Any:
-        return op.LayerNormalization(op.Sum(x, s, b), g, beta, axis=-1, epsilon=eps)
+    from albert_edge.onnx.passes.split_skip_ln import rules
 
-    def fused3(op: Any, x: Any, s: Any, b: Any, g: Any, beta: Any, eps: Any) -> Any:
-        return op.SkipLayerNormalization(x, s, g, beta, b, epsilon=eps, _domain="com.microsoft")
-
-    def split2(op: Any, x: Any, s: Any, g: Any, beta: Any, eps: Any) -> Any:
-        return op.LayerNormalization(op.Sum(x, s), g, beta, axis=-1, epsilon=eps)
-
-    def fused2(op: Any, x: Any, s: Any, g: Any, beta: Any, eps: Any) -> Any:
-        return op.SkipLayerNormalization(x, s, g, beta, epsilon=eps, _domain="com.microsoft")
-
-    rules = pattern.RewriteRuleSet(
-        [pattern.RewriteRule(split3, fused3), pattern.RewriteRule(split2, fused2)]
-    )
     model = ir.load(src)
-    n = rules.apply_to_model(model)
+    n = rules(reverse=True).apply_to_model(model)
     model.opset_imports.setdefault("com.microsoft", 1)
     dst.parent.mkdir(parents=True, exist_ok=True)
     ir.save(model, dst)

@@ -65,7 +65,7 @@ _STATUS = {"PASSED": "passed", "XPASS": "passed", "FAILED": "failed", "ERROR": "
 
 
 def main() -> int:
-    from albert_edge.kernels import host_cpu_flags, host_kernel
+    from albert_edge.bench.schema import cpu_kernel
     from albert_edge.kernels.setup import require_qemu
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -77,6 +77,7 @@ def main() -> int:
     qemu = require_qemu("x86_64")
     probe = _probe(qemu)
     print(f"emulated x86-avx2 sees: {probe}", flush=True)
+    host_kernel, host_flags = cpu_kernel()  # before the child's emulation marker is set
     a.out.mkdir(parents=True, exist_ok=True)
     # -v: one verdict line per test, read as it comes, so the results are written after
     # every test and an interrupted run keeps what it measured.
@@ -85,8 +86,8 @@ def main() -> int:
     result: dict[str, Any] = {
         "command": "python benchmarks/suite_on_kernel.py " + " ".join(sys.argv[1:]),
         "host_cpu": _cpu_name(),
-        "host_flags": sorted(host_cpu_flags() & {"avx2", "avx512f", "avx512_vnni", "avx_vnni"}),
-        "host_kernel": host_kernel(),
+        "host_flags": host_flags,
+        "host_kernel": host_kernel,
         "emulated": "qemu-x86_64 -cpu Haswell (AVX2, FMA; no AVX-512, no VNNI)",
         "inside": probe,
         "pytest_args": a.pytest_args,

@@ -387,7 +387,7 @@ def test_split_skip_ln_postcondition_catches_a_node_left(monkeypatch) -> None:
         def apply_to_model(self, model: ir.Model) -> int:
             return 0
 
-    monkeypatch.setattr(mod, "_rules", lambda: NoRules())
+    monkeypatch.setattr(mod, "rules", lambda: NoRules())
     with pytest.raises(PassError, match="split_skip_ln pass: 1 single-output"):
         run_passes(_skip_ln_model(True), [SplitSkipLayerNormPass()])
 

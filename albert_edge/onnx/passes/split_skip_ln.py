@@ -34,32 +34,35 @@ from albert_edge.onnx.passes.base import MS_DOMAIN, AlbertInPlacePass
 MIN_OPSET = 17
 
 
-def _rules() -> Any:
+def _with_bias(op: Any, x: Any, skip: Any, gamma: Any, beta: Any, bias: Any, epsilon: Any) -> Any:
+    return op.SkipLayerNormalization(x, skip, gamma, beta, bias, epsilon=epsilon, _domain=MS_DOMAIN)
+
+
+def _with_bias_split(
+    op: Any, x: Any, skip: Any, gamma: Any, beta: Any, bias: Any, epsilon: Any
+) -> Any:
+    return op.LayerNormalization(op.Sum(x, skip, bias), gamma, beta, axis=-1, epsilon=epsilon)
+
+
+def _no_bias(op: Any, x: Any, skip: Any, gamma: Any, beta: Any, epsilon: Any) -> Any:
+    return op.SkipLayerNormalization(x, skip, gamma, beta, epsilon=epsilon, _domain=MS_DOMAIN)
+
+
+def _no_bias_split(op: Any, x: Any, skip: Any, gamma: Any, beta: Any, epsilon: Any) -> Any:
+    return op.LayerNormalization(op.Sum(x, skip), gamma, beta, axis=-1, epsilon=epsilon)
+
+
+# (fused, split) pattern pairs, one per input arity: the pass rewrites fused → split;
+# benchmarks/skip_layernorm.py applies the same pairs reversed to time the fused graph.
+PAIRS = ((_with_bias, _with_bias_split), (_no_bias, _no_bias_split))
+
+
+def rules(*, reverse: bool = False) -> Any:
+    """The onnxscript rule set fused → split (``reverse``: split → fused)."""
     from onnxscript.rewriter import pattern
 
-    def with_bias(
-        op: Any, x: Any, skip: Any, gamma: Any, beta: Any, bias: Any, epsilon: Any
-    ) -> Any:
-        return op.SkipLayerNormalization(
-            x, skip, gamma, beta, bias, epsilon=epsilon, _domain=MS_DOMAIN
-        )
-
-    def with_bias_split(
-        op: Any, x: Any, skip: Any, gamma: Any, beta: Any, bias: Any, epsilon: Any
-    ) -> Any:
-        return op.LayerNormalization(op.Sum(x, skip, bias), gamma, beta, axis=-1, epsilon=epsilon)
-
-    def no_bias(op: Any, x: Any, skip: Any, gamma: Any, beta: Any, epsilon: Any) -> Any:
-        return op.SkipLayerNormalization(x, skip, gamma, beta, epsilon=epsilon, _domain=MS_DOMAIN)
-
-    def no_bias_split(op: Any, x: Any, skip: Any, gamma: Any, beta: Any, epsilon: Any) -> Any:
-        return op.LayerNormalization(op.Sum(x, skip), gamma, beta, axis=-1, epsilon=epsilon)
-
     return pattern.RewriteRuleSet(
-        [
-            pattern.RewriteRule(with_bias, with_bias_split),
-            pattern.RewriteRule(no_bias, no_bias_split),
-        ]
+        [pattern.RewriteRule(*((b, a) if reverse else (a, b))) for a, b in PAIRS]
     )
 
 
@@ -76,7 +79,7 @@ class SplitSkipLayerNormPass(AlbertInPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         before = self._candidates(model)
         ln_before = sum(1 for n in model.graph if n.op_type == "LayerNormalization")
-        count = _rules().apply_to_model(model) if before else 0
+        count = rules().apply_to_model(model) if before else 0
         self.report = {
             "split": int(count),
             "layer_norms_added": sum(1 for n in model.graph if n.op_type == "LayerNormalization")
