@@ -8,9 +8,9 @@ For albert-base (random init, the published v2 shape) and the trained SST-2 mode
 - ``optimum-cli export onnx``, the same with ``--optimize O3``, and
   ``optimum-cli onnxruntime quantize --avx512_vnni`` of the plain export;
 - a plain ``torch.onnx.export`` and ONNX Runtime ``quantize_dynamic`` with defaults on it;
-- litert-torch's dynamic int8 (pt2e ``PT2EQuantizer`` with
-  ``get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)``), one
-  signature per sequence length;
+- litert-torch's fp32 conversion (one signature per sequence length) quantized by
+  ai-edge-quantizer's stock ``dynamic_wi8_afp32`` recipe (:func:`build_litert_torch`
+  says why not litert-torch's own pt2e ``quant_config``);
 - ExecuTorch lowered to XNNPACK, fp32 and pt2e dynamic int8 (PyTorch's own mobile path);
 - every albert-edge artifact (ONNX fp32/fp16/int8-dynamic/int8-static/int4, TFLite
   fp32/fp16/int8-dynamic/int8-full) through the public ``albert_edge.convert`` API;
@@ -249,36 +249,54 @@ def build_plain_onnx(ckpt: Path, work: Path, quantized: bool, dynamo: bool = Tru
     return int8
 
 
-def build_litert_torch(ckpt: Path, work: Path, seq_lens: Sequence[int]) -> Path:
-    """litert-torch's dynamic int8: pt2e PT2EQuantizer (per-channel, dynamic) + QuantConfig."""
-    out = work / "litert-torch-int8"
+def build_litert_torch(
+    ckpt: Path, work: Path, seq_lens: Sequence[int], recipe: str = "dynamic_wi8_afp32"
+) -> Path:
+    """litert-torch + ai-edge-quantizer: the PyTorch user's route with Google's own tools.
+
+    litert-torch converts the fp32 model (one fixed-shape signature ``seq_<n>`` per
+    sequence length), then ai-edge-quantizer applies one of its stock recipes
+    (``ai_edge_quantizer.recipe.<recipe>``; default ``dynamic_wi8_afp32``: symmetric int8
+    weights per output channel on every op it supports — every FULLY_CONNECTED weight
+    (27/27 weight matmuls on the trained tiny model) and the EMBEDDING_LOOKUP tables, the
+    word table with one scale per row — and float activations, quantized on the fly by
+    the kernels). No albert-edge pass touches the file. The fp32 conversion is kept beside (``litert-torch-fp32-s<lens>/``).
+
+    Why not litert-torch's own pt2e ``quant_config`` (``PT2EQuantizer`` with
+    ``get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)``), this
+    peer's earlier build: its file does not load. pt2e stores the word table as int8 with
+    one per-tensor scale and zero point 1 (asymmetric), and ai-edge-litert 2.3.0's
+    EMBEDDING_LOOKUP refuses any non-zero zero point at prepare
+    (``tflite/kernels/embedding_lookup.cc:73 qparams->zero_point->data[0] == 0 was not
+    true``). ai-edge-quantizer's recipe is symmetric (zero point 0), which it accepts.
+    """
+    tag = "-".join(str(s) for s in seq_lens)
+    out = work / f"litert-torch-aeq-{recipe}-s{tag}"
     model = out / "model.tflite"
     if model.is_file():
         return model
     import litert_torch
-    import torch
-    from litert_torch.quantize import pt2e_quantizer as pq
-    from litert_torch.quantize.quant_config import QuantConfig
-    from torchao.quantization.pt2e import quantize_pt2e
+    from ai_edge_quantizer import quantizer
+    from ai_edge_quantizer import recipe as aeq_recipe
 
+    make = getattr(aeq_recipe, recipe, None)
+    if make is None:
+        raise Unavailable(f"ai_edge_quantizer.recipe has no recipe {recipe!r}")
+    fp32 = work / f"litert-torch-fp32-s{tag}" / "model.tflite"
+    if not fp32.is_file():
+        fp32.parent.mkdir(parents=True, exist_ok=True)
+        wrapped = Logits(load_model(ckpt))
+        converter = None
+        for seq in seq_lens:
+            kwargs = dict(zip(INPUTS, sample_inputs(seq), strict=True))
+            target = litert_torch if converter is None else converter
+            converter = target.signature(f"seq_{seq}", wrapped, sample_kwargs=kwargs)
+        assert converter is not None
+        converter.convert().export(str(fp32))
+        _with_tokenizer(fp32.parent, ckpt)
     out.mkdir(parents=True, exist_ok=True)
-    wrapped = Logits(load_model(ckpt))
-    quantizer = pq.PT2EQuantizer().set_global(
-        pq.get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)
-    )
-    converter = None
-    for seq in seq_lens:
-        args = sample_inputs(seq)
-        kwargs = dict(zip(INPUTS, args, strict=True))
-        m = torch.export.export(wrapped, (), kwargs).module()
-        m = quantize_pt2e.prepare_pt2e(m, quantizer)
-        m(**kwargs)
-        m = quantize_pt2e.convert_pt2e(m, fold_quantize=False)
-        target = litert_torch if converter is None else converter
-        converter = target.signature(f"seq_{seq}", m, sample_kwargs=kwargs)
-    assert converter is not None
-    edge = converter.convert(quant_config=QuantConfig(pt2e_quantizer=quantizer))
-    edge.export(str(model))
+    result = quantizer.Quantizer(str(fp32), make()).quantize(enable_progress_report=False)
+    result.export_model(str(model), overwrite=True)
     _with_tokenizer(out, ckpt)
     return model
 
@@ -447,7 +465,7 @@ def peer_builders(
                 lambda: build_plain_onnx(ck, work, True, dynamo=False),
             ),
             (
-                "litert-torch dynamic int8",
+                "litert-torch + ai-edge-quantizer dynamic int8",
                 "litert-torch",
                 "litert-xnnpack",
                 "int8-dynamic",

@@ -7,7 +7,9 @@ this builds every albert-edge artifact with default flags through the public
 ``albert_edge.convert`` API — ONNX fp32/fp16/int8-dynamic/int8-static/int4, TFLite
 fp32/fp16/int8-dynamic/int8-full — plus optimum's fp32 export and its
 ``onnxruntime quantize --avx512_vnni`` int8 (the peer, built as ``benchmarks/peers.py``
-does), and measures in one run:
+does) and the mobile peer ``LITERT_PEER`` (litert-torch fp32 conversion, one static
+seq-128 signature, quantized by ai-edge-quantizer's ``dynamic_wi8_afp32`` recipe:
+``peers.build_litert_torch``), and measures in one run:
 
 - size ÷ floor (floor = unique parameters of the checkpoint × bytes per parameter at
   the precision, as ``albert-edge inspect`` computes it);
@@ -71,6 +73,9 @@ ONNX = ("fp32", "fp16", "int8-dynamic", "int8-static", "int4")
 TFLITE = ("fp32", "fp16", "int8-dynamic", "int8-full")
 BACKEND = {"onnx": "ort-cpu", "tflite": "litert-xnnpack"}
 TFLITE_BUCKETS = (32, 128, 512)
+# The mobile peer (peers.build_litert_torch): litert-torch's fp32 conversion, one
+# static-128 signature, quantized by ai-edge-quantizer's dynamic_wi8_afp32 recipe.
+LITERT_PEER = "litert-torch + ai-edge-quantizer int8 (static 128)"
 
 
 def build(ckpt: Path, work: Path, target: str, precision: str) -> Path:
@@ -234,11 +239,10 @@ def verdicts(rows: Sequence[dict[str, Any]], seq_lens: Sequence[int]) -> list[st
 
     out = ["Bars (issue 17), from the rows above:", ""]
     for ours in ("albert-edge onnx int8-dynamic", "albert-edge tflite int8-dynamic"):
-        for peer in ("optimum int8", "litert-torch int8 (static 128)"):
+        for peer in ("optimum int8", LITERT_PEER):
             w1a, w1b, w2a, w2b = p50(ours, 128), p50(peer, 128), w2(ours), w2(peer)
             why = next((r.get("reason") for r in rows if r["artifact"] == peer), None)
-            why = str(why or "not built")
-            miss = f"— ({peer} not measured: {why[why.find('ai_edge_litert') :][:200]})"
+            miss = f"— ({peer} not measured: {first_sentence(str(why or 'not built'))})"
             r1 = f"{w1a / w1b:.2f}×" if w1a and w1b else "—"
             r2 = f"{w2a / w2b:.2f}×" if w2a and w2b else "—"
             out.append(f"- {ours} ÷ {peer}: W1 {r1}, W2 {r2}" if w1b else f"- {ours}: {miss}")
@@ -247,14 +251,34 @@ def verdicts(rows: Sequence[dict[str, Any]], seq_lens: Sequence[int]) -> list[st
         ("albert-edge onnx int4", "albert-edge onnx fp32"),
         ("albert-edge onnx int4", "albert-edge onnx int8-dynamic"),
     ):
-        losses = [
-            str(s)
-            for s in seq_lens
-            if (a := p50(fast, s)) is not None and (b := p50(slow, s)) is not None and a > b
-        ]
-        where = "at every length" if not losses else "except at seq " + ", ".join(losses)
-        out.append(f"- {fast} faster than {slow} {where} ({', '.join(map(str, seq_lens))})")
+        pairs = {s: (p50(fast, s), p50(slow, s)) for s in seq_lens}
+        timed = {s: (a, b) for s, (a, b) in pairs.items() if a is not None and b is not None}
+        losses = [str(s) for s, (a, b) in timed.items() if a > b]
+        lens = ", ".join(map(str, seq_lens))
+        if timed and len(losses) == len(timed):  # never faster: say so, not "except at all"
+            out.append(f"- {fast} slower than {slow} at every length ({lens})")
+            continue
+        where = "except at seq " + ", ".join(losses) if losses else "at every length"
+        out.append(f"- {fast} faster than {slow} {where} ({lens})")
     return [*out, ""]
+
+
+def first_sentence(reason: str) -> str:
+    """The first sentence of a failure reason, whole: after the runtime's name when it
+    is there (``load failed: UnsupportedError: <path>: ai_edge_litert cannot ...``),
+    up to the first ``.`` or ``;`` that ends a sentence outside parentheses (the
+    runtime's own message in parentheses keeps its full stops)."""
+    start = reason.find("ai_edge_litert")
+    text = reason[start:] if start >= 0 else reason
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth = max(0, depth - 1)
+        elif ch in ".;" and depth == 0 and (i + 1 == len(text) or text[i + 1].isspace()):
+            return text[: i + 1] if ch == "." else text[:i]
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -326,18 +350,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     arts.append((f"optimum {variant}", "onnx", model))
                 except Unavailable as exc:
                     print(f"precisions: optimum {variant}: {exc}", file=sys.stderr)
-            try:  # the mobile peer: litert-torch's PT2E dynamic int8, one static-128 signature
+            try:  # the mobile peer (LITERT_PEER)
                 from peers import build_litert_torch
 
-                arts.append(
-                    (
-                        "litert-torch int8 (static 128)",
-                        "tflite",
-                        build_litert_torch(ckpt, work, (128,)),
-                    )
-                )
+                arts.append((LITERT_PEER, "tflite", build_litert_torch(ckpt, work, (128,))))
             except Exception as exc:  # a peer that cannot build is reported, not fatal
-                print(f"precisions: litert-torch int8: {exc}", file=sys.stderr)
+                print(f"precisions: {LITERT_PEER}: {exc}", file=sys.stderr)
         if a.build_only:
             continue
         w2 = w2_latencies(

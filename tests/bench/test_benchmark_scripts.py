@@ -138,3 +138,43 @@ def test_write_refuses_a_report_that_does_not_validate(
     del report["results"][0]["latency_ms"]
     assert script("script_report").write(report, tmp_path, "x", lambda _: "") == 1
     assert not (tmp_path / "x.json").exists()
+
+
+def test_precisions_bars_text() -> None:
+    """The bars say "slower ... at every length" when a precision never wins, and quote a
+    peer's load failure up to the end of its first sentence, never cut mid-word."""
+    mod = script("precisions")
+    seqs = (8, 128)
+    p50s = {
+        "albert-edge onnx fp32": (4.0, 10.0),
+        "albert-edge onnx int8-dynamic": (2.0, 5.0),
+        "albert-edge onnx int4": (3.0, 11.0),  # loses to fp32 at 128 only, to int8 at both
+        "albert-edge tflite int8-dynamic": (2.0, 4.0),
+        "optimum int8": (4.0, 8.0),
+    }
+    rows: list[dict[str, Any]] = [
+        {"artifact": art, "seq_len": s, "latency_ms": {"p50": ms}, "w2_median_ms": 1.0}
+        for art, pair in p50s.items()
+        for s, ms in zip(seqs, pair, strict=True)
+    ]
+    reason = (
+        "load failed: UnsupportedError: m/model.tflite: ai_edge_litert cannot load this model "
+        "(kernels/embedding_lookup.cc:73 zero_point == 0 was not true.Node number 1 "
+        "(EMBEDDING_LOOKUP) failed to prepare.); run `albert-edge inspect` on it to"
+    )
+    rows += [
+        {"artifact": mod.LITERT_PEER, "seq_len": s, "latency_ms": None, "reason": reason}
+        for s in seqs
+    ]
+    text = "\n".join(mod.verdicts(rows, seqs))
+    assert "onnx int8-dynamic faster than albert-edge onnx fp32 at every length (8, 128)" in text
+    assert "onnx int4 faster than albert-edge onnx fp32 except at seq 128 (8, 128)" in text
+    assert "onnx int4 slower than albert-edge onnx int8-dynamic at every length (8, 128)" in text
+    assert "except at seq 8, 128" not in text
+    assert (
+        f"{mod.LITERT_PEER} not measured: ai_edge_litert cannot load this model "
+        "(kernels/embedding_lookup.cc:73 zero_point == 0 was not true.Node number 1 "
+        "(EMBEDDING_LOOKUP) failed to prepare.))"
+    ) in text
+    assert "inspe" not in text
+    assert "tflite int8-dynamic ÷ optimum int8: W1 0.50×, W2 1.00×" in text
