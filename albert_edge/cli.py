@@ -89,6 +89,15 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
         "benchmarks/int4_floor.py)",
     )
     p.add_argument(
+        "--int4-kernel",
+        choices=("int8", "nbits"),
+        default="int8",
+        help="int4: the kernel that multiplies by the 4-bit weights. int8 (default): the "
+        "codes are decoded at load into ONNX Runtime's int8 kernels, int8-dynamic's speed at "
+        "int4's size; nbits: MatMulNBits (ONNX Runtime's GPU and ARM int4 kernels; about "
+        "half int8's speed on x86 CPUs)",
+    )
+    p.add_argument(
         "--target",
         dest="runs_on",
         default="portable",
@@ -109,6 +118,7 @@ def _quantization_options(a: argparse.Namespace) -> dict[str, Any]:
         "per_channel": a.per_channel,
         "block_size": a.block_size,
         "runs_on": a.runs_on,
+        "int4_kernel": a.int4_kernel,
     }
 
 

@@ -14,6 +14,9 @@ TFLITE_PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-full")
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 OPTIMIZE_LEVELS = ("none", "fuse")
 ACCELERATORS = ("cpu", "gpu")
+# int4 ONNX: which ONNX Runtime kernel multiplies by the 4-bit weights
+# (albert_edge.onnx.passes.quant.int4 says why int8 is the default)
+INT4_KERNELS = ("int8", "nbits")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,9 @@ class ConvertOptions:
     overwrite: bool = False
     verify: bool = True
     runs_on: str = "portable"  # int8 recipe target (albert_edge.onnx.recipes)
+    # int4: "int8" = 4-bit codes decoded at load into ORT's int8 kernels (int8 speed,
+    # int4 bytes); "nbits" = MatMulNBits (ORT's GPU / ARM int4 kernels)
+    int4_kernel: str = "int8"
 
     @property
     def weight_per_channel(self) -> bool:
@@ -56,6 +62,8 @@ class ConvertOptions:
         """
         if self.per_channel is not None:
             return self.per_channel
+        if self.target == "onnx" and self.precision == "int4":
+            return True  # one base scale per column under the block multipliers (quant.int4)
         if self.target == "onnx":
             from albert_edge.onnx.recipes import int8_recipe
 
@@ -89,6 +97,11 @@ class ConvertOptions:
         from albert_edge.onnx.recipes import int8_recipe
 
         int8_recipe(self.runs_on)  # unknown --target: refused here, before any work
+        if self.int4_kernel not in INT4_KERNELS:
+            raise UnsupportedError(
+                f"unknown --int4-kernel {self.int4_kernel!r}; choose one of "
+                + ", ".join(INT4_KERNELS)
+            )
         if self.int8_io and self.precision != "int8-full":
             raise UnsupportedError("--int8-io needs --precision int8-full")
         if self.accelerator not in ACCELERATORS:

@@ -247,7 +247,7 @@ def _artifact(path: Path, model: Path, manifest: dict[str, Any] | None) -> Targe
     )
 
 
-_INT4_OPS = {"MatMulNBits"}
+_INT4_OPS = {"MatMulNBits", "Int4Weight", "Int4Rows"}
 _DYNAMIC_OPS = {"DynamicQuantizeLinear", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"}
 _INT8_OPS = {"MatMulInteger", "QLinearMatMul", "QAttention", "QuantizeLinear", "QGemm"}
 

@@ -56,11 +56,23 @@ QUANT_META_INPUTS = {
     "MatMulBnb4": (2,),
     "GatherBlockQuantized": (2, 3),  # word tables written before the standard-op form
     "QAttention": (3, 4, 6, 7),
+    "Int4Weight": (1,),  # the block multipliers of albert_edge.Int4Weight
+    "Int4Scales": (0, 1),  # 4-bit log2 row scales and their fp32 super-scale
     "QLinearMatMul": (1, 2, 4, 5, 6, 7),
     "QGemm": (1, 2, 4, 5, 7, 8),
     "QEmbedLayerNormalization": tuple(range(8, 20)),
 }
-_PASS_THROUGH = ("Identity", "Transpose", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten")
+_PASS_THROUGH = (
+    "Identity",
+    "Transpose",
+    "Cast",
+    "Reshape",
+    "Squeeze",
+    "Unsqueeze",
+    "Flatten",
+    "Int4Weight",  # albert_edge.Int4Weight(codes, multipliers): the weight is its codes
+    "Int4Rows",  # albert_edge.Int4Rows(codes): a 4-bit table unpacked to int8 at load
+)
 _PARAM_DTYPES = {
     ir.DataType.FLOAT,
     ir.DataType.FLOAT16,
@@ -225,7 +237,7 @@ def infer_precision(model: ir.Model) -> str:
     if any(
         n.op_type in ("MatMulNBits", "GatherBlockQuantized") and _attr_int(n, "bits", 4) == 4
         for n in model.graph
-    ):
+    ) or any(n.op_type in ("Int4Weight", "Int4Rows") for n in model.graph):
         return "int4"
     if ops & {"DynamicQuantizeLinear", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"}:
         return "int8-dynamic"

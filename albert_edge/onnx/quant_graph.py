@@ -63,6 +63,8 @@ QUANT_MARKER_OPS = frozenset(
         "QLinearConv",
         "QLinearAdd",
         "QLinearMul",
+        "Int4Weight",
+        "Int4Rows",
     }
 )
 # Ops a weight may pass through between its initializer and the op that applies it.
@@ -76,6 +78,8 @@ _PASS_THROUGH = frozenset(
         "Unsqueeze",
         "DequantizeLinear",
         "DynamicQuantizeLinear",
+        "Int4Weight",  # albert_edge.Int4Weight(codes, multipliers): the weight is its codes
+        "Int4Rows",  # albert_edge.Int4Rows(codes): a 4-bit table unpacked to int8 at load
     }
 )
 
@@ -166,7 +170,11 @@ def weight_matmuls(model: onnx.ModelProto) -> list[WeightUse]:
             init, chain = idx.trace_constant(node.input[slot])
             if init is None:
                 continue
-            how = "int4" if node.op_type in ("MatMulNBits", "MatMulBnb4") else "int8"
+            how = (
+                "int4"
+                if node.op_type in ("MatMulNBits", "MatMulBnb4") or "Int4Weight" in chain
+                else "int8"
+            )
             if node.op_type == "MatMulNBits":
                 bits = next((a.i for a in node.attribute if a.name == "bits"), 4)
                 how = f"int{bits}"

@@ -36,6 +36,7 @@ from albert_edge.facts import SIZE_KEYS, reconcile_quantization
 from albert_edge.onnx.passes.quant import RECIPES as QUANT_RECIPES
 from albert_edge.onnx.passes.quant import floor_bytes, int4_block_size, quiet
 from albert_edge.onnx.passes.quant.check import SIZE_SLACK
+from albert_edge.onnx.passes.quant.int4 import codes_block
 from albert_edge.onnx.recipes import int8_recipe
 
 if TYPE_CHECKING:
@@ -56,24 +57,38 @@ __all__ = [
 ]
 
 QUANT_PRECISIONS = ("int8-dynamic", "int8-static", "int4", "fp16")
-# Said plainly wherever int4 is produced (manifest + convert report): measured, not hoped.
-INT4_SPEED_NOTE = (
-    "int4 buys size, not speed, on the CPU measured (AMD EPYC, x86-vnni, 2 threads; "
-    "benchmarks/results/precisions.md): MatMulNBits with int8 compute is slower than "
-    "int8-dynamic at every length (albert-base, seq 128: 64.7 vs 37.7 ms; fp32 119.1 ms) and "
-    "beats fp32 only on large hidden sizes (albert-base, every length 8-512), not on small "
-    "ones (H=128, no length 8-512); for speed ship int8-dynamic, or run `albert-edge bench "
-    "--recommend` on your CPU"
-)
-# Where int4 stands on size, measured (benchmarks/results/int4_floor.md): said with every
-# int4 artifact, beside its own ratio to the floor.
-INT4_SIZE_NOTE = (
-    "int4 stores 4-bit codes plus fixed costs the floor (parameters x 0.5 bytes) does not "
-    "count: an fp32 scale per block (up to 256 values) of every MatMulNBits weight, a one-byte scale "
-    "per word-table row, fp32 biases/LayerNorm and the graph itself: albert-base 1.039x "
-    "its floor, the trained tiny model (2.2M parameters) 1.054x, above the 1.05x target "
-    "(benchmarks/results/int4_floor.md)"
-)
+# Said plainly wherever int4 is produced (manifest + convert report), per --int4-kernel:
+# measured, not hoped (benchmarks/results/precisions.md, int4_floor.md).
+INT4_SPEED_NOTES = {
+    "int8": (
+        "int4 (--int4-kernel int8) stores 4-bit codes and computes with int8-dynamic's "
+        "kernels: ONNX Runtime folds the codes to int8 at load, so it runs at int8-dynamic's "
+        "speed, faster than fp32 at every length 8-512 (benchmarks/results/precisions.md), "
+        "at about half its file size; in memory it is the int8 model, and loading takes "
+        "longer by the unpacking"
+    ),
+    "nbits": (
+        "int4 (--int4-kernel nbits) runs ONNX Runtime's MatMulNBits (accuracy level 4): on "
+        "the x86 CPU measured (AMD EPYC, x86-vnni, 2 threads) about half int8-dynamic's "
+        "speed (albert-base, seq 128: 64.7 vs 37.7 ms; fp32 119.1 ms) and slower than fp32 "
+        "on small hidden sizes (H=128); it keeps 4-bit weights in memory and is the form "
+        "ONNX Runtime's GPU and ARM int4 kernels take"
+    ),
+}
+INT4_SIZE_NOTES = {
+    "int8": (
+        "int4 stores 4-bit codes plus what the floor (parameters x 0.5 bytes) does not "
+        "count: a one-byte multiplier per block of every weight and an fp32 scale per "
+        "column, the word table's row scales (4 bits per row where a byte would cost over "
+        "2 % of the row), fp32 biases/LayerNorm and the graph itself"
+    ),
+    "nbits": (
+        "int4 stores 4-bit codes plus fixed costs the floor (parameters x 0.5 bytes) does "
+        "not count: an fp32 scale per block (up to 256 values) of every MatMulNBits weight, "
+        "a one-byte scale per word-table row, fp32 biases/LayerNorm and the graph itself "
+        "(benchmarks/results/int4_floor.md)"
+    ),
+}
 DEFAULT_CALIBRATION_HINT = "../shared/data/sst2/train.tsv"
 
 RECIPES = {name: r.description for name, r in QUANT_RECIPES.items()}
@@ -184,7 +199,7 @@ def _quantize_model(
             "artifact instead"
         )
     texts = list(calibration_texts) if calibration_texts is not None else load_calibration(options)
-    r = recipe(options.precision)
+    r = recipe(options.precision, options.int4_kernel)
     state = QuantState(options, vocab=int(ckpt.config.vocab_size) if ckpt is not None else None)
     tok = max_len = None
     if r.calibrated:
@@ -236,19 +251,24 @@ def _report(final: onnx.ModelProto, st: Any, log: list[dict[str, Any]]) -> dict[
     )
     report: dict[str, Any] = {
         "precision": precision,
-        "recipe": RECIPES[precision],
+        "recipe": st.recipe.description,
+        "int4_kernel": options.int4_kernel if precision == "int4" else None,
         "tool": f"onnxruntime {ort.__version__}",
         "per_channel": options.weight_per_channel if precision.startswith("int8") else None,
         **(_target_report(options) if precision.startswith("int8") else {}),
         "block_size": plan.block_size if precision == "int4" else None,
         "block_sizes_by_k": {
-            str(k): int4_block_size(plan.block_size, k)
+            str(k): (
+                codes_block(plan.block_size, k)
+                if options.int4_kernel == "int8"
+                else int4_block_size(plan.block_size, k)
+            )
             for k in sorted({k for k, _ in plan.weights.values()})
         }
         if precision == "int4"
         else None,
-        "speed_note": INT4_SPEED_NOTE if precision == "int4" else None,
-        "size_note": INT4_SIZE_NOTE if precision == "int4" else None,
+        "speed_note": INT4_SPEED_NOTES[options.int4_kernel] if precision == "int4" else None,
+        "size_note": INT4_SIZE_NOTES[options.int4_kernel] if precision == "int4" else None,
         "calibration": calibration,
         "embeddings_quantized": bool(plan.quantize_table),
         "embeddings": embeddings,

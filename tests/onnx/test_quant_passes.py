@@ -73,7 +73,11 @@ def _x(*shape: int) -> np.ndarray:
 
 
 def test_every_precision_is_one_frozen_recipe() -> None:
-    assert sorted(RECIPES) == sorted(QUANT_PRECISIONS)
+    # int4 is one precision with two kernels: int4 (int8 kernels) and int4-nbits
+    assert sorted(RECIPES) == sorted([*QUANT_PRECISIONS, "int4-nbits"])
+    assert recipe("int4", "nbits") is RECIPES["int4-nbits"] and recipe("int4").name == "int4"
+    with pytest.raises(UnsupportedError):
+        recipe("int4-nbits")  # spelled --precision int4 --int4-kernel nbits
     r = recipe("int4")
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.name = "int3"  # type: ignore[misc]
@@ -82,14 +86,21 @@ def test_every_precision_is_one_frozen_recipe() -> None:
     with pytest.raises(UnsupportedError):
         recipe("int3")
     for name, rec in RECIPES.items():
-        names = [p.name for p in build_passes(rec, _state(name))]
+        st = _state("int4", int4_kernel="nbits") if name == "int4-nbits" else _state(name)
+        names = [p.name for p in build_passes(rec, st)]
         assert names[0] == "quant-prepare" and rec.quantizer in names
-        assert names[-4:] == [
+        checks = names[names.index("check-weights-quantized") :]
+        assert checks[:4] == [
             "check-weights-quantized",
             "check-shared-weights-once",
             "check-no-saturation",
             "check-runs",
         ]
+        # int4 for int8 kernels: packed after ORT's int8 pass, and ORT must fold it at load
+        assert (checks[4:] == ["check-int4-folds"]) == (name == "int4")
+        if name == "int4":
+            assert names.index("quant-int4-stash") < names.index("quant-ort-dynamic")
+            assert names.index("quant-ort-dynamic") < names.index("quant-int4-pack")
         assert ("quant-unfuse-attention" in names) == rec.unfuse_attention
         assert ("quant-word-table" in names) == (rec.embeddings is not None)
     assert recipe("int8-static").embeddings.qdq and recipe("int4").embeddings.bits == 4

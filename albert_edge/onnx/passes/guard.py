@@ -24,7 +24,13 @@ import onnx_ir as ir
 
 from albert_edge.onnx.passes.base import AlbertInPlacePass, dims
 
-GATHER_OPS = ("Gather", "GatherBlockQuantized", "EmbedLayerNormalization", "DequantizeLinear")
+GATHER_OPS = (
+    "Gather",
+    "GatherBlockQuantized",
+    "EmbedLayerNormalization",
+    "DequantizeLinear",
+    "Int4Rows",  # albert_edge.Int4Rows: a 4-bit table unpacked to int8 at load, then gathered
+)
 MATMUL_OPS = (
     "MatMul",
     "Gemm",
@@ -35,6 +41,7 @@ MATMUL_OPS = (
     "QLinearMatMul",
     "QGemm",
     "DequantizeLinear",
+    "Int4Weight",  # albert_edge.Int4Weight: 4-bit codes decoded for an int8 kernel
 )
 
 
@@ -83,6 +90,9 @@ def gathered_scales(value: ir.Value) -> bool:
         found = False
         for u in ids.uses() if ids is not None else ():
             table = u.node.inputs[0] if u.node.op_type == "Gather" and u.idx == 1 else None
+            src = table.producer() if table is not None else None
+            if src is not None and src.op_type == "Int4Rows":  # int8 rows unpacked at load
+                table = src.inputs[0]
             t = table.const_value if table is not None and table is not value else None
             if t is None or t.dtype not in (ir.DataType.INT8, ir.DataType.UINT8):
                 continue
@@ -103,6 +113,10 @@ def logical_shape(value: ir.Value, tensor: ir.TensorProtocol) -> tuple[int, ...]
         node = use.node
         if node.op_type == "MatMulNBits" and use.idx == 1:
             return (_attr_int(node, "K", 0), _attr_int(node, "N", 0))
+        if node.op_type == "Int4Rows" and use.idx == 0 and len(shape) == 2:
+            return (shape[0], shape[1] * 2)  # nibbles [V, E/2] → (V, E)
+        if node.op_type == "Int4Weight" and use.idx == 0 and len(shape) == 3:
+            return (shape[0] * shape[1] * 2, shape[2])  # codes [K/B, B/2, N] → (K, N)
         if (  # artifacts written before the standard-op form
             node.op_type == "GatherBlockQuantized"
             and use.idx == 0

@@ -57,6 +57,7 @@ def _table_tensors(
     signed: bool,
     scale_format: str,
     fresh: Namer,
+    fold: bool = False,
 ) -> tuple[TableForm, list[ir.Value]]:
     """Quantize ``w`` (:func:`albert_edge.onnx.quant_embed._quantize_blocks`), register
     its codes, scales (and super-scale) and return its form."""
@@ -80,6 +81,7 @@ def _table_tensors(
         offset=0 if signed else 2 ** (bits - 1),
         scale_format=scale_format,
         super_scale=str(values[2].name) if sup is not None else None,
+        fold=fold and bits == 4 and not signed,
     )
     return form, values
 
@@ -114,9 +116,12 @@ def gather_rows(model: ir.Model, form: TableForm, gather: ir.Node, fresh: Namer)
         return nodes[-1].outputs[0]
 
     codes = fresh(f"{out}_codes")
-    nodes.append(make_node("Gather", [inits[form.codes], ids], [codes], name=str(gather.name)))
+    source: ir.Value = inits[form.codes]
+    if form.fold:  # the int8 table albert_edge.Int4Rows unpacks at load
+        source = _decoded(model, "Int4Rows", [source], nodes, fresh)
+    nodes.append(make_node("Gather", [source, ids], [codes], name=str(gather.name)))
     x = node("Cast", [nodes[-1].outputs[0]], "codes_f", to=_FLOAT)
-    if form.bits == 4:
+    if form.bits == 4 and not form.fold:
         sixteen = const("16", np.asarray(16.0, dtype=np.float32))
         hi = node("Floor", [node("Div", [x, sixteen], "div16")], "hi")
         lo = node("Sub", [x, node("Mul", [hi, sixteen], "hi16")], "lo")
@@ -127,18 +132,20 @@ def gather_rows(model: ir.Model, form: TableForm, gather: ir.Node, fresh: Namer)
             "nibbles",
             axis=-1,
         )  # [.., E/2, 2]: low nibble first
-    if form.offset:
+    if form.offset and not form.fold:
         x = node("Sub", [x, const("zero_point", np.asarray(float(form.offset), np.float32))], "q")
     s_name = fresh(f"{out}_scales")
-    nodes.append(
-        make_node("Gather", [inits[form.scales], ids], [s_name], name=fresh(f"{gather.name}_s"))
-    )
+    scales: ir.Value = inits[form.scales]
+    if form.scale_format == "u4log":  # fp32 row scales albert_edge.Int4Scales decodes at load
+        assert form.super_scale is not None
+        scales = _decoded(model, "Int4Scales", [scales, inits[form.super_scale]], nodes, fresh)
+    nodes.append(make_node("Gather", [scales, ids], [s_name], name=fresh(f"{gather.name}_s")))
     s = nodes[-1].outputs[0]
-    if form.scale_format != "fp32":
+    if form.scale_format not in ("fp32", "u4log"):
         s = node("Cast", [s], "scales_f", to=_FLOAT)
-    if form.super_scale is not None:
+    if form.super_scale is not None and form.scale_format != "u4log":
         s = node("Mul", [s, inits[form.super_scale]], "scales_u8")
-    if form.bits == 8 and nb == 1:  # [.., E] × [.., 1]
+    if (form.bits == 8 or form.fold) and nb == 1:  # [.., E] × [.., 1]
         nodes.append(make_node("Mul", [x, s], [out], name=fresh(f"{gather.name}_dq")))
         return nodes
     xb = node("Reshape", [x, const("blocks", np.asarray([-1, nb, form.block], np.int64))], "xb")
@@ -154,6 +161,27 @@ def gather_rows(model: ir.Model, form: TableForm, gather: ir.Node, fresh: Namer)
     return nodes
 
 
+def _decoded(
+    model: ir.Model, op: str, inputs: list[ir.Value], nodes: list[ir.Node], fresh: Namer
+) -> ir.Value:
+    """The output of the load-time decode ``albert_edge.<op>(inputs)``: the one already in
+    the graph, else a new node appended to ``nodes`` (one decoded copy per table, however
+    many gathers read it; :mod:`albert_edge.onnx.passes.quant.int4`)."""
+    from albert_edge.onnx.passes.quant.int4 import DOMAIN, declare
+
+    for use in inputs[0].uses():
+        if use.node.op_type == op and use.node.domain == DOMAIN:
+            return use.node.outputs[0]
+    for n in nodes:
+        if n.op_type == op and n.inputs[0] is inputs[0]:
+            return n.outputs[0]
+    declare(model, op)
+    node = ir.Node(DOMAIN, op, inputs, num_outputs=1, name=fresh(f"{inputs[0].name}_{op}"))
+    node.outputs[0].name = fresh(f"{inputs[0].name}_decoded")
+    nodes.append(node)
+    return node.outputs[0]
+
+
 def _swap(model: ir.Model, old: ir.Node, new: list[ir.Node]) -> None:
     """Replace ``old`` by ``new``, whose last node produces ``old``'s output name."""
     replace(model.graph, old, new, [(old.outputs[0], new[-1].outputs[0])])
@@ -167,9 +195,11 @@ def quantize_word_table(
     block_size: int,
     qdq: bool,
     accuracy_level: int | None = None,
+    fold: bool = False,
 ) -> dict[str, Any]:
     """Replace the fp32 table by its quantized form for every reader, in place: the QDQ
-    form (:func:`_qdq_table`) or the blockwise standard-op form (:func:`_blockwise_table`).
+    form (:func:`_qdq_table`) or the blockwise standard-op form (:func:`_blockwise_table`;
+    ``fold``: 4-bit codes unpacked to int8 at load, :class:`TableForm`).
 
     Returns facts for the manifest (scheme, block, tied decoder count, bytes).
     """
@@ -184,7 +214,9 @@ def quantize_word_table(
             raise QuantizationError("QDQ embedding quantization is int8 only")
         facts = _qdq_table(model, use, w, gathers, fresh)
     else:
-        facts = _blockwise_table(model, use, w, gathers, fresh, bits, block_size, accuracy_level)
+        facts = _blockwise_table(
+            model, use, w, gathers, fresh, bits, block_size, accuracy_level, fold=fold
+        )
     return {
         "table": use.table,
         "shape": [v, e],
@@ -258,6 +290,8 @@ def _blockwise_table(
     bits: int,
     block_size: int,
     accuracy_level: int | None,
+    *,
+    fold: bool = False,
 ) -> dict[str, Any]:
     """int8/int4 codes with blockwise scales read by standard ops (:func:`gather_rows`);
     a tied decoder reads the same codes through MatMulNBits."""
@@ -283,8 +317,9 @@ def _blockwise_table(
         bits,
         block,
         signed=signed,
-        scale_format=table_scale_format(bits, tied=tied),
+        scale_format=table_scale_format(bits, tied=tied, dim=e, fold=fold),
         fresh=fresh,
+        fold=fold,
     )
     for node in gathers:
         axis = node.attributes.get("axis")
@@ -342,7 +377,7 @@ def _blockwise_table(
 
 
 def quantize_side_tables(
-    model: ir.Model, word_table: str | None, bits: int = 8
+    model: ir.Model, word_table: str | None, bits: int = 8, *, fold: bool = False
 ) -> list[dict[str, Any]]:
     """Store the other gathered tables (position embeddings) quantized, in place.
 
@@ -372,7 +407,15 @@ def quantize_side_tables(
         shape = [int(d) for d in w.shape]
         if bits == 4 and w.shape[1] % 2 == 0:
             form, _ = _table_tensors(
-                model, w, name, 4, int(w.shape[1]), signed=False, scale_format="u8", fresh=fresh
+                model,
+                w,
+                name,
+                4,
+                int(w.shape[1]),
+                signed=False,
+                scale_format="u8",
+                fresh=fresh,
+                fold=fold,
             )
             swaps += [(node, gather_rows(model, form, node, fresh)) for node in readers[name]]
             facts.append(
@@ -422,6 +465,11 @@ def _float_readers(model: ir.Model, name: str) -> list[str]:
     ]
 
 
+def _fold(st: QuantState) -> bool:
+    """int4 for int8 kernels: the 4-bit tables are unpacked to int8 at load too."""
+    return st.precision == "int4" and st.options.int4_kernel == "int8"
+
+
 class QuantizeWordTablePass(AlbertInPlacePass):
     """Replace the fp32 V×E table by its quantized form for every reader
     (:func:`quantize_word_table`). Skipped with --keep-embeddings-wide.
@@ -452,6 +500,7 @@ class QuantizeWordTablePass(AlbertInPlacePass):
             block_size=st.plan.block_size,
             qdq=bool(st.recipe and st.recipe.embeddings and st.recipe.embeddings.qdq),
             accuracy_level=INT4_ACCURACY_LEVEL,
+            fold=_fold(st),
         )
         st.embeddings = facts
         self.report = {k: facts[k] for k in ("table", "bits", "gathers", "tied_decoder_matmuls")}
@@ -487,7 +536,7 @@ class QuantizeSideTablesPass(AlbertInPlacePass):
             self.report = {"skipped": True}
             return ir.passes.PassResult(model, modified=False)
         assert st.table is not None and st.plan is not None
-        side = quantize_side_tables(model, st.table.table, bits=st.plan.table_bits)
+        side = quantize_side_tables(model, st.table.table, bits=st.plan.table_bits, fold=_fold(st))
         if isinstance(st.embeddings, dict):
             st.embeddings["side_tables"] = side
         self.done = [f["table"] for f in side]

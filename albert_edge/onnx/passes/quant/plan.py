@@ -52,6 +52,7 @@ class Plan:
     table_bits: int
     table_block: int
     side_tables: tuple[str, ...] = ()  # position tables stored int8 per column
+    int4_kernel: str = "int8"  # int4: Int4Weight codes for int8 kernels, or MatMulNBits
 
 
 def floor_bytes(model: onnx.ModelProto, plan: Plan) -> int:
@@ -59,8 +60,10 @@ def floor_bytes(model: onnx.ModelProto, plan: Plan) -> int:
     their scales and zero points; tensors the recipe keeps in float at their own size.
 
     int8: K·N codes + per output channel (or per tensor) an fp32 scale and an int8 zero
-    point. int4: K·N/2 + one fp32 scale per block along K (the weight's own block,
-    :func:`int4_block_size`; symmetric: no zero points). fp16: 2 bytes per float
+    point. int4 (``Int4Weight``): K·N/2 codes + a one-byte multiplier per block along K
+    and column + the int8 graph's fp32 scale(s); int4 (MatMulNBits): K·N/2 + one fp32
+    scale per block along K (the weight's own block, :func:`int4_block_size`;
+    symmetric: no zero points). fp16: 2 bytes per float
     parameter. Embedding tables: as the recipe stores them (see
     :mod:`albert_edge.onnx.quant_embed`).
     """
@@ -74,6 +77,15 @@ def floor_bytes(model: onnx.ModelProto, plan: Plan) -> int:
             k, ncols = plan.weights[t.name]
             if p.startswith("int8"):
                 total += k * ncols + (ncols if plan.per_channel else 1) * 5
+            elif p == "int4" and plan.int4_kernel == "int8":  # codes, multipliers, scale
+                from albert_edge.onnx.passes.quant.int4 import codes_block
+
+                block = codes_block(plan.block_size, k)
+                scales = ncols if plan.per_channel else 1
+                if block is None:  # odd K: stays int8
+                    total += k * ncols + scales * 5
+                else:
+                    total += k * ncols // 2 + ncols * (k // block) + scales * 4
             elif p == "int4":
                 block = int4_block_size(plan.block_size, k)
                 total += math.ceil(k * ncols / 2) + ncols * math.ceil(k / block) * 4
@@ -88,12 +100,17 @@ def floor_bytes(model: onnx.ModelProto, plan: Plan) -> int:
             else:
                 from albert_edge.onnx.quant_embed import table_scale_format
 
-                fmt = table_scale_format(plan.table_bits, tied=bool(plan.table.tied_matmuls))
-                scale_bytes = {"fp32": 4, "fp16": 2, "u8": 1}[fmt]
+                fmt = table_scale_format(
+                    plan.table_bits,
+                    tied=bool(plan.table.tied_matmuls),
+                    dim=e,
+                    fold=p == "int4" and plan.int4_kernel == "int8",
+                )
+                scale_bytes = {"fp32": 4.0, "fp16": 2.0, "u8": 1.0, "u4log": 0.5}[fmt]
                 total += (
                     math.ceil(v * e * plan.table_bits / 8)
-                    + v * (e // plan.table_block) * scale_bytes
-                    + (4 if fmt == "u8" else 0)  # the super-scale
+                    + math.ceil(v * (e // plan.table_block) * scale_bytes)
+                    + (4 if fmt in ("u8", "u4log") else 0)  # the super-scale
                 )
         elif t.name in plan.side_tables:
             if p == "int4":  # 4-bit codes + a one-byte scale per row + the super-scale
@@ -147,6 +164,7 @@ class PlanPass(AlbertInPlacePass):
             quantize_table=st.quantize_table,
             table_bits=st.recipe.embeddings.bits if st.recipe and st.recipe.embeddings else 8,
             table_block=0,
+            int4_kernel=opts.int4_kernel,
         )
         if plan.quantize_table and table is not None and st.precision != "fp16":
             from albert_edge.onnx.quant_embed import side_tables, table_block_size

@@ -13,12 +13,15 @@ list :func:`albert_edge.onnx.passes.run_passes` executes:
 4. ``quant-gemm-to-matmul`` — pooler/classifier Gemms as MatMul;
 5. ``quant-plan`` — weights, nodes and the byte floor;
 6. the quantizer (``quant-ort-*``), with the tied-decoder guard around int8-dynamic and
-   the calibration feeds before int8-static;
+   int4 and the calibration feeds before int8-static; int4 (``--int4-kernel int8``, the
+   default) is int8-dynamic's graph with every weight then stored as 4-bit codes
+   (``quant-int4-stash`` before, ``quant-int4-pack`` after: :mod:`~.int4`), int4-nbits
+   is MatMulNBits;
 7. the recipe's embedding recipe (:data:`EMBEDDING_RECIPES`, skipped with
    --keep-embeddings-wide): ``quant-word-table`` + ``quant-side-tables``;
 8. ``quant-dedup``, ``compact``;
 9. the postconditions: ``check-weights-quantized``, ``check-shared-weights-once``,
-   ``check-no-saturation``, ``check-runs``.
+   ``check-no-saturation``, ``check-runs`` (int4: ``check-int4-folds``).
 """
 
 from __future__ import annotations
@@ -109,6 +112,16 @@ RECIPES: MappingProxyType[str, QuantRecipe] = MappingProxyType(
             ),
             QuantRecipe(
                 "int4",
+                "quant-ort-dynamic",
+                "4-bit weights stored, int8 computed: onnxruntime.quantization.quantize_dynamic "
+                "(QOperator: MatMulInteger, QAttention) fixes the graph and the scales, then "
+                "every weight is stored as 4-bit codes with a small integer multiplier per "
+                "block (albert_edge.Int4Weight, folded to int8 by ONNX Runtime at load); "
+                "uint8 activations quantized at run time",
+                embeddings=EMBEDDING_RECIPES["int4-blocks"],
+            ),
+            QuantRecipe(
+                "int4-nbits",
                 "quant-ort-int4",
                 "onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer "
                 "(MatMulNBits): 4-bit blockwise symmetric weights, fp32 activations; fused "
@@ -129,13 +142,20 @@ RECIPES: MappingProxyType[str, QuantRecipe] = MappingProxyType(
 )
 
 
-def recipe(precision: str) -> QuantRecipe:
+def recipe(precision: str, int4_kernel: str = "int8") -> QuantRecipe:
+    """The recipe of ``precision`` (int4: of its ``--int4-kernel``)."""
+    if precision == "int4" and int4_kernel == "nbits":
+        return RECIPES["int4-nbits"]
+    if precision == "int4-nbits":
+        raise UnsupportedError(
+            "precision 'int4-nbits' is spelled --precision int4 --int4-kernel nbits"
+        )
     try:
         return RECIPES[precision]
     except KeyError:
         raise UnsupportedError(
             f"precision {precision!r} is not a quantized precision; choose one of "
-            + ", ".join(RECIPES)
+            + ", ".join(r for r in RECIPES if r != "int4-nbits")
         ) from None
 
 
@@ -151,7 +171,7 @@ def build_passes(
     (a fused EmbedLayerNormalization, a tied decoder, a word table to quantize) are always
     listed and report ``skipped`` where they do not apply."""
     from albert_edge.onnx.passes.compact import CompactGraphPass
-    from albert_edge.onnx.passes.quant import check, embed, ort, plan, prepare, rewrite
+    from albert_edge.onnx.passes.quant import check, embed, int4, ort, plan, prepare, rewrite
 
     state.recipe = r
     passes: list[Any] = [prepare.PrepareGraphPass()]
@@ -161,19 +181,25 @@ def build_passes(
     if r.embeddings:  # fp16 keeps a fused EmbedLayerNormalization: its tables convert in place
         passes.append(rewrite.UnfuseEmbedLayerNormPass(state))
     passes += [rewrite.GemmToMatMulPass(state), plan.PlanPass(state)]
-    if r.name == "int8-dynamic":
+    if r.name in ("int8-dynamic", "int4"):
+        from albert_edge.onnx.recipes import SATURATION_FREE_MAX_ABS, int8_recipe
+
         passes += [
+            *([int4.StashFloatWeightsPass(state)] if r.name == "int4" else []),
             rewrite.TiedGemmToMatMulPass(state),
             ort.OrtDynamicQuantPass(state),
             rewrite.RestoreTiedGemmPass(state),
             rewrite.RelocateWordTablePass(state),
         ]
+        if r.name == "int4":
+            reduce = int8_recipe(state.options.runs_on).reduce_range
+            passes.append(int4.PackInt4Pass(state, SATURATION_FREE_MAX_ABS if reduce else 127))
     elif r.name == "int8-static":
         passes += [
             ort.CalibrationFeedsPass(state, texts or [], tokenizer, max_length),
             ort.OrtStaticQuantPass(state),
         ]
-    elif r.name == "int4":
+    elif r.name == "int4-nbits":
         passes.append(ort.OrtInt4Pass(state))
     else:
         passes.append(ort.OrtFloat16Pass(state))
@@ -187,4 +213,6 @@ def build_passes(
         check.SaturationCheck(state),
         check.RunsCheck(state),
     ]
+    if r.name == "int4":
+        passes.append(int4.Int4FoldsCheck(state))
     return passes

@@ -63,6 +63,7 @@ class QuantState:
     feeds: list[dict[str, Any]] | None = None  # int8-static calibration inputs
     rewrites: dict[str, int] = field(default_factory=dict)
     embeddings: dict[str, Any] | str | None = None
+    float_weights: dict[str, Any] = field(default_factory=dict)  # int4: fp32 originals
 
     @property
     def precision(self) -> str:
