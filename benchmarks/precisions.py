@@ -69,7 +69,8 @@ DEV = SHARED / "data" / "sst2" / "dev.tsv"
 TRAIN = SHARED / "data" / "sst2" / "train.tsv"
 TRAINED = ROOT / "albert_edge" / "models" / "sst2-albert-tiny"
 
-ONNX = ("fp32", "fp16", "int8-dynamic", "int8-static", "int4")
+# int4-nbits: --precision int4 --int4-kernel nbits (MatMulNBits), beside the default int4
+ONNX = ("fp32", "fp16", "int8-dynamic", "int8-static", "int4", "int4-nbits")
 TFLITE = ("fp32", "fp16", "int8-dynamic", "int8-full")
 BACKEND = {"onnx": "ort-cpu", "tflite": "litert-xnnpack"}
 TFLITE_BUCKETS = (32, 128, 512)
@@ -87,12 +88,14 @@ def build(ckpt: Path, work: Path, target: str, precision: str) -> Path:
     if (out / "manifest.json").is_file():
         return out
     static = precision in ("int8-static", "int8-full")
+    nbits = precision == "int4-nbits"
     convert(
         ckpt,
         out,
         ConvertOptions(
             target=target,
-            precision=precision,
+            precision="int4" if nbits else precision,
+            int4_kernel="nbits" if nbits else "int8",
             calibration=TRAIN if static else None,
             seq_lens=TFLITE_BUCKETS if target == "tflite" else (),
             verify=False,  # accuracy is measured below on all of SST-2 dev

@@ -1,8 +1,8 @@
 """``albert-edge bench --recommend``: which artifact to ship, measured on this machine.
 
 Why measured and not a table: the fastest precision differs by CPU class (on a VNNI
-Xeon XNNPACK int8 led, on an AVX2-only EPYC ONNX Runtime int8 did; int4 pays only where
-MatMulNBits' int8-compute kernels beat MatMulInteger), and by sequence length. So this
+Xeon XNNPACK int8 led, on an AVX2-only EPYC ONNX Runtime int8 did; int4 runs int8's
+kernels, so it ties int8 on speed and wins on size), and by sequence length. So this
 converts the checkpoint into every candidate (target, precision) with default flags,
 verifies each against the checkpoint (the same check ``convert`` runs), scores it on
 labelled sentences when given, times it with :func:`albert_edge.bench.bench` at the

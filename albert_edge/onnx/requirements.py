@@ -40,6 +40,11 @@ OP_MIN_ORT: dict[tuple[str, str], str] = {
     # 1.23); albert-edge now reads quantized tables with Gather/Cast/Mul (any version)
     (MS_DOMAIN, "GatherBlockQuantized"): "1.23",
     (MS_DOMAIN, "MatMulNBits"): "1.17",
+    # int4 for int8 kernels: model-local functions ORT folds at load with uint8/int8
+    # Div/Mod/Sub/Mul; 1.20.1 has no uint8 Div kernel, 1.21.1 loads them (measured)
+    ("albert_edge", "Int4Weight"): "1.21",
+    ("albert_edge", "Int4Rows"): "1.21",
+    ("albert_edge", "Int4Scales"): "1.21",
     (MS_DOMAIN, "MultiHeadAttention"): "1.14",
     (MS_DOMAIN, "SkipSimplifiedLayerNormalization"): "1.17",
     (MS_DOMAIN, "QAttention"): "1.7",
