@@ -97,9 +97,31 @@ def _is_quant_meta(value: ir.Value) -> bool:
     from albert_edge.onnx.passes.guard import gathered_scales
 
     uses = list(value.uses())
-    if bool(uses) and all(u.idx in QUANT_META_INPUTS.get(u.node.op_type, ()) for u in uses):
+    if bool(uses) and all(
+        u.idx in QUANT_META_INPUTS.get(u.node.op_type, ()) or _times_a_scale(u.node, u.idx)
+        for u in uses
+    ):
         return True
     return gathered_scales(value)  # a standard-op quantized table's per-row scales
+
+
+def _times_a_scale(node: ir.Node, idx: int) -> bool:
+    """``node`` multiplies its input ``idx`` by another quantization scale, so that input
+    is one too: DynamicQuantizeLinear's activation scale (ORT's int8-dynamic graph
+    dequantizes ``MatMulInteger`` by ``x_scale × w_scale``), or one-byte row scales
+    gathered from a table (their fp32 super-scale: ``Cast(Gather(scales)) × super``)."""
+    from albert_edge.onnx.passes.guard import gathered_scales
+
+    if node.op_type != "Mul" or node.domain not in ("", "ai.onnx") or len(node.inputs) != 2:
+        return False
+    other = node.inputs[1 - idx]
+    src = other.producer() if other is not None else None
+    if src is not None and src.op_type == "DynamicQuantizeLinear":
+        return other is src.outputs[1]
+    if src is not None and src.op_type == "Cast" and src.inputs[0] is not None:
+        src = src.inputs[0].producer()
+    table = src.inputs[0] if src is not None and src.op_type == "Gather" else None
+    return table is not None and gathered_scales(table)
 
 
 def _attr_int(node: ir.Node, name: str, default: int) -> int:

@@ -16,8 +16,10 @@ N_SENTENCES = 12
 
 @pytest.fixture(scope="session")
 def client_artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """{"fp32": dir, "int8": dir}: ``convert`` at default flags, verification included
-    (int8: word table quantized, read by standard ops that every client has)."""
+    """{"fp32": dir, "int8": dir, "int4": dir}: ``convert`` at default flags, verification
+    included (int8: word table quantized, read by standard ops that every client has; int4:
+    the default ``--int4-kernel int8`` form, 4-bit codes decoded at load by model-local
+    ONNX functions, ``albert_edge.Int4Weight``/``Int4Rows``/``Int4Scales``)."""
     from albert_edge.convert import convert
     from albert_edge.options import ConvertOptions
 
@@ -25,9 +27,11 @@ def client_artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
     out = {
         "fp32": root / "sst2-fp32",
         "int8": root / "sst2-int8",
+        "int4": root / "sst2-int4",
     }
     convert(None, out["fp32"], ConvertOptions(precision="fp32"))
     convert(None, out["int8"], ConvertOptions(precision="int8-dynamic"))
+    convert(None, out["int4"], ConvertOptions(precision="int4"))
     return out
 
 

@@ -36,7 +36,11 @@ TRICKY = [
 
 
 def test_layout_is_a_hf_repo_with_transformers_js_names(client_artifacts) -> None:
-    for kind, file in (("fp32", "onnx/model.onnx"), ("int8", "onnx/model_quantized.onnx")):
+    for kind, file in (
+        ("fp32", "onnx/model.onnx"),
+        ("int8", "onnx/model_quantized.onnx"),
+        ("int4", "onnx/model_q4.onnx"),
+    ):
         art = client_artifacts[kind]
         manifest = json.loads((art / "manifest.json").read_text())
         assert manifest["model_file"] == file and (art / file).is_file()
@@ -45,7 +49,7 @@ def test_layout_is_a_hf_repo_with_transformers_js_names(client_artifacts) -> Non
             str(p.relative_to(art)) for p in art.rglob("*") if p.is_file()
         } - {"manifest.json"}
         config = json.loads((art / "config.json").read_text())
-        dtype = {"fp32": "fp32", "int8": "q8"}[kind]
+        dtype = {"fp32": "fp32", "int8": "q8", "int4": "q4"}[kind]
         assert config["transformers.js_config"] == {"dtype": dtype}
         tok_cfg = json.loads((art / "tokenizer_config.json").read_text())
         assert tok_cfg["model_max_length"] == config["max_position_embeddings"] == 512
@@ -139,7 +143,7 @@ def test_quantize_command_writes_the_same_layout(client_artifacts, tmp_path) -> 
     assert not list((out / "onnx").glob("model.onnx"))
 
 
-@pytest.mark.parametrize("kind", ["fp32", "int8"])
+@pytest.mark.parametrize("kind", ["fp32", "int8", "int4"])
 def test_checker_full_check(client_artifacts, kind: str) -> None:
     import onnx
 

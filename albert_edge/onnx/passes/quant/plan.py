@@ -61,9 +61,9 @@ def floor_bytes(model: onnx.ModelProto, plan: Plan) -> int:
 
     int8: K·N codes + per output channel (or per tensor) an fp32 scale and an int8 zero
     point. int4 (``Int4Weight``): K·N/2 codes + a one-byte multiplier per block along K
-    and column + the int8 graph's fp32 scale(s); int4 (MatMulNBits): K·N/2 + one fp32
-    scale per block along K (the weight's own block, :func:`int4_block_size`;
-    symmetric: no zero points). fp16: 2 bytes per float
+    and column + the int8 graph's fp32 scale(s) and int8 zero point(s); int4
+    (MatMulNBits): K·N/2 + one fp32 scale per block along K (the weight's own block,
+    :func:`int4_block_size`; symmetric: no zero points). fp16: 2 bytes per float
     parameter. Embedding tables: as the recipe stores them (see
     :mod:`albert_edge.onnx.quant_embed`).
     """
@@ -77,15 +77,15 @@ def floor_bytes(model: onnx.ModelProto, plan: Plan) -> int:
             k, ncols = plan.weights[t.name]
             if p.startswith("int8"):
                 total += k * ncols + (ncols if plan.per_channel else 1) * 5
-            elif p == "int4" and plan.int4_kernel == "int8":  # codes, multipliers, scale
+            elif p == "int4" and plan.int4_kernel == "int8":  # codes, multipliers, scale, zp
                 from albert_edge.onnx.passes.quant.int4 import codes_block
 
                 block = codes_block(plan.block_size, k)
                 scales = ncols if plan.per_channel else 1
                 if block is None:  # odd K: stays int8
                     total += k * ncols + scales * 5
-                else:
-                    total += k * ncols // 2 + ncols * (k // block) + scales * 4
+                else:  # the int8 graph keeps its fp32 scale and int8 zero point per scale
+                    total += k * ncols // 2 + ncols * (k // block) + scales * 5
             elif p == "int4":
                 block = int4_block_size(plan.block_size, k)
                 total += math.ceil(k * ncols / 2) + ncols * math.ceil(k / block) * 4
