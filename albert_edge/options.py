@@ -62,8 +62,6 @@ class ConvertOptions:
         """
         if self.per_channel is not None:
             return self.per_channel
-        if self.target == "onnx" and self.precision == "int4":
-            return True  # one base scale per column under the block multipliers (quant.int4)
         if self.target == "onnx":
             from albert_edge.onnx.recipes import int8_recipe
 

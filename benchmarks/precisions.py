@@ -183,9 +183,11 @@ def markdown(report: dict[str, Any], seq_lens: Sequence[int]) -> str:
         "precision). W1: batch 1, seq 128, p50. W2: median over "
         f"{report['settings'].get('w2_sentences')} SST-2 dev sentences at their own length "
         f"({report['settings'].get('w2_rounds', 1)} round(s) over the artifacts in turn, a "
-        "process per artifact and round). roof: W1 GOP/s ÷ ORT's GEMM rate on the model's "
-        "shapes (int8 rate "
-        "for int precisions, fp32 otherwise). acc: SST-2 dev (872).",
+        "process per artifact and round). roof: GOP/s ÷ ORT's GEMM rate on the model's "
+        "shapes at that length (int8 rate for int precisions, fp32 otherwise), at W1 and at "
+        "seq 32, the short-M stand-in for W2 (median SST-2 sentence: 27 tokens). "
+        "acc: SST-2 dev (872). load / peak RSS: the W1 process's session creation and its "
+        "peak resident memory (the Python process with its runtime imported included).",
         "",
         f"Load average (1/5/15 min) when the run ended: {report['settings'].get('loadavg')} "
         "on 2 cores. Above ~2, other processes time-slice the run: p50s are then bimodal and "
@@ -195,8 +197,9 @@ def markdown(report: dict[str, Any], seq_lens: Sequence[int]) -> str:
     for model in dict.fromkeys(r.get("model") for r in rows):
         mine = [r for r in rows if r.get("model") == model]
         lines += [f"## {model}", ""]
-        head = ["artifact", "MB", "size ÷ floor", "acc %", "W1 p50 ms", "W1 min ms", "roof W1"]
-        head += ["W2 med ms"] + [f"seq {s} p50 / min" for s in seq_lens if s != 128]
+        head = ["artifact", "MB", "size ÷ floor", "acc %", "load ms / peak RSS MB"]
+        head += ["W1 p50 ms", "W1 min ms", "roof W1"]
+        head += ["W2 med ms", "roof s32"] + [f"seq {s} p50 / min" for s in seq_lens if s != 128]
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         for art in dict.fromkeys(r["artifact"] for r in mine):
@@ -214,10 +217,16 @@ def markdown(report: dict[str, Any], seq_lens: Sequence[int]) -> str:
                 f"{r0['file_bytes'] / 1e6:.2f}" if r0.get("file_bytes") else "—",
                 f"{r0['ratio_to_floor']:.3f}" if r0.get("ratio_to_floor") else "—",
                 f"{100 * acc:.2f}" if isinstance(acc, float) else "—",
+                f"{w1['load_ms']:.0f} / {w1['peak_rss_bytes'] / 2**20:.0f}"
+                if w1.get("load_ms") and w1.get("peak_rss_bytes")
+                else "—",
                 p50(w1),
                 p50(w1, "min"),
                 f"{w1['roofline_fraction']:.0%}" if w1.get("roofline_fraction") else "—",
                 f"{r0['w2_median_ms']:.2f}" if r0.get("w2_median_ms") else "—",
+                f"{s32['roofline_fraction']:.0%}"
+                if (s32 := by.get(32, {})).get("roofline_fraction")
+                else "—",
             ]
             cells += [
                 f"{p50(by.get(s, {}))} / {p50(by.get(s, {}), 'min')}" for s in seq_lens if s != 128
@@ -420,6 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print((a.out / "precisions.md").read_text())
         return 0
     report["settings"]["w2_sentences"] = len(sentences)
+    report["settings"]["w2_rounds"] = max(1, a.rounds)  # w2_latencies' rounds, above
     report["settings"]["loadavg"] = [round(x, 1) for x in os.getloadavg()]
     report["settings"]["tflite_signatures"] = list(TFLITE_BUCKETS)
     report = portable(report)  # committed: no path of this machine

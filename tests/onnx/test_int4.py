@@ -511,3 +511,24 @@ def test_int4_kernel_nbits_and_full_range_target(tiny_int4) -> None:
     assert full > SATURATION_FREE_MAX_ABS and full == 126
     portable = onnx.load(str(tiny_int4["int4"] / "onnx" / "model_q4.onnx"))
     assert max(int(np.abs(w.astype(int)).max()) for w in _decoded_weights(portable)) == 63
+
+
+# --- the accuracy bar, on the model trained on SST-2 --------------------------------
+
+
+@pytest.mark.parametrize("kernel", ["int8", "nbits"])
+def test_int4_holds_sst2_accuracy_on_the_trained_model(kernel, sst2_dev, tmp_path) -> None:
+    """The issue's bar: int4 within 1.5 points of PyTorch on all 872 SST-2 dev sentences.
+    Measured (x86-vnni): int8 kernels 80.28 % and 28.5 dB logits SQNR, MatMulNBits 80.28 %
+    and 27.7 dB, PyTorch 80.39 %; the SQNR floor leaves ~3 dB for other kernels' rounding."""
+    from albert_edge.convert import convert
+    from albert_edge.options import ConvertOptions
+    from albert_edge.verify import verify
+
+    trained = Path(__file__).resolve().parents[2] / "albert_edge" / "models" / "sst2-albert-tiny"
+    out = tmp_path / kernel
+    convert(trained, out, ConvertOptions(precision="int4", int4_kernel=kernel, verify=False))
+    acc = verify(out, data=sst2_dev, progress=False).to_dict()["accuracy"]
+    assert acc["examples"] == 872
+    assert acc["accuracy_artifact"] >= acc["accuracy_reference"] - 0.015, acc
+    assert acc["logits_sqnr_db"] >= 25.0, acc

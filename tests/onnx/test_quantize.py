@@ -48,7 +48,13 @@ PRECISIONS = (*INT_PRECISIONS, "fp16")
 # saturate_avx2 checks that on the graph), so every kernel computes the same integers;
 # this file passes under `qemu-x86_64 -cpu Haswell` (ORT's AVX2 kernels) as well, and
 # tests/onnx/test_cross_kernel.py (slow) checks AVX2/wasm agree with the host to ≥ 60 dB.
-MIN_SQNR_DB = {"int8-dynamic": 25.0, "int8-static": 22.0, "int4": 12.0, "fp16": 45.0}
+# Logits SQNR vs fp32 on random-init configs: a sanity floor, not the accuracy bar (that
+# is SST-2 accuracy on the trained model, tests/onnx/test_int4.py). int4 computes on
+# int8-dynamic's kernels, so its error is 4-bit weights *and* 8-bit activations, per tensor
+# for --target portable: 11.6 dB on tiny-groups, 18.7 dB on tiny (MatMulNBits, fp32
+# activations: 15.8 / 20.2; per-column scales: 14.2 / 19.1, 3-7 % slower at short lengths).
+# On the trained model the order reverses: 28.5 dB on SST-2 dev vs MatMulNBits' 27.7.
+MIN_SQNR_DB = {"int8-dynamic": 25.0, "int8-static": 22.0, "int4": 11.0, "fp16": 45.0}
 NUM_CAL = 16
 
 
@@ -450,7 +456,7 @@ def _bad_files(tmp: Path) -> dict[str, Path]:
         ("already-int8", "already quantized"),
         ("fp16-to-int8-static", "already quantized"),
         ("missing-model", "no such file"),
-        ("per-tensor-int4", "--per-tensor"),
+        ("per-tensor-int4-nbits", "--per-tensor"),
     ],
 )
 def test_bad_input_cli(
@@ -500,7 +506,11 @@ def test_bad_input_cli(
             str(sst2_train),
         ],
         "missing-model": [str(tmp_path / "nothing"), "--precision", "int4"],
-        "per-tensor-int4": [str(src), "--precision", "int4", "--per-tensor"],
+        # int4 on int8 kernels takes --per-tensor (its base scale); MatMulNBits has none
+        "per-tensor-int4-nbits": [
+            str(src),
+            *("--precision", "int4", "--int4-kernel", "nbits", "--per-tensor"),
+        ],
     }[case]
     r = _cli(*args, "-o", str(out))
     assert r.returncode != 0

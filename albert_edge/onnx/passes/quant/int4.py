@@ -58,8 +58,8 @@ _Q = 7  # |q| ≤ 7: symmetric 4-bit codes
 def codes_block(requested: int, k: int) -> int | None:
     """The block along K of one weight's codes: :func:`~.plan.int4_block_size` where it
     divides K, else the largest even divisor of K below ``requested`` (any ALBERT config:
-    E = 100 gets 50); None for odd K, which cannot pack two rows per byte — that weight
-    stays int8 (the manifest's pass report lists it)."""
+    E = 100 with --block-size 64 gets 50); None for odd K, which cannot pack two rows per
+    byte — that weight stays int8 (the manifest's pass report lists it)."""
     from albert_edge.onnx.passes.quant.plan import int4_block_size
 
     b = int4_block_size(requested, k)
@@ -83,7 +83,9 @@ def pack(
 
     ``scale_shape`` is that of the int8 graph's scale: ``()``/``(1,)`` per tensor, ``(N,)``
     per column. The scale is ``absmax / (7·M)``; each block takes the smallest multiplier
-    whose step covers its own absmax.
+    whose step covers its own absmax, so nothing clips (a least-squares search that lets
+    blocks clip their outliers measured worse: trained tiny model, SST-2 79.93 % and
+    24.0 dB logits SQNR against 80.28 % and 28.5 dB).
     """
     import numpy as np
 
