@@ -30,6 +30,7 @@ from typing import Any
 import onnx_ir as ir
 
 from albert_edge.errors import AlbertEdgeError
+from albert_edge.onnx.quant_graph import INT4_DECODE_OPS
 from albert_edge.torch_model import CONFIG_KEYS
 from converters.onnx_export import METADATA_KEY  # defined where it is written; re-exported
 
@@ -70,8 +71,7 @@ _PASS_THROUGH = (
     "Squeeze",
     "Unsqueeze",
     "Flatten",
-    "Int4Weight",  # albert_edge.Int4Weight(codes, multipliers): the weight is its codes
-    "Int4Rows",  # albert_edge.Int4Rows(codes): a 4-bit table unpacked to int8 at load
+    *INT4_DECODE_OPS,  # the weight (table) is its 4-bit codes
 )
 _PARAM_DTYPES = {
     ir.DataType.FLOAT,

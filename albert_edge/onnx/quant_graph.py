@@ -67,6 +67,9 @@ QUANT_MARKER_OPS = frozenset(
         "Int4Rows",
     }
 )
+# albert_edge.Int4Weight / Int4Rows (:mod:`albert_edge.onnx.passes.quant.int4`): decodes a
+# weight or table passes through at load; readers follow their first input to the codes.
+INT4_DECODE_OPS = ("Int4Weight", "Int4Rows")
 # Ops a weight may pass through between its initializer and the op that applies it.
 _PASS_THROUGH = frozenset(
     {
@@ -78,8 +81,7 @@ _PASS_THROUGH = frozenset(
         "Unsqueeze",
         "DequantizeLinear",
         "DynamicQuantizeLinear",
-        "Int4Weight",  # albert_edge.Int4Weight(codes, multipliers): the weight is its codes
-        "Int4Rows",  # albert_edge.Int4Rows(codes): a 4-bit table unpacked to int8 at load
+        *INT4_DECODE_OPS,
     }
 )
 

@@ -36,7 +36,7 @@ from albert_edge.facts import SIZE_KEYS, reconcile_quantization
 from albert_edge.onnx.passes.quant import RECIPES as QUANT_RECIPES
 from albert_edge.onnx.passes.quant import floor_bytes, int4_block_size, quiet
 from albert_edge.onnx.passes.quant.check import SIZE_SLACK
-from albert_edge.onnx.passes.quant.int4 import codes_block
+from albert_edge.onnx.passes.quant.plan import codes_block
 from albert_edge.onnx.recipes import int8_recipe
 
 if TYPE_CHECKING:

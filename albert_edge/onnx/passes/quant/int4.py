@@ -40,6 +40,7 @@ import onnx_ir as ir
 
 from albert_edge.errors import QuantizationError
 from albert_edge.onnx.passes.base import AlbertInPlacePass
+from albert_edge.onnx.passes.quant.plan import codes_block
 from albert_edge.onnx.passes.quant.state import QuantState
 
 if TYPE_CHECKING:
@@ -53,22 +54,6 @@ SCALES_OP = "Int4Scales"  # 4-bit log2 row scales, two per byte → fp32 [V, 1]
 # Ops reading an int8 weight in the int8-dynamic graph ORT's quantizer writes → its input.
 _WEIGHT_INPUT = {"MatMulInteger": 1, "QAttention": 1, "DynamicQuantizeMatMul": 1}
 _Q = 7  # |q| ≤ 7: symmetric 4-bit codes
-
-
-def codes_block(requested: int, k: int) -> int | None:
-    """The block along K of one weight's codes: :func:`~.plan.int4_block_size` where it
-    divides K, else the largest even divisor of K below ``requested`` (any ALBERT config:
-    E = 100 with --block-size 64 gets 50); None for odd K, which cannot pack two rows per
-    byte — that weight stays int8 (the manifest's pass report lists it)."""
-    from albert_edge.onnx.passes.quant.plan import int4_block_size
-
-    b = int4_block_size(requested, k)
-    if k % b == 0 and b % 2 == 0:
-        return b
-    for b in range(min(requested, k), 1, -1):
-        if k % b == 0 and b % 2 == 0:
-            return b
-    return None
 
 
 def multiplier_max(limit: int) -> int:
@@ -118,22 +103,56 @@ def decode(codes: np.ndarray, multipliers: np.ndarray) -> np.ndarray:
     return w.reshape(-1, codes.shape[-1]).astype(np.int8)
 
 
+def _const(name: str, value: np.ndarray) -> onnx.NodeProto:
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    return h.make_node("Constant", [], [name], value=nh.from_array(value, name))
+
+
+def _nibble_pairs(src: str, shape: str) -> list[onnx.NodeProto]:
+    """Nodes unpacking uint8 ``src`` into its (low, high) nibbles, each pair adjacent
+    along a new last axis, reshaped by the constant ``shape`` into ``pairs``: the layout
+    :mod:`albert_edge.onnx.quant_embed` packs tables and log2 scales in."""
+    import numpy as np
+    from onnx import helper as h
+
+    return [
+        _const("c16", np.array(16, np.uint8)),
+        _const("last", np.array([-1], np.int64)),
+        h.make_node("Mod", [src, "c16"], ["lo"]),
+        h.make_node("Div", [src, "c16"], ["hi"]),
+        h.make_node("Unsqueeze", ["lo", "last"], ["lo1"]),
+        h.make_node("Unsqueeze", ["hi", "last"], ["hi1"]),
+        h.make_node("Concat", ["lo1", "hi1"], ["nibbles"], axis=-1),
+        h.make_node("Reshape", ["nibbles", shape], ["pairs"]),
+    ]
+
+
+def _function(
+    op: str, inputs: list[str], output: str, body: list[onnx.NodeProto], doc: str
+) -> ir.Function:
+    from onnx import helper as h
+
+    proto = h.make_function(
+        DOMAIN, op, inputs, [output], body, [h.make_opsetid("", 17)], doc_string=doc
+    )
+    fn: ir.Function = ir.serde.deserialize_function(proto)
+    return fn
+
+
 def decode_function() -> ir.Function:
     """The model-local function ``albert_edge.Int4Weight(codes, multipliers) -> weight``."""
     import numpy as np
     from onnx import TensorProto as T
     from onnx import helper as h
-    from onnx import numpy_helper as nh
-
-    def const(name: str, value: np.ndarray) -> onnx.NodeProto:
-        return h.make_node("Constant", [], [name], value=nh.from_array(value, name))
 
     # uint8/int8 arithmetic throughout (|q·m| ≤ 126): ORT's folding then never holds an
     # int32 copy of the weights, which at load would quadruple its transient memory
     body = [
-        const("c16", np.array(16, np.uint8)),
-        const("c8", np.array(8, np.int8)),
-        const("cm1", np.array([-1], np.int64)),
+        _const("c16", np.array(16, np.uint8)),
+        _const("c8", np.array(8, np.int8)),
+        _const("cm1", np.array([-1], np.int64)),
         h.make_node("Mod", ["codes", "c16"], ["lo"]),
         h.make_node("Div", ["codes", "c16"], ["hi"]),
         h.make_node("Concat", ["lo", "hi"], ["biased"], axis=1),
@@ -145,21 +164,15 @@ def decode_function() -> ir.Function:
         h.make_node("Concat", ["cm1", "n"], ["shape"], axis=0),
         h.make_node("Reshape", ["blocks", "shape"], ["weight"]),
     ]
-    proto = h.make_function(
-        DOMAIN,
+    return _function(
         OP,
         ["codes", "multipliers"],
-        ["weight"],
+        "weight",
         body,
-        [h.make_opsetid("", 17)],
-        doc_string=(
-            "int8 weight = (4-bit code - 8) x block multiplier; codes: uint8 [K/B, B/2, N], "
-            "rows j and j+B/2 of a block in the low and high nibble; multipliers: uint8 "
-            "[K/B, 1, N]. Constant-folded by ONNX Runtime at load (albert-edge)."
-        ),
+        "int8 weight = (4-bit code - 8) x block multiplier; codes: uint8 [K/B, B/2, N], "
+        "rows j and j+B/2 of a block in the low and high nibble; multipliers: uint8 "
+        "[K/B, 1, N]. Constant-folded by ONNX Runtime at load (albert-edge).",
     )
-    fn: ir.Function = ir.serde.deserialize_function(proto)
-    return fn
 
 
 def decode_rows(codes: np.ndarray) -> np.ndarray:
@@ -176,38 +189,22 @@ def rows_function() -> ir.Function:
     import numpy as np
     from onnx import TensorProto as T
     from onnx import helper as h
-    from onnx import numpy_helper as nh
 
     body = [
-        h.make_node("Constant", [], ["c16"], value=nh.from_array(np.array(16, np.uint8), "c16")),
-        h.make_node("Constant", [], ["c8"], value=nh.from_array(np.array(8, np.int8), "c8")),
-        h.make_node("Constant", [], ["last"], value=nh.from_array(np.array([-1], np.int64), "l")),
-        h.make_node(
-            "Constant", [], ["shape"], value=nh.from_array(np.array([0, -1], np.int64), "s")
-        ),
-        h.make_node("Mod", ["codes", "c16"], ["lo"]),
-        h.make_node("Div", ["codes", "c16"], ["hi"]),
-        h.make_node("Unsqueeze", ["lo", "last"], ["lo1"]),
-        h.make_node("Unsqueeze", ["hi", "last"], ["hi1"]),
-        h.make_node("Concat", ["lo1", "hi1"], ["pairs"], axis=-1),
-        h.make_node("Reshape", ["pairs", "shape"], ["biased"]),
-        h.make_node("Cast", ["biased"], ["biased8"], to=T.INT8),
+        _const("c8", np.array(8, np.int8)),
+        _const("shape", np.array([0, -1], np.int64)),
+        *_nibble_pairs("codes", "shape"),
+        h.make_node("Cast", ["pairs"], ["biased8"], to=T.INT8),
         h.make_node("Sub", ["biased8", "c8"], ["table"]),
     ]
-    proto = h.make_function(
-        DOMAIN,
+    return _function(
         ROWS_OP,
         ["codes"],
-        ["table"],
+        "table",
         body,
-        [h.make_opsetid("", 17)],
-        doc_string=(
-            "int8 table [V, E] = 4-bit codes - 8; codes: uint8 [V, E/2], low nibble first. "
-            "Constant-folded by ONNX Runtime at load (albert-edge)."
-        ),
+        "int8 table [V, E] = 4-bit codes - 8; codes: uint8 [V, E/2], low nibble first. "
+        "Constant-folded by ONNX Runtime at load (albert-edge).",
     )
-    fn: ir.Function = ir.serde.deserialize_function(proto)
-    return fn
 
 
 def scales_function() -> ir.Function:
@@ -217,39 +214,24 @@ def scales_function() -> ir.Function:
     import numpy as np
     from onnx import TensorProto as T
     from onnx import helper as h
-    from onnx import numpy_helper as nh
-
-    def const(name: str, value: np.ndarray) -> onnx.NodeProto:
-        return h.make_node("Constant", [], [name], value=nh.from_array(value, name))
 
     body = [
-        const("c16", np.array(16, np.uint8)),
-        const("last", np.array([-1], np.int64)),
-        const("column", np.array([-1, 1], np.int64)),
-        const("quarter", np.array(-0.25, np.float32)),
-        const("two", np.array(2.0, np.float32)),
-        h.make_node("Mod", ["packed", "c16"], ["lo"]),
-        h.make_node("Div", ["packed", "c16"], ["hi"]),
-        h.make_node("Unsqueeze", ["lo", "last"], ["lo1"]),
-        h.make_node("Unsqueeze", ["hi", "last"], ["hi1"]),
-        h.make_node("Concat", ["lo1", "hi1"], ["pairs"], axis=-1),
-        h.make_node("Reshape", ["pairs", "column"], ["k"]),
-        h.make_node("Cast", ["k"], ["kf"], to=T.FLOAT),
+        _const("column", np.array([-1, 1], np.int64)),
+        _const("quarter", np.array(-0.25, np.float32)),
+        _const("two", np.array(2.0, np.float32)),
+        *_nibble_pairs("packed", "column"),
+        h.make_node("Cast", ["pairs"], ["kf"], to=T.FLOAT),
         h.make_node("Mul", ["kf", "quarter"], ["e"]),
         h.make_node("Pow", ["two", "e"], ["p"]),
         h.make_node("Mul", ["p", "super"], ["scales"]),
     ]
-    proto = h.make_function(
-        DOMAIN,
+    return _function(
         SCALES_OP,
         ["packed", "super"],
-        ["scales"],
+        "scales",
         body,
-        [h.make_opsetid("", 17)],
-        doc_string="fp32 row scales super * 2^(-k/4), k 4-bit, two rows per byte (albert-edge)",
+        "fp32 row scales super * 2^(-k/4), k 4-bit, two rows per byte (albert-edge)",
     )
-    fn: ir.Function = ir.serde.deserialize_function(proto)
-    return fn
 
 
 def declare(model: ir.Model, op: str) -> None:

@@ -41,6 +41,20 @@ def int4_block_size(requested: int, k: int) -> int:
     return b
 
 
+def codes_block(requested: int, k: int) -> int | None:
+    """int4 on int8 kernels (:mod:`~.int4`): the block along K of one weight's codes: :func:`~.plan.int4_block_size` where it
+    divides K, else the largest even divisor of K below ``requested`` (any ALBERT config:
+    E = 100 with --block-size 64 gets 50); None for odd K, which cannot pack two rows per
+    byte — that weight stays int8 (the manifest's pass report lists it)."""
+    b = int4_block_size(requested, k)
+    if k % b == 0 and b % 2 == 0:
+        return b
+    for b in range(min(requested, k), 1, -1):
+        if k % b == 0 and b % 2 == 0:
+            return b
+    return None
+
+
 @dataclass
 class Plan:
     precision: str
@@ -78,8 +92,6 @@ def floor_bytes(model: onnx.ModelProto, plan: Plan) -> int:
             if p.startswith("int8"):
                 total += k * ncols + (ncols if plan.per_channel else 1) * 5
             elif p == "int4" and plan.int4_kernel == "int8":  # codes, multipliers, scale, zp
-                from albert_edge.onnx.passes.quant.int4 import codes_block
-
                 block = codes_block(plan.block_size, k)
                 scales = ncols if plan.per_channel else 1
                 if block is None:  # odd K: stays int8
