@@ -1,4 +1,5 @@
-"""The portable int8 recipe computes the same on every kernel family (issue 12). Slow:
+"""The portable int8 recipe computes the same on every kernel family (issue 12), and so does
+int4, which runs the same int8 kernels on weights folded from 4-bit codes at load. Slow:
 needs ``albert-edge kernels setup x86-avx2`` (qemu-x86_64), and wasm for the wasm case.
 
 What the design guarantees, and so what is asserted: the portable recipe's integer
@@ -30,15 +31,15 @@ def _sqnr(ref: np.ndarray, out: np.ndarray) -> float:
     return math.inf if noise == 0 else 10 * math.log10(float((r * r).sum()) / noise)
 
 
-@pytest.fixture(scope="module")
-def portable_artifact(make_checkpoint, tmp_path_factory):
+@pytest.fixture(scope="module", params=["int8-dynamic", "int4"])
+def portable_artifact(request, make_checkpoint, tmp_path_factory):
     from albert_edge.convert import convert
 
     out = tmp_path_factory.mktemp("xk") / "art"
     convert(
         make_checkpoint("tiny", seed=1),
         out,
-        ConvertOptions(precision="int8-dynamic", quantize_embeddings=True, verify=False),
+        ConvertOptions(precision=request.param, quantize_embeddings=True, verify=False),
     )
     return out, make_checkpoint("tiny", seed=1)
 
