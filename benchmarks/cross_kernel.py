@@ -53,7 +53,7 @@ RECIPES: list[tuple[str, str, str, bool]] = [
     ("int8-static portable per-channel", "int8-static", "portable", True),
     ("int8-static portable per-tensor", "int8-static", "portable", False),
     ("int8-static x86-vnni per-channel", "int8-static", "x86-vnni", True),
-    ("int4", "int4", "portable", True),
+    ("int4", "int4", "portable", False),  # int8 kernels, per-tensor base (the default)
     ("fp16", "fp16", "portable", True),
 ]
 # (label, precision): the TFLite artifacts (LiteRT + XNNPACK), on x86 and arm64 (LiteRT has
@@ -79,17 +79,20 @@ def cpu_name() -> str:
 
 
 def build(ckpt_path: Path, work: Path, emb: bool, which: str) -> dict[str, Path]:
+    from script_report import built, reusable
+
     from albert_edge.convert import convert
     from albert_edge.onnx.quantize import quantize_artifact
     from albert_edge.options import ConvertOptions
 
     fp32 = work / "fp32"
-    if not fp32.exists():
+    if not reusable(fp32):
         convert(ckpt_path, fp32, ConvertOptions(precision="fp32", verify=False))
+        built(fp32)
     arts = {}
     for label, precision, target, per_channel in recipes(which):
         out = work / label.replace(" ", "_")
-        if not out.exists():
+        if not reusable(out):
             quantize_artifact(
                 fp32,
                 out,
@@ -102,10 +105,11 @@ def build(ckpt_path: Path, work: Path, emb: bool, which: str) -> dict[str, Path]
                     verify=False,
                 ),
             )
+            built(out)
         arts[label] = out
     for label, precision in TFLITE_RECIPES if which == "all" else []:
         out = work / label.replace(" ", "_")
-        if not out.exists():
+        if not reusable(out):
             convert(
                 ckpt_path,
                 out,
@@ -116,6 +120,7 @@ def build(ckpt_path: Path, work: Path, emb: bool, which: str) -> dict[str, Path]
                     verify=False,
                 ),
             )
+            built(out)
         arts[label] = out
     return arts
 

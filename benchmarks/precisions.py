@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("USE_TF", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from script_report import portable  # noqa: E402
+from script_report import built, portable, reusable  # noqa: E402
 
 from albert_edge.bench import (  # noqa: E402
     accuracy,
@@ -85,7 +85,7 @@ def build(ckpt: Path, work: Path, target: str, precision: str) -> Path:
     from albert_edge.options import ConvertOptions
 
     out = work / f"albert-edge-{target}-{precision}"
-    if (out / "manifest.json").is_file():
+    if (out / "manifest.json").is_file() and reusable(out):
         return out
     static = precision in ("int8-static", "int8-full")
     nbits = precision == "int4-nbits"
@@ -102,7 +102,7 @@ def build(ckpt: Path, work: Path, target: str, precision: str) -> Path:
             overwrite=True,
         ),
     )
-    return out
+    return built(out)
 
 
 def w2_child(path: Path, threads: int, n: int, part: int = 0, parts: int = 1) -> dict[str, Any]:

@@ -26,6 +26,42 @@ from albert_edge.bench import SCHEMA_ID, Target, bench, validate_report, write_o
 Markdown = Callable[[Mapping[str, Any]], str]
 
 
+def code_stamp() -> str:
+    """A digest of albert-edge's own source (``albert_edge/``, ``converters/``).
+
+    Why: the scripts keep built artifacts in ``benchmarks/_work`` between runs; reused by
+    existence alone, a table silently mixed artifacts of two code versions (a
+    cross-kernel run measured last session's int4 as today's)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for top in ("albert_edge", "converters"):
+        for f in sorted((ROOT / top).rglob("*.py")):
+            h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _stamp_file(out: Path) -> Path:
+    return out.parent / f".{out.name}.code"  # beside the artifact: its file list stays its own
+
+
+def reusable(out: Path) -> bool:
+    """``out`` exists and was built by the source this run imports; a stale one is removed
+    (benchmark work directories hold only what the scripts built)."""
+    stamp = _stamp_file(out)
+    if out.exists() and stamp.is_file() and stamp.read_text() == code_stamp():
+        return True
+    if out.exists():
+        shutil.rmtree(out)
+    return False
+
+
+def built(out: Path) -> Path:
+    """Record that ``out`` was built by this source (:func:`reusable`)."""
+    _stamp_file(out).write_text(code_stamp())
+    return out
+
+
 def time_files(
     files: Mapping[str, Path],
     ckpt_dir: Path,

@@ -178,3 +178,16 @@ def test_precisions_bars_text() -> None:
     ) in text
     assert "inspe" not in text
     assert "tflite int8-dynamic ÷ optimum int8: W1 0.50×, W2 1.00×" in text
+
+
+def test_work_artifacts_are_rebuilt_when_the_code_changes(tmp_path: Path, monkeypatch) -> None:
+    """A kept artifact is reused only by the source that built it; a stale one goes."""
+    sr = script("script_report")
+    out = tmp_path / "albert-edge-onnx-int4"
+    out.mkdir()
+    (out / "manifest.json").write_text("{}")
+    assert sr.reusable(out) is False and not out.exists()  # never stamped: rebuilt
+    out.mkdir()
+    assert sr.built(out) == out and sr.reusable(out) is True and out.exists()
+    monkeypatch.setattr(sr, "code_stamp", lambda: "another-version")
+    assert sr.reusable(out) is False and not out.exists()
