@@ -119,16 +119,22 @@ def _is_plain_gemm_transb(node: onnx.NodeProto) -> bool:
     )
 
 
-def table_block_size(dim: int, bits: int, block_size: int, *, tied: bool = False) -> int:
+def table_block_size(
+    dim: int, bits: int, block_size: int, *, tied: bool = False, fold: bool = False
+) -> int:
     """The block along E that one scale covers; it always divides E (the gathered rows
     are dequantized as [.., E/block, block] × [.., E/block, 1]).
 
     int8 — the whole row (one scale per token), or for a tied decoder the largest power
     of two ≥ 16 dividing E (MatMulNBits' blocks); int4 — ``block_size``, halved (not
-    below 16) until it divides E and is no longer than it.
+    below 16) until it divides E and is no longer than it; int4 unpacked at load
+    (``fold``, no MatMulNBits reads the codes) — the largest divisor of E up to
+    ``block_size``: any E (100, 24, ...), the whole row when E ≤ ``block_size``.
     """
     if bits == 8 and not tied:
         return dim
+    if fold and not tied:
+        return max(d for d in range(1, min(dim, block_size) + 1) if dim % d == 0)
     b = block_size
     if bits == 8:
         b = 16

@@ -532,3 +532,20 @@ def test_int4_holds_sst2_accuracy_on_the_trained_model(kernel, sst2_dev, tmp_pat
     assert acc["examples"] == 872
     assert acc["accuracy_artifact"] >= acc["accuracy_reference"] - 0.015, acc
     assert acc["logits_sqnr_db"] >= 25.0, acc
+
+
+def test_folded_tables_take_any_even_embedding_size() -> None:
+    """Unpacked at load, a 4-bit table needs no MatMulNBits block: any divisor of E (the
+    whole row up to --block-size) — E=100 and E=24 convert where the power-of-two rule
+    refused them; a tied decoder (MatMulNBits reads the codes) keeps that rule."""
+    from albert_edge.onnx.quant_embed import table_block_size
+
+    assert table_block_size(100, 4, 256, fold=True) == 100
+    assert table_block_size(24, 4, 256, fold=True) == 24
+    assert table_block_size(512, 4, 256, fold=True) == 256
+    assert table_block_size(600, 4, 256, fold=True) == 200
+    assert table_block_size(64, 4, 256, fold=True) == table_block_size(64, 4, 256) == 64
+    with pytest.raises(QuantizationError):
+        table_block_size(100, 4, 256)  # MatMulNBits form: powers of two >= 16 only
+    with pytest.raises(QuantizationError):
+        table_block_size(100, 4, 256, tied=True, fold=True)

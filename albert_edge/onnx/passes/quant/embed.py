@@ -299,7 +299,7 @@ def _blockwise_table(
 
     v, e = w.shape
     tied = bool(use.tied_matmuls)
-    block = table_block_size(e, bits, block_size, tied=tied)
+    block = table_block_size(e, bits, block_size, tied=tied, fold=fold)
     if bits == 4 and e % 2:
         raise QuantizationError(f"int4 embeddings need an even embedding size, got E={e}")
     # Signed int8 codes where only gathers read an 8-bit table (dequantized = code x

@@ -182,7 +182,11 @@ class PlanPass(AlbertInPlacePass):
             from albert_edge.onnx.quant_embed import side_tables, table_block_size
 
             plan.table_block = table_block_size(
-                table.dim, plan.table_bits, plan.block_size, tied=bool(table.tied_matmuls)
+                table.dim,
+                plan.table_bits,
+                plan.block_size,
+                tied=bool(table.tied_matmuls),
+                fold=st.precision == "int4" and opts.int4_kernel == "int8",
             )
             plan.side_tables = tuple(side_tables(work, table.table))
         st.plan = plan
