@@ -49,6 +49,12 @@ class ConvertOptions:
     int4_kernel: str = "int8"
 
     @property
+    def int4_folded(self) -> bool:
+        """int4 on int8 kernels: 4-bit codes ONNX Runtime unpacks to int8 at load
+        (:mod:`albert_edge.onnx.passes.quant.int4`), not MatMulNBits."""
+        return self.precision == "int4" and self.int4_kernel == "int8"
+
+    @property
     def weight_per_channel(self) -> bool:
         """Per-channel int8 weight scales: as asked, else the ONNX ``--target`` recipe's
         choice (portable: per-tensor), else per-channel for TFLite int8-dynamic and

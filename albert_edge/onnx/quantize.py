@@ -121,8 +121,9 @@ def check_options(options: ConvertOptions) -> None:
             f"--calibration applies to --precision int8-static only, not {options.precision}; "
             "drop --calibration"
         )
-    int4_on_int8 = options.precision == "int4" and options.int4_kernel == "int8"
-    if options.per_channel is False and not (options.precision.startswith("int8") or int4_on_int8):
+    if options.per_channel is False and not (
+        options.precision.startswith("int8") or options.int4_folded
+    ):
         raise UnsupportedError(
             f"--per-tensor applies to int8 precisions and int4 on int8 kernels only, not "
             f"{options.precision}; drop --per-tensor"
@@ -265,7 +266,7 @@ def _report(final: onnx.ModelProto, st: Any, log: list[dict[str, Any]]) -> dict[
         "block_sizes_by_k": {
             str(k): (
                 codes_block(plan.block_size, k)
-                if options.int4_kernel == "int8"
+                if options.int4_folded
                 else int4_block_size(plan.block_size, k)
             )
             for k in sorted({k for k, _ in plan.weights.values()})

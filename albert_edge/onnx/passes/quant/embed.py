@@ -465,11 +465,6 @@ def _float_readers(model: ir.Model, name: str) -> list[str]:
     ]
 
 
-def _fold(st: QuantState) -> bool:
-    """int4 for int8 kernels: the 4-bit tables are unpacked to int8 at load too."""
-    return st.precision == "int4" and st.options.int4_kernel == "int8"
-
-
 class QuantizeWordTablePass(AlbertInPlacePass):
     """Replace the fp32 V×E table by its quantized form for every reader
     (:func:`quantize_word_table`). Skipped with --keep-embeddings-wide.
@@ -500,7 +495,7 @@ class QuantizeWordTablePass(AlbertInPlacePass):
             block_size=st.plan.block_size,
             qdq=bool(st.recipe and st.recipe.embeddings and st.recipe.embeddings.qdq),
             accuracy_level=INT4_ACCURACY_LEVEL,
-            fold=_fold(st),
+            fold=st.options.int4_folded,
         )
         st.embeddings = facts
         self.report = {k: facts[k] for k in ("table", "bits", "gathers", "tied_decoder_matmuls")}
@@ -536,7 +531,9 @@ class QuantizeSideTablesPass(AlbertInPlacePass):
             self.report = {"skipped": True}
             return ir.passes.PassResult(model, modified=False)
         assert st.table is not None and st.plan is not None
-        side = quantize_side_tables(model, st.table.table, bits=st.plan.table_bits, fold=_fold(st))
+        side = quantize_side_tables(
+            model, st.table.table, bits=st.plan.table_bits, fold=st.options.int4_folded
+        )
         if isinstance(st.embeddings, dict):
             st.embeddings["side_tables"] = side
         self.done = [f["table"] for f in side]

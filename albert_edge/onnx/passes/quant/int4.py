@@ -325,6 +325,7 @@ class PackInt4Pass(AlbertInPlacePass):
                 and v.const_value.dtype == ir.DataType.INT8
             ):
                 weights.setdefault(str(v.name), []).append((node, idx))
+        order = {node: i for i, node in enumerate(graph)}  # insertions keep this order
         packed_bytes = 0
         blocks: dict[str, int] = {}
         odd: list[str] = []
@@ -349,7 +350,7 @@ class PackInt4Pass(AlbertInPlacePass):
             decode_node = ir.Node(DOMAIN, OP, [c, m], num_outputs=1, name=f"{OP}_{len(blocks)}")
             blocks[src] = block
             decode_node.outputs[0].name = f"{src}_int8"
-            first = min(uses, key=lambda u: list(graph).index(u[0]))[0]
+            first = min(uses, key=lambda u: order[u[0]])[0]
             graph.insert_before(first, decode_node)
             for node, idx in uses:
                 node.replace_input_with(idx, decode_node.outputs[0])

@@ -66,7 +66,7 @@ class Plan:
     table_bits: int
     table_block: int
     side_tables: tuple[str, ...] = ()  # position tables stored int8 per column
-    int4_kernel: str = "int8"  # int4: Int4Weight codes for int8 kernels, or MatMulNBits
+    int4_folded: bool = False  # int4 for int8 kernels (ConvertOptions.int4_folded)
 
 
 def floor_bytes(model: onnx.ModelProto, plan: Plan) -> int:
@@ -91,7 +91,7 @@ def floor_bytes(model: onnx.ModelProto, plan: Plan) -> int:
             k, ncols = plan.weights[t.name]
             if p.startswith("int8"):
                 total += k * ncols + (ncols if plan.per_channel else 1) * 5
-            elif p == "int4" and plan.int4_kernel == "int8":  # codes, multipliers, scale, zp
+            elif plan.int4_folded:  # codes, multipliers, scale, zp
                 block = codes_block(plan.block_size, k)
                 scales = ncols if plan.per_channel else 1
                 if block is None:  # odd K: stays int8
@@ -116,7 +116,7 @@ def floor_bytes(model: onnx.ModelProto, plan: Plan) -> int:
                     plan.table_bits,
                     tied=bool(plan.table.tied_matmuls),
                     dim=e,
-                    fold=p == "int4" and plan.int4_kernel == "int8",
+                    fold=plan.int4_folded,
                 )
                 scale_bytes = {"fp32": 4.0, "fp16": 2.0, "u8": 1.0, "u4log": 0.5}[fmt]
                 total += (
@@ -176,7 +176,7 @@ class PlanPass(AlbertInPlacePass):
             quantize_table=st.quantize_table,
             table_bits=st.recipe.embeddings.bits if st.recipe and st.recipe.embeddings else 8,
             table_block=0,
-            int4_kernel=opts.int4_kernel,
+            int4_folded=opts.int4_folded,
         )
         if plan.quantize_table and table is not None and st.precision != "fp16":
             from albert_edge.onnx.quant_embed import side_tables, table_block_size
@@ -186,7 +186,7 @@ class PlanPass(AlbertInPlacePass):
                 plan.table_bits,
                 plan.block_size,
                 tied=bool(table.tied_matmuls),
-                fold=st.precision == "int4" and opts.int4_kernel == "int8",
+                fold=plan.int4_folded,
             )
             plan.side_tables = tuple(side_tables(work, table.table))
         st.plan = plan
