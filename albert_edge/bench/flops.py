@@ -49,6 +49,7 @@ __all__ = [
     "model_flops",
     "num_labels",
     "param_count",
+    "weight_gemms",
 ]
 
 
@@ -77,11 +78,25 @@ def model_flops(
     return f * batch * choices
 
 
-def gemm_shapes(config: Mapping[str, Any], rows: int) -> list[tuple[int, int, int]]:
-    """The (M, K, N) weight products of one forward pass with ``rows`` = batch·seq tokens.
+def weight_gemms(config: Mapping[str, Any], rows: int) -> list[tuple[tuple[int, int, int], int]]:
+    """The (M, K, N) weight products of one forward pass with ``rows`` = batch·seq tokens,
+    each with how many times it runs: the embedding projection once, and per inner layer
+    application the four H×H attention products and the two FFN products.
 
-    These are the shapes the roofline measures: the embedding projection, the four
-    H×H attention products and the two FFN products.
+    This is the work the roofline bound counts (issue 17's "int8 GEMM bound": the time the
+    weight GEMMs alone take at this machine's best rate on each exact shape). The
+    attention core (Q·Kᵀ, P·V) is left out: no runtime here runs it in int8, and leaving
+    it out makes the bound stricter, never looser.
     """
-    _v, e, h, i, *_ = _dims(config)
-    return sorted({(rows, e, h), (rows, h, h), (rows, h, i), (rows, i, h)})
+    _v, e, h, i, layers, _groups, inner, *_ = _dims(config)
+    per = layers * inner
+    counts: dict[tuple[int, int, int], int] = {}
+    for shape, n in (((rows, e, h), 1), ((rows, h, h), 4 * per), ((rows, h, i), per)):
+        counts[shape] = counts.get(shape, 0) + n
+    counts[(rows, i, h)] = counts.get((rows, i, h), 0) + per
+    return sorted(counts.items())
+
+
+def gemm_shapes(config: Mapping[str, Any], rows: int) -> list[tuple[int, int, int]]:
+    """The distinct (M, K, N) of :func:`weight_gemms`: the shapes the roofline measures."""
+    return [shape for shape, _n in weight_gemms(config, rows)]

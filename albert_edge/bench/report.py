@@ -161,7 +161,11 @@ def to_markdown(report: Mapping[str, Any], title: str = "albert-edge benchmark")
         parts.append(f"Inputs: {settings['inputs']}.\n")
     roof = roofline_lines(report)
     if roof:
-        parts.append("Roofline (best measured GEMM throughput on the models' shapes):\n")
+        parts.append(
+            "Roofline (best measured GEMM throughput on the models' shapes; a row's "
+            "fraction is the time its weight GEMMs take at the best rate of each exact "
+            "shape ÷ its p50):\n"
+        )
         parts.append("\n".join(roof) + "\n")
     parts.append(markdown_table(COLUMNS, grouped_rows(results)))
     return "\n".join(parts)

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from albert_edge.bench.flops import floor_bytes, gemm_shapes, model_flops, param_count
+from albert_edge.bench.flops import (
+    floor_bytes,
+    gemm_shapes,
+    model_flops,
+    param_count,
+    weight_gemms,
+)
 from albert_edge.heads import HEADS
 
 
@@ -73,3 +79,21 @@ def test_gemm_shapes() -> None:
         (128, 768, 3072),
         (128, 3072, 768),
     ]
+
+
+@pytest.mark.parametrize("name", ["albert-base", "tiny"])
+def test_weight_gemms_are_the_matrix_flops_less_attention_and_heads(name: str) -> None:
+    """What the roofline bound counts: every weight product as often as it runs. Their
+    FLOPs are the model's, less the attention core (4·S²·H per layer) and the head."""
+    from albert_edge.configs import make_config
+
+    cfg = make_config(name).to_dict()
+    cfg.update(inner_group_num=2, num_hidden_groups=1)
+    s = 24
+    h, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
+    gemms = weight_gemms(cfg, s)
+    total = sum(n * 2 * m * k * c for (m, k, c), n in gemms)
+    core = layers * 2 * 4 * s * s * h
+    assert total == model_flops(cfg, "base", 1, s) - 2 * h * h - core
+    assert [shape for shape, _ in gemms] == gemm_shapes(cfg, s)
+    assert dict(gemms)[(s, cfg["intermediate_size"], h)] == layers * 2

@@ -38,7 +38,7 @@ def test_cpu_backends_measured_in_child_processes(tiny_report: dict[str, Any]) -
             assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
             assert r["throughput_seq_per_s"] == pytest.approx(r["batch"] / (lat["p50"] / 1e3))
             assert r["gops"] == pytest.approx(r["flops"] / (lat["p50"] / 1e3) / 1e9)
-            assert 0 < r["roofline_fraction"] == pytest.approx(r["gops"] / r["roofline_gops"])
+            assert 0 < r["roofline_fraction"] == pytest.approx(r["roofline_bound_ms"] / lat["p50"])
             assert r["load_ms"] > 0 and r["first_inference_ms"] > 0
 
 
@@ -91,6 +91,34 @@ def test_roofline_measured_on_model_shapes(tiny_report: dict[str, Any]) -> None:
     shapes = {(g["m"], g["k"], g["n"]) for g in roof["gemms"]}
     assert (16, 16, 32) in shapes  # batch 1 x seq 16 tokens through the E->H projection
     assert (32, 32, 64) in shapes  # batch 2 x seq 16 through the FFN
+
+
+def test_roofline_bound_is_the_weight_gemms_at_their_own_rates(
+    tiny_report: dict[str, Any], tiny_onnx: Path
+) -> None:
+    """Recomputed by hand from the report's per-shape measurements: every weight GEMM of
+    the row's own length, as often as it runs, at the best rate measured on that shape."""
+    from albert_edge.bench.flops import weight_gemms
+
+    config = json.loads((tiny_onnx.parent / "config.json").read_text())
+    rows = [r for r in tiny_report["results"] if r["backend"] == "ort-cpu" and r["status"] == "ok"]
+    assert rows
+    gemms = tiny_report["roofline"]["gemms"]
+    for r in rows:
+        key = "int8" if r["precision"].startswith("int") else "fp32"
+        rates: dict[tuple[int, int, int], float] = {}
+        for g in gemms:
+            if g["threads"] == r["threads"] and g["precision"] == key and g["device"] == "cpu":
+                shape = (g["m"], g["k"], g["n"])
+                rates[shape] = max(rates.get(shape, 0.0), g["gops"])
+        m = r["batch"] * r["seq_len"]
+        own = [shape for shape in rates if shape[0] == m]
+        assert len(own) == 4, own  # E->H, HxH, HxI, IxH at this row's own M
+        ms = sum(
+            n * 2 * a * b * c / (rates[(a, b, c)] * 1e9) * 1e3
+            for (a, b, c), n in weight_gemms(config, m)
+        )
+        assert r["roofline_bound_ms"] == pytest.approx(ms)
 
 
 def test_failed_load_is_reported_not_raised(tmp_path: Path, tiny_onnx: Path) -> None:

@@ -354,6 +354,32 @@ def test_split_skip_ln_on_the_fused_albert_keeps_results(tiny_groups_export) -> 
     assert "SkipLayerNormalization" not in reloaded and reloaded.count("Sum") == 16
 
 
+def test_split_skip_ln_bias_lands_in_the_quantized_matmul(tiny_groups_export, tmp_path) -> None:
+    """The reason the bias is its own Add: after ORT's dynamic quantization, session load
+    folds it into DynamicQuantizeMatMul's bias input, and each residual Sum adds two
+    tensors. Left inside the Sum, the bias stayed a broadcast third operand."""
+    from albert_edge.onnx.quantize import quantize_model
+    from albert_edge.options import ConvertOptions
+
+    model, ckpt = tiny_groups_export
+    fused, _ = run_passes(clone(model), [_fuse_pass(ckpt.config)])
+    split, log = run_passes(fused, [SplitSkipLayerNormPass()])
+    q8, _ = quantize_model(ir.to_proto(split), ckpt, ConvertOptions(precision="int8-dynamic"))
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(q8.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    nodes = onnx.load(so.optimized_model_filepath).graph.node
+    sums = [n for n in nodes if n.op_type == "Sum"]
+    assert len(sums) == log[0]["split"] and all(len(n.input) == 2 for n in sums)
+    producers = {o: n for n in nodes for o in n.output}
+    projections = [producers[n.input[0]] for n in sums]  # Sum(Add(x, bias), skip)
+    assert all(
+        p.op_type == "DynamicQuantizeMatMul" and len(p.input) == 5 and p.input[4]
+        for p in projections
+    ), [(p.op_type, len(p.input)) for p in projections]
+
+
 def _skip_ln_model(bias: bool) -> ir.Model:
     inputs = ["x", "s", "g", "b"] + (["bias"] if bias else [])
     node = helper.make_node(
@@ -374,7 +400,8 @@ def test_split_skip_ln_matches_the_contrib_op(bias: bool) -> None:
     feeds["s"] = RNG.standard_normal((2, 8)).astype(np.float32)
     before = run_ort(model, feeds)
     split, log = run_passes(clone(model), [SplitSkipLayerNormPass()])
-    assert op_types(split) == ["Sum", "LayerNormalization"] and log[0]["split"] == 1
+    expected = (["Add"] if bias else []) + ["Sum", "LayerNormalization"]
+    assert op_types(split) == expected and log[0]["split"] == 1
     ln = next(n for n in split.graph if n.op_type == "LayerNormalization")
     assert ln.attributes["epsilon"].value == pytest.approx(1e-5)
     np.testing.assert_allclose(run_ort(split, feeds)[0], before[0], rtol=1e-5, atol=1e-6)
