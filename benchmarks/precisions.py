@@ -18,8 +18,9 @@ seq-128 signature, quantized by ai-edge-quantizer's ``dynamic_wi8_afp32`` recipe
   roofline fraction (``albert_edge/bench/roofline.py``: ORT's own int8/fp32 GEMM rate
   on the model's shapes);
 - W2: median latency over ``--w2`` real SST-2 dev sentences each at its own token
-  length (no padding; TFLite pads to its smallest signature that fits), timed in one
-  child process per artifact (:func:`w2_latencies` says why not interleaved);
+  length (no padding; TFLite pads to its smallest signature that fits), every artifact
+  in its own resident process, timed sentence by sentence in turn (:func:`w2_latencies`
+  says why);
 - SST-2 dev accuracy (872 sentences) of each artifact and of the checkpoint.
 
 TFLite artifacts are converted with ``--seq-lens 32,128,512`` so that the sequence
@@ -105,35 +106,46 @@ def build(ckpt: Path, work: Path, target: str, precision: str) -> Path:
     return built(out)
 
 
-def w2_child(path: Path, threads: int, n: int, part: int = 0, parts: int = 1) -> dict[str, Any]:
-    """In a process of its own: ms per sentence for every ``parts``-th of the first ``n``
-    SST-2 dev sentences (starting at ``part``), each at its own length."""
+def w2_server(path: Path, threads: int, n: int) -> None:
+    """A resident W2 child: loads ``path``, encodes the first ``n`` SST-2 dev sentences
+    (each at its own length), warms up, says ``ready``; then for each block ``lo hi`` read
+    from stdin runs sentence ``lo`` once untimed and sentences ``lo..hi-1`` timed, back to
+    back, and writes their ms on one line. The protocol has its own file
+    descriptor: whatever a runtime prints to stdout goes to stderr instead."""
     import numpy as np
 
     from albert_edge.data import read_sst2
     from albert_edge.runtime import open_runner
     from albert_edge.tokenizer import AlbertTokenizer
 
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
     tok = AlbertTokenizer(SPIECE)
     feeds = []
-    for _, s in read_sst2(DEV)[:n][part::parts]:
+    for _, s in read_sst2(DEV)[:n]:
         enc = tok.encode(s, max_length=512, padding="none").as_numpy()
         feeds.append({k: np.ascontiguousarray(v) for k, v in enc.items()})
     r = open_runner(path, threads=threads)
     names = set(r.input_names)
-    for f in feeds[:10]:  # warm-up: allocations, kernel selection
-        r.run({k: v for k, v in f.items() if k in names})
-    samples = []
-    for f in feeds:
-        x = {k: v for k, v in f.items() if k in names}
-        t0 = time.perf_counter()
+    xs = [{k: v for k, v in f.items() if k in names} for f in feeds]
+    for x in xs[:10]:  # warm-up: allocations, kernel selection
         r.run(x)
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return {"samples_ms": samples}
+    proto.write("ready\n")
+    for line in sys.stdin:
+        if not line.strip() or line.strip() == "quit":
+            break
+        lo, hi = (int(v) for v in line.split())
+        r.run(xs[lo])  # untimed: the block starts warm, as back-to-back runs are
+        ms = []
+        for x in xs[lo:hi]:
+            t0 = time.perf_counter()
+            r.run(x)
+            ms.append((time.perf_counter() - t0) * 1e3)
+        proto.write(" ".join(f"{v:.6f}" for v in ms) + "\n")
 
 
 def w2_median_tokens(sentences: Sequence[str]) -> int:
-    """The median token count of the W2 sentences, as :func:`w2_child` encodes them."""
+    """The median token count of the W2 sentences, as :func:`w2_server` encodes them."""
     from albert_edge.tokenizer import AlbertTokenizer
 
     tok = AlbertTokenizer(SPIECE)
@@ -161,35 +173,90 @@ def w2_roofline(rows: Sequence[dict[str, Any]], w2_len: int) -> None:
 
 
 def w2_latencies(
-    targets: Sequence[tuple[str, Path]], n: int, threads: int, rounds: int = 3
+    targets: Sequence[tuple[str, Path]],
+    n: int,
+    threads: int,
+    rounds: int = 3,
+    gap_s: float = 0.05,
+    block: int = 10,
 ) -> dict[str, float]:
-    """Median ms per sentence at its own length: ``rounds`` passes over the artifacts in
-    turn, each pass a child process per artifact timing every ``rounds``-th sentence.
+    """Median ms per sentence at its own length, the artifacts timed in turn block by
+    block: one resident child process per artifact (:func:`w2_server`); each ``block`` of
+    sentences goes to every artifact (the order rotating) before the next block, each
+    artifact running it back to back after one untimed warm-up call; ``gap_s`` of idle
+    time between two artifacts; ``rounds`` passes over the sentences.
 
-    Why not interleaved in one process: every ONNX Runtime session keeps its own intra-op
-    pool, whose threads spin after each run; on a 2-core machine the previous artifact's
-    spinning threads then slow the next one (measured: optimum fp32 read 30 ms and
-    albert-edge fp32 70 ms at W2, while both take 33-39 ms at seq 32). Why rounds: one
-    artifact after another, load that comes and goes hits whichever was being timed.
+    Why interleaved: this 2-core VM has slow phases (measured 2026-11-23: for minutes at a
+    time, 2-thread runs go at 1-thread speed, and no steal time shows); timed one artifact
+    after another, a phase lands on whichever artifact is running, and the W2 ratio of
+    albert-edge int8 to optimum int8 read 0.52 in one run and 0.60 in the next. Block by
+    block (a block is ~0.1 s), a phase hits every artifact alike. Why blocks with a
+    warm-up, not one sentence each: switching artifacts after every sentence measured
+    cold caches and sleeping thread pools (base int8 8.7-11.7 ms vs 7.5 back to back,
+    optimum int8 19.7-27.1 vs 15.5, depending on the gap), not the back-to-back latency W2
+    is. Why processes and a gap, not one process: every runtime keeps its own thread pool,
+    whose threads spin after each run; on 2 cores the previous artifact's spinning threads
+    slow the next one (measured: optimum fp32 30 ms and albert-edge fp32 70 ms at W2 in
+    one process, while both take 33-39 ms at seq 32).
     """
+    import itertools
     import subprocess
+    import tempfile
 
+    logs = Path(tempfile.mkdtemp(prefix="precisions-w2-"))
+    procs: dict[str, Any] = {}
+    errs: dict[str, Path] = {}
     pools: dict[str, list[float]] = {}
     skipped: set[str] = set()
-    for part in range(rounds):
-        for label, path in targets:
-            if label in skipped:
-                continue
-            cmd = [sys.executable, __file__, "--w2-child", str(path), "--threads", str(threads)]
-            cmd += ["--w2", str(n), "--w2-part", f"{part}/{rounds}"]
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-            if proc.returncode != 0:
-                why = (proc.stderr.strip().splitlines() or ["?"])[-1][:300]
-                print(f"precisions: W2 skips {label}: {why}", file=sys.stderr)
-                skipped.add(label)
-                continue
-            got = json.loads(proc.stdout.strip().splitlines()[-1])["samples_ms"]
-            pools.setdefault(label, []).extend(got)
+
+    def drop(label: str, why: str) -> None:
+        tail = (errs[label].read_text(errors="replace").strip().splitlines() or [why])[-1]
+        print(f"precisions: W2 skips {label}: {tail[:300]}", file=sys.stderr)
+        skipped.add(label)
+        procs.pop(label).kill()
+
+    for k, (label, path) in enumerate(targets):
+        errs[label] = logs / f"{k}.stderr"
+        cmd = [sys.executable, __file__, "--w2-server", str(path), "--threads", str(threads)]
+        procs[label] = subprocess.Popen(
+            [*cmd, "--w2", str(n)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errs[label].open("w"),
+            text=True,
+            bufsize=1,
+        )
+        if procs[label].stdout.readline().strip() != "ready":
+            drop(label, "the W2 child did not start")
+    labels = [label for label, _ in targets if label in procs]
+    try:
+        for rnd, i in itertools.product(range(rounds), range(0, n, block)):
+            shift = (i // block + rnd) % max(1, len(labels))
+            for label in labels[shift:] + labels[:shift]:
+                if label in skipped:
+                    continue
+                proc = procs[label]
+                time.sleep(gap_s)
+                try:
+                    proc.stdin.write(f"{i} {min(n, i + block)}\n")
+                    line = proc.stdout.readline()
+                except OSError:
+                    line = ""
+                if not line.strip():
+                    drop(label, "the W2 child died")
+                    continue
+                pools.setdefault(label, []).extend(float(v) for v in line.split())
+    finally:
+        for proc in procs.values():
+            try:
+                proc.stdin.write("quit\n")
+                proc.stdin.close()
+                proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+        import shutil
+
+        shutil.rmtree(logs, ignore_errors=True)
     out = {label: statistics.median(v) for label, v in pools.items() if label not in skipped}
     for label, ms in out.items():
         print(f"precisions: W2 {label}: {ms:.2f} ms", file=sys.stderr)
@@ -210,8 +277,8 @@ def markdown(report: dict[str, Any], seq_lens: Sequence[int]) -> str:
         "size ÷ floor: file bytes ÷ (unique checkpoint parameters × bytes per parameter at the "
         "precision). W1: batch 1, seq 128, p50. W2: median over "
         f"{report['settings'].get('w2_sentences')} SST-2 dev sentences at their own length "
-        f"({report['settings'].get('w2_rounds', 1)} round(s) over the artifacts in turn, a "
-        "process per artifact and round). roof: the roofline bound ÷ the latency, where the "
+        f"({report['settings'].get('w2_rounds', 1)} pass(es); each sentence run by every "
+        "artifact in turn, a resident process per artifact). roof: the roofline bound ÷ the latency, where the "
         "bound is the time the model's weight GEMMs (embedding projection, Q/K/V/output, "
         "FFN in and out, each as often as it runs) take at this machine's best measured "
         "rate on each exact shape (int8 for int precisions, fp32 otherwise; torch and ORT "
@@ -353,13 +420,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--build-only", action="store_true", help="build every artifact, time nothing")
     p.add_argument("--no-tflite", action="store_true")
     p.add_argument("--render", action="store_true", help="re-render precisions.md from the JSON")
-    p.add_argument("--w2-child", type=Path, help=argparse.SUPPRESS)
-    p.add_argument("--w2-part", default="0/1", help=argparse.SUPPRESS)
+    p.add_argument("--w2-server", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--w2-only", action="store_true", help="re-time W2 into precisions.json")
     a = p.parse_args(argv)
-    if a.w2_child:
-        part, parts = (int(x) for x in a.w2_part.split("/"))
-        print(json.dumps(w2_child(a.w2_child, a.threads, a.w2, part, parts)))
+    if a.w2_server:
+        w2_server(a.w2_server, a.threads, a.w2)
         return 0
     w2_only: dict[str, dict[str, float]] = {}
     seq_lens = tuple(int(x) for x in a.seq_lens.split(","))
