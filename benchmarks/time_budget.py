@@ -137,6 +137,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         "The default `albert-edge convert --precision int8-dynamic` artifact of albert-base "
         "(random init) beside copies with one kind of work taken out (outputs wrong; timed "
         "only). bound: the weight GEMMs at this machine's best measured per-shape int8 rate "
+        "(torch and ONNX Runtime kernels) "
         "(the roofline bound). cost of X: full p50 − p50 without X. GEMMs only: the copy "
         "with all four taken out — the weight GEMMs as ORT runs them (activation "
         "quantization, scaling, dispatch included).",
