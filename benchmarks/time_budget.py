@@ -27,7 +27,6 @@ albert-edge-bench/1 report) and ``time_budget.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -37,9 +36,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from script_report import p50, portable, with_files_beside  # noqa: E402
+from script_report import p50, render, with_files_beside, write  # noqa: E402
 
-from albert_edge.bench import bench, resolve_target, write_outputs  # noqa: E402
+from albert_edge.bench import bench, resolve_target  # noqa: E402
 from albert_edge.bench.report import machine_line  # noqa: E402
 
 VARIANTS = ("full", "-attention core", "-GELU", "-LayerNorm", "-residual", "GEMMs only")
@@ -181,9 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--render", action="store_true", help="re-render the Markdown from the JSON")
     a = p.parse_args(argv)
     if a.render:
-        report = json.loads((a.out / "time_budget.json").read_text())
-        (a.out / "time_budget.md").write_text(markdown(report))
-        return 0
+        return render(a.out, "time_budget", markdown)
     import precisions
 
     from albert_edge.configs import make_random_checkpoint
@@ -217,12 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["settings"]["loadavg"] = [round(x, 1) for x in os.getloadavg()]
     report["budget"] = budget(report)
     report["settings"]["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    report = portable(report)
-    a.out.mkdir(parents=True, exist_ok=True)
-    write_outputs(report, json_out=a.out / "time_budget.json")
-    (a.out / "time_budget.md").write_text(markdown(report))
-    print((a.out / "time_budget.md").read_text())
-    return 0
+    return write(report, a.out, "time_budget", markdown)
 
 
 if __name__ == "__main__":

@@ -191,3 +191,98 @@ def test_work_artifacts_are_rebuilt_when_the_code_changes(tmp_path: Path, monkey
     assert sr.built(out) == out and sr.reusable(out) is True and out.exists()
     monkeypatch.setattr(sr, "code_stamp", lambda: "another-version")
     assert sr.reusable(out) is False and not out.exists()
+
+
+def test_precisions_w2_interleaved_block_by_block(tiny_onnx: Path, tmp_path: Path) -> None:
+    """W2's resident children answer every block with one time per sentence; a file that
+    cannot load is skipped with its reason, and the others are still timed."""
+    mod = script("precisions")
+    if not (mod.SPIECE.is_file() and mod.DEV.is_file()):
+        pytest.skip(f"W2 reads SST-2 dev and the ALBERT SentencePiece model: {mod.DEV}")
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"not an onnx model")
+    got = mod.w2_latencies(
+        [("a", tiny_onnx), ("broken", bad), ("b", tiny_onnx)],
+        12,
+        1,
+        rounds=2,
+        gap_s=0.0,
+        block=5,
+    )
+    assert set(got) == {"a", "b"} and all(v > 0 for v in got.values()), got
+
+
+def _budget_graph() -> Any:
+    """x → quantize → QAttention → FastGelu → residual Sum → LayerNormalization: one node
+    of every kind time_budget.py takes out, with ORT's own input conventions."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    h, rng = 16, np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.integers(-127, 127, (h, 3 * h), dtype=np.int8), "W"),
+        numpy_helper.from_array(rng.standard_normal(3 * h).astype(np.float32), "B"),
+        numpy_helper.from_array(np.array(0.01, np.float32), "WS"),
+        numpy_helper.from_array(np.array(0, np.int8), "WZ"),
+        numpy_helper.from_array(rng.standard_normal(h).astype(np.float32), "GB"),
+        numpy_helper.from_array(np.ones(h, np.float32), "G"),
+        numpy_helper.from_array(np.zeros(h, np.float32), "BETA"),
+    ]
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+        helper.make_node(
+            "QAttention",
+            ["xq", "W", "B", "xs", "WS", "mask", "xz", "WZ"],
+            ["att"],
+            domain="com.microsoft",
+            num_heads=2,
+        ),
+        helper.make_node("FastGelu", ["att", "GB"], ["gelu"], domain="com.microsoft"),
+        helper.make_node("Sum", ["gelu", "x"], ["res"]),
+        helper.make_node("LayerNormalization", ["res", "G", "BETA"], ["y"], axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "budget",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, h]),
+            helper.make_tensor_value_info("mask", TensorProto.INT32, [1, 4]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, h])],
+        inits,
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=8)
+
+
+@pytest.mark.parametrize(
+    "variant", ["-attention core", "-GELU", "-LayerNorm", "-residual", "GEMMs only"]
+)
+def test_time_budget_variants_take_out_one_kind_and_still_run(variant: str) -> None:
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    mod = script("time_budget")
+    full = _budget_graph()
+    stripped = mod.strip(full, mod.REMOVES[variant])
+    onnx.checker.check_model(stripped)
+    before = [n.op_type for n in full.graph.node]
+    after = [n.op_type for n in stripped.graph.node]
+    gone = {
+        "attention": "QAttention",
+        "gelu": "FastGelu",
+        "ln": "LayerNormalization",
+        "residual": "Sum",
+    }
+    for kind, op in gone.items():
+        assert (op in after) == (kind not in mod.REMOVES[variant]), (variant, after)
+    assert before.count("DynamicQuantizeLinear") == after.count("DynamicQuantizeLinear")
+    if "attention" in mod.REMOVES[variant]:
+        assert "MatMulInteger" in after  # the QKV product stays: only the core is taken out
+    sess = ort.InferenceSession(stripped.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {
+        "x": np.random.default_rng(1).standard_normal((1, 4, 16)).astype(np.float32),
+        "mask": np.ones((1, 4), np.int32),
+    }
+    assert sess.run(None, feeds)[0].shape == (1, 4, 16)
