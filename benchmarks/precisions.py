@@ -15,8 +15,9 @@ seq-128 signature, quantized by ai-edge-quantizer's ``dynamic_wi8_afp32`` recipe
   the precision, as ``albert-edge inspect`` computes it);
 - W1: p50 at batch 1, sequence 128, and p50 at every ``--seq-lens`` (8 … 512), via
   :func:`albert_edge.bench.bench` (one child process per artifact), with the
-  roofline fraction (``albert_edge/bench/roofline.py``: ORT's own int8/fp32 GEMM rate
-  on the model's shapes);
+  roofline fraction (``albert_edge/bench/roofline.py``: the time the weight GEMMs take
+  at the best measured rate of each exact shape, torch, ORT and XNNPACK kernels, ÷ the
+  latency; W2's at the median sentence length);
 - W2: median latency over ``--w2`` real SST-2 dev sentences each at its own token
   length (no padding; TFLite pads to its smallest signature that fits), every artifact
   in its own resident process, timed sentence by sentence in turn (:func:`w2_latencies`
@@ -218,14 +219,15 @@ def w2_latencies(
     for k, (label, path) in enumerate(targets):
         errs[label] = logs / f"{k}.stderr"
         cmd = [sys.executable, __file__, "--w2-server", str(path), "--threads", str(threads)]
-        procs[label] = subprocess.Popen(
-            [*cmd, "--w2", str(n)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=errs[label].open("w"),
-            text=True,
-            bufsize=1,
-        )
+        with errs[label].open("w") as err:  # the child holds its own copy
+            procs[label] = subprocess.Popen(
+                [*cmd, "--w2", str(n)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                bufsize=1,
+            )
         if procs[label].stdout.readline().strip() != "ready":
             drop(label, "the W2 child did not start")
     labels = [label for label, _ in targets if label in procs]
@@ -281,8 +283,8 @@ def markdown(report: dict[str, Any], seq_lens: Sequence[int]) -> str:
         "artifact in turn, a resident process per artifact). roof: the roofline bound ÷ the latency, where the "
         "bound is the time the model's weight GEMMs (embedding projection, Q/K/V/output, "
         "FFN in and out, each as often as it runs) take at this machine's best measured "
-        "rate on each exact shape (int8 for int precisions, fp32 otherwise; torch and ORT "
-        "kernels, same threads; the attention core is left out, which only makes the bound "
+        "rate on each exact shape (int8 for int precisions, fp32 otherwise; torch, ORT and "
+        "XNNPACK kernels, same threads; the attention core is left out, which only makes the bound "
         "stricter) — at W1, and for W2 at the median sentence's length "
         f"({report['settings'].get('w2_median_tokens', '?')} tokens; latency grows with "
         "length, so the median sentence is the one that takes the median time). "
@@ -338,14 +340,14 @@ def markdown(report: dict[str, Any], seq_lens: Sequence[int]) -> str:
 def verdicts(rows: Sequence[dict[str, Any]], seq_lens: Sequence[int]) -> list[str]:
     """The issue's bars, computed from the rows above (never typed in)."""
 
-    def p50(art: str, seq: int) -> float | None:
-        for r in rows:
-            if r["artifact"] == art and r["seq_len"] == seq:
-                return (r.get("latency_ms") or {}).get("p50")
-        return None
+    def row(art: str, seq: int) -> dict[str, Any]:
+        return next((r for r in rows if r["artifact"] == art and r["seq_len"] == seq), {})
 
-    def w2(art: str) -> float | None:
-        return next((r.get("w2_median_ms") for r in rows if r["artifact"] == art), None)
+    def p50(art: str, seq: int) -> float | None:
+        return (row(art, seq).get("latency_ms") or {}).get("p50")
+
+    def w2(art: str, key: str = "w2_median_ms") -> float | None:
+        return next((r.get(key) for r in rows if r["artifact"] == art), None)
 
     out = ["Bars (issue 17), from the rows above:", ""]
     for ours in ("albert-edge onnx int8-dynamic", "albert-edge tflite int8-dynamic"):
@@ -357,15 +359,7 @@ def verdicts(rows: Sequence[dict[str, Any]], seq_lens: Sequence[int]) -> list[st
             r2 = f"{w2a / w2b:.2f}×" if w2a and w2b else "—"
             out.append(f"- {ours} ÷ {peer}: W1 {r1}, W2 {r2}" if w1b else f"- {ours}: {miss}")
     for ours in ("albert-edge onnx int8-dynamic", "albert-edge tflite int8-dynamic"):
-        w1r = next(
-            (
-                r.get("roofline_fraction")
-                for r in rows
-                if r["artifact"] == ours and r["seq_len"] == 128
-            ),
-            None,
-        )
-        w2r = next((r.get("w2_roofline_fraction") for r in rows if r["artifact"] == ours), None)
+        w1r, w2r = row(ours, 128).get("roofline_fraction"), w2(ours, "w2_roofline_fraction")
         if w1r and w2r:
             out.append(
                 f"- {ours} roofline: W1 {w1r:.0%} (bar 90 %: {'met' if w1r >= 0.9 else 'not met'}), "

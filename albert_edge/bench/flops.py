@@ -91,9 +91,13 @@ def weight_gemms(config: Mapping[str, Any], rows: int) -> list[tuple[tuple[int, 
     _v, e, h, i, layers, _groups, inner, *_ = _dims(config)
     per = layers * inner
     counts: dict[tuple[int, int, int], int] = {}
-    for shape, n in (((rows, e, h), 1), ((rows, h, h), 4 * per), ((rows, h, i), per)):
-        counts[shape] = counts.get(shape, 0) + n
-    counts[(rows, i, h)] = counts.get((rows, i, h), 0) + per
+    for shape, n in (
+        ((rows, e, h), 1),
+        ((rows, h, h), 4 * per),
+        ((rows, h, i), per),
+        ((rows, i, h), per),
+    ):
+        counts[shape] = counts.get(shape, 0) + n  # shapes coincide when E = H or H = I
     return sorted(counts.items())
 
 
