@@ -430,8 +430,9 @@ def _add_bench(sub: Any) -> None:
         "--rounds",
         type=_at_least(1),
         default=1,
-        help="split --runs into this many passes over all artifacts in turn and pool them "
-        "(noisy machines: load then hits every artifact alike); needs --runs",
+        help="split --runs into this many interleaved passes: every artifact stays loaded "
+        "and they are timed in turn, shape by shape (noisy machines: load then hits every "
+        "artifact alike); needs --runs",
     )
     p.add_argument(
         "--warmup", type=_at_least(0), default=None, help="untimed warm-up runs per shape"

@@ -4,14 +4,18 @@
 ORT's fusions (the ``fuse`` pass) produce ``com.microsoft.SkipLayerNormalization``;
 albert-edge then splits it into the standard Sum + LayerNormalization
 (``albert_edge/onnx/passes/split_skip_ln.py``) because ORT's CPU kernel for the fused
-op is several times slower. This script measures that claim on whole models, side by
-side in one run: for each precision it builds the default artifact (split) through the
-public ``albert_edge.convert`` API, writes the same graph with every split pair fused
-back (the inverse onnxscript rule; nothing else differs), and times both through
-:func:`albert_edge.bench.bench` at every ``--seq-lens`` and ``--threads``.
+op is several times slower, and writes the projection's bias as its own Add
+(``Sum(Add(x, bias), skip)``) so that ORT folds it into the quantized MatMul. This script
+measures both claims on whole models, side by side in one run: for each precision it
+builds the default artifact (``split``) through the public ``albert_edge.convert`` API and
+writes two copies of the same graph where nothing else differs: ``fused``, every split
+pair fused back (the pass's own rules, reversed), and ``sum3``, the bias moved back into
+the Sum (``Sum(x, skip, bias)``, the split's form before 2026-11-23). All three are timed
+through :func:`albert_edge.bench.bench` with ``--rounds`` interleaved passes at every
+``--seq-lens`` and ``--threads``.
 
 Outputs (``--out``, default ``benchmarks/results``): ``skip_layernorm.json`` (an
-albert-edge-bench/1 report; rows carry ``graph``: "split" | "fused"),
+albert-edge-bench/1 report; rows carry ``graph``: "split" | "fused" | "sum3"),
 ``skip_layernorm.md``. Run: ``python benchmarks/skip_layernorm.py [--base]``.
 """
 
@@ -50,6 +54,35 @@ def fuse_back(src: Path, dst: Path) -> int:
     return int(n)
 
 
+def _bias_then_sum(op: Any, x: Any, bias: Any, skip: Any) -> Any:
+    return op.Sum(op.Add(x, bias), skip)
+
+
+def _sum3(op: Any, x: Any, bias: Any, skip: Any) -> Any:
+    return op.Sum(x, skip, bias)
+
+
+def _bias_is_constant(context: Any, x: Any, bias: Any, skip: Any, **_: Any) -> bool:
+    return bias.const_value is not None
+
+
+def bias_into_sum(src: Path, dst: Path) -> int:
+    """``src`` with every residual ``Sum(Add(x, bias), skip)`` written ``Sum(x, skip, bias)``
+    (a constant ``bias`` only): the split as it was before the bias got its own Add."""
+    import onnx_ir as ir
+    from onnxscript.rewriter import pattern
+
+    model = ir.load(src)
+    rule = pattern.RewriteRule(_bias_then_sum, _sum3, _bias_is_constant)
+    n = pattern.RewriteRuleSet([rule]).apply_to_model(model)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    ir.save(model, dst)
+    return int(n)
+
+
+GRAPHS = ("fused", "sum3", "split")
+
+
 def markdown(report: dict[str, Any]) -> str:
     rows = report["results"]
     lines = [
@@ -58,22 +91,32 @@ def markdown(report: dict[str, Any]) -> str:
         f"Machine: {machine_line(report)}. Measured by `benchmarks/skip_layernorm.py` in one "
         f"run; {report['created']}. Load average at the end: {report['settings'].get('loadavg')}.",
         "",
-        "Same graph twice per precision: `split` is the default artifact, `fused` the same file "
-        "with every Sum → LayerNormalization pair fused back into ORT's SkipLayerNormalization. "
-        "p50 ms at batch 1; ratio = split ÷ fused (below 1: the split is faster).",
+        "The same graph three times per precision, nothing else differing: `split` is the "
+        "default artifact (`LayerNormalization(Sum(Add(x, bias), skip))`), `fused` the same "
+        "file with every pair fused back into ORT's SkipLayerNormalization, `sum3` the split "
+        "with the bias inside the Sum (`Sum(x, skip, bias)`, the form before 2026-11-23). "
+        f"Timed interleaved ({report['settings'].get('rounds', 1)} round(s): every file loaded "
+        "once, visited in turn at each length). p50 ms at batch 1; a ratio below 1: the "
+        "default split is faster.",
         "",
-        "| model | precision | threads | seq | fused p50 ms | split p50 ms | ratio |",
-        "|---|---|---|---|---|---|---|",
+        "| model | precision | threads | seq | fused | sum3 | split | split ÷ fused "
+        "| split ÷ sum3 |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     key = lambda r: (r["model"], r["precision_label"], r["threads"], r["seq_len"])  # noqa: E731
-    pairs: dict[tuple[Any, ...], dict[str, Any]] = {}
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in rows:
-        pairs.setdefault(key(r), {})[r["graph"]] = r
-    for k, pair in pairs.items():
-        f, s = (pair.get(g, {}).get("latency_ms", {}).get("p50") for g in ("fused", "split"))
-        ratio = f"{s / f:.2f}" if f and s else "—"
-        cells = [*map(str, k), f"{f:.2f}" if f else "—", f"{s:.2f}" if s else "—", ratio]
-        lines.append("| " + " | ".join(cells) + " |")
+        groups.setdefault(key(r), {})[r["graph"]] = r
+    for k, group in groups.items():
+        p50 = {g: (group.get(g) or {}).get("latency_ms", {}) or {} for g in GRAPHS}
+        ms = {g: p50[g].get("p50") for g in GRAPHS}
+
+        def ratio(other: str, ms: dict[str, Any] = ms) -> str:
+            a, b = ms["split"], ms[other]
+            return f"{a / b:.2f}" if a and b else "—"
+
+        cells = [*map(str, k), *(f"{ms[g]:.2f}" if ms[g] else "—" for g in GRAPHS)]
+        lines.append("| " + " | ".join([*cells, ratio("fused"), ratio("sum3")]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -83,13 +126,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--seq-lens", default="8,32,128,512")
-    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--runs", type=int, default=21)
+    p.add_argument("--rounds", type=int, default=3, help="interleaved passes (bench rounds)")
     p.add_argument("--base", action="store_true", help="also albert-base (random init)")
     p.add_argument("--render", action="store_true", help="re-render the Markdown from the JSON")
     a = p.parse_args(argv)
     if a.render:
-        report = json.loads((a.out / "skip_layernorm.json").read_text())
-        (a.out / "skip_layernorm.md").write_text(markdown(report))
+        saved = json.loads((a.out / "skip_layernorm.json").read_text())
+        (a.out / "skip_layernorm.md").write_text(markdown(saved))
         return 0
     from albert_edge.convert import convert
     from albert_edge.options import ConvertOptions
@@ -115,10 +159,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             assert split.model_file is not None
             fused_file = a.work / label / f"{prec}-fused" / "model.onnx"
             n = fuse_back(split.model_file, fused_file)
-            print(f"skip_layernorm: {label} {prec}: {n} pairs fused back", file=sys.stderr)
+            sum3_file = a.work / label / f"{prec}-sum3" / "model.onnx"
+            m = bias_into_sum(split.model_file, sum3_file)
+            print(
+                f"skip_layernorm: {label} {prec}: {n} pairs fused back, {m} biases into the Sum",
+                file=sys.stderr,
+            )
             targets += [
                 split.with_(name=f"{label} {prec} split"),
                 split.with_(name=f"{label} {prec} fused", model_file=fused_file),
+                split.with_(name=f"{label} {prec} sum3", model_file=sum3_file),
             ]
         rep = bench(
             targets,
@@ -128,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs=a.runs,
             warmup=3,
             roofline=False,
+            rounds=a.rounds,
         )
         for r in rep["results"]:
             _, prec, graph = r["artifact"].rsplit(" ", 2)

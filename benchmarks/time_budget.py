@@ -19,7 +19,7 @@ taken out (the outputs of the copies are wrong: they exist to be timed):
 
 Each cost is full p50 − variant p50 (the parts are timed separately, so they need not
 add up exactly). Timed through :func:`albert_edge.bench.bench` (a child process per
-file, ``--rounds`` passes over all files in turn) at W1 (seq 128) and at the median
+file, ``--rounds`` interleaved passes over all files) at W1 (seq 128) and at the median
 SST-2 sentence length, on ``--threads`` threads. Outputs ``time_budget.json`` (an
 albert-edge-bench/1 report) and ``time_budget.md``.
 """

@@ -11,19 +11,14 @@ estimated or filled in: a field that was not measured is ``null``.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import tempfile
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from albert_edge.bench.child import run_child
 from albert_edge.bench.flops import floor_bytes, gemm_shapes, model_flops, weight_gemms
 from albert_edge.bench.inputs import choices_of, load_sentences, make_feeds
 from albert_edge.bench.roofline import bound_ms
@@ -36,7 +31,6 @@ from albert_edge.bench.targets import (
     pick_backends,
     resolve_target,
 )
-from albert_edge.bench.worker import PROGRESS_PREFIX, summarize
 from albert_edge.errors import AlbertEdgeError, BenchmarkError
 
 # Adaptive run policy (see benchmarks/README.md, "Stability"): warm up >= 3 runs and
@@ -55,15 +49,6 @@ DEFAULT_POLICY: dict[str, Any] = {
     "floor_runs": 5,
 }
 
-# Environment for children: no oversubscription, no TensorFlow import via transformers.
-_CHILD_ENV = {
-    "USE_TF": "0",
-    "USE_TORCH": "1",
-    "TF_CPP_MIN_LOG_LEVEL": "2",
-    "TOKENIZERS_PARALLELISM": "false",
-    "PYTHONWARNINGS": "ignore",
-}
-
 
 @dataclass
 class _Job:
@@ -72,92 +57,6 @@ class _Job:
     threads: int
     shapes: list[tuple[int, int]]  # (batch, seq) ascending by batch*seq
     skip_reason: str | None = None
-
-
-def _child_env(threads: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(_CHILD_ENV)
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        env[var] = str(threads)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with status {code}"
-
-
-def _tail(path: Path, n: int = 1) -> str:
-    try:
-        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    useful = [ln for ln in lines if not ln.startswith(("W0", "I0", "INFO:", "WARNING:"))]
-    return " | ".join((useful or lines)[-n:])[:300]
-
-
-def run_child(
-    job: Mapping[str, Any],
-    workdir: Path,
-    *,
-    threads: int,
-    timeout_s: float,
-    on_progress: Any = None,
-) -> dict[str, Any]:
-    """Run one worker job in a fresh interpreter and return its result (or a failure)."""
-    fd, name = tempfile.mkstemp(prefix="job-", suffix=".json", dir=workdir)
-    os.close(fd)
-    job_path = Path(name)
-    out_path = job_path.with_suffix(".out.json")
-    err_path = job_path.with_suffix(".err")
-    job_path.write_text(json.dumps({**job, "out": str(out_path)}))
-    cmd = [sys.executable, "-m", "albert_edge.bench.worker", str(job_path)]
-    timed_out = threading.Event()
-    with open(err_path, "wb") as err:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            env=_child_env(threads),
-            text=True,
-            stdin=subprocess.DEVNULL,
-        )
-
-        def kill() -> None:  # a hung child prints nothing, so the deadline needs a timer
-            timed_out.set()
-            proc.kill()
-
-        timer = threading.Timer(timeout_s, kill)
-        timer.start()
-        assert proc.stdout is not None
-        try:
-            for line in proc.stdout:
-                if line.startswith(PROGRESS_PREFIX) and on_progress is not None:
-                    on_progress(json.loads(line[len(PROGRESS_PREFIX) :]))
-            proc.wait()
-        finally:
-            timer.cancel()
-            proc.stdout.close()
-            if proc.poll() is None:  # interrupted (Ctrl-C): leave no orphan behind
-                proc.kill()
-                proc.wait()
-    if timed_out.is_set():
-        return {"status": "failed", "reason": f"timed out after {timeout_s:.0f} s", "shapes": []}
-    if proc.returncode != 0 or not out_path.is_file():
-        tail = _tail(err_path)
-        return {
-            "status": "failed",
-            "reason": f"worker {_describe_exit(proc.returncode)}" + (f": {tail}" if tail else ""),
-            "shapes": [],
-        }
-    result: dict[str, Any] = json.loads(out_path.read_text())
-    return result
 
 
 def _as_target(t: str | Path | Target | None) -> Target:
@@ -367,34 +266,19 @@ def bench(
     fix the counts; otherwise the adaptive :data:`DEFAULT_POLICY` (or ``policy``) decides.
     ``rows_path``: a JSON Lines log each row is appended to as soon as it is measured; a
     run with the same settings resumes from it (see :mod:`albert_edge.bench.rowlog`).
-    ``rounds`` > 1 splits ``runs`` into that many passes over every target in turn and
-    pools their samples: on a small noisy machine, load that comes and goes then hits
-    every artifact alike instead of whichever row was being timed (one child process per
-    artifact and round; rows measured one after another drifted by up to 1.6x here).
+    ``rounds`` > 1 splits ``runs`` into that many interleaved passes and pools their
+    samples: every (target, backend, threads) stays loaded in its own child, and each pass
+    visits every shape of every one in turn, the order rotating (see
+    :mod:`albert_edge.bench.interleave`), so that load which comes and goes hits every
+    artifact alike instead of whichever row was being timed (rows measured one after
+    another drifted by up to 1.6x on a 2-core VM).
     """
-    if rounds > 1:
-        return _bench_rounds(
-            targets,
-            rounds,
-            runs,
-            dict(
-                backends=backends,
-                batches=batches,
-                seq_lens=seq_lens,
-                threads=threads,
-                warmup=warmup,
-                policy=policy,
-                roofline=roofline,
-                roofline_min_time_s=roofline_min_time_s,
-                data=data,
-                timeout_s=timeout_s,
-                progress=progress,
-            ),
-            keep_samples=keep_samples,
-            rows_path=rows_path,
-        )
     if rounds < 1:
         raise BenchmarkError(f"--rounds must be positive, got {rounds}")
+    if rounds > 1 and runs is None:
+        raise BenchmarkError("--rounds needs a fixed --runs (the adaptive policy decides per run)")
+    if rounds > 1 and rows_path is not None:
+        raise BenchmarkError("--rounds cannot resume from a row log; drop one of the two")
     batches = _check_positive("batch", batches)
     seq_lens = _check_positive("seq-lens", seq_lens)
     threads = _check_positive("threads", threads)
@@ -405,6 +289,9 @@ def bench(
     pol = {**DEFAULT_POLICY, **(policy or {})}
     if runs is not None:
         pol["runs"] = runs
+    visit = dict(pol, runs=max(1, -(-runs // rounds))) if runs is not None else pol
+    if rounds > 1:
+        pol["runs"] = visit["runs"] * rounds
     if warmup is not None:
         pol["warmup"] = warmup
     resolved = [_as_target(t) for t in (targets or (None,))]
@@ -436,7 +323,7 @@ def bench(
                 feeds[(ti, batch, seq)] = str(path)
 
         runnable = [j for j in jobs if j.skip_reason is None]
-        total = sum(len(j.shapes) for j in runnable) + (1 if roofline and runnable else 0)
+        total = sum(len(j.shapes) for j in runnable) * rounds + (1 if roofline and runnable else 0)
         bar = _progress(progress)
         with bar if bar is not None else nullcontext():
             task = bar.add_task("benchmark", total=total) if bar is not None else None
@@ -453,7 +340,22 @@ def bench(
                 advance()
                 if roof.get("gpu_name"):
                     machine["gpu"] = roof["gpu_name"]
-            for job in jobs:
+            if rounds > 1:
+                results.extend(
+                    _measure_rounds(
+                        resolved,
+                        jobs,
+                        feeds,
+                        visit,
+                        rounds,
+                        roof,
+                        work,
+                        timeout_s,
+                        keep_samples,
+                        advance,
+                    )
+                )
+            for job in jobs if rounds == 1 else ():
                 desc = f"{job.target.name} · {job.backend.name} · {job.threads} thr"
                 if log is not None:  # resume: keep what an interrupted run measured
                     kept = _logged_rows(log, job)
@@ -469,26 +371,8 @@ def bench(
                     worker: dict[str, Any] = {"status": "skipped", "reason": job.skip_reason}
                 else:
                     advance(desc, 0)
-                    ti = resolved.index(job.target)
-                    max_pos = (job.target.config or {}).get("max_position_embeddings")
-                    too_long = [
-                        (b, s) for b, s in job.shapes if isinstance(max_pos, int) and s > max_pos
-                    ]
-                    todo = [x for x in job.shapes if x not in too_long]
-                    spec = {
-                        "mode": "bench",
-                        "backend": job.backend.name,
-                        "format": job.target.format,
-                        "device": job.backend.device,
-                        "runner_backend": job.backend.runner_backend,
-                        "target_path": str(job.target.model_file or job.target.path),
-                        "threads": job.threads,
-                        "shapes": [
-                            {"batch": b, "seq_len": s, "feeds": feeds[(ti, b, s)]} for b, s in todo
-                        ],
-                        "policy": pol,
-                        "keep_samples": keep_samples,
-                    }
+                    todo, too_long = _too_long(job)
+                    spec = _spec(job, todo, feeds, resolved.index(job.target), pol, keep_samples)
                     reported: list[Any] = []
 
                     def on_progress(
@@ -515,26 +399,20 @@ def bench(
                     else:
                         worker = {"status": "ok", "shapes": []}
                     advance(desc, len(job.shapes) - len(reported))
-                    for nb, ns in too_long:
-                        worker.setdefault("shapes", []).append(
-                            {
-                                "batch": nb,
-                                "seq_len": ns,
-                                "status": "skipped",
-                                "reason": f"longer than the model's {max_pos} positions",
-                            }
-                        )
+                    worker.setdefault("shapes", []).extend(too_long)
                 built = _build_results(job, worker, roof)
                 results.extend(built)
                 if log is not None:
                     log.append(built)  # complete rows (load time included) win on resume
-    settings = {
+    settings: dict[str, Any] = {
         "batches": list(batches),
         "seq_lens": list(seq_lens),
         "threads": list(threads),
         "policy": pol,
         "inputs": inputs_label,
     }
+    if rounds > 1:
+        settings["rounds"] = rounds
     report = new_report(results, roofline=roof, machine=machine, settings=settings)
     if log is not None and log.resumed:
         report.setdefault("notes", []).append(
@@ -543,65 +421,99 @@ def bench(
     return report
 
 
-def _row_key(r: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (r["artifact"], r["backend"], r["batch"], r["seq_len"], r["threads"])
-
-
-def _bench_rounds(
-    targets: Sequence[str | Path | Target | None],
-    rounds: int,
-    runs: int | None,
-    kwargs: dict[str, Any],
-    *,
+def _spec(
+    job: _Job,
+    todo: Sequence[tuple[int, int]],
+    feeds: Mapping[tuple[int, int, int], str],
+    ti: int,
+    policy: Mapping[str, Any],
     keep_samples: bool,
-    rows_path: str | Path | None,
 ) -> dict[str, Any]:
-    """``rounds`` full passes of :func:`bench`, each with ``runs / rounds`` timed runs, the
-    samples of each row pooled and summarized again (latency, throughput, roofline)."""
-    if runs is None:
-        raise BenchmarkError("--rounds needs a fixed --runs (the adaptive policy decides per run)")
-    if rows_path is not None:
-        raise BenchmarkError("--rounds cannot resume from a row log; drop one of the two")
-    per = max(1, -(-runs // rounds))
-    reports = []
-    for i in range(rounds):
-        kw = dict(kwargs)
-        if i:
-            kw["roofline"] = False  # measured once, in the first round
-        reports.append(bench(targets, runs=per, keep_samples=True, **kw))
-    base = reports[0]
-    pools: dict[tuple[Any, ...], list[float]] = {}
-    failed: set[tuple[Any, ...]] = set()  # one failed round fails the row: no partial stats
-    for rep in reports:
-        for r in rep["results"]:
-            key = _row_key(r)
-            if r.get("status") != "ok" or "samples_ms" not in r:
-                failed.add(key)
-            else:
-                pools.setdefault(key, []).extend(r["samples_ms"])
-    for r in base["results"]:
-        pool = pools.get(_row_key(r), [])
-        if r.get("status") != "ok":
-            continue
-        if _row_key(r) in failed:
-            r.update(status="failed", reason="a later round failed on this row")
-            continue
-        lat = summarize(pool)
-        old_p50 = r["latency_ms"]["p50"]
-        r["latency_ms"] = lat
-        if r.get("throughput_seq_per_s") and lat["p50"] > 0:
-            r["throughput_seq_per_s"] *= old_p50 / lat["p50"]
-        if r.get("gops") and lat["p50"] > 0:
-            r["gops"] *= old_p50 / lat["p50"]
-        if r.get("roofline_bound_ms") and lat["p50"] > 0:
-            r["roofline_fraction"] = r["roofline_bound_ms"] / lat["p50"]
-        if keep_samples:
-            r["samples_ms"] = pool
+    """The worker job that times ``todo`` of ``job``."""
+    return {
+        "mode": "bench",
+        "backend": job.backend.name,
+        "format": job.target.format,
+        "device": job.backend.device,
+        "runner_backend": job.backend.runner_backend,
+        "target_path": str(job.target.model_file or job.target.path),
+        "threads": job.threads,
+        "shapes": [{"batch": b, "seq_len": s, "feeds": feeds[(ti, b, s)]} for b, s in todo],
+        "policy": dict(policy),
+        "keep_samples": keep_samples,
+    }
+
+
+def _too_long(job: _Job) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
+    """The shapes ``job`` can time, and skipped rows for those past the model's positions."""
+    max_pos = (job.target.config or {}).get("max_position_embeddings")
+    todo, skipped = [], []
+    for b, s in job.shapes:
+        if isinstance(max_pos, int) and s > max_pos:
+            skipped.append(
+                {
+                    "batch": b,
+                    "seq_len": s,
+                    "status": "skipped",
+                    "reason": f"longer than the model's {max_pos} positions",
+                }
+            )
         else:
-            r.pop("samples_ms", None)
-    base["settings"]["rounds"] = rounds
-    base["settings"]["policy"]["runs"] = per * rounds
-    return base
+            todo.append((b, s))
+    return todo, skipped
+
+
+def _measure_rounds(
+    resolved: Sequence[Target],
+    jobs: Sequence[_Job],
+    feeds: Mapping[tuple[int, int, int], str],
+    visit: Mapping[str, Any],
+    rounds: int,
+    roof: Mapping[str, Any],
+    work: Path,
+    timeout_s: float,
+    keep_samples: bool,
+    advance: Any,
+) -> list[dict[str, Any]]:
+    """``rounds`` > 1: every job resident in its own child, timed shape by shape in turn
+    with the others (:mod:`albert_edge.bench.interleave`), ``visit["runs"]`` runs a visit."""
+    from albert_edge.bench.interleave import measure_interleaved
+
+    plans = []
+    for job in jobs:
+        todo, skipped = _too_long(job) if job.skip_reason is None else ([], [])
+        plans.append((job, todo, skipped))
+    timed = [(job, todo) for job, todo, _ in plans if job.skip_reason is None and todo]
+    specs = [
+        (_spec(job, todo, feeds, resolved.index(job.target), visit, keep_samples), job.threads)
+        for job, todo in timed
+    ]
+
+    def on_visit(i: int) -> None:
+        job = timed[i][0]
+        advance(f"{job.target.name} · {job.backend.name} · {job.threads} thr")
+
+    workers = measure_interleaved(
+        specs,
+        work,
+        rounds=rounds,
+        policy=visit,
+        timeout_s=timeout_s,
+        keep_samples=keep_samples,
+        on_visit=on_visit,
+    )
+    by_job = {id(job): w for (job, _), w in zip(timed, workers, strict=True)}
+    results: list[dict[str, Any]] = []
+    for job, todo, skipped in plans:
+        worker: dict[str, Any]
+        if job.skip_reason is not None:
+            worker = {"status": "skipped", "reason": job.skip_reason}
+        else:
+            worker = by_job.get(id(job), {"status": "ok", "shapes": []})
+            worker.setdefault("shapes", []).extend(skipped)
+            advance(None, (len(job.shapes) - len(todo)) * rounds)
+        results.extend(_build_results(job, worker, roof))
+    return results
 
 
 def _row_log(

@@ -440,49 +440,34 @@ def preimport(job: Mapping[str, Any]) -> None:
         import executorch.runtime  # noqa: F401
 
 
-def run_bench(job: Mapping[str, Any]) -> dict[str, Any]:
-    import numpy as np
+class _Opened:
+    """A loaded artifact, ready to time shape after shape."""
 
-    warnings.filterwarnings("ignore")
-    result: dict[str, Any] = {"status": "ok", "reason": None, "shapes": []}
-    gpu = job.get("device") in ("cuda", "gpu")
-    t = time.perf_counter()
-    try:
-        preimport(job)
-    except Exception as exc:
-        return {
-            **result,
-            "status": "skipped" if gpu else "failed",
-            "reason": f"cannot import the runtime: {_first_line(exc)}",
-        }
-    result["import_ms"] = (time.perf_counter() - t) * 1e3
-    result["rss_before_load_bytes"] = peak_rss_bytes()
-    t = time.perf_counter()
-    try:
-        run, info = _load(job)
-    except Skip as exc:
-        return {**result, "status": "skipped", "reason": str(exc)}
-    except Exception as exc:
-        status = "skipped" if gpu else "failed"
-        why = "cannot run here" if gpu else "load failed"
-        return {**result, "status": status, "reason": f"{why}: {_first_line(exc)}"}
-    result["load_ms"] = (time.perf_counter() - t) * 1e3
-    prepare = info.pop("prepare")
-    bucket_for = info.pop("bucket_for", None)
-    result["info"] = {k: v for k, v in info.items() if k != "max_seq_len"}
-    max_seq = info.get("max_seq_len")
-    for shape in job["shapes"]:
+    def __init__(self, job: Mapping[str, Any], run: Callable[[Any], Any], info: dict[str, Any]):
+        self.job = job
+        self.run = run
+        self.prepare = info.pop("prepare")
+        self.bucket_for = info.pop("bucket_for", None)
+        self.max_seq = info.get("max_seq_len")
+        self.info = {k: v for k, v in info.items() if k != "max_seq_len"}
+
+    def measure(self, shape: Mapping[str, Any], policy: Mapping[str, Any]) -> dict[str, Any]:
+        """One row: ``shape`` timed under ``policy`` (its samples kept when the job says)."""
+        import numpy as np
+
+        job = self.job
         row: dict[str, Any] = {"batch": shape["batch"], "seq_len": shape["seq_len"]}
-        if max_seq and shape["seq_len"] > max_seq:
-            row.update(status="skipped", reason=f"artifact accepts at most {max_seq} tokens")
-            result["shapes"].append(row)
-            _emit({"done": shape, "row": row})
-            continue
+        if self.max_seq and shape["seq_len"] > self.max_seq:
+            return {
+                **row,
+                "status": "skipped",
+                "reason": f"artifact accepts at most {self.max_seq} tokens",
+            }
         with np.load(shape["feeds"]) as npz:
             feeds = {k: npz[k] for k in npz.files}
         try:
-            inputs = prepare(feeds)
-            timing = time_runs(functools.partial(run, inputs), job["policy"])
+            inputs = self.prepare(feeds)
+            timing = time_runs(functools.partial(self.run, inputs), policy)
         except Exception as exc:
             row.update(status="failed", reason=f"inference failed: {_first_line(exc)}")
         else:
@@ -495,16 +480,80 @@ def run_bench(job: Mapping[str, Any]) -> dict[str, Any]:
             )
             if job.get("keep_samples"):
                 row["samples_ms"] = timing["samples_ms"]
-        if bucket_for is not None and row.get("status") == "ok":
-            row["effective_seq_len"] = int(bucket_for(shape["seq_len"]))
+        if self.bucket_for is not None and row.get("status") == "ok":
+            row["effective_seq_len"] = int(self.bucket_for(shape["seq_len"]))
         row["peak_rss_bytes"] = peak_rss_bytes()
         if job["format"] == "checkpoint" and job["backend"].startswith("torch-cuda"):
             import torch
 
             row["peak_gpu_bytes"] = int(torch.cuda.max_memory_allocated())
             torch.cuda.reset_peak_memory_stats()
+        return row
+
+
+def _open(job: Mapping[str, Any]) -> tuple[dict[str, Any], _Opened | None]:
+    """Import the runtime and load the artifact: the result header (import/load cost,
+    runtime info, or why it cannot run) and the opened artifact, or None."""
+    warnings.filterwarnings("ignore")
+    result: dict[str, Any] = {"status": "ok", "reason": None, "shapes": []}
+    gpu = job.get("device") in ("cuda", "gpu")
+    t = time.perf_counter()
+    try:
+        preimport(job)
+    except Exception as exc:
+        return {
+            **result,
+            "status": "skipped" if gpu else "failed",
+            "reason": f"cannot import the runtime: {_first_line(exc)}",
+        }, None
+    result["import_ms"] = (time.perf_counter() - t) * 1e3
+    result["rss_before_load_bytes"] = peak_rss_bytes()
+    t = time.perf_counter()
+    try:
+        run, info = _load(job)
+    except Skip as exc:
+        return {**result, "status": "skipped", "reason": str(exc)}, None
+    except Exception as exc:
+        status = "skipped" if gpu else "failed"
+        why = "cannot run here" if gpu else "load failed"
+        return {**result, "status": status, "reason": f"{why}: {_first_line(exc)}"}, None
+    result["load_ms"] = (time.perf_counter() - t) * 1e3
+    opened = _Opened(job, run, info)
+    result["info"] = opened.info
+    return result, opened
+
+
+def run_bench(job: Mapping[str, Any]) -> dict[str, Any]:
+    result, opened = _open(job)
+    if opened is None:
+        return result
+    for shape in job["shapes"]:
+        row = opened.measure(shape, job["policy"])
         result["shapes"].append(row)
         _emit({"done": shape, "row": row})  # the parent logs it at once
+    return result
+
+
+def serve_bench(job: Mapping[str, Any]) -> dict[str, Any]:
+    """Resident mode, for interleaved rounds (:mod:`albert_edge.bench.interleave`): load
+    once, emit ``{"ready": header}``, then answer each stdin line ``{"shape": i, "policy":
+    {...}}`` with ``{"row": row}`` (samples kept) until ``quit`` or end of input.
+
+    Why resident: a fresh child per visit would pay the import and load (seconds) every
+    time the parent switches artifact; resident, the artifact is timed in short visits
+    that alternate with every other artifact's, at no extra cost."""
+    result, opened = _open(job)
+    _emit({"ready": result})
+    if opened is None:
+        return result
+    for line in sys.stdin:
+        text = line.strip()
+        if not text or text == "quit":
+            break
+        cmd = json.loads(text)
+        shape = job["shapes"][int(cmd["shape"])]
+        row = opened.measure(shape, {**job.get("policy", {}), **cmd.get("policy", {})})
+        _emit({"row": row})
     return result
 
 
@@ -580,7 +629,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     job = json.loads(Path(args[0]).read_text())
     mode = job.get("mode", "bench")
-    runs = {"roofline": run_roofline, "accuracy": run_accuracy, "bench": run_bench}
+    runs = {
+        "roofline": run_roofline,
+        "accuracy": run_accuracy,
+        "bench": run_bench,
+        "serve": serve_bench,
+    }
     result = runs[mode](job)
     out = Path(job["out"])
     tmp = out.with_suffix(".tmp")

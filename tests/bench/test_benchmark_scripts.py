@@ -286,3 +286,73 @@ def test_time_budget_variants_take_out_one_kind_and_still_run(variant: str) -> N
         "mask": np.ones((1, 4), np.int32),
     }
     assert sess.run(None, feeds)[0].shape == (1, 4, 16)
+
+
+def test_skip_layernorm_variants_change_only_the_residual(tmp_path: Path) -> None:
+    """skip_layernorm.py's two copies of a split graph: ``sum3`` moves the constant bias
+    into the residual Sum, ``fused`` writes SkipLayerNormalization back; both compute the
+    same output as the split in ONNX Runtime."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    mod = script("skip_layernorm")
+    rng = np.random.default_rng(0)
+    h = 8
+    inits = [
+        numpy_helper.from_array(rng.standard_normal(h).astype(np.float32), "bias"),
+        numpy_helper.from_array(np.ones(h, np.float32), "g"),
+        numpy_helper.from_array(np.zeros(h, np.float32), "b"),
+    ]
+    nodes = [
+        helper.make_node("Add", ["x", "bias"], ["xb"]),
+        helper.make_node("Sum", ["xb", "s"], ["r"]),
+        helper.make_node("LayerNormalization", ["r", "g", "b"], ["y"], axis=-1, epsilon=1e-5),
+    ]
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, h]) for n in ("x", "s", "y")]
+    graph = helper.make_graph(nodes, "g", io[:2], io[2:], inits)
+    split = tmp_path / "split.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), split)
+
+    assert mod.bias_into_sum(split, tmp_path / "sum3.onnx") == 1
+    assert mod.fuse_back(split, tmp_path / "fused.onnx") == 1
+    sum3 = onnx.load(tmp_path / "sum3.onnx").graph.node
+    assert [n.op_type for n in sum3] == ["Sum", "LayerNormalization"]
+    assert list(sum3[0].input) == ["x", "s", "bias"]
+    fused = onnx.load(tmp_path / "fused.onnx").graph.node
+    assert [n.op_type for n in fused] == ["SkipLayerNormalization"]
+
+    feeds = {k: rng.standard_normal((2, h)).astype(np.float32) for k in ("x", "s")}
+
+    def run(name: str) -> Any:
+        sess = ort.InferenceSession(str(tmp_path / name), providers=["CPUExecutionProvider"])
+        return sess.run(None, feeds)[0]
+
+    for name in ("sum3.onnx", "fused.onnx"):
+        np.testing.assert_allclose(run(name), run("split.onnx"), rtol=1e-5, atol=1e-5)
+
+
+def test_roofline_script_bounds_every_m_at_every_thread_count(tmp_path: Path) -> None:
+    """roofline.py on the tiny config: every weight-GEMM shape measured at both thread
+    counts in int8 and fp32, and the Markdown's bound is flops.weight_gemms at those rates."""
+    import json
+
+    from albert_edge.bench.flops import weight_gemms
+    from albert_edge.bench.roofline import bound_ms
+
+    mod = script("roofline")
+    args = ["--config", "tiny", "--m", "8,16", "--threads", "1,2", "--min-time", "0.01"]
+    assert mod.main([*args, "--no-xnnpack", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "roofline.json").read_text())
+    roof, config = report["roofline"], report["settings"]["config"]
+    for th in (1, 2):
+        for m in (8, 16):
+            for prec in ("int8", "fp32"):
+                got = bound_ms(
+                    roof, weight_gemms(config, m), device="cpu", threads=th, precision=prec
+                )
+                assert got is not None and got > 0, (th, m, prec)
+            b8 = bound_ms(roof, weight_gemms(config, m), device="cpu", threads=th, precision="int8")
+            assert f"| {th} | {m} | {b8:.2f} |" in (tmp_path / "roofline.md").read_text()
+    assert mod.main(["--render", "--out", str(tmp_path)]) == 0
