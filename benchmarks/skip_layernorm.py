@@ -33,6 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("USE_TF", "0")
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from script_report import built, reusable  # noqa: E402
+
 from albert_edge.bench import bench, resolve_target, validate_report, write_outputs  # noqa: E402
 from albert_edge.bench.report import machine_line  # noqa: E402
 
@@ -152,9 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         targets = []
         for prec in PRECISIONS:
             out = a.work / label / prec
-            if not (out / "manifest.json").is_file():
+            if not reusable(out):  # built by this source, or built again
                 opts = ConvertOptions(target="onnx", precision=prec, verify=False, overwrite=True)
                 convert(ckpt, out, opts)
+                built(out)
             split = resolve_target(out)
             assert split.model_file is not None
             fused_file = a.work / label / f"{prec}-fused" / "model.onnx"
@@ -165,6 +170,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"skip_layernorm: {label} {prec}: {n} pairs fused back, {m} biases into the Sum",
                 file=sys.stderr,
             )
+            if not n or not m:  # a copy equal to the split would time nothing
+                print(
+                    f"skip_layernorm: {split.model_file} has no split residual to rewrite "
+                    f"({n} fused back, {m} biases moved); was it built by the split_skip_ln "
+                    "pass? Delete benchmarks/_work/skip_layernorm and run again.",
+                    file=sys.stderr,
+                )
+                return 1
             targets += [
                 split.with_(name=f"{label} {prec} split"),
                 split.with_(name=f"{label} {prec} fused", model_file=fused_file),

@@ -122,8 +122,10 @@ class Resident:
     """A worker in ``serve`` mode: started and loaded by :meth:`start`, then timed shape by
     shape with :meth:`measure`, and stopped by :meth:`close`.
 
-    One deadline covers the child's whole life (``timeout_s``): a hung child is killed,
-    and every later call on it reports the failure instead of blocking the run.
+    ``timeout_s`` bounds each wait on the child (its load, each visit), not its life: a
+    resident child lives through every other artifact's visits too, so a whole-life
+    deadline would grow with the run. A hung child is killed, and every later call on it
+    reports the failure instead of blocking the run.
     """
 
     def __init__(
@@ -148,8 +150,6 @@ class Resident:
                 text=True,
                 bufsize=1,
             )
-        self._timer = threading.Timer(timeout_s, self._kill)
-        self._timer.start()
         self.failure: str | None = None  # why the child stopped answering, once it has
 
     def _kill(self) -> None:
@@ -159,10 +159,15 @@ class Resident:
     def _event(self) -> dict[str, Any] | None:
         """The child's next progress event, or None once it has stopped answering."""
         assert self._proc.stdout is not None
-        for line in self._proc.stdout:  # anything a library prints is skipped
-            if line.startswith(PROGRESS_PREFIX):
-                event: dict[str, Any] = json.loads(line[len(PROGRESS_PREFIX) :])
-                return event
+        timer = threading.Timer(self._timeout_s, self._kill)  # this wait's deadline
+        timer.start()
+        try:
+            for line in self._proc.stdout:  # anything a library prints is skipped
+                if line.startswith(PROGRESS_PREFIX):
+                    event: dict[str, Any] = json.loads(line[len(PROGRESS_PREFIX) :])
+                    return event
+        finally:
+            timer.cancel()
         self._proc.wait()
         if self._timed_out.is_set():
             self.failure = f"timed out after {self._timeout_s:.0f} s"
@@ -209,6 +214,5 @@ class Resident:
             self._proc.kill()
             self._proc.wait()
         finally:
-            self._timer.cancel()
             if self._proc.stdout is not None:
                 self._proc.stdout.close()

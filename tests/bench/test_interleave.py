@@ -141,3 +141,32 @@ def test_bench_rounds_interleave_through_the_harness(tiny_onnx: Path, tmp_path: 
         assert r["load_ms"] > 0 and r["file_bytes"] > 0
     long = [r for r in report["results"] if r["seq_len"] == 100000]
     assert [r["status"] for r in long] == ["skipped", "skipped"]
+
+
+def test_the_deadline_is_per_wait_not_per_life(
+    tiny_onnx: Path, feeds: dict[int, Path], tmp_path: Path
+) -> None:
+    """A child that hangs on a visit (its input is a FIFO nobody writes) is killed after
+    ``timeout_s`` and fails its rows; the healthy child, alive for longer than
+    ``timeout_s`` in all, is not: the deadline bounds each wait, not a resident's life."""
+    import os
+    import time
+
+    from albert_edge.bench.interleave import measure_interleaved
+
+    fifo = tmp_path / "never-written.npz"
+    os.mkfifo(fifo)
+    timeout = 12.0
+    t0 = time.monotonic()
+    hung, healthy = measure_interleaved(
+        [(_spec(tiny_onnx, {8: fifo}), 1), (_spec(tiny_onnx, feeds), 1)],
+        tmp_path,
+        rounds=2,
+        policy=POLICY,
+        timeout_s=timeout,
+        gap_s=0.0,
+    )
+    assert time.monotonic() - t0 > timeout  # the healthy child outlived one deadline
+    assert [r["status"] for r in hung["shapes"]] == ["failed"]
+    assert "timed out after 12 s" in hung["shapes"][0]["reason"]
+    assert [r["status"] for r in healthy["shapes"]] == ["ok", "ok"]
