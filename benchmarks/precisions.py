@@ -289,6 +289,10 @@ def markdown(report: dict[str, Any], seq_lens: Sequence[int]) -> str:
         "stricter) — at W1, and for W2 at the median sentence's length "
         f"({report['settings'].get('w2_median_tokens', '?')} tokens; latency grows with "
         "length, so the median sentence is the one that takes the median time). "
+        "W2 ÷ seq N: W2's median ÷ the sweep's p50 at the median length, the same work "
+        "timed two ways: near 1 on albert-base; above 1 on a sub-millisecond model, where a "
+        "new input shape every sentence costs what the one-shape sweep does not pay, or "
+        "when the machine's slow state hit the W2 pass. "
         "acc: SST-2 dev (872). load / peak RSS: the W1 process's session creation and its "
         "peak resident memory (the Python process with its runtime imported included).",
         "",
@@ -353,7 +357,10 @@ def table_lens(report: dict[str, Any]) -> tuple[int, ...]:
 def w2_vs_sweep(w2: float | None, row: dict[str, Any]) -> str:
     """W2's median ÷ the sweep's p50 at the median sentence's length: the two time the same
     work (the median sentence takes the median time), one over 300 lengths in blocks, one
-    at one length back to back. Near 1 they agree; well above 1, load hit W2's pass."""
+    at one length back to back. Near 1 they agree. Well above 1: either the machine's slow
+    state hit W2's pass (base int8 read 1.39 once, 1.01 when re-timed), or the model is so
+    small that the per-call cost of a new input shape every sentence shows, which the
+    sweep, repeating one shape, does not pay (the tiny model: 1.3-2.1 in every pass)."""
     p50 = (row.get("latency_ms") or {}).get("p50")
     return f"{w2 / p50:.2f}" if w2 and p50 else "—"
 
