@@ -101,26 +101,29 @@ def markdown(report: dict[str, Any]) -> str:
         "with the bias inside the Sum (`Sum(x, skip, bias)`, the form before 2026-11-23). "
         f"Timed interleaved ({report['settings'].get('rounds', 1)} round(s): every file loaded "
         "once, visited in turn at each length). p50 ms at batch 1; a ratio below 1: the "
-        "default split is faster.",
+        "default split is faster. The min columns are the same ratios of the fastest run of "
+        "each: where p50 and min disagree, the machine's slow state (benchmarks/README.md, "
+        '"Stability") landed on the row\'s visits unevenly, and only the min compares.',
         "",
         "| model | precision | threads | seq | fused | sum3 | split | split ÷ fused "
-        "| split ÷ sum3 |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| split ÷ sum3 | split ÷ fused (min) | split ÷ sum3 (min) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     key = lambda r: (r["model"], r["precision_label"], r["threads"], r["seq_len"])  # noqa: E731
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in rows:
         groups.setdefault(key(r), {})[r["graph"]] = r
     for k, group in groups.items():
-        p50 = {g: (group.get(g) or {}).get("latency_ms", {}) or {} for g in GRAPHS}
-        ms = {g: p50[g].get("p50") for g in GRAPHS}
+        lat = {g: (group.get(g) or {}).get("latency_ms") or {} for g in GRAPHS}
 
-        def ratio(other: str, ms: dict[str, Any] = ms) -> str:
-            a, b = ms["split"], ms[other]
+        def ratio(other: str, stat: str = "p50") -> str:
+            a, b = lat["split"].get(stat), lat[other].get(stat)  # noqa: B023
             return f"{a / b:.2f}" if a and b else "—"
 
-        cells = [*map(str, k), *(f"{ms[g]:.2f}" if ms[g] else "—" for g in GRAPHS)]
-        lines.append("| " + " | ".join([*cells, ratio("fused"), ratio("sum3")]) + " |")
+        cells = [*map(str, k)]
+        cells += [f"{lat[g]['p50']:.2f}" if lat[g].get("p50") else "—" for g in GRAPHS]
+        cells += [ratio("fused"), ratio("sum3"), ratio("fused", "min"), ratio("sum3", "min")]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

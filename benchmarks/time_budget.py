@@ -129,8 +129,9 @@ def markdown(report: Mapping[str, Any]) -> str:
         "# Where the ONNX int8 graph's time goes (albert-base, issue 17)",
         "",
         f"Machine: {machine_line(report)}. Threads: {s['threads']}. Measured by "
-        f"`benchmarks/time_budget.py` through `bench()` ({s.get('rounds', 1)} round(s) over "
-        f"the files in turn, {s['policy'].get('runs')} timed runs per row pooled); "
+        f"`benchmarks/time_budget.py` through `bench()` ({s.get('rounds', 1)} interleaved "
+        f"round(s): every file loaded once, the files timed in turn at each length, "
+        f"{s['policy'].get('runs')} timed runs per row pooled); "
         f"{report['created']}. Load average at the end: {s.get('loadavg')}.",
         "",
         "The default `albert-edge convert --precision int8-dynamic` artifact of albert-base "
@@ -173,8 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "_work" / "time_budget")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--runs", type=int, default=30)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--runs", type=int, default=45)
+    p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--seq-lens", default="", help="default: 128 and the median SST-2 length")
     p.add_argument("--render", action="store_true", help="re-render the Markdown from the JSON")
     a = p.parse_args(argv)
