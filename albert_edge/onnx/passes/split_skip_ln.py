@@ -3,12 +3,12 @@
 Why: ONNX Runtime's CPU kernel for its contrib ``SkipLayerNormalization`` is several
 times slower than the two standard ops it fuses. Measured with ORT 1.32 on x86-vnni,
 [1, 128, 768] fp32, one thread: SkipLayerNormalization 0.49 ms, Sum + LayerNormalization
-0.085 ms (two threads 0.25 vs 0.09 ms). ALBERT-base runs it 24 times per inference, so the
-split takes 10 ms off 80 (seq 128) and 35 ms off 400 (seq 512) of the int8 graph at one
-thread (``benchmarks/results/skip_layernorm.md``: 0.75-0.90× on int8, 0.84-0.94× on int4,
-0.95-0.99× on fp32). At two threads on a 2-core machine the sequential bench is within its
-noise (0.9-1.2×); timed interleaved in one process (medians of 200 / 20 runs), the split
-was 0.50-0.97× in 13 of 16 cases, 1.02× twice (tiny, seq 8) and 1.15× once (its min 0.85×). The fusion itself stays: ORT's attention
+0.085 ms (two threads 0.25 vs 0.09 ms). ALBERT-base runs it 24 times per inference.
+On whole models at one thread (``benchmarks/results/skip_layernorm.md``, the split against
+the same file fused back, timed interleaved): albert-base int8 and int4 0.82-0.91×,
+fp32 0.95-0.99×; the tiny model's int8 and int4 0.70-0.83×. At two threads that run's
+fastest-run ratios read 0.60-0.91× on albert-base int8/int4 (its p50s were hit by the VM's slow
+state). The fusion itself stays: ORT's attention
 matcher anchors on SkipLayerNormalization, so the split runs after it.
 
 Why ``Sum`` for the residual: at session load (``ORT_ENABLE_ALL``, every client's
