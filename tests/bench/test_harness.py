@@ -145,16 +145,21 @@ def test_failed_load_is_reported_not_raised(tmp_path: Path, tiny_onnx: Path) -> 
     assert r["latency_ms"] is None and r["gops"] is None
 
 
-def test_rounds_pool_every_round_s_samples(tiny_onnx: Path) -> None:
-    """rounds=3, runs=6: three passes of 2 timed runs each, one row per shape whose
-    statistics are those of the 6 pooled samples."""
+def test_rounds_pool_every_round_s_samples(tiny_onnx: Path, tmp_path: Path) -> None:
+    """rounds=3, runs=6, two artifacts timed interleaved: one row per artifact and shape
+    whose statistics are those of the 6 pooled samples, sizes and load time filled as in
+    a sequential run, and a shape past the model's positions skipped."""
+    import shutil
+
     from albert_edge.bench import bench
     from albert_edge.bench.worker import summarize
 
+    other = tmp_path / "copy"
+    shutil.copytree(tiny_onnx.parent, other)
     report = bench(
-        [tiny_onnx],
+        [tiny_onnx, other / "model.onnx"],
         backends=["ort-cpu"],
-        seq_lens=(8, 16),
+        seq_lens=(8, 16, 100000),
         threads=(1,),
         runs=6,
         warmup=0,
@@ -165,10 +170,14 @@ def test_rounds_pool_every_round_s_samples(tiny_onnx: Path) -> None:
     )
     assert validate_report(report) == []
     assert report["settings"]["rounds"] == 3 and report["settings"]["policy"]["runs"] == 6
-    assert len(report["results"]) == 2
-    for r in report["results"]:
+    timed = [r for r in report["results"] if r["seq_len"] != 100000]
+    assert len(timed) == 4
+    for r in timed:
         assert r["status"] == "ok" and len(r["samples_ms"]) == 6
         assert r["latency_ms"] == summarize(r["samples_ms"])
+        assert r["load_ms"] > 0 and r["file_bytes"] > 0
+    long = [r["status"] for r in report["results"] if r["seq_len"] == 100000]
+    assert long == ["skipped", "skipped"]
 
 
 @pytest.mark.parametrize(

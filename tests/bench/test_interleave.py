@@ -110,39 +110,6 @@ def test_a_child_that_dies_fails_only_its_own_rows(
     assert broken["shapes"] == []
 
 
-def test_bench_rounds_interleave_through_the_harness(tiny_onnx: Path, tmp_path: Path) -> None:
-    """bench(rounds=2) with two artifacts: every row pooled from both rounds, sizes and
-    load time filled as in a sequential run, a shape past the model's positions skipped."""
-    import shutil
-
-    from albert_edge.bench import bench
-    from albert_edge.bench.schema import validate_report
-
-    other = tmp_path / "copy"
-    shutil.copytree(tiny_onnx.parent, other)
-    report = bench(
-        [tiny_onnx, other / "model.onnx"],
-        backends=["ort-cpu"],
-        seq_lens=(8, 100000),
-        threads=(1,),
-        runs=4,
-        warmup=0,
-        roofline=False,
-        progress=False,
-        keep_samples=True,
-        rounds=2,
-    )
-    assert validate_report(report) == []
-    assert report["settings"]["rounds"] == 2 and report["settings"]["policy"]["runs"] == 4
-    ok = [r for r in report["results"] if r["seq_len"] == 8]
-    assert len(ok) == 2
-    for r in ok:
-        assert r["status"] == "ok" and len(r["samples_ms"]) == 4
-        assert r["load_ms"] > 0 and r["file_bytes"] > 0
-    long = [r for r in report["results"] if r["seq_len"] == 100000]
-    assert [r["status"] for r in long] == ["skipped", "skipped"]
-
-
 def test_the_deadline_is_per_wait_not_per_life(
     tiny_onnx: Path, feeds: dict[int, Path], tmp_path: Path
 ) -> None:
