@@ -9,6 +9,7 @@ parent asks for, visit after visit, so that several artifacts can be timed in tu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -214,5 +215,7 @@ class Resident:
             self._proc.kill()
             self._proc.wait()
         finally:
-            if self._proc.stdout is not None:
-                self._proc.stdout.close()
+            for pipe in (self._proc.stdin, self._proc.stdout):
+                if pipe is not None and not pipe.closed:
+                    with contextlib.suppress(OSError):  # a dead child's stdin
+                        pipe.close()
