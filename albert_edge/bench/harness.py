@@ -289,11 +289,12 @@ def bench(
     pol = {**DEFAULT_POLICY, **(policy or {})}
     if runs is not None:
         pol["runs"] = runs
+    if warmup is not None:
+        pol["warmup"] = warmup
+    # one visit of an interleaved round: its share of the runs, the same warm-up
     visit = dict(pol, runs=max(1, -(-runs // rounds))) if runs is not None else pol
     if rounds > 1:
         pol["runs"] = visit["runs"] * rounds
-    if warmup is not None:
-        pol["warmup"] = warmup
     resolved = [_as_target(t) for t in (targets or (None,))]
     requested = list(backends) if backends else None
     shapes = sorted(((b, s) for b in batches for s in seq_lens), key=lambda x: (x[0] * x[1], x))

@@ -176,6 +176,7 @@ def test_rounds_pool_every_round_s_samples(tiny_onnx: Path, tmp_path: Path) -> N
         assert r["status"] == "ok" and len(r["samples_ms"]) == 6
         assert r["latency_ms"] == summarize(r["samples_ms"])
         assert r["load_ms"] > 0 and r["file_bytes"] > 0
+        assert r["warmup_runs"] == 0  # --warmup holds for every visit
     long = [r["status"] for r in report["results"] if r["seq_len"] == 100000]
     assert long == ["skipped", "skipped"]
 
