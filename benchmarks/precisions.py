@@ -14,13 +14,13 @@ seq-128 signature, quantized by ai-edge-quantizer's ``dynamic_wi8_afp32`` recipe
 - size ÷ floor (floor = unique parameters of the checkpoint × bytes per parameter at
   the precision, as ``albert-edge inspect`` computes it);
 - W1: p50 at batch 1, sequence 128, and p50 at every ``--seq-lens`` (8 … 512), via
-  :func:`albert_edge.bench.bench` (one child process per artifact), with the
+  :func:`albert_edge.bench.bench` (``--rounds`` interleaved passes), with the
   roofline fraction (``albert_edge/bench/roofline.py``: the time the weight GEMMs take
   at the best measured rate of each exact shape, torch, ORT and XNNPACK kernels, ÷ the
   latency; W2's at the median sentence length);
 - W2: median latency over ``--w2`` real SST-2 dev sentences each at its own token
   length (no padding; TFLite pads to its smallest signature that fits), every artifact
-  in its own resident process, timed sentence by sentence in turn (:func:`w2_latencies`
+  in its own resident process, timed in turn block by block (:func:`w2_latencies`
   says why);
 - SST-2 dev accuracy (872 sentences) of each artifact and of the checkpoint.
 
@@ -281,7 +281,7 @@ def markdown(report: dict[str, Any], seq_lens: Sequence[int]) -> str:
         "precision). W1: batch 1, seq 128, p50. W2: median over "
         f"{report['settings'].get('w2_sentences')} SST-2 dev sentences at their own length "
         f"({report['settings'].get('w2_rounds', 1)} pass(es); each sentence run by every "
-        "artifact in turn, a resident process per artifact). roof: the roofline bound ÷ the latency, where the "
+        "artifact in turn, in blocks of 10, a resident process per artifact). roof: the roofline bound ÷ the latency, where the "
         "bound is the time the model's weight GEMMs (embedding projection, Q/K/V/output, "
         "FFN in and out, each as often as it runs) take at this machine's best measured "
         "rate on each exact shape (int8 for int precisions, fp32 otherwise; torch, ORT and "
