@@ -9,9 +9,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-# torch==2.13.0 resolves to the CPU wheel on this machine's disk (see README).
+# pyproject.toml states ranges; .ci/constraints.txt pins the exact versions CI tests
+# (torch 2.13.0+cpu: the CPU wheel on this machine's disk, transformers 4.57.6, ...).
 # Every extra (TFLite, peers, plots): the README's commands use all of them.
-.venv/bin/python -m pip install --quiet -e '.[all,dev]'
+.venv/bin/python -m pip install --quiet -c .ci/constraints.txt -e '.[all,dev]'
 
 # Java tests of android_demo/albert-core: javac + JUnit 4 from Debian (no network build tool).
 if ! command -v javac >/dev/null 2>&1 || [ ! -f /usr/share/java/junit4.jar ]; then

@@ -8,5 +8,9 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} TF_CPP_MIN_LOG_LEVEL=2 PYTHONDONTWR
 .venv/bin/mypy
 # Layering: the import-linter contract in pyproject.toml, and no module import cycles.
 .venv/bin/lint-imports
-.venv/bin/python benchmarks/import_graph.py --check
+.venv/bin/python tools/import_graph.py --check
+# The docs site builds with every link checked (mkdocs.yml: strict); the site is thrown away.
+site=$(mktemp -d)
+trap 'rm -rf "$site"' EXIT
+.venv/bin/mkdocs build --strict --quiet --site-dir "$site"
 .venv/bin/python -m pytest -q -n 2 --durations=15 "$@"

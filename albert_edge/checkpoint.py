@@ -127,7 +127,7 @@ def load_checkpoint(path: str | Path | None = None) -> Checkpoint:
     if is_tf1_checkpoint(p) and not (p.is_dir() and (p / "config.json").is_file()):
         from converters.tf1_checkpoint import load_tf1_checkpoint
 
-        return load_tf1_checkpoint(p)
+        return check_finite(load_tf1_checkpoint(p))
     if not p.exists():
         raise CheckpointError(
             f"{p}: no such file or directory; pass an ALBERT checkpoint directory"
@@ -169,6 +169,34 @@ def load_checkpoint(path: str | Path | None = None) -> Checkpoint:
         spiece_model=spiece if spiece.is_file() else None,
         do_lower_case=do_lower_case,
     )
+    if (p / "truncation.json").is_file():  # written by albert_edge.depth; convert records it
+        ckpt.extra_files["truncation"] = p / "truncation.json"
     if ckpt.spiece_model is not None:
         ckpt.tokenizer().check_vocab_size(config.vocab_size, config_path)
+    return check_finite(ckpt, weights)
+
+
+def check_finite(ckpt: Checkpoint, weights: Path | None = None) -> Checkpoint:
+    """``ckpt``, or a :class:`CheckpointError` naming the first tensor with a NaN or Inf.
+
+    Why at load: a non-finite weight converts without complaint (ONNX and TFLite store
+    it as written), and then either verify blames "a conversion bug" or, when the random
+    grid never meets that row, text that does meet it gives NaN logits whose equal argmax
+    reads as agreement. The checkpoint is where the fault is, so that is what to name.
+    """
+    import torch
+
+    for name, tensor in ckpt.model.state_dict().items():
+        if not tensor.is_floating_point():
+            continue
+        bad = ~torch.isfinite(tensor)
+        if bool(bad.any()):
+            count = int(bad.sum())
+            first = [int(i) for i in torch.nonzero(bad)[0].tolist()]
+            value = float(tensor[tuple(first)])
+            raise CheckpointError(
+                f"{weights or ckpt.path}: tensor {name} holds {count} non-finite value(s) "
+                f"({value} at index {first}); the checkpoint is damaged or its training "
+                "diverged: restore or re-train it"
+            )
     return ckpt

@@ -7,14 +7,23 @@ Errors the user can fix are :class:`AlbertEdgeError`: printed as one line, exit 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
+import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from albert_edge.environment import quiet_frameworks
-from albert_edge.errors import AlbertEdgeError
+from albert_edge.environment import native_stderr_filtered, quiet_frameworks
+from albert_edge.errors import AlbertEdgeError, Interrupted
+from albert_edge.options import (
+    INT32_MAX,
+    INT64_MAX,
+    ONNX_PRECISIONS,
+    TFLITE_PRECISIONS,
+    thread_count,
+)
 from albert_edge.options import int_at_least as _at_least
 
 
@@ -27,11 +36,26 @@ def _ints(text: str) -> tuple[int, ...]:
         ) from None
     if not values or min(values) < 1:  # sizes, lengths and thread counts: >= 1 each
         raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
+    if max(values) > INT64_MAX:  # no tensor dimension holds more
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers <= {INT64_MAX}, got {text[:40]!r}"
+        )
+    return values
+
+
+def _thread_counts(text: str) -> tuple[int, ...]:
+    """bench --threads: comma-separated counts, each within :func:`thread_count`'s cap."""
+    values = _ints(text)
+    for v in values:
+        thread_count(str(v))
     return values
 
 
 def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, default=str))
+    """Strict JSON (no NaN/Infinity: ``null``, and ``non_finite`` says why)."""
+    from albert_edge.manifest import dumps_strict
+
+    print(dumps_strict(data, indent=2, default=str))
 
 
 # --- convert -------------------------------------------------------------------------
@@ -88,7 +112,7 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
         default=256,
         help="int4 (and int4 embedding) quantization block size, a power of two >= 16, per "
         "weight halved until it divides K (default: %(default)s, chosen by "
-        "benchmarks/int4_floor.py)",
+        "benchmarks/studies/int4_floor.py)",
     )
     p.add_argument(
         "--int4-kernel",
@@ -159,8 +183,8 @@ def _add_convert(sub: Any) -> None:
     p.add_argument(
         "--precision",
         default=None,
-        help="onnx: fp32|fp16|int8-dynamic|int8-static|int4; "
-        "tflite: fp32|fp16|int8-dynamic|int8-full (default fp32; fp16 with --target gpu)",
+        help=f"onnx: {{{','.join(ONNX_PRECISIONS)}}}; tflite: {{{','.join(TFLITE_PRECISIONS)}}} "
+        "(default fp32; fp16 with --target gpu)",
     )
     p.add_argument(
         "--optimize",
@@ -193,6 +217,10 @@ def _add_convert(sub: Any) -> None:
         "--overwrite", action="store_true", help="replace the output directory if it exists"
     )
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    from albert_edge.depth.command import add_depth_flags, add_rule_flags
+
+    add_depth_flags(p)  # --depth K|auto --depth-search DIR --exit-head (docs/depth.md)
+    add_rule_flags(p)
     _add_quiet(p)
     p.set_defaults(run=_run_convert)
 
@@ -214,6 +242,14 @@ def _run_convert(a: argparse.Namespace) -> int:
         # --target gpu picks the accelerator, not an int8 CPU recipe.
         **{**_quantization_options(a), **({"runs_on": "portable"} if a.runs_on == "gpu" else {})},
     )
+    if a.depth is not None or a.depth_search is not None:
+        from albert_edge.depth.command import run_convert_at_depth
+
+        return _report_manifest(a, run_convert_at_depth(a, options))
+    if options.target == "onnx" and options.precision not in ("fp32", "fp16"):
+        from albert_edge.onnx.quantize import check_options
+
+        check_options(options)  # e.g. int8-static without --calibration: before the load
     return _report_manifest(a, convert(a.checkpoint, a.output, options))
 
 
@@ -223,7 +259,11 @@ def _run_convert(a: argparse.Namespace) -> int:
 def _add_quantize(sub: Any) -> None:
     p = sub.add_parser("quantize", help="quantize an fp32 ONNX artifact")
     p.add_argument("model", type=Path, help="model.onnx (or its artifact directory)")
-    p.add_argument("--precision", required=True, help="int8-dynamic|int8-static|int4|fp16")
+    p.add_argument(
+        "--precision",
+        required=True,
+        help=f"one of {{{','.join(p for p in ONNX_PRECISIONS if p != 'fp32')}}}",
+    )
     p.add_argument(
         "-o", "--output", required=True, type=Path, help="new artifact directory to write"
     )
@@ -288,7 +328,10 @@ def _add_verify(sub: Any) -> None:
         help="comma-separated sequence lengths of the output grid (default: 1, 16, max)",
     )
     p.add_argument(
-        "--threads", type=_at_least(1), default=2, help="runtime and PyTorch threads (default: 2)"
+        "--threads",
+        type=thread_count,
+        default=2,
+        help="runtime and PyTorch threads (default: 2; at most 4 per usable CPU)",
     )
     p.add_argument(
         "--max-examples",
@@ -405,13 +448,17 @@ def _run_inspect(a: argparse.Namespace) -> int:
 
 
 def _add_bench(sub: Any) -> None:
+    from albert_edge.bench.targets import BACKENDS
+
     p = sub.add_parser("bench", help="size, latency and memory of artifacts and checkpoints")
     p.add_argument("targets", nargs="*", help="artifacts or checkpoints (default: embedded)")
     p.add_argument(
         "--backend",
         action="append",
         default=None,
-        help="repeatable; default: every backend that can run each target",
+        # not argparse choices: an unknown name gets bench's own one-line error
+        help=f"repeatable, one of {{{', '.join(BACKENDS)}}} (default: every backend that can "
+        "run each target)",
     )
     p.add_argument(
         "--batch", type=_ints, default=(1,), help="comma-separated batch sizes (default: 1)"
@@ -423,7 +470,10 @@ def _add_bench(sub: Any) -> None:
         help="comma-separated sequence lengths (default: 128)",
     )
     p.add_argument(
-        "--threads", type=_ints, default=(2,), help="comma-separated thread counts (default: 2)"
+        "--threads",
+        type=_thread_counts,
+        default=(2,),
+        help="comma-separated thread counts (default: 2; each at most 4 per usable CPU)",
     )
     p.add_argument("--runs", type=_at_least(1), default=None, help="timed runs per shape")
     p.add_argument(
@@ -449,9 +499,22 @@ def _add_bench(sub: Any) -> None:
     p.add_argument(
         "--recommend",
         action="store_true",
-        help="convert the checkpoint to every candidate, verify, time, and say which to ship",
+        help="convert the checkpoint to every candidate, verify, time them interleaved "
+        "(--rounds, default 12; --runs per candidate and length, default 8 a round) and say "
+        "which to ship",
     )
-    p.add_argument("--data", type=Path, default=None, help="--recommend: SST-2 style .tsv")
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="--recommend: SST-2 style .tsv; half (seeded) chooses, the other half reports",
+    )
+    p.add_argument(
+        "--report-data",
+        type=Path,
+        default=None,
+        help="--recommend: report accuracy on this .tsv instead (all of --data then chooses)",
+    )
     p.add_argument("--candidates", default=None, help="--recommend: e.g. onnx:int8-dynamic,...")
     p.add_argument("--work-dir", type=Path, default=None, help="--recommend: keep artifacts here")
     p.set_defaults(run=_run_bench)
@@ -506,7 +569,7 @@ def _add_export_triton(sub: Any) -> None:
     )
     p.add_argument(
         "--max-batch-size",
-        type=_at_least(0),
+        type=_at_least(0, INT32_MAX),  # config.pbtxt's max_batch_size is a protobuf int32
         default=8,
         help="Triton max_batch_size with dynamic batching; 0 disables batching (default: 8)",
     )
@@ -565,19 +628,144 @@ def build_parser() -> argparse.ArgumentParser:
         add(sub)
     _add_export_triton(sub)
     _add_train(sub)
+    from albert_edge.depth.command import add_parser as _add_depth
+
+    _add_depth(sub, _add_quiet)
     return parser
 
 
+# Repeatable list flags: a value given twice is run once, and the user is told so.
+_LIST_FLAGS = (
+    ("batch_sizes", "--batch-sizes"),
+    ("seq_lens", "--seq-lens"),
+    ("batch", "--batch"),
+    ("threads", "--threads"),
+)
+
+
+def _drop_duplicates(args: argparse.Namespace) -> None:
+    for attr, flag in _LIST_FLAGS:
+        values = getattr(args, attr, None)
+        if isinstance(values, tuple) and len(set(values)) < len(values):
+            kept = tuple(dict.fromkeys(values))
+            setattr(args, attr, kept)
+            print(  # not progress: said even with --quiet, the run differs from the ask
+                f"albert-edge {args.command}: note: {flag} lists a value twice; running "
+                f"{','.join(map(str, kept))} once each",
+                file=sys.stderr,
+            )
+
+
+def _preflight(args: argparse.Namespace) -> None:
+    """Everything that can be checked before anything loads (issue 26: refusals came after
+    minutes of work): the working directory, output names, existing outputs, repeats."""
+    from albert_edge.errors import WorkingDirectoryError
+    from albert_edge.io import check_name_fits, check_output
+
+    try:
+        os.getcwd()
+    except OSError:  # deleted under the shell: torch and MKL die later with a fatal error
+        raise WorkingDirectoryError(
+            "the current directory no longer exists (deleted or moved while the shell "
+            "was in it); cd to an existing directory and run again"
+        ) from None
+    if args.command in ("convert", "quantize"):
+        source = args.checkpoint if args.command == "convert" else args.model
+        check_name_fits(args.output)
+        inputs = [Path(source)] if source is not None else []
+        check_output(args.output, overwrite=args.overwrite, inputs=inputs)
+    elif args.command == "train":
+        check_name_fits(args.out)
+    elif args.command == "export-triton":
+        check_name_fits(args.output / (args.name or "model"), "-o / --name")
+    elif args.command == "bench":
+        for flag, path in (
+            ("--json", args.json_out),
+            ("--markdown", args.markdown),
+            ("--plot", args.plot),
+            ("--work-dir", args.work_dir),
+        ):
+            if path is not None:  # --json streams rows to JSON.rows.jsonl beside it
+                check_name_fits(path, flag, ".rows.jsonl" if flag == "--json" else "")
+    _drop_duplicates(args)
+    _read_text_inputs(args)
+
+
+def _read_text_inputs(args: argparse.Namespace) -> None:
+    """Read the small text inputs now, so that a missing, binary, UTF-16 or label-less
+    file is refused in the first second, not after the model loaded (they are read again
+    where they are used: a few milliseconds)."""
+    from albert_edge.data import load_calibration_texts, read_sst2
+
+    if getattr(args, "calibration", None) is not None and args.command in ("convert", "quantize"):
+        load_calibration_texts(args.calibration, args.num_calibration)
+    if getattr(args, "data", None) is not None and args.command in ("verify", "bench"):
+        read_sst2(args.data)
+    if args.command == "train":
+        for tsv in (args.train, args.dev):
+            read_sst2(tsv, labels=range(2))
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP stop a run as Ctrl-C does (issue 26): all three raise
+    :class:`Interrupted` (a ``KeyboardInterrupt``), so every ``finally`` removes its temp
+    directory, lock and scratch and kills bench children; one that arrives while such a
+    name is being created waits until its clean-up covers it
+    (:func:`albert_edge.io.signals_held`). A signal the caller ignores (``nohup``, a
+    background job's SIGINT) stays ignored; repeated SIGTERM/SIGHUP during the clean-up
+    are ignored."""
+    from albert_edge.io import STOP_SIGNALS, stop_or_defer
+
+    def handler(signum: int, frame: Any) -> None:
+        stop_or_defer(signum)
+
+    saved: dict[signal.Signals, Any] = {}
+    for sig in STOP_SIGNALS:
+        with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
+            if signal.getsignal(sig) != signal.SIG_IGN:
+                saved[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, previous in saved.items():
+            signal.signal(sig, previous)
+
+
+def _stopped(command: str, exc: KeyboardInterrupt) -> int:
+    signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
+    with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+        print(
+            f"albert-edge{command}: stopped by {signal.Signals(signum).name}; temp files and "
+            "lock removed, nothing half-written (the output is as it was, or complete)",
+            file=sys.stderr,
+        )
+    return 128 + signum
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    quiet_frameworks()
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    command = ""
+    with _signals_interrupt():
+        try:
+            quiet_frameworks()
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            command = f" {args.command}"
+            return _run(args)
+        except KeyboardInterrupt as exc:
+            return _stopped(command, exc)
+
+
+def _run(args: argparse.Namespace) -> int:
     from albert_edge.io import run_scratch
     from albert_edge.progress import set_enabled
 
     set_enabled(not getattr(args, "quiet", False))
     try:
-        with run_scratch():
+        _preflight(args)
+        # -q: also drop TensorFlow/LiteRT/absl start-up lines, the children's included
+        quiet = getattr(args, "quiet", False)
+        with run_scratch(), native_stderr_filtered() if quiet else contextlib.nullcontext():
             code: int = args.run(args)
         return code
     except AlbertEdgeError as exc:
@@ -591,9 +779,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    except KeyboardInterrupt:
-        print("albert-edge: interrupted", file=sys.stderr)
-        return 130
 
 
 if __name__ == "__main__":

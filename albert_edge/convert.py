@@ -28,6 +28,22 @@ def copy_tokenizer_files(
     return files
 
 
+def read_truncation(path: Path) -> dict[str, Any]:
+    """The ``truncation.json`` an ``albert-edge depth`` truncated checkpoint carries: the
+    manifest's ``depth`` (k of L, groups kept, source, how the depth was chosen)."""
+    import json
+
+    from albert_edge.errors import CheckpointError
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{path}: not valid JSON ({exc}); truncate the model again") from None
+    if not isinstance(data, dict) or not isinstance(data.get("layers"), int):
+        raise CheckpointError(f"{path}: not a truncation record; truncate the model again")
+    return data
+
+
 def convert(
     checkpoint: str | Path | Checkpoint | None,
     output: str | Path,
@@ -58,6 +74,8 @@ def convert(
 
             manifest = convert_tflite(ckpt, tmp, options)
         manifest.setdefault("files", []).extend(files)
+        if "truncation" in ckpt.extra_files:  # a depth-truncated model: how, from what, why
+            manifest["depth"] = read_truncation(ckpt.extra_files["truncation"])
         from albert_edge.modelcard import write_model_card
 
         manifest["files"].append("README.md")

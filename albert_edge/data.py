@@ -13,17 +13,32 @@ class DataError(AlbertEdgeError):
 
 
 def _read_text(path: Path, what: str) -> str:
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory, not a {what} file; pass a .tsv or .txt file")
     if not path.is_file():
         raise DataError(f"{path}: {what} file not found; pass an existing .tsv or .txt file")
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except PermissionError:
+        raise DataError(f"{path}: permission denied; make the {what} file readable") from None
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # before the NUL test: UTF-16 has NULs
+        raise DataError(
+            f"{path}: {what} file is UTF-16 text (byte-order mark {raw[:2].hex(' ')}); "
+            "re-save it as UTF-8"
+        )
     if b"\x00" in raw[:4096]:
         raise DataError(
             f"{path}: {what} file is binary, not text; pass a .tsv or .txt of sentences"
         )
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: {what} file is not UTF-8 text; re-save it as UTF-8") from None
+        # utf-8-sig: a UTF-8 byte-order mark (Excel, Notepad) is read past, not taken for
+        # part of the first column's name (issue 26: "no 'label' column" for a BOM)
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"{path}: {what} file is not UTF-8 text (byte {exc.start}: "
+            f"{raw[exc.start : exc.start + 1].hex()}); re-save it as UTF-8"
+        ) from None
     if not text.strip():
         raise DataError(f"{path}: {what} file is empty; it needs at least one sentence")
     return text
@@ -32,11 +47,13 @@ def _read_text(path: Path, what: str) -> str:
 _TEXT_COLUMNS = ("sentence", "content", "text", "sentence1")
 
 
-def read_sst2(path: str | Path) -> list[tuple[int, str]]:
+def read_sst2(path: str | Path, labels: range | None = None) -> list[tuple[int, str]]:
     """Labelled sentences from a GLUE SST-2 style file: header row, ``label<TAB>sentence``.
 
     Columns are found by header name, so GLUE's ``sentence<TAB>label`` order and copies
-    that call the text column ``content`` or ``text`` read the same.
+    that call the text column ``content`` or ``text`` read the same. ``labels``: the class
+    ids the caller's model has (``range(2)`` for SST-2); a row outside it is refused with
+    its line number instead of failing deep inside a loss function.
     """
     p = Path(path)
     text = _read_text(p, "data")
@@ -44,9 +61,12 @@ def read_sst2(path: str | Path) -> list[tuple[int, str]]:
     header = [h.strip().lower() for h in rows[0]]
     text_cols = [i for i, h in enumerate(header) if h in _TEXT_COLUMNS]
     if "label" not in header or not text_cols:
+        found = ", ".join(repr(h[:30]) for h in header[:6]) or "nothing"
+        first = rows[0][0] if rows[0] else ""
+        sep = " (comma separated? it must be tab separated)" if "," in first else ""
         raise DataError(
             f"{p}: expected a header with a 'label' column and a 'sentence' (or 'content'/'text') "
-            "column, tab separated, as in GLUE SST-2"
+            f"column, tab separated, as in GLUE SST-2; the first line has {found}{sep}"
         )
     li, si = header.index("label"), text_cols[0]
     out = []
@@ -59,14 +79,25 @@ def read_sst2(path: str | Path) -> list[tuple[int, str]]:
                 f"{len(header)}; remove the extra tabs (a tab inside a sentence?)"
             )
         try:
-            out.append((int(row[li]), row[si]))
+            label = int(row[li])
         except (ValueError, IndexError):
             raise DataError(
-                f"{p}:{n}: malformed row {row!r}; expected label<TAB>sentence"
+                f"{p}:{n}: label {row[li][:40]!r} is not a class id; expected {_label_set(labels)}"
             ) from None
+        if labels is not None and label not in labels:
+            raise DataError(f"{p}:{n}: label {label} is not one of {_label_set(labels)}")
+        out.append((label, row[si]))
     if not out:
         raise DataError(f"{p}: no labelled rows after the header")
     return out
+
+
+def _label_set(labels: range | None) -> str:
+    if labels is None:
+        return "an integer class id (SST-2: 0 = negative, 1 = positive)"
+    if labels == range(2):
+        return "the labels 0 (negative) and 1 (positive) of SST-2"
+    return f"the integer class ids {labels.start}..{labels.stop - 1}"
 
 
 def load_calibration_texts(path: str | Path, limit: int | None = None) -> list[str]:

@@ -6,6 +6,13 @@ worker importing the CLI put the bottom layer on top of the top one.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
+import sys
+import threading
+from collections.abc import Iterator
+
 
 def quiet_frameworks() -> None:
     """Keep transformers from importing TensorFlow (it does whenever TF is installed).
@@ -25,3 +32,58 @@ def quiet_frameworks() -> None:
     for name in ("torchao", "torch.utils._pytree"):
         logging.getLogger(name).setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
+
+
+# Start-up lines TensorFlow, LiteRT, absl and torch write at import, whatever the log
+# level: absl prints everything logged before its InitializeLog() (TF 2.21 never calls
+# it) straight to file descriptor 2, so TF_CPP_MIN_LOG_LEVEL does not reach them.
+NATIVE_NOISE = re.compile(
+    r"WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|[IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] "
+    r"|INFO: (Created|Initialized) TensorFlow Lite"
+    r"|To enable the following instructions: .*rebuild TensorFlow"
+)
+
+
+@contextlib.contextmanager
+def native_stderr_filtered(noise: re.Pattern[str] = NATIVE_NOISE) -> Iterator[None]:
+    """Within the block, drop lines matching ``noise`` from file descriptor 2 (``-q``).
+
+    Why at the descriptor and not in Python's logging: the lines come from C++ and from
+    the child processes that bench starts, which inherit descriptor 2; a pipe in its
+    place, read by a thread, sees them all. Every other line (errors, tracebacks) passes
+    through unchanged and in order.
+    """
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr at all: nothing to filter
+        yield
+        return
+    read_fd, write_fd = os.pipe()
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+
+    def pump() -> None:
+        with os.fdopen(read_fd, "rb") as pipe:
+            for line in pipe:  # keeps draining whatever happens: a full pipe would block
+                try:
+                    keep = not noise.match(line.decode("utf-8", "replace"))
+                except Exception:  # never lose a line to the filter itself
+                    keep = True
+                while keep and line:
+                    try:
+                        line = line[os.write(saved, line) :]
+                    except OSError:  # the real stderr is gone: drop, keep draining
+                        break
+
+    thread = threading.Thread(target=pump, name="stderr-filter", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # the pipe closes once no process holds it: the pump sees EOF
+        thread.join(timeout=5.0)
+        if not thread.is_alive():  # else a leftover child still writes: keep fd open
+            os.close(saved)

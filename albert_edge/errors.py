@@ -64,3 +64,21 @@ class ArtifactIntegrityError(AlbertEdgeError):
 
 class KernelSetupError(AlbertEdgeError):
     """Running on another kernel family needs set-up that is missing or broken."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the run is, like Ctrl-C's ``KeyboardInterrupt``.
+
+    A subclass of ``KeyboardInterrupt`` on purpose: every cleanup that SIGINT already runs
+    (temp directories, locks, scratch, bench children) runs for ``timeout``, systemd and a
+    closed terminal too, and no ``except Exception`` swallows it. ``signum`` gives the
+    exit status, 128 + N.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class WorkingDirectoryError(AlbertEdgeError):
+    """The current directory is gone (deleted or moved while a shell was in it)."""

@@ -28,15 +28,17 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import hashlib
 import os
 import re
 import shutil
+import signal
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from albert_edge.errors import AlbertEdgeError, OutputError, OutputExistsError
+from albert_edge.errors import AlbertEdgeError, Interrupted, OutputError, OutputExistsError
 
 _RUN_PREFIX = "albert-edge-run-"
 
@@ -47,6 +49,14 @@ _RUN_PREFIX = "albert-edge-run-"
 def describe_os_error(exc: OSError, path: Path, action: str = "write") -> OutputError:
     """One line for an ``OSError`` met while writing ``path``: what failed and the fix."""
     code = exc.errno
+    if code in (errno.ENOSPC, errno.EDQUOT) and _tmpdir_is_the_full_one(exc, path):
+        return OutputError(
+            f"temporary directory {_tmp_base()} is full (no space left on device; "
+            f"albert-edge writes its scratch files there, not into {path}); free space "
+            "there or point TMPDIR at a roomier directory; nothing was written"
+        )
+    if code == errno.ENAMETOOLONG:
+        return OutputError(f"{path}: file name too long; choose a shorter -o; nothing was written")
     if code == errno.ENOSPC or code == errno.EDQUOT:
         why, fix = "no space left on device", "free disk space or choose another -o"
     elif code in (errno.EACCES, errno.EPERM):
@@ -60,6 +70,111 @@ def describe_os_error(exc: OSError, path: Path, action: str = "write") -> Output
     else:
         why, fix = exc.strerror or type(exc).__name__, "choose another -o"
     return OutputError(f"{path}: cannot {action} ({why}); {fix}; nothing was written")
+
+
+def _tmp_base() -> str:
+    """The TMPDIR the user set (the run's scratch directory lives inside it)."""
+    scratch = Path(tempfile.gettempdir())
+    if scratch.name.startswith(_RUN_PREFIX):
+        return str(scratch.parent)
+    return str(scratch)
+
+
+def _free_bytes(path: str | Path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _tmpdir_is_the_full_one(exc: OSError, out: Path) -> bool:
+    """Whether a full disk is TMPDIR's rather than the output's (issue 26: a full TMPDIR
+    was reported as "cannot write -o"). The failing file says it when known; otherwise
+    the file system with (almost) no room left is the full one."""
+    tmp = Path(_tmp_base())
+    anc = out.parent
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    with contextlib.suppress(OSError):
+        if os.stat(tmp).st_dev == os.stat(anc).st_dev:
+            return False  # one file system: the output's message covers both
+    if exc.filename:
+        return _inside(Path(os.fsdecode(exc.filename)), tmp)
+    free_tmp, free_out = _free_bytes(tmp), _free_bytes(anc)
+    return free_tmp is not None and free_tmp < 1 << 20 and (free_out or 0) >= 1 << 20
+
+
+# --- names ---------------------------------------------------------------------------
+
+# What albert-edge adds to an output's name for its siblings: "." + ".tmp-" + a pid (up to
+# 7 digits) + "-" + mkdtemp's 8 characters, with room to spare.
+_SIBLING_ROOM = 32
+
+
+def name_max(directory: Path) -> int:
+    """The longest file name (bytes) the file system of ``directory`` (or of its nearest
+    existing ancestor) allows."""
+    anc = directory
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    try:
+        return int(os.pathconf(anc, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
+
+
+def sibling_stem(out: Path) -> str:
+    """The name the temp, old and lock siblings of ``out`` are built from: ``out.name``
+    itself, or, when that plus the sibling suffixes would pass the file-name limit, its
+    head and a hash of the whole name. A legal 240-byte output name then works instead of
+    failing after the model loaded (issue 26)."""
+    raw = os.fsencode(out.name)
+    limit = name_max(out.parent) - _SIBLING_ROOM
+    if len(raw) <= limit:
+        return out.name
+    digest = hashlib.sha256(raw).hexdigest()[:12]
+    head = raw[: max(1, limit - len(digest) - 1)].decode("utf-8", "ignore")
+    return f"{head}~{digest}"
+
+
+def check_name_fits(out: Path, flag: str = "-o", suffix: str = "") -> None:
+    """Refuse, before any work, an output path the file system cannot hold: a name over
+    NAME_MAX bytes (with ``suffix``, a companion file named after it, e.g. bench's row
+    log) or a path over PATH_MAX."""
+    limit = name_max(out.parent)
+    for i, part in enumerate(out.parts):
+        n = len(os.fsencode(part))
+        extra = len(suffix) if i == len(out.parts) - 1 else 0
+        if n + extra > limit:
+            also = f" + {extra} for its {suffix} companion" if extra else ""
+            raise OutputError(
+                f"{_clip(part)}: file name too long ({n} bytes{also}; this file system "
+                f"allows {limit}); choose a shorter {flag}; nothing was written"
+            )
+    total = len(os.fsencode(os.path.abspath(out)))
+    if total >= 4096:
+        raise OutputError(
+            f"{_clip(str(out))}: path too long ({total} bytes; Linux allows 4095); "
+            f"choose a shorter {flag}; nothing was written"
+        )
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= 80 else f"{text[:60]}...{text[-12:]}"
+
+
+def preflight_output(out: Path, *, overwrite: bool, flag: str = "-o") -> None:
+    """What the CLI checks of an output before anything loads (issue 26: an existing output
+    was refused only after a 12 s model load): the name fits, and without ``overwrite``
+    nothing is there. :func:`check_output` still runs the full checks before writing."""
+    check_name_fits(out, flag)
+    try:
+        there = out.exists() or out.is_symlink()
+    except OSError as exc:
+        raise describe_os_error(exc, out) from None
+    if there and not overwrite:
+        raise OutputExistsError(f"{out}: output exists; choose another -o or pass --overwrite")
 
 
 # --- guards --------------------------------------------------------------------------
@@ -76,25 +191,30 @@ def _inside(child: Path, parent: Path) -> bool:
 def is_albert_edge_artifact(path: Path) -> bool:
     """True when ``path`` holds exactly what albert-edge wrote there, nothing else.
 
-    The test is the manifest: valid, and every file in the directory (walked, not taken
-    from the manifest) is a file the manifest records. A checkpoint, or an artifact the
-    user added a file to, fails it, so ``--overwrite`` cannot delete their data.
+    The test is the manifest: current and sealed, and every file in the directory
+    (walked, not taken from the manifest) is a file the manifest records. A checkpoint, a
+    directory with a manifest someone else wrote (``{"model_file": "data.csv"}``), or an
+    artifact the user added a file to fails it, so ``--overwrite`` cannot delete their data.
     """
-    from albert_edge.manifest import MANIFEST_NAME, load_manifest
+    return artifact_foreign_reason(path) is None
+
+
+def artifact_foreign_reason(path: Path) -> str | None:
+    """Why ``path`` is not an artifact albert-edge wrote and sealed, or ``None`` if it is."""
+    from albert_edge.manifest import foreign_reason, load_manifest, unlisted_files
 
     if not path.is_dir() or path.is_symlink():
-        return False
+        return "not a directory"
     try:
         manifest = load_manifest(path)
-    except AlbertEdgeError:
-        return False
-    recorded = set(manifest.recorded_files()) | {MANIFEST_NAME}
-    for root, dirs, files in os.walk(path):
-        for name in files + [d for d in dirs if Path(root, d).is_symlink()]:
-            rel = Path(root, name).relative_to(path).as_posix()
-            if rel not in recorded:
-                return False
-    return True
+    except AlbertEdgeError as exc:
+        return str(exc).split(": ", 1)[-1]
+    reason = foreign_reason(manifest)
+    if reason is None:
+        extra = unlisted_files(path, manifest)
+        if extra:
+            reason = f"{extra[0]} is not listed in its manifest.json"
+    return reason
 
 
 @dataclass(frozen=True)
@@ -111,9 +231,15 @@ class OutputKind:
     name: str  # "artifact", "training output": used in messages
     is_own: Callable[[Path], bool]
     hint: str  # why a directory failed is_own, for the refusal
+    why: Callable[[Path], str | None] | None = None  # the specific reason, when known
 
 
-ARTIFACT = OutputKind("artifact", is_albert_edge_artifact, "no valid manifest.json listing them")
+ARTIFACT = OutputKind(
+    "artifact",
+    is_albert_edge_artifact,
+    "no valid manifest.json listing them",
+    artifact_foreign_reason,
+)
 
 
 def check_output(
@@ -149,8 +275,9 @@ def _check_output(out: Path, *, overwrite: bool, inputs: Iterable[Path], kind: O
             "replaces those; choose another -o"
         )
     if any(out.iterdir()) and not kind.is_own(out):
+        hint = (kind.why(out) if kind.why else None) or kind.hint
         raise OutputExistsError(
-            f"{out}: holds files albert-edge did not write ({kind.hint}); --overwrite only "
+            f"{out}: holds files albert-edge did not write ({hint}); --overwrite only "
             f"replaces a previous albert-edge {kind.name}; choose another -o"
         )
     _check_writable(out)
@@ -172,11 +299,49 @@ def _check_writable(out: Path) -> None:
         raise describe_os_error(OSError(code, os.strerror(code)), out)
 
 
+# --- signals -------------------------------------------------------------------------
+
+# A stop signal (SIGINT, SIGTERM, SIGHUP) that arrives while a temp directory or lock is
+# being created is held until the name is under a ``finally`` that removes it: otherwise a
+# signal between ``mkdir`` and ``try:`` leaves the name behind (issue 26: a SIGTERM sent
+# as the lock appeared left ``.OUT.tmp-<pid>-*``). The CLI's handlers call
+# :func:`stop_or_defer`; library callers keep Python's own SIGINT behaviour.
+_held = {"depth": 0, "pending": 0}
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def stop_or_defer(signum: int) -> None:
+    """The stop signals' handler body: raise :class:`Interrupted` now, or, inside
+    :func:`signals_held`, when the held section ends."""
+    if _held["depth"]:
+        _held["pending"] = _held["pending"] or signum
+        return
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # one message, one unwinding
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(sig, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold stop signals for a short section (creating a name and handing it to its
+    clean-up); one that came meanwhile is raised at the end, where the caller's ``try``
+    already covers the name."""
+    _held["depth"] += 1
+    try:
+        yield
+    finally:
+        _held["depth"] -= 1
+        if not _held["depth"] and _held["pending"]:
+            signum, _held["pending"] = _held["pending"], 0
+            stop_or_defer(signum)
+
+
 # --- lock ----------------------------------------------------------------------------
 
 
 def lock_path(out: Path) -> Path:
-    return out.with_name(f".{out.name}.lock")
+    return out.with_name(f".{sibling_stem(out)}.lock")
 
 
 @contextlib.contextmanager
@@ -188,6 +353,22 @@ def output_lock(out: Path) -> Iterator[None]:
     lets two writers in at once.
     """
     path = lock_path(out)
+    fd = -1
+    try:
+        with signals_held():  # a stop signal now would leave the lock file behind
+            fd = _acquire_lock(path, out)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            os.close(fd)
+
+
+def _acquire_lock(path: Path, out: Path) -> int:
+    """Open and ``flock`` ``path``; the locked descriptor, or a one-line refusal."""
     while True:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -209,16 +390,8 @@ def output_lock(out: Path) -> Iterator[None]:
         except FileNotFoundError:
             same = False
         if same:
-            break
+            return fd
         os.close(fd)  # the previous holder unlinked it between our open and flock
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        os.close(fd)
 
 
 # --- leftovers of killed runs ----------------------------------------------------------
@@ -268,7 +441,7 @@ def clean_stale_siblings(out: Path) -> list[Path]:
     """
     if not out.parent.is_dir():
         return []
-    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(tmp|old)-(\d+)(-.*)?$")
+    pattern = re.compile(rf"^\.{re.escape(sibling_stem(out))}\.(tmp|old)-(\d+)(-.*)?$")
     cleaned = _clean_stale_lock(out)
     for entry in out.parent.iterdir():
         m = pattern.match(entry.name)
@@ -308,11 +481,13 @@ def run_scratch() -> Iterator[Path]:
     """
     clean_stale_scratch()
     base = tempfile.gettempdir()
-    scratch = Path(tempfile.mkdtemp(prefix=f"{_RUN_PREFIX}{os.getpid()}-", dir=base))
     saved_env, saved_dir = os.environ.get("TMPDIR"), tempfile.tempdir
-    os.environ["TMPDIR"] = str(scratch)
-    tempfile.tempdir = str(scratch)
+    scratch: Path | None = None
     try:
+        with signals_held():  # the name is ours to remove from the moment it exists
+            scratch = _make_scratch(base)
+            os.environ["TMPDIR"] = str(scratch)
+            tempfile.tempdir = str(scratch)
         yield scratch
     finally:
         tempfile.tempdir = saved_dir
@@ -320,7 +495,19 @@ def run_scratch() -> Iterator[Path]:
             os.environ.pop("TMPDIR", None)
         else:
             os.environ["TMPDIR"] = saved_env
-        shutil.rmtree(scratch, ignore_errors=True)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _make_scratch(base: str) -> Path:
+    try:
+        return Path(tempfile.mkdtemp(prefix=f"{_RUN_PREFIX}{os.getpid()}-", dir=base))
+    except OSError as exc:  # TMPDIR full, read-only or closed: say so, not "-o"
+        why = exc.strerror or type(exc).__name__
+        raise OutputError(
+            f"temporary directory {base}: cannot create albert-edge's scratch directory "
+            f"({why}); free space there or point TMPDIR at a writable directory"
+        ) from None
 
 
 # --- writing -------------------------------------------------------------------------
@@ -403,16 +590,22 @@ def atomic_output_dir(
     check_output(out, overwrite=overwrite, inputs=inputs, kind=kind)
     made: list[Path] = []
     try:
-        made = _made_parents(out)
-    except OSError as exc:
-        raise describe_os_error(exc, out, "create the output's parent directory") from None
-    try:
+        with signals_held():
+            try:
+                made = _made_parents(out)
+            except OSError as exc:
+                raise describe_os_error(exc, out, "create the output's parent directory") from None
         with output_lock(out):
             clean_stale_siblings(out)
             # re-check under the lock
             check_output(out, overwrite=overwrite, inputs=inputs, kind=kind)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
+            stem = sibling_stem(out)
+            tmp: Path | None = None
             try:
+                with signals_held():  # a stop signal now would leave the temp dir behind
+                    tmp = Path(
+                        tempfile.mkdtemp(prefix=f".{stem}.tmp-{os.getpid()}-", dir=out.parent)
+                    )
                 try:
                     yield tmp
                 except AlbertEdgeError as exc:
@@ -421,9 +614,11 @@ def atomic_output_dir(
                         exc.args = (str(exc).replace(str(tmp), str(out)),)
                     raise
                 _fsync_tree(tmp)
-                _swap_into_place(tmp, out)
+                with signals_held():  # the swap's renames are one step, never half done
+                    _swap_into_place(tmp, out)
             finally:
-                shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful swap
+                if tmp is not None:  # gone already after a successful swap
+                    shutil.rmtree(tmp, ignore_errors=True)
     except BaseException as exc:
         for d in made:
             with contextlib.suppress(OSError):
@@ -439,7 +634,7 @@ def _swap_into_place(tmp: Path, out: Path) -> None:
             _fsync_dir(out.parent)
             shutil.rmtree(tmp)  # now the old artifact; a kill here leaves .OUT.tmp-<pid>
             return
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        old = out.with_name(f".{sibling_stem(out)}.old-{os.getpid()}")
         os.replace(out, old)
         os.replace(tmp, out)
         _fsync_dir(out.parent)
@@ -453,7 +648,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write a single file via temp + fsync + rename (same directory: the rename is atomic)."""
     path = Path(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent)
+        prefix = f".{sibling_stem(path)}.tmp-{os.getpid()}-"
+        fd, tmp = tempfile.mkstemp(prefix=prefix, dir=path.parent)
     except OSError as exc:
         raise describe_os_error(exc, path) from None
     try:

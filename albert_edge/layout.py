@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ ONNX_DTYPES: dict[str, tuple[str, str]] = {
     "int4": ("q4", "model_q4.onnx"),
 }
 ONNX_SUBDIR = "onnx"
+MANIFEST_NAME = "manifest.json"  # albert_edge.manifest writes it; the name is the layout's
 EMBEDDED_NAME = "embedded"
 
 
@@ -49,16 +51,74 @@ def transformers_js_dtype(precision: str) -> str:
     return ONNX_DTYPES.get(precision, ONNX_DTYPES["fp32"])[0]
 
 
+@dataclass(frozen=True)
+class ArtifactFiles:
+    """Where an artifact's files are, found from any path inside it (see :func:`find_artifact`).
+
+    ``manifest`` is the parsed ``manifest.json`` as written (not validated: callers that
+    must trust it use :func:`albert_edge.manifest.load_manifest`), or ``None`` when the
+    directory has none (a bare model file).
+    """
+
+    root: Path
+    manifest: dict[str, Any] | None
+    model: Path | None
+
+    def file(self, name: str) -> Path:
+        """A file of the artifact by its artifact-relative name (``config.json``, ...)."""
+        return self.root / name
+
+    def read_json(self, name: str) -> dict[str, Any] | None:
+        """A JSON file of the artifact, or ``None`` when it is absent or unreadable."""
+        try:
+            data = json.loads(self.file(name).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def max_sequence_length(self) -> int | None:
+        """The longest sequence the model accepts: the manifest's ``max_sequence_length``
+        (what ``convert`` writes), else ``config.json``'s ``max_position_embeddings``."""
+        for data, key in (
+            (self.manifest, "max_sequence_length"),
+            (self.read_json("config.json"), "max_position_embeddings"),
+        ):
+            value = data.get(key) if data else None
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return None
+
+
+def find_artifact(path: str | Path) -> ArtifactFiles:
+    """The artifact holding ``path``: an artifact directory or any file in it.
+
+    Why one function: ``convert`` writes the ONNX model one level down (``onnx/model*.onnx``)
+    and the TFLite model at the root, and readers that guessed the layout themselves read
+    the wrong folder (the ONNX runner looked for the manifest beside the model and fell back
+    to 512 tokens). Every reader (runners, verify, quantize, inspect, bench) asks here.
+    """
+    p = Path(path)
+    if p.is_dir():
+        root = p
+    else:  # the model sits at the root (TFLite) or one level down (ONNX: onnx/)
+        above = (d for d in (p.parent, p.parent.parent) if (d / MANIFEST_NAME).is_file())
+        root = next(above, p.parent)
+    manifest: dict[str, Any] | None = None
+    try:
+        data = json.loads((root / MANIFEST_NAME).read_text())
+        manifest = data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        manifest = None
+    model: Path | None = None if p.is_dir() else p
+    if model is None and manifest is not None and isinstance(manifest.get("model_file"), str):
+        model = root / manifest["model_file"]
+    return ArtifactFiles(root=root, manifest=manifest, model=model)
+
+
 def artifact_root(path: str | Path) -> Path:
     """The artifact directory holding ``manifest.json`` for a directory or a model file in it
     (the model lives one level down, in ``onnx/``)."""
-    p = Path(path)
-    if p.is_dir():
-        return p
-    for parent in (p.parent, p.parent.parent):
-        if (parent / "manifest.json").is_file():
-            return parent
-    return p.parent
+    return find_artifact(path).root
 
 
 def _weights_sha256(ckpt: Checkpoint) -> str | None:

@@ -4,6 +4,8 @@ Common keys (every target): ``format_version``, ``albert_edge_version``, ``targe
 ``source`` ({name, kind: hf|tf1, embedded, weights_sha256}: never a path), ``head``, ``precision``, ``model_file``,
 ``inputs``/``outputs`` (name, dtype, shape with symbolic axes), ``sizes`` (file_bytes,
 floor_bytes, ratio_to_floor, ...), ``verification`` (per-output errors), ``files``.
+A depth-truncated artifact adds ``depth`` (:mod:`albert_edge.depth`: k of L layers, the
+groups kept, the full model's source, how the depth was chosen and its held-out evidence).
 Targets add their own keys (``opset`` and ``passes`` for ONNX, ``signatures`` for TFLite);
 the schema keeps them as :attr:`Manifest.extra`, untouched.
 
@@ -20,9 +22,19 @@ The manifest is data to check, not to trust (format version 2):
   the artifact can leave a manifest that reads as valid.
 
 One writer (:func:`write_manifest`) and one reader (:func:`load_manifest`, or
-:func:`read_manifest` for the plain dict) so the rules live in one place. Manifests of
-format 1 (no hashes, from earlier releases or written by hand) still load; they get the
-path and type checks but nothing can be said about their bytes.
+:func:`read_manifest` for the plain dict) so the rules live in one place.
+
+**Identity.** An artifact is what albert-edge wrote and sealed, nothing else. Only a
+manifest of the current format, sealed, proves that (:func:`foreign_reason`): ``verify``
+refuses any other one and ``--overwrite`` never replaces its directory, with one line
+saying why. The formats albert-edge wrote before are named (:data:`LEGACY_FORMATS`):
+format 1 (albert-edge 0.1.0 before the seal: ``format_version`` 1 and
+``albert_edge_version``, no hashes) still loads for reading (path and type checks; nothing
+can be said about its bytes) but is never verified or replaced. A manifest without
+``format_version`` was never written by albert-edge (every release wrote one): it is
+foreign, whatever keys it has. Files in the artifact that the manifest does not list
+(:func:`unlisted_files`) fail ``verify``: the manifest describes the whole directory.
+Target- or feature-specific keys (depth fields, ...) are free inside the seal.
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -73,6 +86,9 @@ class Manifest:
     files: list[str] = field(default_factory=list)
     sha256: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    # False when the file has no format_version key (read as format 1): albert-edge
+    # always wrote one, so such a manifest is someone else's (foreign_reason).
+    declared: bool = True
 
     @property
     def target(self) -> str | None:
@@ -134,6 +150,7 @@ class Manifest:
         return cls(
             model_file=model,
             format_version=version,
+            declared="format_version" in data,
             albert_edge_version=str(aev) if aev is not None else None,
             files=files,
             sha256=sha,
@@ -141,8 +158,57 @@ class Manifest:
         )
 
 
-def _serialize(d: dict[str, Any]) -> str:
-    return json.dumps(d, indent=2, sort_keys=False, default=str) + "\n"
+def _serialize(d: dict[str, Any], *, strict: bool = False) -> str:
+    # strict when writing; a manifest already on disk is compared as it was written
+    # (sealed manifests of this format written before strict JSON may hold Infinity).
+    return json.dumps(d, indent=2, sort_keys=False, default=str, allow_nan=not strict) + "\n"
+
+
+# --- strict JSON -----------------------------------------------------------------------
+
+NON_FINITE_KEY = "non_finite"
+
+
+def strict_json(value: Any, *, where: str = "") -> tuple[Any, dict[str, str]]:
+    """``value`` with every non-finite float replaced by ``null``, and what was replaced.
+
+    Python's json writes ``NaN``/``Infinity``, which no strict parser (JavaScript's
+    ``JSON.parse``, jq, Go, Rust serde) reads: one NaN metric makes a whole report
+    unreadable. Every JSON file albert-edge writes goes through here and is dumped with
+    ``allow_nan=False``; the second value maps each nulled key path (``a.b[2]``) to
+    ``"nan"``, ``"inf"`` or ``"-inf"``, the reason the number is missing.
+    """
+    nulled: dict[str, str] = {}
+
+    def walk(v: Any, path: str) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            nulled[path or "."] = "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+            return None
+        if isinstance(v, dict):
+            return {str(k): walk(x, f"{path}.{k}" if path else str(k)) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [walk(x, f"{path}[{i}]") for i, x in enumerate(v)]
+        if hasattr(v, "item") and hasattr(v, "dtype") and getattr(v, "ndim", 1) == 0:
+            return walk(v.item(), path)  # numpy scalars
+        return v
+
+    return walk(value, where), nulled
+
+
+def strict_json_object(data: dict[str, Any]) -> dict[str, Any]:
+    """A JSON object ready for ``json.dumps(..., allow_nan=False)``: non-finite floats
+    become ``null`` and :data:`NON_FINITE_KEY` says which were which (omitted if none)."""
+    clean, nulled = strict_json(data)
+    if nulled:
+        clean[NON_FINITE_KEY] = {**clean.get(NON_FINITE_KEY, {}), **nulled}
+    return dict(clean)
+
+
+def dumps_strict(value: Any, **kwargs: Any) -> str:
+    """``json.dumps`` of :func:`strict_json_object` (objects) or :func:`strict_json`
+    (anything else), never writing NaN or Infinity."""
+    clean = strict_json_object(value) if isinstance(value, dict) else strict_json(value)[0]
+    return json.dumps(clean, allow_nan=False, **kwargs)
 
 
 def _seal(d: dict[str, Any]) -> str:
@@ -180,6 +246,11 @@ def _sha256_stat(path: Path) -> str:
     return _sha256_cached(str(path), st.st_size, st.st_mtime_ns, st.st_ino)
 
 
+def sha256_cached(path: Path) -> str:
+    """sha256 of ``path``, computed once per (size, mtime, inode): cheap to ask again."""
+    return _sha256_stat(path)
+
+
 def write_manifest(out_dir: Path, manifest: dict[str, Any] | Manifest) -> Path:
     """Write ``out_dir/manifest.json``: validated, every file hashed, sealed.
 
@@ -198,11 +269,11 @@ def write_manifest(out_dir: Path, manifest: dict[str, Any] | Manifest) -> Path:
     m = Manifest.from_dict(data, out_dir / MANIFEST_NAME)
     if m.model_file not in m.sha256:
         raise AlbertEdgeError(f"{out_dir / m.model_file}: the model file was not written")
-    d = m.to_dict()
+    d = strict_json_object(m.to_dict())
     d[_SEAL] = _seal(d)
     path = out_dir / MANIFEST_NAME
     with open(path, "w") as f:
-        f.write(_serialize(d))
+        f.write(_serialize(d, strict=True))
         f.flush()
         os.fsync(f.fileno())
     return path
@@ -292,3 +363,70 @@ def check_files(folder: Path, manifest: Manifest, only: str | None = None) -> No
                 f"{path}: sha256 {got[:12]}... differs from manifest.json's {want[:12]}...; "
                 "the file was modified or damaged; re-run albert-edge convert"
             )
+
+
+# --- identity ------------------------------------------------------------------------
+
+# The formats earlier albert-edge releases wrote, by number: named so that a refusal says
+# which one it met instead of "invalid".
+LEGACY_FORMATS: dict[int, str] = {
+    1: "format 1 (albert-edge 0.1.0 before sealing: no file hashes, no seal)",
+}
+
+
+def foreign_reason(manifest: Manifest) -> str | None:
+    """Why ``manifest`` does not prove that albert-edge wrote its directory, or ``None``.
+
+    Only the current format proves it: :func:`load_manifest` has checked its seal and
+    its hashes cover every file. Anything else may hold files albert-edge never wrote
+    (a user's ``data.csv`` beside a hand-written ``{"model_file": ...}``), so replacing
+    it could delete them and verifying it would vouch for bytes nobody recorded.
+    """
+    if not manifest.declared:
+        return "manifest.json has no format_version, so albert-edge did not write it"
+    if manifest.format_version < FORMAT_VERSION:
+        name = LEGACY_FORMATS.get(manifest.format_version, f"format {manifest.format_version}")
+        if manifest.albert_edge_version is None:
+            return f"manifest.json claims format {manifest.format_version} but names no albert_edge_version, so albert-edge did not write it"
+        return f"manifest.json is {name}; re-run albert-edge convert to get a sealed artifact"
+    return None
+
+
+def load_sealed_manifest(artifact: str | Path) -> Manifest:
+    """:func:`load_manifest`, refusing any manifest that is not current and sealed."""
+    m = load_manifest(artifact)
+    reason = foreign_reason(m)
+    if reason is not None:
+        raise ManifestError(
+            f"{manifest_path(artifact)}: not a sealed albert-edge artifact: {reason}"
+        )
+    return m
+
+
+def unlisted_files(folder: Path, manifest: Manifest) -> list[str]:
+    """Every entry under ``folder`` that ``manifest`` does not record, as relative paths.
+
+    Walked, not taken from the manifest: a file someone added (or a symlink to a
+    directory) is exactly what a list written before it existed cannot name.
+    """
+    recorded = set(manifest.recorded_files()) | {MANIFEST_NAME}
+    extra = []
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        for name in sorted(files) + [d for d in dirs if Path(root, d).is_symlink()]:
+            rel = Path(root, name).relative_to(folder).as_posix()
+            if rel not in recorded:
+                extra.append(rel)
+    return extra
+
+
+def check_complete(folder: Path, manifest: Manifest) -> None:
+    """Raise :class:`ArtifactIntegrityError` when ``folder`` holds a file ``manifest`` does
+    not list: what ``verify`` passes is the directory as recorded, byte for byte."""
+    extra = unlisted_files(folder, manifest)
+    if extra:
+        more = f" and {len(extra) - 1} more" if len(extra) > 1 else ""
+        raise ArtifactIntegrityError(
+            f"{folder / extra[0]}{more}: not listed in manifest.json, so albert-edge did not "
+            "write it; move it out of the artifact or re-run albert-edge convert"
+        )

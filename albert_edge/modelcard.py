@@ -39,6 +39,36 @@ def _mb(n: Any) -> str:
     return f"{int(n) / 1e6:.2f} MB" if isinstance(n, int | float) else "n/a"
 
 
+def depth_lines(depth: Any) -> list[str]:
+    """The card's "Depth" section for a truncated model (albert_edge.depth), else nothing:
+    a reader must see that this model runs k of its L layers, and on what evidence."""
+    if not isinstance(depth, dict):
+        return []
+    src = depth.get("source") or {}
+    lines = [
+        "",
+        "## Depth",
+        "",
+        f"- runs **{depth.get('layers')} of {depth.get('of_layers')}** layers of "
+        f"`{src.get('name', '?')}` (groups kept: {depth.get('num_hidden_groups')} of "
+        f"{depth.get('of_groups')}); head: {depth.get('head')}",
+        f"- chosen by: {depth.get('chosen_by')}",
+    ]
+    ev = depth.get("evidence")
+    if isinstance(ev, dict):
+        data = ev.get("data") or {}
+        lines.append(
+            f"- held-out accuracy {100 * ev['held_out_accuracy']:.2f} % vs "
+            f"{100 * ev['full_depth_held_out_accuracy']:.2f} % at full depth: "
+            f"{100 * ev['delta']:+.2f} points [{100 * ev['delta_low']:+.2f}, "
+            f"{100 * ev['delta_high']:+.2f}] ({ev.get('interval')}), on "
+            f"{data.get('held_out_rows')} rows of `{data.get('file')}` (sha256 "
+            f"`{str(data.get('sha256'))[:16]}…`) the head never saw; it was fitted on "
+            f"{data.get('fit_rows')} others"
+        )
+    return lines
+
+
 def render_model_card(manifest: dict[str, Any]) -> str:
     """Markdown for ``README.md`` of an artifact directory."""
     target = str(manifest.get("target", "onnx"))
@@ -115,6 +145,7 @@ def render_model_card(manifest: dict[str, Any]) -> str:
     for key in ("size_note", "speed_note"):  # where a precision does not pay, said plainly
         if quant.get(key):
             lines.append(f"- {key.split('_')[0]}: {quant[key]}")
+    lines += depth_lines(manifest.get("depth"))
     req = manifest.get("requirements") or {}
     lines += ["", "## Runtimes", "", "| runtime | minimum version | note |", "|---|---|---|"]
     for name, ver_s, note in RUNTIMES_ONNX if target == "onnx" else RUNTIMES_TFLITE:

@@ -37,7 +37,7 @@ class ConvertOptions:
     quantize_embeddings: bool = True
     per_channel: bool | None = None  # None: the recipe's choice (see weight_per_channel)
     # int4: 256 (per weight capped to divide K) — half the scale bytes of 128 at equal SST-2
-    # accuracy, albert-base 1.059x -> 1.039x its floor (benchmarks/results/int4_floor.md)
+    # accuracy, closer to the floor (measured: docs/precisions.md)
     block_size: int = 256
     int8_io: bool = False  # TFLite int8-full: int8 inputs/outputs where possible
     accelerator: str = "cpu"  # TFLite: "gpu" = fp16 GPU-clean graph, <= 1 CPU-GPU boundary
@@ -60,11 +60,9 @@ class ConvertOptions:
         choice (portable: per-tensor), else per-channel for TFLite int8-dynamic and
         per-tensor for TFLite int8-full.
 
-        Why int8-full is per-tensor (issue 17, ``benchmarks/results/tflite_bytes.md``): a
-        per-channel weight costs a float32 scale and an int64 zero point per output channel,
-        and its int32 bias a second table of the same size; on the trained SST-2 model
-        with three signatures that is 1.062x the floor against 1.047x per-tensor, at the
-        same SST-2 dev accuracy (79.93 % both, LiteRT XNNPACK).
+        Why int8-full is per-tensor (issue 17): a per-channel weight costs a float32 scale
+        and an int64 zero point per output channel, and its int32 bias a second table of
+        the same size, for no accuracy gain on SST-2 (measured: docs/tflite.md).
         """
         if self.per_channel is not None:
             return self.per_channel
@@ -121,9 +119,17 @@ class ConvertOptions:
             )
 
 
-def int_at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``low`` (0 runs, 0 threads, 0 examples: nonsense),
-    shared by every command line (``cli``, ``train``) so they refuse alike."""
+# The largest count any format we write can hold: ONNX/TFLite dimensions and counts are
+# int64, and a Python int past it only fails deep inside a converter (issue 26).
+INT64_MAX = 2**63 - 1
+# Triton's config.pbtxt ``max_batch_size`` is a protobuf int32: more is a file Triton rejects.
+INT32_MAX = 2**31 - 1
+
+
+def int_at_least(low: int, high: int = INT64_MAX) -> Callable[[str], int]:
+    """An argparse type: an integer in ``[low, high]`` (0 runs, 0 threads, 0 examples:
+    nonsense; past int64: no format holds it), shared by every command line (``cli``,
+    ``train``) so they refuse alike, before anything loads."""
     import argparse
 
     def parse(text: str) -> int:
@@ -133,7 +139,52 @@ def int_at_least(low: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        if value > high:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer <= {high}, got {_short(text)}"
+                + ("" if high != INT64_MAX else " (the largest count the model formats hold)")
+            )
         return value
 
     parse.__name__ = f"integer >= {low}"
     return parse
+
+
+def _short(text: str) -> str:
+    """A number a user typed, cut to a readable length (20 digits say 'too big' enough)."""
+    text = text.strip()
+    return text if len(text) <= 24 else f"{text[:20]}... ({len(text)} digits)"
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, not the machine's count)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def max_threads() -> int:
+    """The thread cap: 4 x the usable CPUs. Past it a run only oversubscribes the cores
+    (``--threads 10000`` started 1,460 threads on 2 cores and measured nothing), so it is
+    refused before anything loads instead of timed."""
+    return 4 * usable_cpus()
+
+
+def thread_count(text: str) -> int:
+    """An argparse type: a thread count in ``[1, max_threads()]``."""
+    import argparse
+
+    value = int_at_least(1)(text)
+    cap = max_threads()
+    if value > cap:
+        raise argparse.ArgumentTypeError(
+            f"{_short(text)} threads on {usable_cpus()} usable CPUs; pass at most {cap} "
+            "(4 per CPU: more only makes the threads wait on each other)"
+        )
+    return value
+
+
+thread_count.__name__ = "thread count"

@@ -175,9 +175,10 @@ def print_verify_report(report: Any) -> None:
     acc = d.get("accuracy")
     if acc:
         con.print(
-            f"accuracy: artifact {acc.get('accuracy_artifact', 0):.4f}  reference "
-            f"{acc.get('accuracy_reference', 0):.4f}  Δ {acc.get('delta_points', 0):+.2f} points  "
-            f"agreement {acc.get('agreement', 0):.4f}  logits SQNR "
+            f"accuracy: artifact {100 * acc.get('accuracy_artifact', 0):.2f} %  reference "
+            f"{100 * acc.get('accuracy_reference', 0):.2f} %  "
+            f"Δ {acc.get('delta_points', 0):+.2f} points  "
+            f"agreement {100 * acc.get('agreement', 0):.2f} %  logits SQNR "
             f"{acc.get('logits_sqnr_db', float('nan')):.1f} dB  ({acc.get('examples')} examples)"
         )
     con.print("[green]PASSED[/green]" if d.get("passed") else "[red]FAILED[/red]")

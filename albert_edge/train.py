@@ -43,6 +43,7 @@ from typing import Any
 from albert_edge.errors import AlbertEdgeError, ConfigError
 from albert_edge.io import OutputKind, atomic_output_dir, check_output
 from albert_edge.options import int_at_least as _at_least
+from albert_edge.options import thread_count
 
 TRAINING_RECORD = "training.json"
 
@@ -167,6 +168,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     inputs = [Path(args.train), Path(args.dev), Path(args.spiece)]
     _overrides(args)  # a bad --config fails before any work
+    _check_finite_hyperparameters(args)
     check_output(out, overwrite=args.overwrite, inputs=inputs, kind=TRAINING_OUTPUT)
     with atomic_output_dir(
         out, overwrite=args.overwrite, inputs=inputs, kind=TRAINING_OUTPUT
@@ -174,6 +176,35 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         model, summary = _fit(args)
         _write_output(tmp, model, summary, args)
     return summary
+
+
+def _check_finite_hyperparameters(args: argparse.Namespace) -> None:
+    """``--lr inf`` trains every tensor to NaN and used to exit 0: refuse it up front."""
+    for flag in ("lr", "warmup", "weight_decay"):
+        value = getattr(args, flag, None)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(
+                f"--{flag.replace('_', '-')} {value}: not a finite number; pass a finite value"
+            )
+
+
+def _check_finite_step(loss: Any, model: Any, epoch: int, step: int) -> None:
+    """Stop at the first non-finite loss (or, after the last step, weight), naming the
+    step: a diverged run must not be saved as a model that predicts NaN."""
+    import torch
+
+    if loss is not None and not bool(torch.isfinite(loss.detach()).all()):
+        raise ConfigError(
+            f"training diverged: the loss is {float(loss.detach())} at epoch {epoch}, step "
+            f"{step}; lower --lr or check the data; nothing was written"
+        )
+    if loss is None:
+        for name, param in model.named_parameters():
+            if not bool(torch.isfinite(param.detach()).all()):
+                raise ConfigError(
+                    f"training diverged: weight {name} is not finite after step {step}; "
+                    "lower --lr or check the data; nothing was written"
+                )
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -186,6 +217,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         ) from None
     if not isinstance(overrides, dict):
         raise ConfigError(f"--config {args.config!r}: expected a JSON object of config keys")
+    from albert_edge.configs import check_config_overrides
+
+    check_config_overrides(overrides, DEFAULTS)  # a typo is named, not silently ignored
     return overrides
 
 
@@ -211,8 +245,8 @@ def _fit(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
             out.append((ids, label))
         return out
 
-    train_ex = encode(read_sst2(args.train))
-    dev_ex = encode(read_sst2(args.dev))
+    train_ex = encode(read_sst2(args.train, labels=range(2)))
+    dev_ex = encode(read_sst2(args.dev, labels=range(2)))
     overrides = _overrides(args)
     config = AlbertConfig(**{**DEFAULTS, **overrides, "num_labels": 2})
     config.architectures = ["AlbertForSequenceClassification"]
@@ -253,6 +287,7 @@ def _fit(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         for batch in track(batches, total=len(batches), description=f"epoch {epoch + 1}"):
             ids, mask, labels = _collate(batch)
             loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            _check_finite_step(loss, model, epoch + 1, step + 1)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -273,6 +308,7 @@ def _fit(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         if progress_enabled():  # progress, like the bars: --quiet leaves stderr to errors
             print(json.dumps(entry), file=sys.stderr)
 
+    _check_finite_step(None, model, args.epochs, step)
     model.eval()
     summary = {
         "task": "SST-2 (GLUE), binary sentiment",
@@ -341,7 +377,7 @@ def _write_output(tmp: Path, model: Any, summary: dict[str, Any], args: argparse
         + "\n"
     )
     summary["sha256"] = _own_files(tmp)
-    (tmp / TRAINING_RECORD).write_text(json.dumps(summary, indent=2) + "\n")
+    (tmp / TRAINING_RECORD).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -385,7 +421,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-len", type=_at_least(2), default=64, help="tokens per example")
     p.add_argument("--seed", type=int, default=13, help="data order and initial weights")
     p.add_argument(
-        "--threads", type=_at_least(1), default=1, help="torch threads (default: %(default)s)"
+        "--threads",
+        type=thread_count,
+        default=1,
+        help="torch threads (default: %(default)s; at most 4 per usable CPU)",
     )
     p.add_argument("--config", default="", help="JSON overrides of the model config")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")

@@ -34,7 +34,6 @@ pieces, 12.3 dB over 12 full-length SST-2 dev texts).
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -148,7 +147,16 @@ def tolerance_for(precision: str) -> dict[str, Any]:
 
 
 def _judge(summary: dict[str, Any], tol: dict[str, Any]) -> str | None:
-    """None if ``summary`` meets ``tol``, else the reason in one phrase."""
+    """None if ``summary`` meets ``tol``, else the reason in one phrase.
+
+    A NaN anywhere (a non-finite output on either side) fails whatever the bar: no
+    comparison with NaN in it may read as agreement.
+    """
+    if any(
+        isinstance(summary.get(k), float) and math.isnan(summary[k])
+        for k in ("max_abs_err", "mean_abs_err", "sqnr_db", "sqnr_db_min")
+    ):
+        return "non-finite values (NaN/Inf) in the outputs, the artifact's or the reference's"
     if "max_abs_err" in tol:
         err = summary["max_abs_err"]
         if not err <= tol["max_abs_err"]:  # NaN fails too
@@ -282,7 +290,9 @@ def _adapt_feeds(feeds: dict[str, np.ndarray], runner: Runner) -> dict[str, np.n
 
 
 @contextlib.contextmanager
-def _torch_threads(n: int) -> Iterator[None]:
+def torch_threads(n: int) -> Iterator[None]:
+    """PyTorch's thread count set to ``n`` for the block (the reference runs beside a
+    runtime pinned to its own threads), restored after."""
     import torch
 
     old = torch.get_num_threads()
@@ -461,7 +471,7 @@ def verify_against_reference(
     pool = grid_token_pool(ckpt, precision)
     from albert_edge.progress import step
 
-    with _torch_threads(threads), step("verify: outputs vs PyTorch over the batch x length grid"):
+    with torch_threads(threads), step("verify: outputs vs PyTorch over the batch x length grid"):
         grid, summary = run_grid(
             runner, ckpt, batch_sizes=batch_sizes, seq_lens=seq_lens, token_pool=pool
         )
@@ -490,22 +500,31 @@ def verify_against_reference(
 # --- accuracy ------------------------------------------------------------------------
 
 
-def _artifact_tokenizer(folder: Path, ckpt: Checkpoint) -> AlbertTokenizer:
-    """The tokenizer shipped in the artifact (proving it works), else the reference's."""
+def artifact_tokenizer(path: str | Path, ckpt: Checkpoint | None = None) -> AlbertTokenizer:
+    """The tokenizer shipped in the artifact holding ``path`` (proving it works), else the
+    reference's. One function for verify and quantize, so both tokenize alike: the
+    artifact's ``tokenizer_config.json`` decides lower-casing and accents."""
+    from albert_edge.errors import CheckpointError
+    from albert_edge.layout import find_artifact
     from albert_edge.tokenizer import AlbertTokenizer
 
-    spm = folder / "spiece.model"
+    art = find_artifact(path)
+    spm = art.file("spiece.model")
     if not spm.is_file():
+        if ckpt is None:
+            raise CheckpointError(
+                f"{spm}: the artifact has no tokenizer; re-run albert-edge convert"
+            )
         return ckpt.tokenizer()
-    lower, keep_accents = ckpt.do_lower_case, False
-    cfg = folder / "tokenizer_config.json"
-    if cfg.is_file():
-        with contextlib.suppress(OSError, ValueError):
-            data = json.loads(cfg.read_text())
-            lower = bool(data.get("do_lower_case", lower))
-            keep_accents = bool(data.get("keep_accents", False))
-    tok = AlbertTokenizer(spm, do_lower_case=lower, keep_accents=keep_accents)
-    tok.check_vocab_size(int(ckpt.config.vocab_size), folder / "config.json")
+    lower = ckpt.do_lower_case if ckpt is not None else True
+    data = art.read_json("tokenizer_config.json") or {}
+    tok = AlbertTokenizer(
+        spm,
+        do_lower_case=bool(data.get("do_lower_case", lower)),
+        keep_accents=bool(data.get("keep_accents", False)),
+    )
+    if ckpt is not None:
+        tok.check_vocab_size(int(ckpt.config.vocab_size), art.file("config.json"))
     return tok
 
 
@@ -637,11 +656,18 @@ def _check_artifact(art: Path) -> None:
     """Verify judges the file it names and nothing else: every recorded file must be intact.
 
     A model file given directly must be the one its manifest describes, or the manifest's
-    precision and source would be applied to a different model.
+    precision and source would be applied to a different model. Only a sealed manifest of
+    the current format can vouch for its directory (a legacy or hand-written one is
+    refused, saying which), and a file it does not list fails: a PASS covers every byte.
     """
-    from albert_edge.manifest import check_files, load_manifest, manifest_path
+    from albert_edge.manifest import (
+        check_complete,
+        check_files,
+        load_sealed_manifest,
+        manifest_path,
+    )
 
-    manifest = load_manifest(art)
+    manifest = load_sealed_manifest(art)
     folder = manifest_path(art).parent
     if not art.is_dir() and art.relative_to(folder).as_posix() != manifest.model_file:
         raise AlbertEdgeError(
@@ -649,6 +675,7 @@ def _check_artifact(art: Path) -> None:
             "verify the artifact directory, or copy the file elsewhere to verify it alone"
         )
     check_files(folder, manifest)
+    check_complete(folder, manifest)
 
 
 def guess_precision(model: Path) -> str:
@@ -685,6 +712,31 @@ def _resolve_reference(
             "pass --reference CHECKPOINT"
         )
     return Path(str(path))
+
+
+def _check_reference_hash(
+    ref_path: Path, ckpt: Checkpoint, manifest: dict[str, Any] | None
+) -> None:
+    """Refuse a reference whose weights are not the ones the artifact was converted from.
+
+    Verifying against other weights (a re-trained checkpoint under the same name) would
+    report the artifact's error against a model it never was: a FAIL that blames the
+    conversion, or a PASS for the wrong model. The manifest records the sha256 of the
+    source's weight files; a source without one (written before it was recorded) is not
+    checked.
+    """
+    from albert_edge.layout import source_record
+
+    source = (manifest or {}).get("source")
+    want = source.get("weights_sha256") if isinstance(source, dict) else None
+    if not isinstance(want, str) or not want:
+        return
+    got = source_record(ckpt)["weights_sha256"]
+    if got is not None and got != want:
+        raise CheckpointError(
+            f"{ref_path}: its weights (sha256 {got[:12]}...) are not the ones this artifact was "
+            f"converted from (manifest.json: {want[:12]}...); pass that checkpoint as --reference"
+        )
 
 
 SAMPLE_DATA = Path(__file__).parent / "samples" / "sst2_dev_sample.tsv"
@@ -750,6 +802,7 @@ def verify(
             f"{ref_path}: reference is a {ckpt.head.name} model but {art} is {m_head}; "
             "pass the checkpoint the artifact was converted from as --reference"
         )
+    _check_reference_hash(ref_path, ckpt, manifest)
     rows = None
     if data is None and sample:
         data = default_sample(ref_path, ckpt)
@@ -766,16 +819,14 @@ def verify(
             rows = rows[: max(0, max_examples)]
     runner, kernel = _open_on(model, on, threads)
     pool = grid_token_pool(ckpt, precision)
-    with _torch_threads(threads):
+    with torch_threads(threads):
         grid, summary = run_grid(
             runner, ckpt, batch_sizes=batch_sizes, seq_lens=seq_lens, token_pool=pool
         )
         judge_outputs(summary, precision)
         accuracy = None
         if rows:
-            from albert_edge.layout import artifact_root
-
-            tok = _artifact_tokenizer(artifact_root(model), ckpt)
+            tok = artifact_tokenizer(model, ckpt)
             accuracy = evaluate_accuracy(runner, ckpt, tok, rows, progress=progress)
             accuracy["data"] = (
                 f"packaged SST-2 dev sample ({len(rows)} rows; --data for the full set)"
@@ -786,12 +837,17 @@ def verify(
             accuracy["bar_points"] = bar
             delta = accuracy["delta_points"]
             ok = abs(delta) <= bar + 1e-9
-            accuracy["passed"] = ok
+            accuracy["passed"] = ok and not math.isnan(accuracy["logits_sqnr_db"])
+            if ok and not accuracy["passed"]:  # equal argmaxes of NaN logits are no PASS
+                accuracy["failure"] = (
+                    "accuracy: non-finite logits (NaN/Inf) on the data, the artifact's or the "
+                    "reference's; the logits SQNR is NaN"
+                )
             if not ok:
                 need = "identical" if bar == 0 else f"within {bar:g} points"
                 accuracy["failure"] = (
-                    f"accuracy: artifact {accuracy['accuracy_artifact'] * 100:.2f}% vs reference "
-                    f"{accuracy['accuracy_reference'] * 100:.2f}% ({delta:+.2f} points; "
+                    f"accuracy: artifact {accuracy['accuracy_artifact'] * 100:.2f} % vs reference "
+                    f"{accuracy['accuracy_reference'] * 100:.2f} % ({delta:+.2f} points; "
                     f"{target} {precision} bar: {need})"
                 )
     report = VerifyReport(

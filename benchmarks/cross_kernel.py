@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 SHARED = ROOT.parent / "shared" / "data"
 SPIECE = SHARED / "albert" / "30k-clean.model"
@@ -79,11 +78,10 @@ def cpu_name() -> str:
 
 
 def build(ckpt_path: Path, work: Path, emb: bool, which: str) -> dict[str, Path]:
-    from script_report import built, reusable
-
     from albert_edge.convert import convert
     from albert_edge.onnx.quantize import quantize_artifact
     from albert_edge.options import ConvertOptions
+    from benchmarks.script_report import built, reusable
 
     fp32 = work / "fp32"
     if not reusable(fp32):
@@ -130,11 +128,11 @@ def measure(art: Path, ckpt: Any, kernel: str, rows: list | None) -> dict[str, A
     from albert_edge.kernels.remote import RemoteRunner
     from albert_edge.manifest import read_manifest
     from albert_edge.verify import (
-        _artifact_tokenizer,
-        _torch_threads,
+        artifact_tokenizer,
         evaluate_accuracy,
         grid_token_pool,
         run_grid,
+        torch_threads,
     )
 
     precision = read_manifest(art)["precision"]
@@ -148,7 +146,7 @@ def measure(art: Path, ckpt: Any, kernel: str, rows: list | None) -> dict[str, A
         runner = RemoteRunner(model_file(art), kernel)
     t0 = time.perf_counter()
     try:
-        with _torch_threads(2):
+        with torch_threads(2):
             _, summary = run_grid(runner, ckpt, token_pool=grid_token_pool(ckpt, precision))
             s = summary["logits"]
             res = {
@@ -157,9 +155,7 @@ def measure(art: Path, ckpt: Any, kernel: str, rows: list | None) -> dict[str, A
                 "max_abs_err": s["max_abs_err"],
             }
             if rows:
-                from albert_edge.layout import artifact_root
-
-                tok = _artifact_tokenizer(artifact_root(runner.path), ckpt)
+                tok = artifact_tokenizer(runner.path, ckpt)
                 acc = evaluate_accuracy(runner, ckpt, tok, rows, progress=False)
                 res["accuracy"] = acc["accuracy_artifact"]
                 res["accuracy_reference"] = acc["accuracy_reference"]
@@ -251,7 +247,7 @@ def main() -> int:
         "kernels": kernels,
         "grid": "verify's grid: batch 1,2 x seq 1,128,512 (random pieces; text for int8-static)",
         "accuracy_sentences": a.sentences,
-        "command": "python benchmarks/cross_kernel.py " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks.cross_kernel " + " ".join(sys.argv[1:]),
         "notes": list(a.note),
         "models": {},
     }

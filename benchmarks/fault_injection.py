@@ -38,6 +38,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -111,8 +112,9 @@ class Tally:
     def kill_summary(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
         for k in self.kills:
+            sig = k.get("signal", "SIGKILL")
             s = out.setdefault(
-                k["command"],
+                k["command"] + ("" if sig == "SIGKILL" else f" ({sig})"),
                 {"trials": 0, "real_kills": 0, "exited_before": 0, "absent": 0, "previous": 0}
                 | {"new": 0, "damaged": 0},
             )
@@ -127,6 +129,10 @@ class Tally:
         load = os.getloadavg()
         self.load_max = max(self.load_max, load[0])
         ks = self.kill_summary()
+        by_signal: dict[str, int] = {}
+        for k in self.kills:
+            sig = k.get("signal", "SIGKILL")
+            by_signal[sig] = by_signal.get(sig, 0) + int(k["killed"])
         return {
             **self.meta,
             "complete": complete,
@@ -138,6 +144,7 @@ class Tally:
                 "trials": sum(s["trials"] for s in ks.values()),
                 "real_kills": sum(s["real_kills"] for s in ks.values()),
                 "exited_before_the_kill": sum(s["exited_before"] for s in ks.values()),
+                "real_by_signal": by_signal,
                 "by_command": ks,
                 "calibration_s": self.calibration,
             },
@@ -186,9 +193,13 @@ def markdown(rep: dict[str, Any]) -> str:
         f"- commit {rep['commit']}; started {rep['started_utc']}, {rep['wall_s']:.0f} s wall, "
         f"seed {rep['seed']}; {status}",
         "",
-        f"**{t['trials']} trials, {k['real_kills']} real kill -9** "
-        f"({k['exited_before_the_kill']} kill trials whose command had already exited are "
-        "reported apart and not counted as kills): "
+        f"**{t['trials']} trials, "
+        + ", ".join(
+            f"{n} real {'kill -9' if sig == 'SIGKILL' else sig}"
+            for sig, n in (k.get("real_by_signal") or {"SIGKILL": k["real_kills"]}).items()
+        )
+        + f"** ({k['exited_before_the_kill']} signal trials whose command had already exited "
+        "are reported apart and not counted): "
         f"{t['inputs_lost']} inputs lost, {t['half_written']} half-written, "
         f"{t['false_pass']} false PASS, {t['tracebacks']} tracebacks, "
         f"{t['leftovers']} leftovers, {t['next_run_failed']} failed next runs.",
@@ -204,9 +215,9 @@ def markdown(rep: dict[str, Any]) -> str:
     )
     lines += [
         "",
-        "## kill -9",
+        "## kill -9, SIGTERM, SIGHUP",
         "",
-        "| command | trials | real kills | exited before the kill | real kills that left: "
+        "| command (signal; none: kill -9) | trials | real kills | exited before the kill | real kills that left: "
         "no output / the previous artifact / the new artifact / a damaged one | "
         "uninterrupted run, s (calibration) |",
         "|---|---:|---:|---:|---|---|",
@@ -229,8 +240,13 @@ def markdown(rep: dict[str, Any]) -> str:
         "sha256 of its manifest), or the new artifact complete; and, after the next "
         "uninterrupted run of the same command (which must succeed), no `.OUT.tmp-*`, "
         "`.OUT.old-*`, `.OUT.lock` and nothing in the run's private TMPDIR (framework "
-        "export dirs included). Per-trial records (delay, what the kill left, what was "
-        "left after the next run) and per-case notes are in fault_injection.json.",
+        "export dirs included). SIGTERM and SIGHUP (issue 26) are the same trial with the "
+        "other signal; one counts when the signal ended a running process (exit 128 + N, "
+        "albert-edge's handler, or -N before the handler was installed), and it is held "
+        "to more: anything left right after the signal is a leftover (the run cleans up "
+        "itself), and a 128 + N exit must say so in exactly one line (else it counts under "
+        "tracebacks). Per-trial records (signal, delay, what it left, what was left after "
+        "the next run) and per-case notes are in fault_injection.json.",
         "",
     ]
     return "\n".join(lines)
@@ -357,6 +373,96 @@ def kill_trials(
         th.start()
     for th in threads:
         while th.is_alive():  # join with a timeout: Ctrl-C still reaches the main thread
+            th.join(timeout=1.0)
+
+
+def signal_trials(
+    t: Tally, work: Path, rng: random.Random, artifacts: dict[str, Path], per: int, workers: int
+) -> None:
+    """SIGTERM and SIGHUP (what ``timeout``, systemd, CI and a closed terminal send; issue
+    26): ``per`` trials of each command per signal, at seeded fractions of its running
+    window, every other one an ``--overwrite``, judged like kill -9 and more strictly
+    (:func:`tests.faults.harness.kill_trial`). The window is re-measured here (one
+    uninterrupted run of each command), not taken from an earlier invocation."""
+    ckpt = work / "sig-ckpt"
+    shutil.copytree(EMBEDDED, ckpt)
+    src = work / "sig-fp32"
+    shutil.copytree(artifacts["onnx"], src)
+    commands = [
+        KillCommand(
+            "convert -> ONNX",
+            lambda o: ["convert", str(ckpt), "-o", str(o), "--no-verify"],
+            [ckpt],
+            artifacts["onnx"],
+        ),
+        KillCommand(
+            "convert -> TFLite",
+            lambda o: ["convert", str(ckpt), "--to", "tflite", "-o", str(o), "--no-verify"],
+            [ckpt],
+            artifacts["tflite"],
+        ),
+        KillCommand(
+            "quantize int8-dynamic",
+            lambda o: (
+                ["quantize", str(src), "--precision", "int8-dynamic", "-o", str(o), "--no-verify"]
+            ),
+            [src],
+            artifacts["int8"],
+        ),
+    ]
+    tmp = work / "sig-calib-tmp"
+    tmp.mkdir(exist_ok=True)
+    for cmd in commands:
+        t.calibration[f"{cmd.name} (signals)"] = [round(x, 2) for x in calibrate(cmd, work, tmp, 1)]
+    jobs = [
+        (sig, cmd, i, rng.uniform(0.02, 0.98))
+        for i in range(per)
+        for sig in (signal.SIGTERM, signal.SIGHUP)
+        for cmd in commands
+    ]
+    lock = threading.Lock()
+    count = {"n": 0}
+
+    def worker(w: int) -> None:
+        tmpdir = work / f"sig-tmp-{w}"
+        tmpdir.mkdir(exist_ok=True)
+        while True:
+            with lock:
+                if not jobs:
+                    return
+                sig, cmd, i, fraction = jobs.pop(0)
+                count["n"] += 1
+                n = count["n"]
+            out = work / f"s{sig.name}-{n}"
+            r = kill_trial(cmd, out, fraction, overwrite=i % 2 == 1, tmpdir=tmpdir, sig=sig)
+            with lock:
+                t.kills.append({"trial": len(t.kills) + 1, "worker": w, **r.as_dict()})
+                case = f"{sig.name} {cmd.name}" + ("" if r.killed else ": exited before it")
+                if r.left_by_kill or r.left_after_next_run or not r.message_ok:
+                    t.note(
+                        case, f"left {r.left_by_kill} / {r.left_after_next_run}; rc {r.returncode}"
+                    )
+                t.add(
+                    case,
+                    inputs_lost=r.inputs_lost,
+                    half_written=r.half_written,
+                    tracebacks=r.tracebacks or not r.message_ok,
+                    leftovers=r.leftovers,
+                    next_run_failed=r.next_run_failed,
+                )
+                print(
+                    f"{sig.name} {cmd.name}{' --overwrite' if i % 2 else ''} at {r.delay_s:.1f}s: "
+                    f"rc={r.returncode} signalled={r.killed} out={r.output_after_kill} "
+                    f"lost={r.inputs_lost} half={r.half_written} left={r.left_by_kill} "
+                    f"msg_ok={r.message_ok} next_failed={r.next_run_failed}",
+                    flush=True,
+                )
+
+    threads = [threading.Thread(target=worker, args=(w,), daemon=True) for w in range(workers)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        while th.is_alive():
             th.join(timeout=1.0)
 
 
@@ -692,6 +798,8 @@ def _resume(t: Tally, a: argparse.Namespace) -> set[str]:
     done |= {
         sec for sec, (case, n) in _LAST_CASE.items() if t.cases.get(case, {}).get("trials", 0) >= n
     }
+    if any(k.get("signal", "SIGKILL") != "SIGKILL" for k in t.kills):
+        done.add("signals")
     return done
 
 
@@ -712,7 +820,19 @@ def main() -> int:
         "--skip",
         action="append",
         default=[],
-        help="guard|manifest|tsv|damage|perm|concurrent|disk|kill",
+        help="guard|manifest|tsv|damage|perm|concurrent|disk|kill|signals",
+    )
+    ap.add_argument(
+        "--redo",
+        action="append",
+        default=[],
+        help="with --resume: run this finished section again (its trials are added)",
+    )
+    ap.add_argument(
+        "--signal-trials",
+        type=int,
+        default=10,
+        help="SIGTERM and SIGHUP trials per command per signal (issue 26)",
     )
     a = ap.parse_args()
     meta = {
@@ -755,10 +875,11 @@ def main() -> int:
             "kill": lambda: kill_trials(
                 t, work, rng, arts, a.kill_target, cap, a.calibration_runs, a.kill_workers
             ),
+            "signals": lambda: signal_trials(t, work, rng, arts, a.signal_trials, a.kill_workers),
         }
         with contextlib.suppress(KeyboardInterrupt):
             for name, run in sections.items():
-                if name in a.skip or name in done:
+                if name in a.skip or (name in done and name not in a.redo):
                     continue
                 run()
                 t.meta["sections_done"] = sorted({*t.meta["sections_done"], name})

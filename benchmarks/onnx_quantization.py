@@ -29,7 +29,7 @@ and the Markdown without measuring), into ``--out`` (default ``benchmarks/result
 builds under ``--work`` (default ``benchmarks/_work/onnx_quantization``, git-ignored),
 reused unless ``--rebuild``.
 
-    python benchmarks/onnx_quantization.py [--models albert-base,sst2-tiny] [--runs 30]
+    python -m benchmarks.onnx_quantization [--models albert-base,sst2-tiny] [--runs 30]
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import argparse
 import math
 import os
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -46,16 +45,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("USE_TF", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from script_report import combine, p50, render, time_files, write  # noqa: E402
-
 from albert_edge.bench.report import machine_line, mb  # noqa: E402
+from benchmarks.script_report import combine, p50, render, time_files, write  # noqa: E402
 
 SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
 SPIECE = SHARED / "data" / "albert" / "30k-clean.model"
@@ -85,66 +81,19 @@ def rel(path: Path) -> str:
     return str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
 
 
-def run_cli(args: list[str], threads: int) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    r = subprocess.run(args, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        tail = "\n".join(r.stderr.strip().splitlines()[-5:])
-        raise RuntimeError(f"{' '.join(args[:4])} ... failed (exit {r.returncode}): {tail}")
-
-
-def one_onnx(folder: Path, pattern: str = "*.onnx") -> Path:
-    files = sorted(folder.glob(pattern))
-    if len(files) != 1:
-        raise RuntimeError(f"{folder}: expected one {pattern}, found {[f.name for f in files]}")
-    return files[0]
-
-
 def build(ckpt_dir: Path, work: Path, threads: int, num_cal: int) -> dict[str, Path]:
     """Every variant's model file, building what is missing under ``work``."""
     from albert_edge.convert import convert
     from albert_edge.onnx.quantize import quantize_artifact
     from albert_edge.options import ConvertOptions
+    from benchmarks.peers import build_optimum
 
-    cli = str(Path(sys.executable).with_name("optimum-cli"))
     work.mkdir(parents=True, exist_ok=True)
     out: dict[str, Path] = {}
-    plain = work / "optimum"
-    if not list(plain.glob("*.onnx")):
-        log(f"optimum-cli export onnx {ckpt_dir.name}")
-        shutil.rmtree(plain, ignore_errors=True)
-        run_cli(
-            [
-                cli,
-                "export",
-                "onnx",
-                "--model",
-                str(ckpt_dir),
-                "--task",
-                "text-classification",
-                str(plain),
-            ],
-            threads,
-        )
-    out["optimum fp32"] = one_onnx(plain)
-    qdir = work / "optimum-avx512_vnni"
-    if not list(qdir.glob("*.onnx")):
-        log("optimum-cli onnxruntime quantize --avx512_vnni")
-        shutil.rmtree(qdir, ignore_errors=True)
-        run_cli(
-            [
-                cli,
-                "onnxruntime",
-                "quantize",
-                "--onnx_model",
-                str(plain),
-                "--avx512_vnni",
-                "-o",
-                str(qdir),
-            ],
-            threads,
-        )
-    out[OPTIMUM_INT8] = one_onnx(qdir, "*quantized*.onnx")
+    log(f"optimum-cli export onnx {ckpt_dir.name}")
+    out["optimum fp32"] = build_optimum(ckpt_dir, work, "fp32")
+    log("optimum-cli onnxruntime quantize --avx512_vnni")
+    out[OPTIMUM_INT8] = build_optimum(ckpt_dir, work, "int8")
 
     from albert_edge.runtime import model_file
 

@@ -22,7 +22,7 @@ without measuring), into ``--out`` (default ``benchmarks/results``); builds unde
 ``--work`` (default ``benchmarks/_work/onnx_vs_optimum``, git-ignored), reused unless
 ``--rebuild``. Offline: optimum reads the tokenizer from the checkpoint's ``spiece.model``.
 
-    python benchmarks/onnx_vs_optimum.py [--models albert-base,sst2-tiny] [--runs 30]
+    python -m benchmarks.onnx_vs_optimum [--models albert-base,sst2-tiny] [--runs 30]
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -38,16 +37,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("USE_TF", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from script_report import combine, p50, render, time_files, write  # noqa: E402
-
 from albert_edge.bench.report import machine_line, mb  # noqa: E402
+from benchmarks.script_report import combine, p50, render, time_files, write  # noqa: E402
 
 SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
 SPIECE = SHARED / "data" / "albert" / "30k-clean.model"
@@ -63,70 +59,22 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def run_cli(args: list[str], threads: int) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    r = subprocess.run(args, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        tail = "\n".join(r.stderr.strip().splitlines()[-5:])
-        raise RuntimeError(f"{' '.join(args[:4])} ... failed (exit {r.returncode}): {tail}")
-
-
-def onnx_file(folder: Path) -> Path:
-    files = sorted(folder.glob("*.onnx"))
-    if len(files) != 1:
-        raise RuntimeError(f"{folder}: expected one .onnx file, found {[f.name for f in files]}")
-    return files[0]
-
-
 def build(
     ckpt_dir: Path, work: Path, levels: list[str], threads: int, rebuild: bool
 ) -> dict[str, Path]:
     """Every variant's model file, building what is missing."""
     from albert_edge.convert import convert
     from albert_edge.options import ConvertOptions
+    from benchmarks.peers import build_optimum
 
-    cli = str(Path(sys.executable).with_name("optimum-cli"))
     out: dict[str, Path] = {}
-    plain = work / "optimum"
     if rebuild:
         shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True, exist_ok=True)
-    if not list(plain.glob("*.onnx")):
-        log(f"optimum-cli export onnx {ckpt_dir.name}")
-        shutil.rmtree(plain, ignore_errors=True)
-        run_cli(
-            [
-                cli,
-                "export",
-                "onnx",
-                "--model",
-                str(ckpt_dir),
-                "--task",
-                "text-classification",
-                str(plain),
-            ],
-            threads,
-        )
-    out["optimum export"] = onnx_file(plain)
+    log(f"optimum-cli export onnx {ckpt_dir.name}")
+    out["optimum export"] = build_optimum(ckpt_dir, work, "fp32")
     for level in levels:
-        folder = work / f"optimum-{level}"
-        if not list(folder.glob("*.onnx")):
-            log(f"optimum-cli onnxruntime optimize -{level}")
-            shutil.rmtree(folder, ignore_errors=True)
-            run_cli(
-                [
-                    cli,
-                    "onnxruntime",
-                    "optimize",
-                    "--onnx_model",
-                    str(plain),
-                    f"-{level}",
-                    "-o",
-                    str(folder),
-                ],
-                threads,
-            )
-        out[f"optimum -{level}"] = onnx_file(folder)
+        log(f"optimum-cli onnxruntime optimize -{level}")
+        out[f"optimum -{level}"] = build_optimum(ckpt_dir, work, level)
     for optimize in ("none", "fuse"):
         folder = work / f"albert-edge-{optimize}"
         from albert_edge.runtime import model_file

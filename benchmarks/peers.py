@@ -50,7 +50,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("USE_TF", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -156,48 +155,47 @@ def optimum_cli() -> str:
     return str(beside) if beside.is_file() else "optimum-cli"
 
 
+OPTIMUM_VARIANTS = ("fp32", "int8", "O1", "O2", "O3", "O4")
+
+
 def build_optimum(ckpt: Path, work: Path, variant: str) -> Path:
-    """optimum-cli export (``fp32``), with ``-O3`` (``O3``), or quantized (``int8``)."""
+    """The one builder of optimum peers, for every comparison here (peers, precisions,
+    onnx_vs_optimum, onnx_quantization): optimum's own CLI, as a user runs it.
+
+    ``fp32``: ``optimum-cli export onnx --task text-classification``; ``int8``: ``optimum-cli
+    onnxruntime quantize --avx512_vnni`` of that export; ``O1``..``O4``: ``optimum-cli
+    onnxruntime optimize -On`` of it (the ORTOptimizer and AutoOptimizationConfig that
+    ``export --optimize On`` applies too). Built once under ``work/optimum-<variant>``.
+    """
+    if variant not in OPTIMUM_VARIANTS:
+        raise ValueError(f"unknown optimum variant {variant!r}; one of {OPTIMUM_VARIANTS}")
     out = work / f"optimum-{variant}"
-    model = out / ("model_quantized.onnx" if variant == "int8" else "model.onnx")
-    if model.is_file():
-        return model
+    if (found := _optimum_model(out, variant)) is not None:
+        return found
     shutil.rmtree(out, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
     log = work / f"optimum-{variant}.log"
-    if variant == "int8":
-        src = build_optimum(ckpt, work, "fp32").parent
-        sh(
-            [
-                optimum_cli(),
-                "onnxruntime",
-                "quantize",
-                "--onnx_model",
-                str(src),
-                "--avx512_vnni",
-                "-o",
-                str(out),
-            ],
-            log,
-        )
+    if variant == "fp32":
+        cmd = ["export", "onnx", "--model", str(ckpt), "--task", "text-classification", str(out)]
     else:
-        cmd = [
-            optimum_cli(),
-            "export",
-            "onnx",
-            "--model",
-            str(ckpt),
-            "--task",
-            "text-classification",
-        ]
-        if variant == "O3":
-            cmd += ["--optimize", "O3"]
-        sh([*cmd, str(out)], log)
-    candidates = sorted(out.glob("*.onnx"))
-    if not model.is_file() and candidates:
-        model = candidates[0]
-    if not model.is_file():
-        raise Unavailable(f"optimum wrote no .onnx into {out}")
-    return model
+        src = build_optimum(ckpt, work, "fp32").parent
+        how = ["quantize", "--avx512_vnni"] if variant == "int8" else ["optimize", f"-{variant}"]
+        cmd = ["onnxruntime", how[0], "--onnx_model", str(src), *how[1:], "-o", str(out)]
+    sh([optimum_cli(), *cmd], log)
+    if (found := _optimum_model(out, variant)) is None:
+        raise Unavailable(f"optimum wrote no single {variant} .onnx into {out}")
+    return found
+
+
+def _optimum_model(out: Path, variant: str) -> Path | None:
+    """The model optimum wrote: its own file name for the variant, else the only .onnx."""
+    named = {"fp32": "model.onnx", "int8": "model_quantized.onnx"}.get(
+        variant, "model_optimized.onnx"
+    )
+    if (out / named).is_file():
+        return out / named
+    found = sorted(out.glob("*.onnx")) if out.is_dir() else []
+    return found[0] if len(found) == 1 else None
 
 
 def _with_tokenizer(folder: Path, ckpt: Path) -> None:

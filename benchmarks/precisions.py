@@ -33,7 +33,7 @@ accounts for both, per tensor).
 Outputs (``--out``, default ``benchmarks/results``): ``precisions.json`` (an
 albert-edge-bench/1 report; each result row also carries ``w2_median_ms``,
 ``accuracy``, ``model``), ``precisions.md`` and ``precisions.png``. Run:
-``python benchmarks/precisions.py [--base] [--threads 2]``.
+``python -m benchmarks.precisions [--base] [--threads 2]``.
 """
 
 from __future__ import annotations
@@ -49,12 +49,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("USE_TF", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from script_report import built, portable, reusable  # noqa: E402
 
 from albert_edge.bench import (  # noqa: E402
     accuracy,
@@ -64,6 +60,7 @@ from albert_edge.bench import (  # noqa: E402
     write_outputs,
 )
 from albert_edge.bench.report import machine_line  # noqa: E402
+from benchmarks.script_report import built, portable, reusable  # noqa: E402
 
 SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
 SPIECE = SHARED / "data" / "albert" / "30k-clean.model"
@@ -218,7 +215,8 @@ def w2_latencies(
 
     for k, (label, path) in enumerate(targets):
         errs[label] = logs / f"{k}.stderr"
-        cmd = [sys.executable, __file__, "--w2-server", str(path), "--threads", str(threads)]
+        cmd = [sys.executable, "-m", "benchmarks.precisions", "--w2-server", str(path)]
+        cmd += ["--threads", str(threads)]
         with errs[label].open("w") as err:  # the child holds its own copy
             procs[label] = subprocess.Popen(
                 [*cmd, "--w2", str(n)],
@@ -227,6 +225,7 @@ def w2_latencies(
                 stderr=err,
                 text=True,
                 bufsize=1,
+                cwd=ROOT,  # -m benchmarks.precisions: the package is found from the repository
             )
         if procs[label].stdout.readline().strip() != "ready":
             drop(label, "the W2 child did not start")
@@ -506,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             print(f"  ... {time.time() - t0:.0f} s", file=sys.stderr)
         if not a.no_peers:
-            from peers import Unavailable, build_optimum
+            from benchmarks.peers import Unavailable, build_optimum
 
             for variant in ("fp32", "int8"):
                 try:
@@ -518,7 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 except Unavailable as exc:
                     print(f"precisions: optimum {variant}: {exc}", file=sys.stderr)
             try:  # the mobile peer (LITERT_PEER)
-                from peers import build_litert_torch
+                from benchmarks.peers import build_litert_torch
 
                 arts.append((LITERT_PEER, "tflite", build_litert_torch(ckpt, work, (128,))))
             except Exception as exc:  # a peer that cannot build is reported, not fatal

@@ -18,9 +18,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
 from albert_edge.bench import SCHEMA_ID, Target, bench, validate_report, write_outputs  # noqa: E402
 
 Markdown = Callable[[Mapping[str, Any]], str]

@@ -17,7 +17,7 @@ error and argmax agreement of the logits vs PyTorch on real SST-2 dev sentences,
 XNNPACK latency (batch 1, seq 128, 2 threads) measured by :func:`albert_edge.bench.bench`:
 each route's file is written under ``--work`` and timed in its own child process.
 
-    python benchmarks/tflite_routes.py [--checkpoint DIR | --config albert-base] \
+    python -m benchmarks.tflite_routes [--checkpoint DIR | --config albert-base] \
         [--runs 20] [--sentences 32] [--out benchmarks/results] [--precisions ... --merge]
 
 Writes ``tflite_routes.json`` (an ``albert-edge-bench/1`` report: one row per (precision,
@@ -43,12 +43,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from script_report import load, p50, render, time_targets, write  # noqa: E402
 
 from albert_edge.bench.report import machine_line, mb  # noqa: E402
+from benchmarks.script_report import load, p50, render, time_targets, write  # noqa: E402
 
 SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
 PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-full")

@@ -393,3 +393,20 @@ def test_benchmark_report_follows_the_harness_schema(java_build, spiece_path, tm
     assert ok["throughput_seq_per_s"] == pytest.approx(1000.0 / lat["p50"])
     assert report["results"][1]["reason"] == "no GPU delegate on a plain JVM"
     assert ok["peak_rss_bytes"] > 0
+
+
+def test_early_exit_parity_every_dev_sentence(java_build, sst2_dev, sst2_train, tmp_path):
+    """Java's dynamic-exit loop (``EarlyExit.java``) takes Python's decision — exit depth
+    and label — on every SST-2 dev sentence, for every policy, in batches of 8 (Python's
+    runner ran batches of 16: a row's exit must not depend on its batch)."""
+    from tests.early_exit.java_goldens import POLICIES, build_trained_artifact, write_goldens
+
+    artifact = build_trained_artifact(tmp_path / "early-exit", sst2_train)
+    texts = [t for _, t in read_sst2(sst2_dev)]
+    golden = tmp_path / "early_exit.tsv"
+    means = write_goldens(artifact, texts, golden)
+    assert means["off"] == 4.0 and min(means.values()) < 3.0, means  # some rows exit early
+    r = _java(java_build, "dev.albertedge.core.EarlyExitParity", str(golden), "8")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, f"Java and Python disagree ({golden}):\n{out[-3000:]}"
+    assert f"checked={len(texts) * len(POLICIES)} mismatches=0" in out, out

@@ -48,3 +48,37 @@ def test_progress_steps_and_quiet(capsys) -> None:
         assert capsys.readouterr().err == ""
     finally:
         progress.set_enabled(True)
+
+
+def _parsers(parser: argparse.ArgumentParser, name: str = "albert-edge"):
+    """Every (command name, parser) pair, nested commands (``kernels setup``) included."""
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child, cp in action.choices.items():
+                yield from _parsers(cp, f"{name} {child}")
+
+
+def test_every_option_with_choices_lists_them_in_help(monkeypatch) -> None:
+    """A user reads the allowed values in ``--help``, never by trial (issue 25): an option
+    with ``choices`` must not hide them behind a metavar, and the options whose values are
+    checked by the library (to keep its one-line errors) name them in their help text."""
+    from albert_edge.bench.targets import BACKENDS
+    from albert_edge.options import ONNX_PRECISIONS, TFLITE_PRECISIONS
+
+    monkeypatch.setenv("COLUMNS", "2000")  # no wrapping inside a hyphenated name
+    hidden: list[str] = []
+    helps: dict[str, str] = {}
+    for name, p in _parsers(build_parser()):
+        text = p.format_help()
+        helps[name] = text
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction) or not action.choices:
+                continue
+            flag = "/".join(action.option_strings) or action.dest
+            hidden += [f"{name} {flag}: {c}" for c in action.choices if str(c) not in text]
+    assert not hidden, hidden
+    bench = helps["albert-edge bench"]
+    assert all(b in bench for b in BACKENDS), bench
+    assert all(p in helps["albert-edge convert"] for p in (*ONNX_PRECISIONS, *TFLITE_PRECISIONS))
+    assert all(p in helps["albert-edge quantize"] for p in ONNX_PRECISIONS if p != "fp32")

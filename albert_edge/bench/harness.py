@@ -528,8 +528,10 @@ def _row_log(
     """The resumable row log, or None. Its header pins what the rows were measured with."""
     if rows_path is None:
         return None
-    from albert_edge.bench.rowlog import RowLog
+    from albert_edge.bench.rowlog import RowLog, content_sha256
 
+    # every kept row is keyed on what its target holds now: a replaced artifact is re-measured
+    contents = {str(t.path): content_sha256(t.path, t.model_file) for t in targets}
     settings = {
         "targets": [str(t.path) for t in targets],
         "jobs": sorted({(j.backend.name, j.threads) for j in jobs}),
@@ -537,7 +539,7 @@ def _row_log(
         "policy": dict(policy),
         "inputs": inputs_label,
     }
-    return RowLog(rows_path, settings)
+    return RowLog(rows_path, settings, contents)
 
 
 def _logged_rows(log: Any, job: _Job) -> list[dict[str, Any]]:

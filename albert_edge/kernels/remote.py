@@ -115,9 +115,11 @@ class RemoteRunner:
         if "max_seq_len" in hello:  # a TFLite child knows its largest signature
             self.max_seq_len: int = int(hello["max_seq_len"])
         else:
-            from albert_edge.onnx.runtime import _max_seq_len_beside
+            from albert_edge.layout import find_artifact
+            from albert_edge.onnx.runtime import DEFAULT_MAX_SEQ_LEN
 
-            self.max_seq_len = _max_seq_len_beside(self.path)
+            found = find_artifact(self.path).max_sequence_length()
+            self.max_seq_len = found or DEFAULT_MAX_SEQ_LEN
 
     def _read_line(self) -> dict[str, Any]:
         assert self._proc.stdout is not None

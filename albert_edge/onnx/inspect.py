@@ -381,6 +381,20 @@ def describe_model(model: ir.Model, path: Path | None, file_bytes: int) -> dict[
     return info
 
 
+def _check_is_a_model(path: Path, model: ir.Model) -> None:
+    """Refuse what protobuf parses but is no model: every byte string, the empty one
+    included, decodes as *some* ModelProto (zero bytes: no graph, opset 0), which then
+    read as "fp32 ONNX, opset 0"."""
+    size = path.stat().st_size
+    if size == 0:
+        raise AlbertEdgeError(f"{path}: empty file (0 bytes), not an ONNX model; re-export it")
+    if not model.opset_imports or not len(model.graph.outputs) or not len(model.graph):
+        raise AlbertEdgeError(
+            f"{path}: not an ONNX model ({size} bytes with no graph, outputs or opset); "
+            "the file is truncated or not ONNX; re-export it"
+        )
+
+
 def inspect_onnx(path: str | Path) -> dict[str, Any]:
     """Size accounting, weight-MatMul counts and ALBERT facts of an ``.onnx`` file.
 
@@ -396,6 +410,7 @@ def inspect_onnx(path: str | Path) -> dict[str, Any]:
         raise AlbertEdgeError(
             f"{p}: not a readable ONNX model ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}); re-export it"
         ) from None
+    _check_is_a_model(p, model)
     info = describe_model(model, p, model_files_bytes(p, model))
     from albert_edge.layout import artifact_root
 

@@ -13,7 +13,7 @@ table's readers and the proto-level entry points benchmarks and tests use):
   read by standard ONNX ops only (``gather_rows``: Gather the codes and the scales
   of the looked-up rows, Cast, Mul), so every runtime loads them (transformers.js'
   bundled onnxruntime-web has no ``GatherBlockQuantized``, the contrib op earlier
-  versions wrote; benchmarks/results/word_table_forms.md has the measurements); a tied
+  versions wrote; the forms measured are in docs/precisions.md); a tied
   decoder reads the very same initializer through ``MatMulNBits`` (a Reshape of the
   codes to [V, blocks, blob], which ORT folds at load) — one table in the file, two
   consumers.
@@ -161,9 +161,10 @@ def table_scale_format(bits: int, *, tied: bool, dim: int = 128, fold: bool = Fa
 
     "u4log" (folded int4 tables with E·bits/8 · :data:`ROW_SCALE_BUDGET` < 1 byte): four
     bits per row, the scale ``super · 2^(-k/4)``, k in 0..15 — a quarter-octave grid over
-    four octaves, decoded once at load (``albert_edge.Int4Scales``). Measured on the
-    trained tiny model (benchmarks/results/int4_floor.md): table SQNR 18.9 vs 19.7 dB for
-    one byte per row, SST-2 accuracy within the int4 bar, half the scale bytes.
+    four octaves, decoded once at load (``albert_edge.Int4Scales``). Why: where E is small
+    a byte per row is a large share of the row's codes, and the log grid keeps the table's
+    error and SST-2 accuracy (within the int4 bar) at half the scale bytes
+    (measured: docs/precisions.md).
     """
     if tied:
         return "fp32"
@@ -190,7 +191,7 @@ def _quantize_blocks(
     block, scale = code × one fp32 super-scale (the third value returned; None otherwise),
     code = ceil(scale / super) so a rounded scale is never smaller and no value clips.
     At E=64 per-row fp32/fp16 scales cost 12.5/6.25 % of a 4-bit table; "u8" 3.1 %, with
-    the same table SQNR (19.8 dB on the trained tiny model, benchmarks/results/int4_floor.md).
+    the same table error (measured: docs/precisions.md).
     Every stored form is applied *before* the codes are computed, so codes and the scales
     a reader sees agree.
     """

@@ -24,8 +24,6 @@ module is the front: options, the manifest's report, ``albert-edge quantize``.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,7 +56,7 @@ __all__ = [
 
 QUANT_PRECISIONS = ("int8-dynamic", "int8-static", "int4", "fp16")
 # Said plainly wherever int4 is produced (manifest + convert report), per --int4-kernel:
-# measured, not hoped (benchmarks/results/precisions.md, int4_floor.md).
+# measured, not hoped (the figures and their runs: docs/precisions.md).
 INT4_SPEED_NOTES = {
     "int8": (
         "int4 (--int4-kernel int8) stores 4-bit codes and computes with int8-dynamic's "
@@ -330,17 +328,6 @@ def _artifact_paths(model_path: Path) -> tuple[Path, Path, dict[str, Any]]:
     return folder, model_file, manifest
 
 
-def _artifact_tokenizer(folder: Path) -> AlbertTokenizer:
-    from albert_edge.tokenizer import AlbertTokenizer
-
-    lower = True
-    cfg = folder / "tokenizer_config.json"
-    if cfg.is_file():
-        with contextlib.suppress(OSError, ValueError):
-            lower = bool(json.loads(cfg.read_text()).get("do_lower_case", True))
-    return AlbertTokenizer(folder / "spiece.model", do_lower_case=lower)
-
-
 def _source_checkpoint(
     manifest: dict[str, Any], reference: str | Path | None = None
 ) -> tuple[Checkpoint | None, str | None]:
@@ -423,7 +410,9 @@ def quantize_artifact(
     check_output(output, overwrite=options.overwrite, inputs=[folder])  # before any work
     check_files(folder, load_manifest(folder))  # quantize only what convert wrote
     texts = load_calibration(options)
-    tokenizer = _artifact_tokenizer(folder) if texts is not None else None
+    from albert_edge.verify import artifact_tokenizer
+
+    tokenizer = artifact_tokenizer(folder) if texts is not None else None
     try:
         model = onnx.load(str(model_file))
     except Exception as exc:

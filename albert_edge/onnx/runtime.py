@@ -10,12 +10,12 @@ runs of the same artifact are comparable.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import AlbertEdgeError, UnsupportedError
+from albert_edge.layout import find_artifact
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,40 +49,17 @@ _NP_DTYPES = {
 }
 
 
-def _max_seq_len_beside(model: Path) -> int:
-    """The longest sequence the artifact accepts, from its manifest or config.json."""
-    folder = model.parent
-    manifest = folder / "manifest.json"
-    config = folder / "config.json"
-    for path, key in ((manifest, "max_seq_len"), (config, "max_position_embeddings")):
-        if path.is_file():
-            try:
-                value = json.loads(path.read_text()).get(key)
-            except (OSError, ValueError, AttributeError):
-                continue
-            if isinstance(value, int) and value > 0:
-                return value
-    return DEFAULT_MAX_SEQ_LEN
-
-
 def _check_runtime_beside(model: Path, installed: str) -> None:
     """The manifest's ``requirements`` (issue 12) against the installed onnxruntime."""
     from albert_edge.onnx.requirements import check_runtime_version
 
-    # the artifact directory holds manifest.json; the model sits in it or in a subfolder
-    for folder in (model.parent, model.parent.parent):
-        manifest = folder / "manifest.json"
-        if not manifest.is_file():
-            continue
-        try:
-            data = json.loads(manifest.read_text())
-            named = (folder / str(data.get("model_file", ""))).resolve()
-        except (OSError, ValueError, AttributeError):
-            return
-        if named == model.resolve():
-            req = data.get("requirements")
-            check_runtime_version(model, req if isinstance(req, dict) else None, installed)
-            return
+    art = find_artifact(model)
+    if art.manifest is None or art.model is None:
+        return
+    named = art.root / str(art.manifest.get("model_file", ""))
+    if named.resolve() == model.resolve():
+        req = art.manifest.get("requirements")
+        check_runtime_version(model, req if isinstance(req, dict) else None, installed)
 
 
 def _check_runtime_of_graph(model: Path, installed: str) -> None:
@@ -161,7 +138,9 @@ class OrtRunner:
         self.input_names: tuple[str, ...] = tuple(i.name for i in inputs)
         self.output_names: tuple[str, ...] = tuple(o.name for o in self.session.get_outputs())
         self._input_dtypes = {i.name: _NP_DTYPES.get(i.type, "int64") for i in inputs}
-        max_len = _max_seq_len_beside(self.path)
+        # from the manifest of the artifact holding the model (onnx/model*.onnx in convert's
+        # layout), else its config.json; a bare model file gets ORT's usual 512
+        max_len = find_artifact(self.path).max_sequence_length() or DEFAULT_MAX_SEQ_LEN
         for i in inputs:  # a graph exported with a fixed sequence axis accepts only that
             if len(i.shape) >= 2 and isinstance(i.shape[-1], int) and i.shape[-1] > 0:
                 max_len = min(max_len, i.shape[-1])

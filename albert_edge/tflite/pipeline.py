@@ -32,8 +32,8 @@ MODEL_FILE = "model.tflite"
 DEFAULT_BUCKET = 128
 FP32_TOLERANCE = 1e-4
 
-# Chosen per precision by measurement (benchmarks/tflite_routes.py on an albert-base shape,
-# results in benchmarks/results/tflite_routes.md): size, XNNPACK latency, error vs PyTorch.
+# Chosen per precision by measurement (benchmarks/tflite_routes.py on an albert-base shape;
+# the figures and why: docs/tflite.md): size, XNNPACK latency, error vs PyTorch.
 # The alternative measured for every precision is TF's converter on a TF ALBERT built from
 # the same weights (converters/tflite_keras.py), plus litert-torch's own PT2E int8.
 ROUTES: dict[str, tuple[str, str]] = {

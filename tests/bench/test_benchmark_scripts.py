@@ -1,6 +1,6 @@
 """The scripts in benchmarks/ time through bench() and write albert-edge-bench/1 reports.
 
-One real tiny bench() run (one child, 2 timed runs) through ``benchmarks/script_report``
+One real tiny bench() run (one child, 2 timed runs) through ``benchmarks.script_report``
 gives the rows; each script's own columns are added the way the script adds them, and
 its ``--render`` must accept the report and render every row. A result file written by
 an old script (its own schema) is left alone by ``--render``. Nothing asserts a time.
@@ -9,9 +9,9 @@ an old script (its own schema) is left alone by ``--render``. Nothing asserts a 
 from __future__ import annotations
 
 import copy
+import importlib
 import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -20,18 +20,14 @@ import pytest
 
 from albert_edge.bench import resolve_target, validate_report
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+# Frozen investigations (benchmarks/studies/) whose helpers are still tested here.
+STUDIES = {"roofline", "skip_layernorm", "time_budget"}
 
 
 def script(name: str) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    """A benchmarks module, imported as a package module (no sys.path patching)."""
+    package = "benchmarks.studies" if name in STUDIES else "benchmarks"
+    return importlib.import_module(f"{package}.{name}")
 
 
 @pytest.fixture(scope="module")
@@ -356,3 +352,47 @@ def test_roofline_script_bounds_every_m_at_every_thread_count(tmp_path: Path) ->
             b8 = bound_ms(roof, weight_gemms(config, m), device="cpu", threads=th, precision="int8")
             assert f"| {th} | {m} | {b8:.2f} |" in (tmp_path / "roofline.md").read_text()
     assert mod.main(["--render", "--out", str(tmp_path)]) == 0
+
+
+def test_codebase_metrics_counts_what_it_says(tmp_path: Path) -> None:
+    """tools/codebase_metrics.py on a small tree it can be checked against by hand: one
+    long function, one short one, a fact defined twice, a private import, a sys.path patch."""
+    spec = importlib.util.spec_from_file_location(
+        "codebase_metrics", Path(__file__).resolve().parents[2] / "tools" / "codebase_metrics.py"
+    )
+    assert spec is not None and spec.loader is not None
+    cm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cm)
+    pkg = tmp_path / "albert_edge"
+    (tmp_path / "converters").mkdir()
+    (pkg / "onnx").mkdir(parents=True)
+    body = "\n".join(f"    x{i} = {i}" for i in range(101))
+    (pkg / "__init__.py").write_text(f"def long():\n{body}\n\n\ndef floor_bytes():\n    pass\n")
+    (pkg / "onnx" / "a.py").write_text(
+        'OPS = {"MatMul", "Gemm"}\nRECIPES = {}\n\n\ndef floor_bytes():\n'
+        "    def inner():\n        pass\n"
+    )
+    (tmp_path / "benchmarks" / "studies").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "x.py").write_text(
+        "import sys\nfrom albert_edge.verify import _private, public\nsys.path.insert(0, '.')\n"
+    )
+    (tmp_path / "benchmarks" / "studies" / "y.py").write_text("from a._b import c\n")
+    got = cm.code_metrics(tmp_path)
+    assert got["modules"] == 2
+    assert got["functions_over_100_lines"] == [
+        {"function": "albert_edge/__init__.py:long", "lines": 102}
+    ]
+    facts = got["graph_facts"]
+    assert [p.split(" ")[0] for p in facts["floor bytes"]] == [
+        "albert_edge/__init__.py:105",
+        "albert_edge/onnx/a.py:5",
+    ]
+    assert len(facts["weight-op table (ops whose inputs are weights)"]) == 1
+    assert len(facts["RECIPES (quantization recipes)"]) == 1
+    b = cm.benchmark_metrics(tmp_path)
+    assert b["benchmarks"]["scripts"] == 1 and b["studies"]["scripts"] == 1
+    assert b["benchmarks"]["private_imports"] == [
+        "benchmarks/x.py:2 from albert_edge.verify import _private"
+    ]
+    assert b["benchmarks"]["sys_path_patches"] == ["benchmarks/x.py:3"]
+    assert b["studies"]["private_imports"] == ["benchmarks/studies/y.py:1 from a._b import c"]

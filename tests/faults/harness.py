@@ -19,6 +19,13 @@ process: ``poll()`` is None right before the signal and the exit status is -SIGK
 process that exited between the two reports its own status, not -9). Delays are drawn
 inside the command's running window, measured by :func:`calibrate`, not guessed.
 
+The same trial with SIGTERM or SIGHUP (``sig``; issue 26) counts when the signal ended a
+running process: exit status 128 + N (albert-edge's handler: one line, its own clean-up)
+or -N (the signal came before the handler was installed, at interpreter start-up, when
+nothing is written yet). Stricter than kill -9: the run must clean up after itself, so
+anything it leaves right after the signal is a leftover, and a 128 + N exit must say so
+in exactly one line.
+
 Not a test module (no ``test_`` prefix): plain functions, no pytest import, so the
 benchmark can use it without pytest.
 """
@@ -218,13 +225,21 @@ class KillResult:
     left_after_next_run: list[str]
     next_run_s: float
     next_run_error: str = ""
+    signal: str = "SIGKILL"
+    message_ok: bool = True  # SIGTERM/SIGHUP handled (128 + N): exactly one line, it says so
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def kill_trial(
-    cmd: KillCommand, out: Path, fraction: float, *, overwrite: bool, tmpdir: Path
+    cmd: KillCommand,
+    out: Path,
+    fraction: float,
+    *,
+    overwrite: bool,
+    tmpdir: Path,
+    sig: signal.Signals = signal.SIGKILL,
 ) -> KillResult:
     """Start ``cmd`` into ``out``, SIGKILL it at ``fraction`` of its running window, judge
     what is on disk, then run it again uninterrupted: it must succeed and leave nothing.
@@ -255,12 +270,15 @@ def kill_trial(
             proc.wait(timeout=delay)
         except subprocess.TimeoutExpired:
             if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
+                os.kill(proc.pid, sig)
                 sent = True
         proc.wait()
         err.seek(0)
         stderr = err.read()
-    killed = sent and proc.returncode == -signal.SIGKILL
+    killed = sent and proc.returncode in (-sig, 128 + sig)
+    message_ok = proc.returncode != 128 + sig or (
+        f"stopped by {sig.name}" in stderr and len(error_lines(stderr)) == 1
+    )
     lost = any(
         (tree_sums(p) if p.is_dir() else {"": _sha(p)}) != sums for p, sums in in_sums.items()
     )
@@ -277,6 +295,8 @@ def kill_trial(
         state = "absent"
         half = old_sums is not None  # the artifact --overwrite was replacing is gone
     left_by_kill = names_left(out.parent, out.name) + dir_left(tmpdir)
+    # a handled signal cleans up itself; only kill -9 may leave work for the next run
+    left_by_signal = bool(left_by_kill) and sig != signal.SIGKILL
     # the next run: the same command, uninterrupted; it cleans what the kill left
     seconds, r = _timed_run([*cmd.argv(out), "--overwrite"], tmpdir)
     next_failed = r.returncode != 0 or not cmd.complete(out)
@@ -298,13 +318,15 @@ def kill_trial(
         inputs_lost=lost,
         half_written=half,
         tracebacks="Traceback" in stderr or "Traceback" in r.stderr,
-        leftovers=bool(left_after),
+        leftovers=bool(left_after) or left_by_signal,
         next_run_failed=next_failed,
         output_after_kill=state,
         left_by_kill=left_by_kill,
         left_after_next_run=left_after,
         next_run_s=round(seconds, 2),
         next_run_error="" if r.returncode == 0 else (error_lines(r.stderr) or [""])[-1][:200],
+        signal=sig.name,
+        message_ok=message_ok,
     )
 
 

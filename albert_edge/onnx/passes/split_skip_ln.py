@@ -3,12 +3,9 @@
 Why: ONNX Runtime's CPU kernel for its contrib ``SkipLayerNormalization`` is several
 times slower than the two standard ops it fuses. Measured with ORT 1.32 on x86-vnni,
 [1, 128, 768] fp32, one thread: SkipLayerNormalization 0.49 ms, Sum + LayerNormalization
-0.085 ms (two threads 0.25 vs 0.09 ms). ALBERT-base runs it 24 times per inference.
-On whole models at one thread (``benchmarks/results/skip_layernorm.md``, the split against
-the same file fused back, timed interleaved): albert-base int8 and int4 0.82-0.91×,
-fp32 0.95-0.99×; the tiny model's int8 and int4 0.70-0.83×. At two threads that run's
-fastest-run ratios read 0.60-0.91× on albert-base int8/int4 (its p50s were hit by the VM's slow
-state). The fusion itself stays: ORT's attention
+0.085 ms (two threads 0.25 vs 0.09 ms). ALBERT-base runs it 24 times per inference, so
+whole models run faster split (every precision, both model sizes; the whole-model ratios
+are in docs/pipeline.md). The fusion itself stays: ORT's attention
 matcher anchors on SkipLayerNormalization, so the split runs after it.
 
 Why ``Sum`` for the residual: at session load (``ORT_ENABLE_ALL``, every client's
@@ -21,11 +18,11 @@ not ``Sum(x, skip, bias)``): in the int8 and int4 graphs ``x`` comes from ORT's
 dynamically quantized MatMul, and ORT folds a following ``Add`` of a constant bias into
 that kernel (``DynamicQuantizeMatMul``'s bias input), where it costs nothing; the
 residual Sum then adds two same-shape tensors instead of broadcasting a third. The gain
-is small: ``benchmarks/skip_layernorm.py`` times the split against the same file with the
+is small: ``benchmarks/studies/skip_layernorm.py`` times the split against the same file with the
 bias back inside the Sum (``sum3``). At one thread it is neutral (albert-base int8/int4
 0.96-1.04×); at two threads a scratch A/B timed 0.96-0.97× (albert-base int8 and int4,
 seq 8/27/128), and the committed run's fastest-run ratios read 0.89-0.99× with one 1.04×
-(its p50s were hit by the VM's slow state; see ``benchmarks/results/skip_layernorm.md``).
+(its p50s were hit by the VM's slow state; docs/pipeline.md).
 The fold itself is checked by a test: every residual Sum is fed by a
 ``DynamicQuantizeMatMul`` carrying the bias.
 
@@ -68,7 +65,7 @@ def _no_bias_split(op: Any, x: Any, skip: Any, gamma: Any, beta: Any, epsilon: A
 
 
 # (fused, split) pattern pairs, one per input arity: the pass rewrites fused → split;
-# benchmarks/skip_layernorm.py applies the same pairs reversed to time the fused graph.
+# benchmarks/studies/skip_layernorm.py applies the same pairs reversed to time the fused graph.
 PAIRS = ((_with_bias, _with_bias_split), (_no_bias, _no_bias_split))
 
 

@@ -387,7 +387,7 @@ def quantize_side_tables(
     per column (symmetric, zero point 0), read by Gather on the codes then
     DequantizeLinear along the last axis. 4-bit (int4): the word table's form, one
     one-byte scale per row (:func:`gather_rows`) — at int8 the table would be 3 % of the
-    int4 floor by itself (SST-2 accuracy unchanged, benchmarks/results/int4_floor.md).
+    int4 floor by itself, and 4 bits leave SST-2 accuracy unchanged (docs/precisions.md).
     Standard ops either way.
     """
     from albert_edge.onnx.quant_embed import side_tables

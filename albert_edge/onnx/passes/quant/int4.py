@@ -3,7 +3,7 @@
 Why not MatMulNBits (``--int4-kernel nbits``): ONNX Runtime 1.32's CPU MatMulNBits, even
 with int8 compute (accuracy level 4), runs at about half the speed of the int8
 DynamicQuantizeMatMul on ALBERT's shapes, and below fp32 on small hidden sizes
-(H=128: every length 8-512 slower than fp32; ``benchmarks/results/precisions.md``).
+(H=128: every length 8-512 slower than fp32; docs/precisions.md).
 int4 then bought bytes and cost time.
 
 The form written here keeps int4's bytes and int8's speed. Every weight of the

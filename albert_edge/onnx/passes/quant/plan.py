@@ -34,7 +34,7 @@ def int4_block_size(requested: int, k: int) -> int:
     it divides K and is no longer than K — MatMulNBits pads K up to whole blocks, so a
     128 block on a K=64 weight would store 2× the codes. Chosen per weight: a model whose
     smallest K is 64 (the tiny E×H projection) keeps 128-blocks, half the scale bytes, on
-    every K ≥ 128 weight (benchmarks/results/int4_floor.md)."""
+    every K ≥ 128 weight (why 256 by default: docs/precisions.md)."""
     b = requested
     while b > 16 and (b > k or k % b):
         b //= 2

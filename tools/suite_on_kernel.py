@@ -14,7 +14,7 @@ Limits, stated in the report: tests that start the CLI in a subprocess run that 
 natively (qemu-user does not follow ``exec`` of another binary), so only in-process
 computation is emulated; timings under emulation mean nothing.
 
-Usage: python benchmarks/suite_on_kernel.py [--name NAME] [-- PYTEST ARGS/PATHS...]
+Usage: python tools/suite_on_kernel.py [--name NAME] [-- PYTEST ARGS/PATHS...]
 Writes ``benchmarks/results/<name>.json`` and ``.md`` (default name ``suite_x86-avx2``).
 """
 
@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def _cpu_name() -> str:
@@ -84,7 +83,7 @@ def main() -> int:
     cmd = [str(qemu), "-cpu", "Haswell", sys.executable, "-m", "pytest", "-p", "no:xdist"]
     cmd += ["-v", "--no-header", *a.pytest_args]
     result: dict[str, Any] = {
-        "command": "python benchmarks/suite_on_kernel.py " + " ".join(sys.argv[1:]),
+        "command": "python tools/suite_on_kernel.py " + " ".join(sys.argv[1:]),
         "host_cpu": _cpu_name(),
         "host_flags": host_flags,
         "host_kernel": host_kernel,

@@ -13,7 +13,7 @@ gpu`` fp16; the int8-dynamic CPU/NPU artifact):
   raw export on the same inputs (the pass is exact).
 - ``bench --backend litert-gpu``: the status/reason LiteRT's CompiledModel gives here.
 
-    python benchmarks/gpu_delegate_coverage.py [--out benchmarks/results] [--no-base]
+    python -m benchmarks.studies.gpu_delegate_coverage [--out benchmarks/results] [--no-base]
 
 Writes ``gpu_delegate_coverage.json`` and ``gpu_delegate_coverage.md``.
 """
@@ -32,8 +32,7 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 import numpy as np  # noqa: E402
 

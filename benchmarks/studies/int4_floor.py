@@ -15,7 +15,7 @@ is capped to divide K: :func:`albert_edge.onnx.quantize.int4_block_size`) and re
 * with ``--speed``: batch 1 × seq 128 latency (median and min of ``--runs``, artifacts
   interleaved) of fp32, int8-dynamic and int4 at the default block, 1 and 2 threads.
 
-Usage: ``python benchmarks/int4_floor.py [--blocks 32,64,128,256] [--speed]``; writes
+Usage: ``python -m benchmarks.studies.int4_floor [--blocks 32,64,128,256] [--speed]``; writes
 ``benchmarks/results/int4_floor.{json,md}``.
 """
 
@@ -30,8 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
 SPIECE = SHARED / "data" / "albert" / "30k-clean.model"
 DEV = SHARED / "data" / "sst2" / "dev.tsv"

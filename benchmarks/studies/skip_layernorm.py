@@ -16,7 +16,7 @@ through :func:`albert_edge.bench.bench` with ``--rounds`` interleaved passes at 
 
 Outputs (``--out``, default ``benchmarks/results``): ``skip_layernorm.json`` (an
 albert-edge-bench/1 report; rows carry ``graph``: "split" | "fused" | "sum3"),
-``skip_layernorm.md``. Run: ``python benchmarks/skip_layernorm.py [--base]``.
+``skip_layernorm.md``. Run: ``python -m benchmarks.studies.skip_layernorm [--base]``.
 """
 
 from __future__ import annotations
@@ -29,16 +29,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 os.environ.setdefault("USE_TF", "0")
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from script_report import built, reusable  # noqa: E402
 
 from albert_edge.bench import bench, resolve_target, validate_report, write_outputs  # noqa: E402
 from albert_edge.bench.report import machine_line  # noqa: E402
+from benchmarks.script_report import built, reusable  # noqa: E402
 
 TRAINED = ROOT / "albert_edge" / "models" / "sst2-albert-tiny"
 PRECISIONS = ("fp32", "int8-dynamic", "int4")

@@ -17,7 +17,7 @@ child process, so no allocator reuse hides a copy), the embedding path's latency
 1 × 27 tokens (SST-2's median), 1 × 128 and 8 × 128 (median of 400 runs, 1 thread), and the
 rows' largest error against the float table.
 
-Usage: ``python benchmarks/word_table_forms.py``; writes
+Usage: ``python -m benchmarks.studies.word_table_forms``; writes
 ``benchmarks/results/word_table_forms.{json,md}``.
 """
 
@@ -33,8 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = r"""
 import json, os, sys, time

@@ -8,7 +8,7 @@ sentences natively and under ``qemu-x86_64 -cpu Haswell`` (an emulated AVX2-only
 no AVX-512, no VNNI — numpy under it reports X86_V3 only), and compares the logits and
 predictions. Emulation is slow: ``--n`` sentences (default 100), one thread.
 
-Usage: ``python benchmarks/avx2_parity.py ARTIFACT_DIR... [--n 100]``; writes
+Usage: ``python -m benchmarks.studies.avx2_parity ARTIFACT_DIR... [--n 100]``; writes
 ``benchmarks/results/avx2_parity.{json,md}``.
 """
 
@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"
 CHILD = r"""
 import json, sys

@@ -16,7 +16,7 @@ shaped random checkpoint (sizes only).
 
 ``--label`` names the run (``before`` / ``after`` a change); runs accumulate in
 ``tflite_bytes.json`` and the Markdown shows them side by side. Run:
-``python benchmarks/tflite_bytes.py --label after [--base]``.
+``python -m benchmarks.studies.tflite_bytes --label after [--base]``.
 """
 
 from __future__ import annotations
@@ -24,13 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 os.environ.setdefault("USE_TF", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

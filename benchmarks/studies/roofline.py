@@ -16,7 +16,7 @@ dynamic-range int8 through LiteRT, and torch's ``matmul`` / ``_int_mm``. It repo
 
 Outputs (``--out``, default ``benchmarks/results``): ``roofline.json`` (an
 albert-edge-bench/1 report with no result rows: the measurements are its ``roofline``
-section) and ``roofline.md``. Run: ``python benchmarks/roofline.py [--config albert-base]
+section) and ``roofline.md``. Run: ``python -m benchmarks.studies.roofline [--config albert-base]
 [--m 16,25,32,128,512] [--threads 1,2]``.
 """
 
@@ -29,10 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from script_report import render, write  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 from albert_edge.bench.child import run_child  # noqa: E402
 from albert_edge.bench.flops import gemm_shapes, weight_gemms  # noqa: E402
@@ -40,6 +37,7 @@ from albert_edge.bench.report import machine_line  # noqa: E402
 from albert_edge.bench.roofline import bound_ms  # noqa: E402
 from albert_edge.bench.schema import machine_info, new_report  # noqa: E402
 from albert_edge.configs import COMMON, NAMED_CONFIGS  # noqa: E402
+from benchmarks.script_report import render, write  # noqa: E402
 
 
 def config_of(name: str) -> dict[str, Any]:

@@ -33,13 +33,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from script_report import p50, render, with_files_beside, write  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 from albert_edge.bench import bench, resolve_target  # noqa: E402
 from albert_edge.bench.report import machine_line  # noqa: E402
+from benchmarks.script_report import p50, render, with_files_beside, write  # noqa: E402
 
 REMOVES = {
     "-attention core": ("attention",),
@@ -181,10 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.render:
         return render(a.out, "time_budget", markdown)
-    import precisions
-
     from albert_edge.configs import make_random_checkpoint
     from albert_edge.data import read_sst2
+    from benchmarks import precisions
 
     ckpt = a.work / "albert-base-ckpt"
     if not (ckpt / "config.json").is_file():

@@ -4,9 +4,9 @@ Why a script: issue #15 asks for the layering before/after a refactor as measure
 numbers, not impressions. Every import that runs counts, function-level (lazy) ones
 included, as import-linter counts them (both use grimp; neither counts TYPE_CHECKING).
 
-    python benchmarks/import_graph.py                # this checkout
-    python benchmarks/import_graph.py --root DIR --label before --out benchmarks/results
-    python benchmarks/import_graph.py --check         # CI: exit 1 on any module cycle
+    python tools/import_graph.py                # this checkout
+    python tools/import_graph.py --root DIR --label before --out benchmarks/results
+    python tools/import_graph.py --check         # CI: exit 1 on any module cycle
 
 Writes ``import_graph_<label>.json`` and ``.md`` under ``--out`` (default: print only).
 """

@@ -1,0 +1,217 @@
+"""``albert-edge depth``: search, truncate, choose — thin wrappers over the package API.
+
+Each action parses its flags, makes one API call and prints its result; the argparse
+wiring lives here (as ``albert_edge.train`` does for ``train``) so the shared CLI module
+only registers the subcommand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from albert_edge.options import int_at_least
+
+
+def _depth_value(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer >= 1 or auto, got {text!r}"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or auto, got {value}")
+    return value
+
+
+def add_rule_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--max-point-loss",
+        type=float,
+        default=0.5,
+        help="admit a candidate whose held-out point loss vs full depth is at most this many "
+        "accuracy points (default: %(default)s)",
+    )
+    p.add_argument(
+        "--min-lower-bound",
+        type=float,
+        default=-1.5,
+        help="... and whose 95 %% interval's lower bound is at least this many points "
+        "(default: %(default)s)",
+    )
+
+
+def add_depth_flags(p: argparse.ArgumentParser) -> None:
+    """``convert``'s depth flags (one definition, used by ``convert`` and ``depth truncate``)."""
+    p.add_argument(
+        "--depth",
+        type=_depth_value,
+        default=None,
+        help="run only the first K layers with the exit head a depth search fitted after layer "
+        "K (needs --depth-search); auto: the shallowest depth the rule admits on held-out data",
+    )
+    p.add_argument(
+        "--depth-search",
+        type=Path,
+        default=None,
+        help="directory written by `albert-edge depth search` (the heads and their evidence)",
+    )
+    p.add_argument(
+        "--exit-head",
+        choices=("refit", "own"),
+        default="refit",
+        help="--depth: the head fitted after layer K (default) or the model's own head",
+    )
+
+
+def _rule(a: argparse.Namespace) -> Any:
+    from albert_edge.depth.choose import Rule
+
+    return Rule(max_point_loss=a.max_point_loss, min_lower_bound=a.min_lower_bound)
+
+
+def add_parser(sub: Any, quiet: Any) -> None:
+    p = sub.add_parser(
+        "depth", help="how shallow a classifier can run: search, truncate, choose (docs/depth.md)"
+    )
+    dsub = p.add_subparsers(dest="depth_command", required=True, metavar="ACTION")
+    s = dsub.add_parser("search", help="fit an exit head per depth, score each on held-out rows")
+    s.add_argument("checkpoint", nargs="?", default=None, help="HF directory (default: embedded)")
+    s.add_argument("--data", type=Path, required=True, help="labelled SST-2 style .tsv")
+    s.add_argument("-o", "--output", type=Path, required=True, help="search directory to write")
+    s.add_argument(
+        "--report", type=Path, default=None, help="labelled .tsv scored for the record only"
+    )
+    s.add_argument("--fit-rows", type=int_at_least(1), default=20000)
+    s.add_argument("--held-out-rows", type=int_at_least(1), default=5000)
+    s.add_argument("--epochs", type=int_at_least(1), default=4)
+    s.add_argument("--max-length", type=int_at_least(3), default=128)
+    s.add_argument("--seed", type=int, default=27)
+    s.add_argument("--overwrite", action="store_true")
+    add_rule_flags(s)
+    quiet(s)
+    s.set_defaults(run=run_search)
+    t = dsub.add_parser("truncate", help="write the truncated checkpoint (an HF directory)")
+    t.add_argument("checkpoint", nargs="?", default=None, help="HF directory (default: embedded)")
+    t.add_argument("-o", "--output", type=Path, required=True)
+    add_depth_flags(t)
+    add_rule_flags(t)
+    t.add_argument("--overwrite", action="store_true")
+    quiet(t)
+    t.set_defaults(run=run_truncate)
+    c = dsub.add_parser("choose", help="apply the rule to candidate records (JSON list)")
+    c.add_argument(
+        "candidates", type=Path, help="JSON: [{depth, precision, delta, delta_low, ...}]"
+    )
+    c.add_argument("--speed-key", default=None, help="the record key to minimise among admitted")
+    add_rule_flags(c)
+    c.set_defaults(run=run_choose)
+
+
+def run_search(a: argparse.Namespace) -> int:
+    from albert_edge.depth import (
+        FitSettings,
+        SplitSettings,
+        choose,
+        format_choice,
+        save_search,
+        search_candidates,
+        search_depths,
+    )
+    from albert_edge.depth.store import SEARCH_OUTPUT
+    from albert_edge.io import check_output
+
+    check_output(a.output, overwrite=a.overwrite, kind=SEARCH_OUTPUT)  # before the work
+    split = SplitSettings(a.fit_rows, a.held_out_rows, a.seed, a.max_length)
+    search = search_depths(
+        a.checkpoint,
+        a.data,
+        split=split,
+        fit=FitSettings(epochs=a.epochs, seed=a.seed),
+        report=a.report,
+    )
+    text = format_choice(choose(search_candidates(search), _rule(a)), "held-out (choose here)")
+    text += evidence_lines(search)
+    save_search(search, a.output, overwrite=a.overwrite, markdown=text)
+    print(text, end="")
+    print(f"{a.output}: {len(search.heads)} exit heads + evidence written")
+    return 0
+
+
+def evidence_lines(search: Any) -> str:
+    """The reference and the no-re-fit baseline (the model's own head after layer k), so
+    the table says what re-fitting bought."""
+    ref = search.reference
+    own = ", ".join(
+        f"{s.depth}: {100 * s.delta:+.2f} [{100 * s.delta_low:+.2f}, {100 * s.delta_high:+.2f}]"
+        for s in search.scores
+        if s.head == "own"
+    )
+    d = search.data
+    return (
+        f"\nReference: the unchanged model at full depth, {100 * ref['held_out_accuracy']:.2f} % "
+        f"on {d['held_out_rows']} held-out rows of {d['file']} (heads fitted on {d['fit_rows']} "
+        f"others).\nThe model's own head after layer k, no re-fit (Δ points): {own}\n"
+    )
+
+
+def require_search(a: argparse.Namespace) -> Any:
+    from albert_edge.depth import load_search
+    from albert_edge.errors import UnsupportedError
+
+    if a.depth_search is None:
+        raise UnsupportedError(
+            "--depth needs --depth-search DIR (run `albert-edge depth search` first)"
+        )
+    return load_search(a.depth_search)
+
+
+def run_truncate(a: argparse.Namespace) -> int:
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.depth import pick_depth, write_truncated
+    from albert_edge.depth.truncate import check_same_source
+
+    search = require_search(a)
+    ckpt = load_checkpoint(a.checkpoint)
+    check_same_source(ckpt, search)
+    k, how = pick_depth(search, a.depth or "auto", _rule(a))
+    out = write_truncated(
+        ckpt, k, a.output, search=search, head=a.exit_head, how=how, overwrite=a.overwrite
+    )
+    print(f"{out}: layers 1..{k} of {ckpt.config.num_hidden_layers} ({how})")
+    return 0
+
+
+def run_choose(a: argparse.Namespace) -> int:
+    from albert_edge.depth import choose, format_choice
+    from albert_edge.depth.features import DepthError
+
+    try:
+        rows = json.loads(a.candidates.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DepthError(f"{a.candidates}: not a JSON list of candidates ({exc})") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise DepthError(f"{a.candidates}: expected a JSON list of objects")
+    result = choose(rows, _rule(a), speed_key=a.speed_key)
+    sys.stdout.write(format_choice(result))
+    return 0 if result["chosen"] is not None else 1
+
+
+def run_convert_at_depth(a: argparse.Namespace, options: Any) -> dict[str, Any]:
+    """``convert --depth K|auto --depth-search DIR``: truncate, then the ordinary convert."""
+    from albert_edge.depth import convert_at_depth
+    from albert_edge.errors import UnsupportedError
+
+    if a.depth is None:
+        raise UnsupportedError("--depth-search needs --depth K (or --depth auto)")
+    search = require_search(a)
+    manifest: dict[str, Any] = convert_at_depth(
+        a.checkpoint, a.output, options, search, a.depth, head=a.exit_head, rule=_rule(a)
+    )
+    return manifest

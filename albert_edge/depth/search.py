@@ -1,0 +1,263 @@
+"""Depth search: an exit head per depth on the frozen backbone, scored on held-out rows.
+
+The labelled rows are split once, by a seeded permutation, into a FIT split (the heads
+learn there) and a HELD-OUT split the heads never see: every depth is scored there,
+against the unchanged model at full depth, with a paired bootstrap interval. That split
+is the one a depth is chosen on. A dev set is for reporting only (``report=``): choosing
+and claiming on the same 872 sentences would overstate what the choice keeps.
+
+Only depths a config can express are searched (:mod:`albert_edge.depth.groups`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from albert_edge.depth.features import (
+    DepthError,
+    FitSettings,
+    cls_states,
+    fit_head,
+    own_head,
+    predictions,
+)
+from albert_edge.depth.groups import representable_depths, truncated_num_groups
+from albert_edge.depth.stats import DEFAULT_RESAMPLES, accuracy_interval, paired_bootstrap
+
+if TYPE_CHECKING:
+    import torch
+
+    from albert_edge.checkpoint import Checkpoint
+
+
+@dataclass(frozen=True)
+class SplitSettings:
+    """How many labelled rows fit the heads and how many score them (seeded split).
+
+    With fewer rows than ``fit_rows + held_out_rows``, a quarter (at most
+    ``held_out_rows``) is held out and the rest fits.
+    """
+
+    fit_rows: int = 20000
+    held_out_rows: int = 5000
+    seed: int = 27
+    max_length: int = 128
+    resamples: int = DEFAULT_RESAMPLES
+
+
+@dataclass
+class DepthScore:
+    """One depth's evidence on the held-out split (fractions; 0.01 = 1 point)."""
+
+    depth: int
+    head: str  # "refit": a head fitted after this layer; "own": the model's own head
+    groups_kept: int
+    held_out_accuracy: float
+    delta: float  # accuracy − full-depth model's accuracy, same rows
+    delta_low: float
+    delta_high: float
+    fit_accuracy: float | None = None
+    report: dict[str, Any] | None = None  # on report data: accuracy + intervals (never chosen on)
+
+
+@dataclass
+class DepthSearch:
+    """A finished search: its evidence (JSON) and its heads (tensors, by depth)."""
+
+    source: dict[str, Any]
+    config: dict[str, int]
+    data: dict[str, Any]
+    settings: dict[str, Any]
+    reference: dict[str, Any]  # the unchanged model at full depth on the held-out split
+    scores: list[DepthScore]
+    representable: list[int]
+    heads: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
+
+    def score(self, depth: int, head: str = "refit") -> DepthScore:
+        for s in self.scores:
+            if s.depth == depth and s.head == head:
+                return s
+        raise DepthError(
+            f"the depth search has no {head} head at depth {depth}; searched depths: "
+            + ", ".join(str(s.depth) for s in self.scores if s.head == head)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in asdict(self).items() if k != "heads"}
+        d["format"] = "albert-edge-depth-search/1"
+        return d
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def bits(correct: Any) -> str:
+    """A 0/1 vector as a string of '0'/'1' (JSON-compact): the reference's per-row
+    correctness, kept so that artifacts scored later pair with it row by row."""
+    return "".join("1" if c else "0" for c in correct)
+
+
+def unbits(text: str) -> Any:
+    import numpy as np
+
+    return np.frombuffer(text.encode(), dtype=np.uint8) == ord("1")
+
+
+def split_rows(n: int, s: SplitSettings) -> tuple[list[int], list[int]]:
+    """(fit, held-out) row indices: a seeded permutation, disjoint by construction."""
+    import numpy as np
+
+    if n < 8:
+        raise DepthError(f"{n} labelled rows are too few for a depth search; give at least 8")
+    held = s.held_out_rows if n >= s.fit_rows + s.held_out_rows else min(s.held_out_rows, n // 4)
+    fit = min(s.fit_rows, n - held)
+    perm = np.random.default_rng(s.seed).permutation(n).tolist()
+    return perm[:fit], perm[fit : fit + held]
+
+
+def _labels(rows: list[tuple[int, str]], num_labels: int, where: Path) -> torch.Tensor:
+    import torch
+
+    bad = sorted({y for y, _ in rows if not 0 <= y < num_labels})
+    if bad:
+        raise DepthError(
+            f"{where}: labels {bad[:5]} are outside the model's {num_labels} classes; "
+            "use the data the classifier was trained for"
+        )
+    return torch.tensor([y for y, _ in rows], dtype=torch.long)
+
+
+def search_depths(
+    checkpoint: str | Path | Checkpoint | None,
+    data: str | Path,
+    *,
+    split: SplitSettings | None = None,
+    fit: FitSettings | None = None,
+    report: str | Path | None = None,
+) -> DepthSearch:
+    """Fit an exit head per representable depth and score each on held-out rows.
+
+    ``data``: labelled SST-2 style .tsv (the FIT and HELD-OUT splits are drawn from it).
+    ``report``: optional labelled .tsv scored for the record only (e.g. SST-2 dev).
+    """
+    from albert_edge.checkpoint import Checkpoint, load_checkpoint
+    from albert_edge.data import read_sst2
+    from albert_edge.layout import source_record
+
+    split, fit = split or SplitSettings(), fit or FitSettings()
+    data = Path(data)
+    rows = read_sst2(data)  # a bad file fails here, before the model is loaded
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
+    fit_idx, held_idx = split_rows(len(rows), split)
+    c = ckpt.config
+    labels = _labels(rows, int(c.num_labels), data)
+    feats = cls_states(ckpt, [rows[i][1] for i in fit_idx + held_idx], max_length=split.max_length)
+    nf = len(fit_idx)
+    y_fit, y_held = labels[fit_idx], labels[held_idx]
+    shape = (int(c.num_hidden_layers), int(c.num_hidden_groups))
+    depths = representable_depths(*shape, int(c.inner_group_num))
+    heads = {k: fit_head(own_head(ckpt), feats[:nf, k - 1], y_fit, fit, depth=k) for k in depths}
+    ref_correct = (predictions(own_head(ckpt), feats[nf:, -1]) == y_held).numpy()
+    scores = []
+    for head_kind in ("refit", "own"):
+        for k in depths:
+            head = heads[k] if head_kind == "refit" else own_head(ckpt)
+            correct = (predictions(head, feats[nf:, k - 1]) == y_held).numpy()
+            iv = paired_bootstrap(correct, ref_correct, resamples=split.resamples, seed=split.seed)
+            fit_acc = float((predictions(head, feats[:nf, k - 1]) == y_fit).float().mean())
+            groups = truncated_num_groups(*shape, k, int(c.inner_group_num))
+            scores.append(
+                DepthScore(
+                    depth=k,
+                    head=head_kind,
+                    groups_kept=int(groups or 0),
+                    held_out_accuracy=float(correct.mean()),
+                    delta=iv.delta,
+                    delta_low=iv.low,
+                    delta_high=iv.high,
+                    fit_accuracy=fit_acc,
+                )
+            )
+    ref = accuracy_interval(ref_correct, resamples=split.resamples, seed=split.seed)
+    result = DepthSearch(
+        source=source_record(ckpt),
+        config={k: int(getattr(c, k)) for k in _DIMS},
+        data={
+            "file": data.name,
+            "sha256": sha256_file(data),
+            "rows": len(rows),
+            "fit_rows": nf,
+            "held_out_rows": len(held_idx),
+            "split_seed": split.seed,
+        },
+        settings={"split": asdict(split), "fit": asdict(fit)},
+        reference={
+            "depth": int(c.num_hidden_layers),
+            "head": "own",
+            "held_out_accuracy": ref.delta,
+            "low": ref.low,
+            "high": ref.high,
+            "held_out_correct": bits(ref_correct),
+        },
+        scores=scores,
+        representable=depths,
+        heads=heads,
+    )
+    if report is not None:
+        add_report(result, ckpt, report)
+    return result
+
+
+_DIMS = (
+    "num_hidden_layers",
+    "num_hidden_groups",
+    "inner_group_num",
+    "hidden_size",
+    "embedding_size",
+    "num_labels",
+)
+
+
+def add_report(search: DepthSearch, ckpt: Checkpoint, data: str | Path) -> None:
+    """Score every searched head on ``data`` for the record (each ``DepthScore.report``).
+
+    Report only: nothing in :mod:`albert_edge.depth` chooses on these numbers.
+    """
+    from albert_edge.data import read_sst2
+
+    data = Path(data)
+    rows = read_sst2(data)
+    labels = _labels(rows, int(ckpt.config.num_labels), data)
+    s = search.settings["split"]
+    feats = cls_states(
+        ckpt, [t for _, t in rows], max_length=int(s["max_length"]), description="report"
+    )
+    ref = (predictions(own_head(ckpt), feats[:, -1]) == labels).numpy()
+    ref_iv = accuracy_interval(ref, resamples=int(s["resamples"]), seed=int(s["seed"]))
+    search.reference["report"] = {
+        "file": data.name,
+        "sha256": sha256_file(data),
+        "rows": len(rows),
+        "accuracy": ref_iv.delta,
+        "low": ref_iv.low,
+        "high": ref_iv.high,
+        "correct": bits(ref),
+    }
+    for sc in search.scores:
+        head = search.heads[sc.depth] if sc.head == "refit" else own_head(ckpt)
+        correct = (predictions(head, feats[:, sc.depth - 1]) == labels).numpy()
+        iv = paired_bootstrap(correct, ref, resamples=int(s["resamples"]), seed=int(s["seed"]))
+        sc.report = {
+            "accuracy": float(correct.mean()),
+            "delta": iv.delta,
+            "low": iv.low,
+            "high": iv.high,
+        }

@@ -1,0 +1,232 @@
+"""Truncated checkpoints: the first k layers, a head fitted after layer k, nothing else.
+
+Why truncation is a CHECKPOINT transform and not a graph edit: the result is an ordinary
+Hugging Face ALBERT directory (``num_hidden_layers=k``, the groups it no longer runs
+dropped), so the existing ``convert`` pipeline runs on it unchanged and every invariant
+holds by construction: shared weights stored once, the factorized embedding, the size
+floor (computed from what is left: dropped groups' bytes are gone from file and floor
+alike), verification against the truncated PyTorch model, and every client that reads
+``config.json`` as written (optimum, transformers.js, LiteRT).
+
+The directory also holds ``truncation.json``: the depth, the groups kept, the source's
+identity (name + weights sha256, never a path) and how the depth was chosen. ``convert``
+copies it into the artifact's manifest (key ``depth``) and model card.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from albert_edge.depth.choose import Rule, choose, search_candidates
+from albert_edge.depth.features import DepthError, own_head
+from albert_edge.depth.groups import check_depth, layer_groups
+from albert_edge.depth.search import DepthSearch
+from albert_edge.io import OutputKind
+
+if TYPE_CHECKING:
+    from albert_edge.checkpoint import Checkpoint
+    from albert_edge.options import ConvertOptions
+
+PROVENANCE = "truncation.json"
+_FILES = {"config.json", "model.safetensors", "spiece.model", "tokenizer_config.json", PROVENANCE}
+
+
+def _is_truncated_checkpoint(path: Path) -> bool:
+    return (
+        path.is_dir()
+        and (path / PROVENANCE).is_file()
+        and all(p.name in _FILES for p in path.iterdir())
+    )
+
+
+TRUNCATED = OutputKind("truncated checkpoint", _is_truncated_checkpoint, f"no {PROVENANCE}")
+
+
+def pick_depth(search: DepthSearch, depth: int | str, rule: Rule | None = None) -> tuple[int, str]:
+    """(depth, how it was chosen): ``"auto"`` applies ``rule`` to the held-out evidence."""
+    rule = rule or Rule()
+    if depth == "auto":
+        result = choose(search_candidates(search), rule)
+        chosen = result["chosen"]
+        if chosen is None:
+            raise DepthError("no searched depth passes the rule; keep full depth")
+        return int(chosen["depth"]), f"auto: {rule.describe()} on the held-out split"
+    k = int(depth)
+    c = search.config
+    check_depth(c["num_hidden_layers"], c["num_hidden_groups"], k, c["inner_group_num"])
+    if k not in search.heads:
+        raise DepthError(
+            f"depth {k} was not searched; searched depths: "
+            + ", ".join(map(str, sorted(search.heads)))
+        )
+    return k, f"--depth {k} (given; held-out evidence recorded beside it)"
+
+
+def provenance(
+    ckpt: Checkpoint, search: DepthSearch | None, depth: int, groups: int, head: str, how: str
+) -> dict[str, Any]:
+    """What ``truncation.json`` (and the artifact's manifest ``depth``) records."""
+    from albert_edge.layout import source_record
+
+    c = ckpt.config
+    layers, g = int(c.num_hidden_layers), int(c.num_hidden_groups)
+    rec: dict[str, Any] = {
+        "layers": depth,
+        "of_layers": layers,
+        "num_hidden_groups": groups,
+        "of_groups": g,
+        "inner_group_num": int(c.inner_group_num),
+        "layer_groups": layer_groups(layers, g, depth),
+        "head": head,
+        "source": source_record(ckpt),
+        "chosen_by": how,
+    }
+    if search is not None:
+        s = search.score(depth, head)
+        rec["evidence"] = {
+            "data": search.data,
+            "held_out_accuracy": s.held_out_accuracy,
+            "full_depth_held_out_accuracy": search.reference["held_out_accuracy"],
+            "delta": s.delta,
+            "delta_low": s.delta_low,
+            "delta_high": s.delta_high,
+            "interval": "paired bootstrap 95 %",
+            "fit": search.settings.get("fit"),
+        }
+    return rec
+
+
+def truncated_state(
+    ckpt: Checkpoint, depth: int, head: dict[str, Any]
+) -> tuple[Any, dict[str, Any]]:
+    """(config, state dict) of the first ``depth`` layers with ``head``; unused groups dropped."""
+    import copy
+
+    c = ckpt.config
+    groups = check_depth(
+        int(c.num_hidden_layers), int(c.num_hidden_groups), depth, int(c.inner_group_num)
+    )
+    cfg = copy.deepcopy(c)
+    cfg.num_hidden_layers, cfg.num_hidden_groups = depth, groups
+    state = {}
+    prefix = "albert.encoder.albert_layer_groups."
+    for key, t in ckpt.model.state_dict().items():
+        if key.startswith(prefix) and int(key[len(prefix) :].split(".")[0]) >= groups:
+            continue  # a group the first `depth` layers never run
+        state[key] = t
+    state.update({f"albert.{k}": v for k, v in head.items() if k.startswith("pooler.")})
+    state.update({k: v for k, v in head.items() if k.startswith("classifier.")})
+    return cfg, state
+
+
+def write_truncated(
+    ckpt: Checkpoint,
+    depth: int,
+    out: str | Path,
+    *,
+    search: DepthSearch | None = None,
+    head: str = "refit",
+    how: str = "",
+    overwrite: bool = False,
+) -> Path:
+    """Write the truncated checkpoint directory ``out`` (atomically) and return it.
+
+    ``head``: "refit" takes the search's head for this depth; "own" keeps the model's.
+    The result is loaded back strictly before it is kept, so what is written is exactly
+    what transformers builds from its config.
+    """
+    from safetensors.torch import save_file
+
+    from albert_edge.checkpoint import build_model, load_checkpoint, load_state_dict_strict
+    from albert_edge.io import atomic_output_dir
+
+    if head == "refit":
+        if search is None or depth not in search.heads:
+            raise DepthError(
+                f"no re-fit head for depth {depth}: pass the depth search that has one"
+            )
+        tensors = search.heads[depth]
+    elif head == "own":
+        tensors = own_head(ckpt)
+    else:
+        raise DepthError(f"unknown head {head!r}; choose refit or own")
+    cfg, state = truncated_state(ckpt, depth, tensors)
+    out = Path(out)
+    with atomic_output_dir(out, overwrite=overwrite, inputs=[ckpt.path], kind=TRUNCATED) as tmp:
+        load_state_dict_strict(build_model(cfg, ckpt.head), state, tmp)  # refuses any mismatch
+        data = cfg.to_dict()
+        data.pop("_name_or_path", None)
+        (tmp / "config.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        save_file({k: v.contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"))
+        if ckpt.spiece_model is not None:
+            shutil.copyfile(ckpt.spiece_model, tmp / "spiece.model")
+        tok = {"do_lower_case": bool(ckpt.do_lower_case)}
+        (tmp / "tokenizer_config.json").write_text(json.dumps(tok) + "\n")
+        rec = provenance(ckpt, search, depth, int(cfg.num_hidden_groups), head, how or "given")
+        (tmp / PROVENANCE).write_text(json.dumps(rec, indent=2) + "\n")
+        load_checkpoint(tmp)  # the directory loads as any checkpoint does
+    return out
+
+
+def check_same_source(ckpt: Checkpoint, search: DepthSearch) -> None:
+    """Refuse heads fitted on another model's states (they would be wrong, silently)."""
+    from albert_edge.layout import source_record
+
+    have = source_record(ckpt).get("weights_sha256")
+    want = search.source.get("weights_sha256")
+    if have != want:
+        raise DepthError(
+            f"{ckpt.path}: this depth search was run on another checkpoint "
+            f"({search.source.get('name')}, weights sha256 {str(want)[:12]}...); "
+            "search this checkpoint first"
+        )
+
+
+@contextmanager
+def truncated_checkpoint(
+    checkpoint: str | Path | Checkpoint | None,
+    search: DepthSearch,
+    depth: int | str = "auto",
+    *,
+    head: str = "refit",
+    rule: Rule | None = None,
+) -> Iterator[Checkpoint]:
+    """The truncated model, loaded from a scratch directory that lives for the block."""
+    from albert_edge.checkpoint import Checkpoint, load_checkpoint
+
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
+    check_same_source(ckpt, search)
+    k, how = pick_depth(search, depth, rule)
+    with tempfile.TemporaryDirectory(prefix="albert-edge-depth-") as tmp:
+        name = f"{Path(ckpt.path).name}-depth{k}"
+        out = write_truncated(ckpt, k, Path(tmp) / name, search=search, head=head, how=how)
+        yield load_checkpoint(out)
+
+
+def convert_at_depth(
+    checkpoint: str | Path | Checkpoint | None,
+    output: str | Path,
+    options: ConvertOptions,
+    search: DepthSearch,
+    depth: int | str = "auto",
+    *,
+    head: str = "refit",
+    rule: Rule | None = None,
+) -> dict[str, Any]:
+    """``convert --depth``: truncate, then run the ordinary ``convert`` on the result.
+
+    The output is checked before any work (a destructive ``-o`` costs nothing).
+    """
+    from albert_edge.convert import convert
+    from albert_edge.io import check_output
+
+    inputs = [Path(checkpoint)] if isinstance(checkpoint, str | Path) else []
+    check_output(Path(output), overwrite=options.overwrite, inputs=inputs)
+    with truncated_checkpoint(checkpoint, search, depth, head=head, rule=rule) as ckpt:
+        return convert(ckpt, output, options)

@@ -1,0 +1,197 @@
+"""``build_early_exit_artifact``: a checkpoint → a dynamic-exit ONNX artifact directory.
+
+Layout (``manifest.json`` sealed like every artifact's; ``early_exit.json`` is the index a
+runner reads, and the manifest's ``model_file``)::
+
+    early_exit.json         exits, groups, the file of each graph, how the heads were fitted
+    onnx/embed.onnx         input_ids, attention_mask, token_type_ids → hidden_states_out
+    onnx/layer_<g>.onnx     hidden_states, attention_mask → hidden_states_out (one per group)
+    onnx/exits.onnx         hidden_states → logits_1 .. logits_L (pooler shared)
+    onnx/weights.bin        every initializer of the graphs above, each stored once
+    config.json, spiece.model, tokenizer*.json, README-less: tokenizer files as ``convert``
+
+The graphs are cut out of the full-depth artifact ``convert`` writes (see
+:mod:`albert_edge.early_exit.onnx_graphs`); ``keep_reference`` keeps that artifact in
+``reference/`` so that equality with it can be checked (tests, benchmarks) — it doubles
+the bytes, so it is off by default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from albert_edge.errors import AlbertEdgeError, UnsupportedError
+
+if TYPE_CHECKING:
+    import onnx
+
+    from albert_edge.checkpoint import Checkpoint
+    from albert_edge.early_exit.heads import ExitHeads
+
+INDEX = "early_exit.json"
+FORMAT = "albert-edge-early-exit/1"
+WEIGHTS = "onnx/weights.bin"
+PRECISIONS = ("fp32", "int8-dynamic")
+_ALIGN = 64
+
+
+def write_shared_weights(models: dict[str, onnx.ModelProto], out_dir: Path) -> dict[str, int]:
+    """Write ``models`` (relative path → proto) with all initializers in one weights file.
+
+    A tensor several graphs read (the pooler, a zero point) is written once and every
+    graph points at the same offset. Returns the byte counts (weights, graphs, padding).
+    """
+    from onnx import numpy_helper
+
+    offsets: dict[str, tuple[int, int, str]] = {}
+    weights = out_dir / WEIGHTS
+    weights.parent.mkdir(parents=True, exist_ok=True)
+    pad_total = 0
+    with open(weights, "wb") as f:
+        for model in models.values():
+            for init in model.graph.initializer:
+                data = numpy_helper.to_array(init).tobytes()
+                digest = hashlib.sha256(data).hexdigest()
+                if init.name in offsets:
+                    if offsets[init.name][2] != digest:
+                        raise AlbertEdgeError(f"two graphs hold different tensors {init.name!r}")
+                    continue
+                pad = -f.tell() % _ALIGN
+                f.write(b"\0" * pad)
+                pad_total += pad
+                offsets[init.name] = (f.tell(), len(data), digest)
+                f.write(data)
+    graph_bytes = 0
+    for rel, model in models.items():
+        for init in model.graph.initializer:
+            offset, length, _ = offsets[init.name]
+            dims, dtype, name = list(init.dims), init.data_type, init.name
+            init.Clear()
+            init.name, init.data_type = name, dtype
+            init.dims.extend(dims)
+            init.data_location = init.EXTERNAL
+            for key, value in (
+                ("location", Path(WEIGHTS).name),
+                ("offset", str(offset)),
+                ("length", str(length)),
+            ):
+                entry = init.external_data.add()
+                entry.key, entry.value = key, value
+        path = out_dir / rel
+        path.write_bytes(model.SerializeToString())
+        graph_bytes += path.stat().st_size
+    return {
+        "weights_bytes": weights.stat().st_size,
+        "graph_bytes": graph_bytes,
+        "alignment_padding_bytes": pad_total,
+        "stored_tensors": len(offsets),
+    }
+
+
+def byte_facts(
+    ckpt: Checkpoint, precision: str, heads: ExitHeads, written: dict[str, int]
+) -> dict[str, Any]:
+    """Size ÷ floor for the whole directory of graphs: the checkpoint's floor at
+    ``precision`` (:func:`albert_edge.facts.floor_bytes`) plus the exit heads, stored fp32."""
+    from albert_edge.facts import floor_bytes
+
+    config = ckpt.config.to_dict()
+    floor = floor_bytes(config, ckpt.head.name, precision) or 0
+    head_params = int(heads.weight.size + heads.bias.size)
+    total = written["weights_bytes"] + written["graph_bytes"]
+    return {
+        **written,
+        "file_bytes": total,
+        "checkpoint_floor_bytes": floor,
+        "exit_head_params": head_params,
+        "exit_head_bytes": head_params * 4,
+        "floor_bytes": floor + head_params * 4,
+        "ratio_to_floor": round(total / (floor + head_params * 4), 4) if floor else None,
+        "exit_heads_share_of_floor": round(head_params * 4 / (floor + head_params * 4), 5)
+        if floor
+        else None,
+    }
+
+
+def build_early_exit_artifact(
+    checkpoint: str | Path | Checkpoint | None,
+    output: str | Path,
+    heads: ExitHeads,
+    *,
+    precision: str = "fp32",
+    overwrite: bool = False,
+    keep_reference: bool = False,
+) -> dict[str, Any]:
+    """Convert ``checkpoint`` at ``precision``, cut the graph, write the artifact; returns
+    its manifest. ``heads`` from :func:`albert_edge.early_exit.fit_exit_heads`."""
+    import onnx
+
+    from albert_edge.checkpoint import Checkpoint, load_checkpoint
+    from albert_edge.convert import convert
+    from albert_edge.early_exit.heads import check_checkpoint
+    from albert_edge.early_exit.onnx_graphs import find_cuts, layer_group, split_graph
+    from albert_edge.io import atomic_output_dir
+    from albert_edge.manifest import write_manifest
+    from albert_edge.options import ConvertOptions
+
+    if precision not in PRECISIONS:
+        raise UnsupportedError(
+            f"dynamic exit is built for --precision {' or '.join(PRECISIONS)}, not {precision!r}"
+        )
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
+    check_checkpoint(ckpt)
+    layers = int(ckpt.config.num_hidden_layers)
+    if heads.num_exits != layers or heads.weight.shape[2] != int(ckpt.config.hidden_size):
+        raise UnsupportedError(
+            f"{ckpt.path}: the exit heads are for {heads.num_exits} layers of width "
+            f"{heads.weight.shape[2]}; this checkpoint has {layers} of {ckpt.config.hidden_size}"
+        )
+    with atomic_output_dir(output, overwrite=overwrite, inputs=[ckpt.path]) as tmp:
+        with tempfile.TemporaryDirectory() as scratch:
+            ref_dir = Path(scratch) / "reference"
+            full = convert(ckpt, ref_dir, ConvertOptions(precision=precision))
+            proto = onnx.load(str(ref_dir / full["model_file"]))
+            parts = split_graph(proto, find_cuts(proto, ckpt), ckpt, heads)
+            for name in full["files"]:
+                if name not in (full["model_file"], "README.md"):
+                    shutil.copyfile(ref_dir / name, tmp / name)
+            if keep_reference:
+                shutil.copytree(ref_dir, tmp / "reference")
+        written = write_shared_weights({f"onnx/{n}.onnx": m for n, m in parts.items()}, tmp)
+        groups = int(ckpt.config.num_hidden_groups)
+        index = {
+            "format": FORMAT,
+            "precision": precision,
+            "num_exits": layers,
+            "num_labels": int(heads.weight.shape[1]),
+            "embed": "onnx/embed.onnx",
+            "exits": "onnx/exits.onnx",
+            "layers": [
+                f"onnx/layer_{layer_group(j, layers, groups)}.onnx" for j in range(1, layers + 1)
+            ],
+            "weights": WEIGHTS,
+            "heads": heads.record,
+            "id2label": {str(k): v for k, v in (ckpt.config.id2label or {}).items()},
+        }
+        (tmp / INDEX).write_text(json.dumps(index, indent=2) + "\n")
+        manifest = {
+            "target": "onnx-early-exit",
+            "source": full["source"],
+            "head": ckpt.head.name,
+            "precision": precision,
+            "model_file": INDEX,
+            "early_exit": index,
+            "sizes": byte_facts(ckpt, precision, heads, written),
+            "factorized_embedding_intact": full.get("factorized_embedding_intact"),
+            "reference": {"model_file": f"reference/{full['model_file']}"}
+            if keep_reference
+            else None,
+            "files": sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file()),
+        }
+        write_manifest(tmp, manifest)
+    return manifest

@@ -1,0 +1,356 @@
+#!/usr/bin/env python
+"""Depth × precision on the embedded SST-2 model (issue 27): what a shallower ALBERT buys.
+
+For ``albert_edge/models/sst2-albert-tiny`` (L=4, one shared layer) this script
+
+1. runs the depth search (:func:`albert_edge.depth.search_depths`): a seeded split of
+   SST-2 train rows into FIT (``--fit-rows``) and HELD-OUT (``--held-out-rows``); an exit
+   head per depth, initialised from the model's pooler + classifier, fitted on FIT;
+   every depth scored on HELD-OUT against the unchanged full-depth model (paired
+   bootstrap 95 %); SST-2 dev scored for the record only;
+2. builds, through the public API, every depth × precision artifact: depth L is today's
+   artifact (``convert``, the model's own head), depth k < L is ``convert --depth k``
+   (:func:`albert_edge.depth.convert_at_depth`: truncated checkpoint, re-fit head);
+3. scores every artifact sentence by sentence on HELD-OUT and on dev (each paired with
+   the full-depth PyTorch model on the same rows);
+4. times all of them side by side: seq-128 p50 and min in ONE
+   ``bench(rounds=--rounds)`` run (every artifact resident in its own process, visited in
+   turn every round), and W2 (the median over ``--w2`` SST-2 dev sentences each at its
+   own length, every artifact in its own resident process, block by block in turn:
+   ``benchmarks/precisions.py``'s :func:`w2_latencies`, reused);
+5. applies the choice rule (:func:`albert_edge.depth.choose`: held-out point loss <= 0.5
+   and lower bound >= -1.5 points; fastest W2 among the admitted) and states the issue's
+   bar: the pick >= 2x faster than today's full-depth int8 at W2, <= 0.5 point loss on
+   dev (dev never used to choose).
+
+Outputs: ``benchmarks/results/depth.json`` (albert-edge-bench/1 + ``depth`` keys) and
+``depth.md``. ``--render`` re-renders the Markdown from the JSON. Run:
+``python benchmarks/depth.py [--rounds 5 --runs 50]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+os.environ.setdefault("USE_TF", "0")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from precisions import DEV, TRAIN, TRAINED, w2_latencies  # noqa: E402
+
+from albert_edge.bench import bench, resolve_target, validate_report  # noqa: E402
+from albert_edge.bench.report import machine_line  # noqa: E402
+
+BACKEND = {"onnx": "ort-cpu", "tflite": "litert-xnnpack"}
+TFLITE_BUCKETS = (32, 128, 512)
+
+
+def log(msg: str) -> None:
+    print(f"depth: {msg}", file=sys.stderr, flush=True)
+
+
+def get_search(work: Path, a: argparse.Namespace) -> Any:
+    """The depth search, reused from ``work/search`` when its settings match."""
+    from albert_edge.depth import (
+        FitSettings,
+        SplitSettings,
+        load_search,
+        save_search,
+        search_depths,
+    )
+
+    split = SplitSettings(fit_rows=a.fit_rows, held_out_rows=a.held_out_rows, seed=a.seed)
+    where = work / "search"
+    if (where / "depth_search.json").is_file():
+        s = load_search(where)
+        if s.settings["split"] == vars(split) and "report" in s.reference:
+            log(f"reusing the search in {where}")
+            return s
+    t0 = time.time()
+    s = search_depths(TRAINED, TRAIN, split=split, fit=FitSettings(seed=a.seed), report=DEV)
+    log(f"search: {time.time() - t0:.0f} s")
+    save_search(s, where, overwrite=True)
+    return s
+
+
+def build_all(search: Any, work: Path, a: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every depth × precision artifact: (label, depth, target, precision, path)."""
+    from albert_edge.convert import convert
+    from albert_edge.depth import convert_at_depth
+    from albert_edge.options import ConvertOptions
+
+    full = int(search.config["num_hidden_layers"])
+    plan = [("onnx", p) for p in a.precisions.split(",")]
+    plan += [("tflite", p) for p in a.tflite.split(",") if p]
+    arts = []
+    for k in search.representable:
+        for target, precision in plan:
+            out = work / f"d{k}-{target}-{precision}"
+            opts = ConvertOptions(
+                target=target,
+                precision=precision,
+                seq_lens=TFLITE_BUCKETS if target == "tflite" else (),
+                overwrite=True,
+                verify=True,  # every artifact verified against its own (truncated) PyTorch model
+            )
+            t0 = time.time()
+            if k == full:  # today's artifact: the model as it is
+                convert(TRAINED, out, opts)
+            else:
+                convert_at_depth(TRAINED, out, opts, search, k)
+            log(f"built depth {k} {target} {precision} in {time.time() - t0:.0f} s")
+            label = f"depth {k}/{full} {target} {precision}"
+            arts.append(
+                {
+                    "artifact": label,
+                    "depth": k,
+                    "target": target,
+                    "precision": precision,
+                    "path": out,
+                }
+            )
+    return arts
+
+
+def score_all(search: Any, arts: list[dict[str, Any]], threads: int) -> None:
+    """Held-out and dev accuracy of every artifact, paired with full-depth PyTorch."""
+    from albert_edge.data import read_sst2
+    from albert_edge.depth import paired_bootstrap
+    from albert_edge.depth.evaluate import artifact_correct, held_out_rows
+    from albert_edge.depth.search import unbits
+
+    held = held_out_rows(search, TRAIN)
+    dev = read_sst2(DEV)
+    ref_held = unbits(search.reference["held_out_correct"])
+    ref_dev = unbits(search.reference["report"]["correct"])
+    seed = int(search.settings["split"]["seed"])
+    for art in arts:
+        t0 = time.time()
+        for key, rows, ref in (("held_out", held, ref_held), ("dev", dev, ref_dev)):
+            c = artifact_correct(art["path"], rows, threads=threads)
+            iv = paired_bootstrap(c, ref, seed=seed)
+            art[f"{key}_accuracy"] = float(c.mean())
+            art[f"{key}_delta"], art[f"{key}_low"], art[f"{key}_high"] = iv.delta, iv.low, iv.high
+        log(
+            f"scored {art['artifact']}: held-out {100 * art['held_out_accuracy']:.2f} %, "
+            f"dev {100 * art['dev_accuracy']:.2f} % ({time.time() - t0:.0f} s)"
+        )
+
+
+def time_all(arts: list[dict[str, Any]], a: argparse.Namespace) -> dict[str, Any]:
+    """W2 (interleaved block by block) then seq-128 in one bench(rounds) run."""
+    from albert_edge.data import read_sst2
+
+    n = min(a.w2, len(read_sst2(DEV)))
+    w2 = w2_latencies([(x["artifact"], x["path"]) for x in arts], n, a.threads, a.rounds)
+    targets = [resolve_target(x["path"]).with_(name=x["artifact"]) for x in arts]
+    rep = bench(
+        targets,
+        backends=sorted(set(BACKEND.values())),
+        seq_lens=(128,),
+        threads=(a.threads,),
+        runs=a.runs,
+        warmup=3,
+        rounds=a.rounds,
+        roofline=False,
+        progress=True,
+    )
+    rep["results"] = [r for r in rep["results"] if r["backend"] == BACKEND[r["format"]]]
+    by = {x["artifact"]: x for x in arts}
+    for r in rep["results"]:
+        x = by[r["artifact"]]
+        r.update({k: v for k, v in x.items() if k != "path"})
+        r["w2_median_ms"] = w2.get(r["artifact"])
+    rep["settings"].update(w2_sentences=n, w2_rounds=a.rounds, loadavg=os.getloadavg())
+    return rep
+
+
+def decide(rep: dict[str, Any], search: Any) -> dict[str, Any]:
+    """The rule's pick (held-out evidence, W2 speed) and the issue's bar (dev, W2)."""
+    from albert_edge.depth import Rule, choose
+
+    rows = rep["results"]
+    cands = [
+        {
+            **{
+                k: r.get(k)
+                for k in (
+                    "artifact",
+                    "depth",
+                    "precision",
+                    "target",
+                    "w2_median_ms",
+                    "file_bytes",
+                    "held_out_accuracy",
+                )
+            },
+            "delta": r["held_out_delta"],
+            "delta_low": r["held_out_low"],
+            "delta_high": r["held_out_high"],
+        }
+        for r in rows
+    ]
+    result = choose(cands, Rule(), speed_key="w2_median_ms")
+    full = int(search.config["num_hidden_layers"])
+    today = next(
+        (
+            r
+            for r in rows
+            if r["depth"] == full and r["target"] == "onnx" and r["precision"] == "int8-dynamic"
+        ),
+        None,
+    )
+    pick = result["chosen"]
+    bar: dict[str, Any] = {"today": today and today["artifact"]}
+    if pick and today:
+        mine = next(r for r in rows if r["artifact"] == pick["artifact"])
+        w2x = today["w2_median_ms"] / mine["w2_median_ms"]
+        p128 = today["latency_ms"]["p50"] / mine["latency_ms"]["p50"]
+        loss = -100 * mine["dev_delta"]
+        loss_vs_today = 100 * (today["dev_accuracy"] - mine["dev_accuracy"])
+        bar.update(
+            pick=pick["artifact"],
+            w2_speedup=w2x,
+            seq128_speedup=p128,
+            dev_loss_points=loss,
+            dev_loss_vs_today_points=loss_vs_today,
+            met=bool(w2x >= 2 and loss <= 0.5),
+        )
+    return {
+        "rule": result["rule"],
+        "chosen": pick,
+        "bar": bar,
+        "evidence": [{k: e.get(k) for k in ("artifact", "why_not")} for e in result["evidence"]],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    p.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "_work" / "depth")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--fit-rows", type=int, default=20000)
+    p.add_argument("--held-out-rows", type=int, default=5000)
+    p.add_argument("--seed", type=int, default=27)
+    p.add_argument("--precisions", default="fp32,int8-dynamic,int4", help="ONNX precisions")
+    p.add_argument("--tflite", default="int8-dynamic", help="TFLite precisions ('' for none)")
+    p.add_argument("--w2", type=int, default=300)
+    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--render", action="store_true")
+    a = p.parse_args(argv)
+    if a.render:
+        report = json.loads((a.out / "depth.json").read_text())
+        (a.out / "depth.md").write_text(markdown(report))
+        return 0
+    a.work.mkdir(parents=True, exist_ok=True)
+    search = get_search(a.work, a)
+    arts = build_all(search, a.work, a)
+    score_all(search, arts, a.threads)
+    rep = time_all(arts, a)
+    rep["depth_search"] = {k: v for k, v in search.to_dict().items()}
+    for key in ("held_out_correct",):
+        rep["depth_search"]["reference"].pop(key, None)
+    rep["depth_search"]["reference"].get("report", {}).pop("correct", None)
+    rep["decision"] = decide(rep, search)
+    problems = validate_report(rep)
+    if problems:
+        raise SystemExit("depth: invalid report: " + "; ".join(problems))
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "depth.json").write_text(json.dumps(rep, indent=2, default=str) + "\n")
+    (a.out / "depth.md").write_text(markdown(rep))
+    print((a.out / "depth.md").read_text())
+    return 0
+
+
+def _pts(r: dict[str, Any], key: str) -> str:
+    return (
+        f"{100 * r[f'{key}_accuracy']:.2f} ({100 * r[f'{key}_delta']:+.2f} "
+        f"[{100 * r[f'{key}_low']:+.2f}, {100 * r[f'{key}_high']:+.2f}])"
+    )
+
+
+def markdown(rep: dict[str, Any]) -> str:
+    """The table and the verdicts, from the JSON only (``--render``)."""
+    s = rep["depth_search"]
+    d, ref = s["data"], s["reference"]
+    dec = rep["decision"]
+    lines = [
+        "# Depth × precision on the embedded SST-2 model (issue 27)",
+        "",
+        f"Machine: {machine_line(rep)}. Threads: {rep['settings']['threads']}. Built, scored "
+        f"and timed by `benchmarks/depth.py` in one run; {rep['created']}. Load average "
+        f"(1/5/15 min) at the end: {rep['settings'].get('loadavg')} on 2 cores (other work "
+        "shared the machine: compare rows of this table, not with other files; min beside p50).",
+        "",
+        f"Exit heads: a copy of the model's pooler + classifier per depth, fitted on "
+        f"{d['fit_rows']} SST-2 train rows; every depth scored on {d['held_out_rows']} other "
+        f"train rows the heads never saw (seeded split {d['split_seed']}, `{d['file']}` sha256 "
+        f"`{d['sha256'][:16]}…`). Caveat: the backbone itself was trained on all train rows, "
+        "so held-out accuracies are high in absolute terms; what the rule reads is the paired "
+        "difference to the full-depth model on the same rows. Reference: the unchanged model "
+        f"at full depth in PyTorch fp32: held-out {100 * ref['held_out_accuracy']:.2f} %, dev "
+        f"{100 * ref['report']['accuracy']:.2f} % [{100 * ref['report']['low']:.2f}, "
+        f"{100 * ref['report']['high']:.2f}].",
+        "",
+        "acc %: accuracy (Δ points vs the reference on the same rows [paired bootstrap 95 %]). "
+        "Held-out chooses; dev (872 rows) is reported only, never used to choose. "
+        "size ÷ floor: the file ÷ the unique parameters of the model it holds × bytes per "
+        "parameter (`albert_edge.facts`): the truncated model's floor, without the groups it "
+        "dropped. seq 128: batch 1, p50 / min over "
+        f"{rep['settings']['policy'].get('runs')} runs pooled from "
+        f"{rep['settings'].get('rounds', 1)} interleaved rounds of one `bench()` call. W2: "
+        f"median ms over {rep['settings'].get('w2_sentences')} SST-2 dev sentences at their "
+        f"own length, {rep['settings'].get('w2_rounds')} passes, every artifact in its own "
+        "resident process, timed in turn block by block (`precisions.w2_latencies`).",
+        "",
+        "| artifact | MB | size ÷ floor | held-out acc % | dev acc % (report only) | "
+        "W2 med ms | seq 128 p50 / min ms | rule |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    why = {e["artifact"]: e["why_not"] for e in dec["evidence"]}
+    chosen = (dec.get("chosen") or {}).get("artifact")
+    for r in rep["results"]:
+        lat = r.get("latency_ms") or {}
+        verdict = (
+            "**chosen**" if r["artifact"] == chosen else (why.get(r["artifact"]) or "admitted")
+        )
+        lines.append(
+            f"| {r['artifact']} | {r['file_bytes'] / 1e6:.2f} | {r['ratio_to_floor']:.3f} | "
+            f"{_pts(r, 'held_out')} | {_pts(r, 'dev')} | "
+            + (f"{r['w2_median_ms']:.3f}" if r.get("w2_median_ms") else "—")
+            + f" | {lat.get('p50', float('nan')):.3f} / {lat.get('min', float('nan')):.3f} | "
+            f"{verdict} |"
+        )
+    rule = dec["rule"]
+    lines += [
+        "",
+        f"Rule: held-out point loss ≤ {rule['max_point_loss']} and lower bound ≥ "
+        f"{rule['min_lower_bound']} points; the fastest W2 among the admitted.",
+        "",
+    ]
+    bar = dec["bar"]
+    if bar.get("pick"):
+        lines.append(
+            f"Bar (issue 27): {bar['pick']} vs today's {bar['today']}: W2 "
+            f"{bar['w2_speedup']:.2f}× faster (seq 128: {bar['seq128_speedup']:.2f}×); SST-2 "
+            f"dev loss {bar['dev_loss_points']:+.2f} points vs full-depth PyTorch fp32 "
+            f"({bar['dev_loss_vs_today_points']:+.2f} vs today's int8 artifact): "
+            + ("**met** (≥ 2× and ≤ 0.5 points)" if bar["met"] else "**not met**")
+        )
+    else:
+        lines.append("Bar (issue 27): no candidate passed the rule.")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

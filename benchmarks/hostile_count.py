@@ -1,0 +1,165 @@
+"""Count the hostile-input cases per subcommand (issue 26: at least 120 across every
+subcommand), and optionally run them and record how each ended.
+
+    PYTHONPATH=. python benchmarks/hostile_count.py          # count (pytest --collect-only)
+    PYTHONPATH=. python benchmarks/hostile_count.py --run    # and run them, slow ones too
+
+Writes benchmarks/results/hostile.{json,md}. The count comes from pytest's own collection
+of tests/hostile/ (default run and ``-m slow`` separately), so it is the suite as it
+stands, not a number typed in. A case id is ``<subcommand>:<case>`` (the signal tests:
+``<subcommand>:SIG<name>``; the two environment tests count under ``environment``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+SUITE = "tests/hostile"
+
+
+def _pytest(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:xdist", SUITE, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+
+
+def subcommand(node_id: str) -> str:
+    """``tests/hostile/test_x.py::test_y[convert-onnx:foo]`` -> ``convert-onnx``."""
+    m = re.search(r"\[([^\]:]+)[:\]]", node_id)
+    return m.group(1) if m else "environment"
+
+
+def collect(marker: str) -> list[str]:
+    r = _pytest("--collect-only", "-q", "-m", marker)
+    ids = [ln.strip() for ln in r.stdout.splitlines() if "::" in ln]
+    if r.returncode not in (0, 5):
+        raise SystemExit(f"collection failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return ids
+
+
+def run_suite(marker: str, xml: Path) -> tuple[dict[str, str], float]:
+    t0 = time.monotonic()
+    _pytest("-q", "-m", marker, f"--junitxml={xml}")
+    outcomes: dict[str, str] = {}
+    for tc in ET.parse(xml).getroot().iter("testcase"):
+        name = f"{tc.get('classname', '').replace('.', '/')}.py::{tc.get('name')}"
+        kids = {child.tag: child for child in tc}
+        if "failure" in kids or "error" in kids:
+            outcome = "failed"
+        elif "skipped" in kids:
+            msg = kids["skipped"].get("type", "") + kids["skipped"].get("message", "")
+            outcome = "xfailed" if "xfail" in msg else "skipped"
+        else:
+            outcome = "passed"
+        outcomes[name] = outcome
+    return outcomes, time.monotonic() - t0
+
+
+def cpu() -> str:
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    model = next(
+        (ln.split(":", 1)[1].strip() for ln in flags.splitlines() if "model name" in ln), ""
+    )
+    isa = "avx512_vnni" if "avx512_vnni" in flags else ("avx2" if "avx2" in flags else "")
+    return f"{model or platform.processor()}, {os.cpu_count()} cores, {isa}".strip(", ")
+
+
+def report(run: bool) -> dict[str, Any]:
+    default, slow = collect("not slow"), collect("slow")
+    per: dict[str, Counter[str]] = defaultdict(Counter)
+    for node in default:
+        per[subcommand(node)]["default"] += 1
+    for node in slow:
+        per[subcommand(node)]["slow"] += 1
+    rep: dict[str, Any] = {
+        "suite": SUITE,
+        "cpu": cpu(),
+        "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "total": len(default) + len(slow),
+        "default_run": len(default),
+        "slow": len(slow),
+        "per_subcommand": {k: dict(v) for k, v in sorted(per.items())},
+    }
+    if run:
+        outcomes: dict[str, str] = {}
+        walls = {}
+        for marker in ("not slow", "slow"):
+            got, wall = run_suite(marker, RESULTS / ".hostile-junit.xml")
+            outcomes.update(got)
+            walls[marker] = round(wall, 1)
+        (RESULTS / ".hostile-junit.xml").unlink(missing_ok=True)
+        for node, outcome in outcomes.items():
+            per[subcommand(node)][outcome] += 1
+        rep["per_subcommand"] = {k: dict(v) for k, v in sorted(per.items())}
+        rep["outcomes"] = dict(Counter(outcomes.values()))
+        rep["wall_s"] = {"default run": walls["not slow"], "slow": walls["slow"]}
+        rep["xfailed"] = sorted(n for n, o in outcomes.items() if o == "xfailed")
+        rep["failed"] = sorted(n for n, o in outcomes.items() if o == "failed")
+    return rep
+
+
+def markdown(rep: dict[str, Any]) -> str:
+    cols = ["default", "slow"] + (["passed", "xfailed", "failed"] if "outcomes" in rep else [])
+    lines = [
+        "# Hostile-input suite: cases per subcommand",
+        "",
+        f"`PYTHONPATH=. python benchmarks/hostile_count.py{' --run' if 'outcomes' in rep else ''}`"
+        f" ({rep['date_utc']} UTC; CPU: {rep['cpu']}).",
+        "",
+        f"**{rep['total']} cases** in `{rep['suite']}/` ({rep['default_run']} in the default "
+        f"run, {rep['slow']} marked slow). Each runs the real CLI in a subprocess and asserts "
+        "the exit status, at most 2 lines on stderr and no traceback, the sha256 of every "
+        "input unchanged, and no leftovers (temp, lock, partial output, TMPDIR).",
+        "",
+        "| subcommand | " + " | ".join(cols) + " |",
+        "|---|" + "---:|" * len(cols),
+    ]
+    for name, counts in rep["per_subcommand"].items():
+        lines.append(f"| {name} | " + " | ".join(str(counts.get(c, 0)) for c in cols) + " |")
+    if "outcomes" in rep:
+        lines += [
+            "",
+            f"Wall time on this machine: default run {rep['wall_s']['default run']} s, slow "
+            f"cases {rep['wall_s']['slow']} s (shared 2-core machine).",
+        ]
+        if rep["xfailed"]:
+            lines += ["", "Expected failures (strict xfail: they flip when the fix lands):", ""]
+            lines += [f"- `{n}`" for n in rep["xfailed"]]
+        if rep["failed"]:
+            lines += ["", "Failed:", ""] + [f"- `{n}`" for n in rep["failed"]]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--run", action="store_true", help="run the cases too (slow ones included)")
+    ap.add_argument("--results", type=Path, default=RESULTS)
+    a = ap.parse_args()
+    rep = report(a.run)
+    a.results.mkdir(parents=True, exist_ok=True)
+    (a.results / "hostile.json").write_text(json.dumps(rep, indent=2) + "\n")
+    (a.results / "hostile.md").write_text(markdown(rep))
+    print(markdown(rep))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

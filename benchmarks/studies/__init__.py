@@ -1,0 +1,1 @@
+"""Finished investigations, frozen: see README.md beside this file."""
