@@ -448,6 +448,7 @@ def _run_inspect(a: argparse.Namespace) -> int:
 
 
 def _add_bench(sub: Any) -> None:
+    from albert_edge.bench.recommend import CANDIDATES
     from albert_edge.bench.targets import BACKENDS
 
     p = sub.add_parser("bench", help="size, latency and memory of artifacts and checkpoints")
@@ -515,7 +516,13 @@ def _add_bench(sub: Any) -> None:
         default=None,
         help="--recommend: report accuracy on this .tsv instead (all of --data then chooses)",
     )
-    p.add_argument("--candidates", default=None, help="--recommend: e.g. onnx:int8-dynamic,...")
+    p.add_argument(
+        "--candidates",
+        default=None,
+        help="--recommend: comma-separated, from {"
+        + ", ".join(f"{t}:{q}" for t, q in CANDIDATES)
+        + "} (default: all)",
+    )
     p.add_argument("--work-dir", type=Path, default=None, help="--recommend: keep artifacts here")
     p.set_defaults(run=_run_bench)
 
@@ -631,6 +638,9 @@ def build_parser() -> argparse.ArgumentParser:
     from albert_edge.depth.command import add_parser as _add_depth
 
     _add_depth(sub, _add_quiet)
+    from albert_edge.early_exit.command import add_parser as _add_early_exit
+
+    _add_early_exit(sub, _add_quiet)
     return parser
 
 

@@ -200,7 +200,8 @@ def strict_json_object(data: dict[str, Any]) -> dict[str, Any]:
     become ``null`` and :data:`NON_FINITE_KEY` says which were which (omitted if none)."""
     clean, nulled = strict_json(data)
     if nulled:
-        clean[NON_FINITE_KEY] = {**clean.get(NON_FINITE_KEY, {}), **nulled}
+        before = clean.get(NON_FINITE_KEY)
+        clean[NON_FINITE_KEY] = {**(before if isinstance(before, dict) else {}), **nulled}
     return dict(clean)
 
 

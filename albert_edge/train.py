@@ -433,7 +433,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Train and print the headline figures (one JSON line on stdout)."""
     summary = train(args)
-    print(json.dumps({k: summary[k] for k in ("dev_accuracy", "wall_time_s", "parameters")}))
+    headline = {k: summary[k] for k in ("dev_accuracy", "wall_time_s", "parameters")}
+    print(json.dumps(headline, allow_nan=False))
     return 0
 
 

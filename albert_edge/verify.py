@@ -606,6 +606,32 @@ def evaluate_accuracy(
     }
 
 
+def judge_accuracy(accuracy: dict[str, Any], target: str, precision: str) -> None:
+    """Mark ``accuracy`` passed/failed against the (target, precision) bar, in place.
+
+    Non-finite logits fail whatever the accuracies say: the argmax of a NaN row is 0 on
+    both sides, so equal accuracies would read as agreement (issue 26: "logits SQNR nan
+    dB ... PASSED").
+    """
+    bar = ACCURACY_BARS.get((target, precision), 0.0)
+    accuracy["bar_points"] = bar
+    delta = accuracy["delta_points"]
+    ok = abs(delta) <= bar + 1e-9
+    accuracy["passed"] = ok and not math.isnan(accuracy["logits_sqnr_db"])
+    if ok and not accuracy["passed"]:
+        accuracy["failure"] = (
+            "accuracy: non-finite logits (NaN/Inf) on the data, the artifact's or the "
+            "reference's; the logits SQNR is NaN"
+        )
+    if not ok:
+        need = "identical" if bar == 0 else f"within {bar:g} points"
+        accuracy["failure"] = (
+            f"accuracy: artifact {accuracy['accuracy_artifact'] * 100:.2f} % vs reference "
+            f"{accuracy['accuracy_reference'] * 100:.2f} % ({delta:+.2f} points; "
+            f"{target} {precision} bar: {need})"
+        )
+
+
 # --- the report ----------------------------------------------------------------------
 
 
@@ -833,23 +859,7 @@ def verify(
                 if data == SAMPLE_DATA
                 else Path(str(data)).name
             )
-            bar = ACCURACY_BARS.get((target, precision), 0.0)
-            accuracy["bar_points"] = bar
-            delta = accuracy["delta_points"]
-            ok = abs(delta) <= bar + 1e-9
-            accuracy["passed"] = ok and not math.isnan(accuracy["logits_sqnr_db"])
-            if ok and not accuracy["passed"]:  # equal argmaxes of NaN logits are no PASS
-                accuracy["failure"] = (
-                    "accuracy: non-finite logits (NaN/Inf) on the data, the artifact's or the "
-                    "reference's; the logits SQNR is NaN"
-                )
-            if not ok:
-                need = "identical" if bar == 0 else f"within {bar:g} points"
-                accuracy["failure"] = (
-                    f"accuracy: artifact {accuracy['accuracy_artifact'] * 100:.2f} % vs reference "
-                    f"{accuracy['accuracy_reference'] * 100:.2f} % ({delta:+.2f} points; "
-                    f"{target} {precision} bar: {need})"
-                )
+            judge_accuracy(accuracy, target, precision)
     report = VerifyReport(
         artifact=str(art),
         reference=str(ref_path),

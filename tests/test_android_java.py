@@ -397,8 +397,8 @@ def test_benchmark_report_follows_the_harness_schema(java_build, spiece_path, tm
 
 def test_early_exit_parity_every_dev_sentence(java_build, sst2_dev, sst2_train, tmp_path):
     """Java's dynamic-exit loop (``EarlyExit.java``) takes Python's decision — exit depth
-    and label — on every SST-2 dev sentence, for every policy, in batches of 8 (Python's
-    runner ran batches of 16: a row's exit must not depend on its batch)."""
+    and label — on every SST-2 dev sentence, for every policy, in batches of 8 (ONNX
+    Runtime computed the exits in batches of 16: a row's exit must not depend on its batch)."""
     from tests.early_exit.java_goldens import POLICIES, build_trained_artifact, write_goldens
 
     artifact = build_trained_artifact(tmp_path / "early-exit", sst2_train)

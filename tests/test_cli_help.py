@@ -63,6 +63,7 @@ def test_every_option_with_choices_lists_them_in_help(monkeypatch) -> None:
     """A user reads the allowed values in ``--help``, never by trial (issue 25): an option
     with ``choices`` must not hide them behind a metavar, and the options whose values are
     checked by the library (to keep its one-line errors) name them in their help text."""
+    from albert_edge.bench.recommend import CANDIDATES
     from albert_edge.bench.targets import BACKENDS
     from albert_edge.options import ONNX_PRECISIONS, TFLITE_PRECISIONS
 
@@ -80,5 +81,6 @@ def test_every_option_with_choices_lists_them_in_help(monkeypatch) -> None:
     assert not hidden, hidden
     bench = helps["albert-edge bench"]
     assert all(b in bench for b in BACKENDS), bench
+    assert all(f"{t}:{q}" in bench for t, q in CANDIDATES), bench
     assert all(p in helps["albert-edge convert"] for p in (*ONNX_PRECISIONS, *TFLITE_PRECISIONS))
     assert all(p in helps["albert-edge quantize"] for p in ONNX_PRECISIONS if p != "fp32")

@@ -213,12 +213,12 @@ def choose(
     """The decision among candidate records ``rows``: what ships, and on which comparisons.
 
     A row takes part when ``eligible`` is true and it has ``rounds_ms`` (per length, the
-    samples of each interleaved round; rows compared should come from one interleaved
+    samples of each interleaved round; the rows should come from one interleaved
     measurement, since round k of each is paired with round k of the others);
-    ``file_bytes`` and ``accuracy`` break ties. Every
-    pair is compared (:func:`compare`); a row some other row is shown to beat drops out;
-    of the rest (mutual ties) the smallest file ships, then the more accurate, then the
-    lower :func:`latency_stat`. Returns ``{"pick": row | None, "contenders": [names],
+    ``file_bytes`` and ``accuracy`` break ties. Every pair is compared (:func:`compare`);
+    a row some other row is shown to beat drops out; of the rest (mutual ties) the
+    smallest file ships, then the more accurate, then the lower :func:`latency_stat`.
+    Returns ``{"pick": row | None, "contenders": [names],
     "comparisons": [...], "relied_on": [the comparisons that involve the pick], "rule"}``.
     """
     ok = [r for r in rows if r.get("eligible") and _timed(r)]

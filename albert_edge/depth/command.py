@@ -80,29 +80,48 @@ def add_parser(sub: Any, quiet: Any) -> None:
     p = sub.add_parser(
         "depth", help="how shallow a classifier can run: search, truncate, choose (docs/depth.md)"
     )
-    dsub = p.add_subparsers(dest="depth_command", required=True, metavar="ACTION")
+    dsub = p.add_subparsers(
+        dest="depth_command",
+        required=True,
+        metavar="ACTION",
+        help="search: exit heads + held-out evidence; truncate: the truncated checkpoint; "
+        "choose: the rule over candidate records",
+    )
     s = dsub.add_parser("search", help="fit an exit head per depth, score each on held-out rows")
     s.add_argument("checkpoint", nargs="?", default=None, help="HF directory (default: embedded)")
     s.add_argument("--data", type=Path, required=True, help="labelled SST-2 style .tsv")
     s.add_argument("-o", "--output", type=Path, required=True, help="search directory to write")
     s.add_argument(
-        "--report", type=Path, default=None, help="labelled .tsv scored for the record only"
+        "--report",
+        type=Path,
+        default=None,
+        help="labelled .tsv (e.g. SST-2 dev) scored for the record only, never chosen on",
     )
-    s.add_argument("--fit-rows", type=int_at_least(1), default=20000)
-    s.add_argument("--held-out-rows", type=int_at_least(1), default=5000)
-    s.add_argument("--epochs", type=int_at_least(1), default=4)
-    s.add_argument("--max-length", type=int_at_least(3), default=128)
-    s.add_argument("--seed", type=int, default=27)
-    s.add_argument("--overwrite", action="store_true")
+    s.add_argument(
+        "--fit-rows",
+        type=int_at_least(1),
+        default=20000,
+        help="rows of --data the heads are fitted on (default: %(default)s)",
+    )
+    s.add_argument(
+        "--held-out-rows",
+        type=int_at_least(1),
+        default=5000,
+        help="other rows of --data every depth is scored on (default: %(default)s)",
+    )
+    s.add_argument("--epochs", type=int_at_least(1), default=4, help="head fitting epochs")
+    s.add_argument("--max-length", type=int_at_least(3), default=128, help="tokens per sentence")
+    s.add_argument("--seed", type=int, default=27, help="split, fit and bootstrap seed")
+    s.add_argument("--overwrite", action="store_true", help="replace a previous depth search")
     add_rule_flags(s)
     quiet(s)
     s.set_defaults(run=run_search)
     t = dsub.add_parser("truncate", help="write the truncated checkpoint (an HF directory)")
     t.add_argument("checkpoint", nargs="?", default=None, help="HF directory (default: embedded)")
-    t.add_argument("-o", "--output", type=Path, required=True)
+    t.add_argument("-o", "--output", type=Path, required=True, help="checkpoint directory to write")
     add_depth_flags(t)
     add_rule_flags(t)
-    t.add_argument("--overwrite", action="store_true")
+    t.add_argument("--overwrite", action="store_true", help="replace a previous truncation")
     quiet(t)
     t.set_defaults(run=run_truncate)
     c = dsub.add_parser("choose", help="apply the rule to candidate records (JSON list)")

@@ -8,7 +8,7 @@ runner reads, and the manifest's ``model_file``)::
     onnx/layer_<g>.onnx     hidden_states, attention_mask → hidden_states_out (one per group)
     onnx/exits.onnx         hidden_states → logits_1 .. logits_L (pooler shared)
     onnx/weights.bin        every initializer of the graphs above, each stored once
-    config.json, spiece.model, tokenizer*.json, README-less: tokenizer files as ``convert``
+    config.json, spiece.model, tokenizer*.json: the tokenizer files ``convert`` writes
 
 The graphs are cut out of the full-depth artifact ``convert`` writes (see
 :mod:`albert_edge.early_exit.onnx_graphs`); ``keep_reference`` keeps that artifact in
@@ -126,9 +126,12 @@ def build_early_exit_artifact(
     precision: str = "fp32",
     overwrite: bool = False,
     keep_reference: bool = False,
+    verify: bool = True,
 ) -> dict[str, Any]:
     """Convert ``checkpoint`` at ``precision``, cut the graph, write the artifact; returns
-    its manifest. ``heads`` from :func:`albert_edge.early_exit.fit_exit_heads`."""
+    its manifest. ``heads`` from :func:`albert_edge.early_exit.fit_exit_heads`.
+    ``verify``: check the full-depth graph against PyTorch before cutting it (as
+    ``convert`` does); the cut graphs compute exactly its nodes."""
     import onnx
 
     from albert_edge.checkpoint import Checkpoint, load_checkpoint
@@ -154,7 +157,7 @@ def build_early_exit_artifact(
     with atomic_output_dir(output, overwrite=overwrite, inputs=[ckpt.path]) as tmp:
         with tempfile.TemporaryDirectory() as scratch:
             ref_dir = Path(scratch) / "reference"
-            full = convert(ckpt, ref_dir, ConvertOptions(precision=precision))
+            full = convert(ckpt, ref_dir, ConvertOptions(precision=precision, verify=verify))
             proto = onnx.load(str(ref_dir / full["model_file"]))
             parts = split_graph(proto, find_cuts(proto, ckpt), ckpt, heads)
             for name in full["files"]:

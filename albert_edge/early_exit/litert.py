@@ -167,12 +167,12 @@ class LiteRTEarlyExitRunner:
     def _pad(self, feeds: dict[str, np.ndarray], i: int) -> tuple[dict[str, np.ndarray], int]:
         import numpy as np
 
-        n = int(np.asarray(feeds["attention_mask"][i]).sum())
-        s = self._bucket(n)
+        n = int(np.asarray(feeds["input_ids"]).shape[-1])
+        s = self._bucket(n)  # as LiteRTRunner: the smallest bucket that fits the input width
         row = {}
         for k in ("input_ids", "attention_mask", "token_type_ids"):
             x = np.zeros((1, s), dtype=np.int32)
-            x[0, :n] = np.asarray(feeds[k][i][:n], dtype=np.int32)
+            x[0, :n] = np.asarray(feeds[k][i], dtype=np.int32)
             row[k] = x
         return row, s
 

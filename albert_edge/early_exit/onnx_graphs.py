@@ -52,7 +52,6 @@ _FLOAT_PRODUCERS = frozenset(
         "Mul",
     }
 )
-_ALIGN = 64
 
 
 @dataclass
@@ -94,9 +93,15 @@ def find_cuts(proto: onnx.ModelProto, ckpt: Checkpoint) -> Cuts:
     probe = onnx.ModelProto()
     probe.CopyFrom(proto)
     names = [o.name for o in probe.graph.output]
+    # types ONNX's own inference knows (contrib ops it does not: those are float here)
+    inferred = onnx.shape_inference.infer_shapes(proto).graph.value_info
+    not_float = {
+        v.name for v in inferred if v.type.tensor_type.elem_type not in (0, onnx.TensorProto.FLOAT)
+    }
     order = {}
     for i, node in enumerate(probe.graph.node):
-        if node.op_type in _FLOAT_PRODUCERS and node.output and node.output[0] not in names:
+        out = node.output[0] if node.output else ""
+        if node.op_type in _FLOAT_PRODUCERS and out and out not in names and out not in not_float:
             probe.graph.output.append(
                 onnx.helper.make_tensor_value_info(node.output[0], onnx.TensorProto.FLOAT, None)
             )

@@ -77,6 +77,8 @@ class EarlyExitRunner:
         steps = {name: OrtRunner(self.root / name, threads) for name in set(self.index["layers"])}
         self.layers = [steps[name] for name in self.index["layers"]]
         self.input_names = self.embed.input_names
+        mask = next(i for i in self.layers[0].session.get_inputs() if i.name == "attention_mask")
+        self._mask_dtype = "int32" if mask.type == "tensor(int32)" else "int64"
         self._exit_names = [f"logits_{k}" for k in range(1, self.num_exits + 1)]
 
     def _step(self, k: int, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -92,8 +94,13 @@ class EarlyExitRunner:
     def _start(self, feeds: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         import numpy as np
 
+        if "attention_mask" not in feeds:
+            raise AlbertEdgeError(
+                f"{self.root}: a dynamic-exit run needs attention_mask (the steps read it); "
+                f"given: {sorted(feeds)}"
+            )
         hidden = self.embed.run(feeds)["hidden_states_out"]
-        mask = np.ascontiguousarray(feeds["attention_mask"], dtype=np.int64)
+        mask = np.ascontiguousarray(feeds["attention_mask"], dtype=self._mask_dtype)
         return hidden, mask
 
     def run(self, feeds: Mapping[str, np.ndarray], policy: ExitPolicy | None = None) -> ExitResult:

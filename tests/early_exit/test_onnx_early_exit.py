@@ -42,7 +42,11 @@ def built(make_checkpoint, sst2_train, tmp_path_factory):
     out = {}
     for precision in ("fp32", "int8-dynamic"):
         d = tmp_path_factory.mktemp("ee") / precision
-        build_early_exit_artifact(ckpt, d, heads, precision=precision, keep_reference=True)
+        # verify=False: the full graph's parity with PyTorch is convert's test; the check
+        # here is that the cut graphs equal that graph, bit for bit
+        build_early_exit_artifact(
+            ckpt, d, heads, precision=precision, keep_reference=True, verify=False
+        )
         out[precision] = d
     return ckpt, out
 
@@ -130,7 +134,7 @@ def test_two_hidden_groups_step_their_own_layer(make_checkpoint, sst2_train, sst
     texts, labels = _rows(sst2_train, 48)
     heads = fit_exit_heads(ckpt, texts, labels)
     art = tmp_path / "groups"
-    manifest = build_early_exit_artifact(ckpt, art, heads, keep_reference=True)
+    manifest = build_early_exit_artifact(ckpt, art, heads, keep_reference=True, verify=False)
     index = manifest["early_exit"]
     assert index["layers"] == ["onnx/layer_0.onnx"] * 2 + ["onnx/layer_1.onnx"] * 2
     assert manifest["sizes"]["ratio_to_floor"] <= 1.02

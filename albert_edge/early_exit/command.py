@@ -1,0 +1,76 @@
+"""``albert-edge early-exit``: fit exit heads and build a dynamic-exit ONNX artifact.
+
+A thin wrapper over :func:`albert_edge.early_exit.fit_exit_heads` and
+:func:`albert_edge.early_exit.build_early_exit_artifact`; the argparse wiring lives here so
+the shared CLI module only registers the subcommand. Thresholds are not chosen here: they
+are a run-time argument of the runner (``docs/early-exit.md`` says how to choose one on
+held-out rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from albert_edge.options import int_at_least
+
+
+def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -> None:
+    p = sub.add_parser(
+        "early-exit",
+        help="fit per-layer exit heads and build a dynamic-exit ONNX artifact",
+    )
+    p.add_argument("checkpoint", type=Path, help="a sequence-classification ALBERT directory")
+    p.add_argument(
+        "--data",
+        type=Path,
+        required=True,
+        help="labelled training rows for the exit heads (SST-2 style .tsv: label<TAB>sentence)",
+    )
+    p.add_argument("-o", "--output", type=Path, required=True, help="artifact directory to write")
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "int8-dynamic"),
+        default="fp32",
+        help="precision of the graphs (default: %(default)s)",
+    )
+    p.add_argument(
+        "--fit-rows",
+        type=int_at_least(1),
+        default=8000,
+        help="rows of --data (seeded shuffle) to fit the heads on (default: %(default)s)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="shuffle seed (default: %(default)s)")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace an existing albert-edge artifact"
+    )
+    add_quiet(p)
+    p.set_defaults(run=run)
+
+
+def run(a: argparse.Namespace) -> int:
+    import random
+
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.data import read_sst2
+    from albert_edge.early_exit import build_early_exit_artifact, fit_exit_heads
+    from albert_edge.io import check_output
+
+    check_output(a.output, overwrite=a.overwrite, inputs=[a.checkpoint, a.data])
+    rows = read_sst2(a.data)  # a bad file fails here, before the model loads
+    random.Random(a.seed).shuffle(rows)
+    rows = rows[: a.fit_rows]
+    ckpt = load_checkpoint(a.checkpoint)
+    heads = fit_exit_heads(ckpt, [t for _, t in rows], [y for y, _ in rows], seed=a.seed)
+    manifest = build_early_exit_artifact(
+        ckpt, a.output, heads, precision=a.precision, overwrite=a.overwrite
+    )
+    sizes = manifest["sizes"]
+    print(
+        f"{a.output}: {manifest['early_exit']['num_exits']} exits, {sizes['file_bytes']:,} bytes "
+        f"({sizes['ratio_to_floor']}x the {a.precision} floor, exit heads included); run it "
+        "with albert_edge.early_exit.EarlyExitRunner"
+    )
+    return 0
