@@ -311,7 +311,8 @@ def unseen_lines(u: dict[str, Any] | None) -> list[str]:
         "",
         "## The caveat tested: the same shape, its backbone trained without the held-out rows",
         "",
-        f"`albert-edge train` ({u['epochs']} epoch(s)) on the {u['trained_on_rows']} SST-2 "
+        f"Added by `benchmarks/depth.py --unseen` (a later run). `albert-edge train` "
+        f"({u['epochs']} epoch(s)) on the {u['trained_on_rows']} SST-2 "
         "train rows outside the search's held-out split, then the same search: its held-out "
         "rows are unseen by heads and backbone alike. Full depth: held-out "
         f"{100 * ref['held_out_accuracy']:.2f} %, dev {100 * ref['report']['accuracy']:.2f} %. "
@@ -389,7 +390,8 @@ def plumbing_lines(rows: list[dict[str, Any]]) -> list[str]:
         "",
         "## Plumbing: albert-base shapes (random init; accuracy meaningless)",
         "",
-        "The same search (40 SST-2 train rows) and `convert --depth 6` end to end. Depths a "
+        "Added by `benchmarks/depth.py --plumbing` (a later run). The same search (40 SST-2 "
+        "train rows) and `convert --depth 6` end to end. Depths a "
         "config can express are listed; truncated to 6 layers, the 2-group model keeps one "
         "group, and its floor (unique parameters × bytes) drops by that group's bytes.",
         "",

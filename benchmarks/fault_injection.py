@@ -213,6 +213,8 @@ def markdown(rep: dict[str, Any]) -> str:
     lines.append(
         f"| **total** | **{t['trials']}** | " + " | ".join(f"**{t[f]}**" for f in FIGURES) + " |"
     )
+    if rep.get("discarded"):
+        lines += ["", f"Discarded: {rep['discarded']}"]
     lines += [
         "",
         "## kill -9, SIGTERM, SIGHUP",
@@ -377,7 +379,13 @@ def kill_trials(
 
 
 def signal_trials(
-    t: Tally, work: Path, rng: random.Random, artifacts: dict[str, Path], per: int, workers: int
+    t: Tally,
+    work: Path,
+    rng: random.Random,
+    artifacts: dict[str, Path],
+    per: int,
+    workers: int,
+    signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP),
 ) -> None:
     """SIGTERM and SIGHUP (what ``timeout``, systemd, CI and a closed terminal send; issue
     26): ``per`` trials of each command per signal, at seeded fractions of its running
@@ -417,7 +425,7 @@ def signal_trials(
     jobs = [
         (sig, cmd, i, rng.uniform(0.02, 0.98))
         for i in range(per)
-        for sig in (signal.SIGTERM, signal.SIGHUP)
+        for sig in signals
         for cmd in commands
     ]
     lock = threading.Lock()
@@ -509,9 +517,9 @@ def damage_trials(t: Tally, work: Path, artifacts: dict[str, Path], rng: random.
     shutil.copytree(artifacts["onnx"], case)
     with open(case / _model_rel(case), "r+b") as fh:
         fh.seek(1000)
-        b = fh.read(1)
+        one = fh.read(1)
         fh.seek(1000)
-        fh.write(bytes([b[0] ^ 1]))
+        fh.write(bytes([one[0] ^ 1]))
     r = cli("verify", str(case))
     t.add("damaged onnx via CLI", false_pass=r.returncode == 0, tracebacks="Traceback" in r.stderr)
 
@@ -794,11 +802,13 @@ def _resume(t: Tally, a: argparse.Namespace) -> set[str]:
     t.meta["invocations"] = [*runs, {k: t.meta[k] for k in runs[0]}]
     for k in ("command", "started_utc", "load_average_start", "cpu"):
         t.meta[k] = old[k]
+    if old.get("discarded"):
+        t.meta["discarded"] = old["discarded"]
     done = set(old.get("sections_done", []))
     done |= {
         sec for sec, (case, n) in _LAST_CASE.items() if t.cases.get(case, {}).get("trials", 0) >= n
     }
-    if any(k.get("signal", "SIGKILL") != "SIGKILL" for k in t.kills):
+    if {k.get("signal") for k in t.kills} >= {"SIGTERM", "SIGHUP"}:
         done.add("signals")
     return done
 
@@ -828,6 +838,7 @@ def main() -> int:
         default=[],
         help="with --resume: run this finished section again (its trials are added)",
     )
+    ap.add_argument("--signals", default="SIGTERM,SIGHUP", help="the signal trials' signals")
     ap.add_argument(
         "--signal-trials",
         type=int,
@@ -835,6 +846,12 @@ def main() -> int:
         help="SIGTERM and SIGHUP trials per command per signal (issue 26)",
     )
     a = ap.parse_args()
+    signals = tuple(signal.Signals[x.strip().upper()] for x in a.signals.split(","))
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        # Under nohup the CLI children would inherit SIGHUP ignored (and rightly keep it
+        # so): a handler here is reset to the default in every child at exec, while this
+        # process still outlives a hang-up.
+        signal.signal(signal.SIGHUP, lambda signum, frame: None)
     meta = {
         "command": "PYTHONPATH=. python benchmarks/fault_injection.py " + " ".join(sys.argv[1:]),
         "cpu": cpu_info(),
@@ -875,7 +892,9 @@ def main() -> int:
             "kill": lambda: kill_trials(
                 t, work, rng, arts, a.kill_target, cap, a.calibration_runs, a.kill_workers
             ),
-            "signals": lambda: signal_trials(t, work, rng, arts, a.signal_trials, a.kill_workers),
+            "signals": lambda: signal_trials(
+                t, work, rng, arts, a.signal_trials, a.kill_workers, signals
+            ),
         }
         with contextlib.suppress(KeyboardInterrupt):
             for name, run in sections.items():

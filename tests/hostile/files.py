@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 ROWS = [
@@ -20,7 +20,7 @@ ROWS = [
 ]
 
 
-def _tsv(rows: list[tuple[object, str]], header: str = "label\tsentence") -> str:
+def _tsv(rows: Sequence[tuple[object, str]], header: str = "label\tsentence") -> str:
     return header + "\n" + "".join(f"{label}\t{text}\n" for label, text in rows)
 
 

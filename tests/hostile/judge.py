@@ -19,11 +19,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tests.faults.harness import error_lines
 
@@ -117,16 +119,32 @@ def run_case(
         "TMPDIR": str(tmpdir),
         **case.env,
     }
-    r = subprocess.run(
-        argv_for(case, paths),
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd or work,
-        timeout=case.timeout,
-    )
+    r = _run(argv_for(case, paths), env, cwd or work, case.timeout)
     judge(case, r, before, {k: tree(p) for k, p in {**shared, "tmp": work}.items()}, tmpdir)
     return r
+
+
+def _run(
+    argv: list[str], env: Mapping[str, str], cwd: Path, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in its own session; on timeout kill the whole group, so a run that
+    hangs (fb1525b's ``--threads 10000``) leaves no worker behind on a shared machine."""
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(env),
+        cwd=cwd,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def judge(
@@ -174,7 +192,7 @@ def judge(
     assert not left, f"TMPDIR leftovers {left}; {said}"
 
 
-def params(cases: Sequence[Case]) -> list[object]:
+def params(cases: Sequence[Case]) -> list[Any]:
     """pytest params: ids ``<subcommand>:<case>``, xfail (strict) and slow marks."""
     import pytest
 

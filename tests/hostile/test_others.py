@@ -56,7 +56,14 @@ INSPECT = [
 ]
 
 BENCH = [
-    Case("bench:threads-10000", (*B, "--threads", "10000"), 2, "at most", no_import=("torch",)),
+    Case(
+        "bench:threads-10000",
+        (*B, "--threads", "10000"),
+        2,
+        "at most",
+        no_import=("torch",),
+        timeout=30,
+    ),
     Case("bench:threads-one-too-many", (*B, "--threads", "2,100000"), 2, "at most"),
     Case("bench:threads-zero", (*B, "--threads", "0"), 2, ">= 1"),
     Case("bench:batch-zero", (*B, "--batch", "0"), 2, ">= 1"),

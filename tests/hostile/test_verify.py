@@ -14,7 +14,14 @@ V = ("verify", "{art}", "--reference", "{ckpt}")
 Q = ("quantize", "{art}", "-o", "out")
 
 VERIFY = [
-    Case("verify:threads-10000", (*V, "--threads", "10000"), 2, "at most", no_import=("torch",)),
+    Case(
+        "verify:threads-10000",
+        (*V, "--threads", "10000"),
+        2,
+        "at most",
+        no_import=("torch",),
+        timeout=30,
+    ),
     Case("verify:threads-zero", (*V, "--threads", "0"), 2, ">= 1"),
     Case("verify:threads-negative", (*V, "--threads", "-4"), 2, ">= 1"),
     Case("verify:threads-words", (*V, "--threads", "many"), 2, "integer"),
