@@ -215,6 +215,8 @@ def markdown(rep: dict[str, Any]) -> str:
     )
     if rep.get("discarded"):
         lines += ["", f"Discarded: {rep['discarded']}"]
+    if rep.get("remarks"):
+        lines += ["", f"Remarks: {rep['remarks']}"]
     lines += [
         "",
         "## kill -9, SIGTERM, SIGHUP",
@@ -445,7 +447,11 @@ def signal_trials(
             r = kill_trial(cmd, out, fraction, overwrite=i % 2 == 1, tmpdir=tmpdir, sig=sig)
             with lock:
                 t.kills.append({"trial": len(t.kills) + 1, "worker": w, **r.as_dict()})
-                case = f"{sig.name} {cmd.name}" + ("" if r.killed else ": exited before it")
+                case = f"{sig.name} {cmd.name}"
+                if not r.killed:
+                    case += (
+                        ": exited before it" if r.exited_before else f": died (exit {r.returncode})"
+                    )
                 if r.left_by_kill or r.left_after_next_run or not r.message_ok:
                     t.note(
                         case, f"left {r.left_by_kill} / {r.left_after_next_run}; rc {r.returncode}"
@@ -802,8 +808,9 @@ def _resume(t: Tally, a: argparse.Namespace) -> set[str]:
     t.meta["invocations"] = [*runs, {k: t.meta[k] for k in runs[0]}]
     for k in ("command", "started_utc", "load_average_start", "cpu"):
         t.meta[k] = old[k]
-    if old.get("discarded"):
-        t.meta["discarded"] = old["discarded"]
+    for k in ("discarded", "remarks"):
+        if old.get(k):
+            t.meta[k] = old[k]
     done = set(old.get("sections_done", []))
     done |= {
         sec for sec, (case, n) in _LAST_CASE.items() if t.cases.get(case, {}).get("trials", 0) >= n

@@ -78,8 +78,16 @@ def export_artifact(
     }
     if source:
         manifest["source"] = {"path": str(ckpt_dir), "kind": "hf"}
-    (out / "manifest.json").write_text(json.dumps(manifest))
+    reseal(out, manifest)
     return out
+
+
+def reseal(art: Path, manifest: dict[str, Any]) -> None:
+    """Write ``manifest`` sealed, as albert-edge writes it: verify refuses any other
+    (issue 26: a manifest without the current format and seal is foreign)."""
+    from albert_edge.manifest import write_manifest
+
+    write_manifest(art, manifest)
 
 
 def edit_initializers(art: Path, edit: Callable[[str, np.ndarray], np.ndarray | None]) -> list[str]:
@@ -95,6 +103,7 @@ def edit_initializers(art: Path, edit: Callable[[str, np.ndarray], np.ndarray | 
             t.CopyFrom(numpy_helper.from_array(new.astype(np.float32), t.name))
             changed.append(t.name)
     onnx.save(model, str(art / "model.onnx"))
+    reseal(art, json.loads((art / "manifest.json").read_text()))  # as if a converter wrote it
     return changed
 
 
@@ -102,7 +111,7 @@ def set_precision(art: Path, precision: str) -> None:
     path = art / "manifest.json"
     manifest = json.loads(path.read_text())
     manifest["precision"] = precision
-    path.write_text(json.dumps(manifest))
+    reseal(art, manifest)
 
 
 @pytest.fixture(scope="module")
@@ -406,7 +415,7 @@ def test_missing_reference_is_a_clear_error(make_checkpoint: Any, tmp_path: Path
     assert verify(art, reference=make_checkpoint(), seq_lens=(3,)).passed
     manifest = json.loads((art / "manifest.json").read_text())
     manifest["source"] = {"path": str(tmp_path / "gone"), "kind": "hf"}
-    (art / "manifest.json").write_text(json.dumps(manifest))
+    reseal(art, manifest)
     with pytest.raises(CheckpointError, match="does not exist; pass --reference"):
         verify(art / "model.onnx")
     r = run_cli("verify", str(art))

@@ -72,7 +72,9 @@ def write_outputs(
         os.chmod(path, 0o666 & ~umask)  # mkstemp's 0600 would hide reports from others
 
     if json_out is not None:
-        write(json_out, (json.dumps(report, indent=2) + "\n").encode())
+        from albert_edge.manifest import dumps_strict  # NaN/Infinity -> null + non_finite
+
+        write(json_out, (dumps_strict(report, indent=2) + "\n").encode())
     if markdown is not None:
         write(markdown, to_markdown(report).encode())
     if plot_out is not None:

@@ -15,6 +15,7 @@ from typing import Any
 from albert_edge.depth.features import DepthError
 from albert_edge.depth.search import DepthScore, DepthSearch
 from albert_edge.io import OutputKind
+from albert_edge.manifest import dumps_strict
 
 SEARCH_JSON = "depth_search.json"
 HEADS_FILE = "exit_heads.safetensors"
@@ -50,7 +51,7 @@ def save_search(
             for name, t in h.items()
         }
         save_file(tensors, str(tmp / HEADS_FILE))
-        (tmp / SEARCH_JSON).write_text(json.dumps(search.to_dict(), indent=2) + "\n")
+        (tmp / SEARCH_JSON).write_text(dumps_strict(search.to_dict(), indent=2) + "\n")
         if markdown:
             (tmp / "depth_search.md").write_text(markdown)
     return out

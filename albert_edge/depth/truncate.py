@@ -28,6 +28,7 @@ from albert_edge.depth.features import DepthError, own_head
 from albert_edge.depth.groups import check_depth, layer_groups
 from albert_edge.depth.search import DepthSearch
 from albert_edge.io import OutputKind
+from albert_edge.manifest import dumps_strict
 
 if TYPE_CHECKING:
     from albert_edge.checkpoint import Checkpoint
@@ -162,14 +163,16 @@ def write_truncated(
         load_state_dict_strict(build_model(cfg, ckpt.head), state, tmp)  # refuses any mismatch
         data = cfg.to_dict()
         data.pop("_name_or_path", None)
-        (tmp / "config.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        (tmp / "config.json").write_text(
+            json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
+        )
         save_file({k: v.contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"))
         if ckpt.spiece_model is not None:
             shutil.copyfile(ckpt.spiece_model, tmp / "spiece.model")
         tok = {"do_lower_case": bool(ckpt.do_lower_case)}
-        (tmp / "tokenizer_config.json").write_text(json.dumps(tok) + "\n")
+        (tmp / "tokenizer_config.json").write_text(json.dumps(tok, allow_nan=False) + "\n")
         rec = provenance(ckpt, search, depth, int(cfg.num_hidden_groups), head, how or "given")
-        (tmp / PROVENANCE).write_text(json.dumps(rec, indent=2) + "\n")
+        (tmp / PROVENANCE).write_text(dumps_strict(rec, indent=2) + "\n")
         load_checkpoint(tmp)  # the directory loads as any checkpoint does
     return out
 

@@ -19,13 +19,13 @@ the bytes, so it is off by default.
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import AlbertEdgeError, UnsupportedError
+from albert_edge.manifest import dumps_strict
 
 if TYPE_CHECKING:
     import onnx
@@ -181,7 +181,7 @@ def build_early_exit_artifact(
             "heads": heads.record,
             "id2label": {str(k): v for k, v in (ckpt.config.id2label or {}).items()},
         }
-        (tmp / INDEX).write_text(json.dumps(index, indent=2) + "\n")
+        (tmp / INDEX).write_text(dumps_strict(index, indent=2) + "\n")
         manifest = {
             "target": "onnx-early-exit",
             "source": full["source"],

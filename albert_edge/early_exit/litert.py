@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from albert_edge.early_exit.policy import ExitPolicy, Off, PolicyState
 from albert_edge.errors import AlbertEdgeError, UnsupportedError
+from albert_edge.manifest import dumps_strict
 
 if TYPE_CHECKING:
     import numpy as np
@@ -129,7 +130,7 @@ def build_litert_early_exit(
         "seq_lens": sorted(seq_lens),
         "layers": [f"layer_{layer_group(j, layers, groups)}" for j in range(1, layers + 1)],
     }
-    path.with_suffix(".json").write_text(json.dumps(index, indent=2) + "\n")
+    path.with_suffix(".json").write_text(dumps_strict(index, indent=2) + "\n")
     report = analyze_model(fb.read_model(data), len(data), data=data)
     keys = ("file_bytes", "unique_tensor_bytes", "duplicate_tensor_bytes")
     return {**{k: report[k] for k in keys if k in report}, "index": index}

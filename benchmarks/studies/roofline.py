@@ -66,7 +66,7 @@ def markdown(report: Mapping[str, Any]) -> str:
     lines = [
         f"# GEMM roofline on {s['config_name']}'s shapes",
         "",
-        f"Machine: {machine_line(report)}. Measured by `benchmarks/roofline.py` in one run; "
+        f"Machine: {machine_line(report)}. Measured by `benchmarks/studies/roofline.py` in one run; "
         f"{report['created']}; at least {s['min_time_s']} s per shape and implementation, "
         "median of the repetitions.",
         "",

@@ -127,7 +127,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         "# Where the ONNX int8 graph's time goes (albert-base, issue 17)",
         "",
         f"Machine: {machine_line(report)}. Threads: {s['threads']}. Measured by "
-        f"`benchmarks/time_budget.py` through `bench()` ({s.get('rounds', 1)} interleaved "
+        f"`benchmarks/studies/time_budget.py` through `bench()` ({s.get('rounds', 1)} interleaved "
         f"round(s): every file loaded once, the files timed in turn at each length, "
         f"{s['policy'].get('runs')} timed runs per row pooled); "
         f"{report['created']}. Load average at the end: {s.get('loadavg')}.",

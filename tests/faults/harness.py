@@ -313,7 +313,9 @@ def kill_trial(
         fraction=round(fraction, 4),
         delay_s=round(delay, 3),
         killed=killed,
-        exited_before=not killed,
+        # died of something else after the signal (e.g. SIGABRT: a native library aborted
+        # when the signal interrupted it) is neither a handled stop nor an early exit
+        exited_before=not killed and not (sent and (proc.returncode or 0) < 0),
         returncode=proc.returncode,
         inputs_lost=lost,
         half_written=half,

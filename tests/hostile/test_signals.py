@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -51,6 +51,23 @@ def _children(pid: int) -> list[int]:
     except OSError:
         return []
     return [int(x) for x in text.split()]
+
+
+@pytest.fixture(autouse=True)
+def _signals_not_ignored() -> Iterator[None]:
+    """Under ``nohup`` or as a background job, SIGHUP / SIGINT arrive here ignored and the
+    CLI would inherit that (and rightly keep it). A Python handler in this process is
+    reset to the default in each child at exec, so the children see them as a user's
+    shell would deliver them."""
+    saved = {}
+    for sig in (signal.SIGHUP, signal.SIGINT):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            saved[sig] = signal.signal(sig, lambda signum, frame: None)
+    try:
+        yield
+    finally:
+        for sig, previous in saved.items():
+            signal.signal(sig, previous)
 
 
 SIGNALLED = [
