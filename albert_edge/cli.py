@@ -707,7 +707,13 @@ def _read_text_inputs(args: argparse.Namespace) -> None:
     where they are used: a few milliseconds)."""
     from albert_edge.data import load_calibration_texts, read_sst2
 
-    if getattr(args, "calibration", None) is not None and args.command in ("convert", "quantize"):
+    # Only where the precision reads it: for the others the flag itself is the error,
+    # which the option check names (a file's content is the wrong thing to blame).
+    if (
+        getattr(args, "calibration", None) is not None
+        and args.command in ("convert", "quantize")
+        and getattr(args, "precision", None) in ("int8-static", "int8-full")
+    ):
         load_calibration_texts(args.calibration, args.num_calibration)
     if getattr(args, "data", None) is not None and args.command in ("verify", "bench"):
         read_sst2(args.data)

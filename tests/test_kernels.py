@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kernel_setup import ready
 
 from albert_edge.errors import KernelSetupError, UnsupportedError
 
@@ -187,12 +188,9 @@ def test_portable_int8_is_the_same_on_every_kernel(int8_pair, kernel: str) -> No
     8-bit recipe does not on AVX2 (the saturation this recipe exists for)."""
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.kernels.remote import RemoteRunner
-    from albert_edge.kernels.setup import status
     from albert_edge.verify import run_grid
 
-    why = status(kernel)
-    if why is not None:
-        pytest.skip(why)
+    ready(kernel)
     ckpt_path, arts = int8_pair
     ckpt = load_checkpoint(ckpt_path)
     remote = RemoteRunner(arts["portable"] / "onnx" / "model_quantized.onnx", kernel, threads=2)
@@ -275,20 +273,10 @@ def test_tflite_int8_is_the_same_on_every_kernel(tflite_int8, kernel: str) -> No
     agree with the PyTorch reference as well as this machine's do."""
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.kernels.remote import RemoteRunner
-    from albert_edge.kernels.setup import status
     from albert_edge.runtime import model_file
     from albert_edge.verify import run_grid
 
-    why = status(kernel)
-    if why is None and kernel == "arm64":
-        from albert_edge.kernels.setup import require_arm64_sysroot
-
-        try:
-            require_arm64_sysroot(litert=True)
-        except KernelSetupError as exc:
-            why = str(exc)
-    if why is not None:
-        pytest.skip(why)
+    ready(kernel, litert=True)
     ckpt_path, art = tflite_int8
     remote = RemoteRunner(model_file(art), kernel, threads=2)
     try:

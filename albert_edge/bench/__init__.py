@@ -9,7 +9,6 @@ connected Android device. :func:`run_bench_cli` is what the CLI calls.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any

@@ -98,10 +98,28 @@ def _other_ckpt(work: Path, shared: Mapping[str, Path]) -> None:
 
 
 def _own_triton_export(work: Path, shared: Mapping[str, Path]) -> None:
-    """What ``export-triton ART -o repo`` wrote: the entry ``--overwrite`` may replace."""
-    from albert_edge.triton import export_triton
+    """What ``export-triton ART -o repo`` wrote (the CLI under test wrote it): the entry
+    ``--overwrite`` may replace."""
+    import subprocess
+    import sys
 
-    export_triton(shared["art"], work / "repo")
+    from tests.hostile.judge import UNDER_TEST
+
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "albert_edge.cli",
+            "export-triton",
+            str(shared["art"]),
+            "-o",
+            "repo",
+        ],
+        check=True,
+        capture_output=True,
+        cwd=work,  # not this checkout: `python -m` puts the working directory first
+        env={**os.environ, "PYTHONPATH": str(UNDER_TEST)},
+    )
 
 
 def _out_link(work: Path, shared: Mapping[str, Path]) -> None:

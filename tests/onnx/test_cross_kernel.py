@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 import pytest
+from kernel_setup import ready
 
 from albert_edge.kernels import host_kernel
 from albert_edge.options import ConvertOptions
@@ -54,6 +55,7 @@ def test_portable_int8_agrees_across_kernels(portable_artifact, kernel):
         pytest.skip(f"{kernel} is this machine's own kernel: the other case covers it")
     from albert_edge.checkpoint import load_checkpoint
 
+    ready(kernel)
     art, ckpt_path = portable_artifact
     ckpt = load_checkpoint(ckpt_path)
     from albert_edge.runtime import model_file
