@@ -129,3 +129,19 @@ FALLBACK_SENTENCES = (
     "smart , tender and often very funny , this is the rare comedy with a heart .",
     "nothing in it feels new , and little of it feels alive .",
 )
+
+
+def input_file_record(path: str | Path) -> dict[str, str]:
+    """How an artifact names an input file it was built from: its file name and sha256.
+
+    Never the path: an artifact must not carry the build machine's directories (a user's
+    home, a CI workspace), and the hash identifies the file better than its location did.
+    """
+    import hashlib
+
+    p = Path(path)
+    digest = hashlib.sha256()
+    with p.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return {"file": p.name, "sha256": digest.hexdigest()}

@@ -378,7 +378,8 @@ def _acquire_lock(path: Path, out: Path) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = ""
-            with contextlib.suppress(OSError, ValueError):
+            # The holder writes its pid just after it locks: it may not be there yet.
+            with contextlib.suppress(OSError, ValueError, IndexError):
                 holder = f" (pid {int(os.pread(fd, 32, 0).split()[0])})"
             os.close(fd)
             raise OutputExistsError(

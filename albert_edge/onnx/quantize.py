@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from albert_edge.data import input_file_record
 from albert_edge.errors import AlbertEdgeError, QuantizationError, UnsupportedError
 from albert_edge.facts import SIZE_KEYS, reconcile_quantization
 from albert_edge.onnx.passes.quant import RECIPES as QUANT_RECIPES
@@ -246,7 +247,7 @@ def _report(final: onnx.ModelProto, st: Any, log: list[dict[str, Any]]) -> dict[
         embeddings = "the graph has no word-embedding Gather"
     calibration = (
         {
-            "file": str(options.calibration),
+            **input_file_record(options.calibration),
             "samples": len(st.feeds or []),
             "method": options.calibration_method,
         }

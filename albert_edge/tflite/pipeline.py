@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from albert_edge.data import input_file_record
 from albert_edge.errors import PassError, QuantizationError, UnsupportedError, VerificationError
 from albert_edge.torch_model import CONFIG_KEYS
 
@@ -132,7 +133,7 @@ def _calibration(ckpt: Checkpoint, options: ConvertOptions, seq_lens: tuple[int,
         ckpt.tokenizer(), texts, list(seq_lens), choices_axis=ckpt.head.choices_axis
     )
     return feeds, {
-        "file": str(options.calibration),
+        **input_file_record(options.calibration),
         "sentences": len(texts),
         "per_signature": {k: len(v) for k, v in feeds.items()},
     }

@@ -396,6 +396,10 @@ def test_quantize_artifact_int8_static(artifact, make_checkpoint, sst2_train, tm
     written = json.loads((out / "manifest.json").read_text())
     assert written["precision"] == manifest["precision"] == "int8-static"
     assert written["quantization"]["calibration"]["method"] == "percentile"
+    # the calibration file by name and hash, never the build machine's path to it
+    assert written["quantization"]["calibration"]["file"] == sst2_train.name
+    assert len(written["quantization"]["calibration"]["sha256"]) == 64
+    assert str(sst2_train.parent) not in (out / "manifest.json").read_text()
     assert written["verification"]["passed"] is True
     assert written["matmuls_quantized"] == written["matmuls_total"] > 0
     for f in written["files"]:
