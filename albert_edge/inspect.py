@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from albert_edge.errors import AlbertEdgeError
-
 
 def inspect_path(path: str | Path | None = None) -> dict[str, Any]:
     """Accounting for a checkpoint (None: the embedded model), or an artifact's report.
@@ -17,21 +15,21 @@ def inspect_path(path: str | Path | None = None) -> dict[str, Any]:
     An artifact directory (one holding manifest.json) is inspected through its model file.
     """
     if path is not None:
+        from albert_edge.io import require_model_file
+
         p = Path(path)
         if p.is_dir() and (p / "manifest.json").is_file():
             from albert_edge.runtime import model_file
 
             p = model_file(p)
         if p.suffix == ".onnx":
-            if not p.is_file():
-                raise AlbertEdgeError(f"{p}: no such ONNX file")
+            require_model_file(p, "ONNX")
             from albert_edge.facts import artifact_facts
             from albert_edge.onnx.inspect import inspect_onnx
 
             return {**inspect_onnx(p), **artifact_facts(p)}
         if p.suffix == ".tflite":
-            if not p.is_file():
-                raise AlbertEdgeError(f"{p}: no such TFLite file")
+            require_model_file(p, "TFLite")
             from albert_edge.facts import tflite_facts
             from albert_edge.tflite.inspect import inspect_tflite
 

@@ -72,6 +72,22 @@ def describe_os_error(exc: OSError, path: Path, action: str = "write") -> Output
     return OutputError(f"{path}: cannot {action} ({why}); {fix}; nothing was written")
 
 
+def require_model_file(path: Path, what: str) -> None:
+    """Refuse ``path`` unless it is a non-empty regular file, naming what it is instead
+    (missing, a directory, a FIFO or device, zero bytes): "no such file" for a FIFO sends
+    a user looking in the wrong place, and an empty file would read as an empty model."""
+    if not path.exists():
+        raise AlbertEdgeError(f"{path}: no such {what} file")
+    if path.is_dir():
+        raise AlbertEdgeError(f"{path}: is a directory, not a {what} file")
+    if not path.is_file():
+        raise AlbertEdgeError(
+            f"{path}: not a regular file (a FIFO, socket or device); give the {what} file itself"
+        )
+    if path.stat().st_size == 0:
+        raise AlbertEdgeError(f"{path}: empty file (0 bytes); re-convert the {what} model")
+
+
 def _tmp_base() -> str:
     """The TMPDIR the user set (the run's scratch directory lives inside it)."""
     scratch = Path(tempfile.gettempdir())

@@ -213,6 +213,10 @@ def resolve_target(path: str | Path | None) -> Target:
 def _artifact(path: Path, model: Path, manifest: dict[str, Any] | None) -> Target:
     if not model.is_file():
         raise BenchmarkError(f"{model}: model file missing; re-run albert-edge convert")
+    if model.stat().st_size == 0:  # before the tokenizer check: the model is what is wrong
+        raise BenchmarkError(
+            f"{model}: empty file (0 bytes), not a model; re-run albert-edge convert"
+        )
     fmt = FORMAT_BY_SUFFIX.get(model.suffix)
     if fmt is None:
         raise BenchmarkError(f"{model}: unknown model type; expected .onnx, .tflite or .pte")

@@ -30,6 +30,7 @@ from typing import Any
 import onnx_ir as ir
 
 from albert_edge.errors import AlbertEdgeError
+from albert_edge.io import require_model_file
 from albert_edge.onnx.quant_graph import INT4_DECODE_OPS
 from albert_edge.torch_model import CONFIG_KEYS
 from converters.onnx_export import METADATA_KEY  # defined where it is written; re-exported
@@ -402,8 +403,7 @@ def inspect_onnx(path: str | Path) -> dict[str, Any]:
     verification figures are reported too.
     """
     p = Path(path)
-    if not p.is_file():
-        raise AlbertEdgeError(f"{p}: no such ONNX file")
+    require_model_file(p, "ONNX")
     try:
         model = ir.load(str(p))
     except Exception as exc:

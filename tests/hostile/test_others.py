@@ -20,7 +20,7 @@ INSPECT = [
         "inspect:zero-byte-onnx",
         ("inspect", "zero/model.onnx"),
         2,
-        "model.onnx",
+        "model.onnx: empty file",
         ("zero/model.onnx",),
     ),
     Case(
@@ -49,7 +49,14 @@ INSPECT = [
     ),
     Case("inspect:manifest-not-json", ("inspect", "art"), 2, "manifest", ("bad_manifest_art",)),
     Case("inspect:symlink-loop", ("inspect", "loop"), 2, "loop", ("loop",)),
-    Case("inspect:fifo", ("inspect", "model.onnx"), 2, "model.onnx", ("fifo",), timeout=60),
+    Case(
+        "inspect:fifo",
+        ("inspect", "model.onnx"),
+        2,
+        "model.onnx: not a regular file",
+        ("fifo",),
+        timeout=60,
+    ),
     Case("inspect:dev-null", ("inspect", "/dev/null"), 2, "/dev/null"),
     Case("inspect:artifact", ("inspect", "{art}", "--json"), 0),
     Case("inspect:too-many-args", ("inspect", "a", "b"), 2, "unrecognized"),
@@ -84,7 +91,7 @@ BENCH = [
         "bench:zero-byte-model",
         ("bench", "zero/model.onnx", "--backend", "ort-cpu"),
         2,
-        "model.onnx",
+        "model.onnx: empty file",
         ("zero/model.onnx",),
     ),
     Case(
