@@ -137,11 +137,7 @@ def input_file_record(path: str | Path) -> dict[str, str]:
     Never the path: an artifact must not carry the build machine's directories (a user's
     home, a CI workspace), and the hash identifies the file better than its location did.
     """
-    import hashlib
+    from albert_edge.manifest import sha256_file
 
     p = Path(path)
-    digest = hashlib.sha256()
-    with p.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return {"file": p.name, "sha256": digest.hexdigest()}
+    return {"file": p.name, "sha256": sha256_file(p)}

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.depth.features import DepthError
-from albert_edge.depth.search import SplitSettings, sha256_file, split_rows
+from albert_edge.depth.search import SplitSettings, split_rows
+from albert_edge.manifest import sha256_file
 
 if TYPE_CHECKING:
     from albert_edge.depth.search import DepthSearch

@@ -11,7 +11,6 @@ Only depths a config can express are searched (:mod:`albert_edge.depth.groups`).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +25,7 @@ from albert_edge.depth.features import (
 )
 from albert_edge.depth.groups import representable_depths, truncated_num_groups
 from albert_edge.depth.stats import DEFAULT_RESAMPLES, accuracy_interval, paired_bootstrap
+from albert_edge.manifest import sha256_file
 
 if TYPE_CHECKING:
     import torch
@@ -89,14 +89,6 @@ class DepthSearch:
         d = {k: v for k, v in asdict(self).items() if k != "heads"}
         d["format"] = "albert-edge-depth-search/1"
         return d
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def bits(correct: Any) -> str:
