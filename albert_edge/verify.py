@@ -328,6 +328,36 @@ def default_seq_lens(max_seq_len: int) -> tuple[int, ...]:
     return tuple(sorted({1, min(MIDDLE_SEQ_LEN, max_seq_len), max_seq_len}))
 
 
+def grid_memory_bytes(config: Any, batch: int, seq: int) -> int:
+    """A lower estimate of what one grid point holds at once: the widest activation
+    (the FFN's B×S×I, plus B×S×H streams beside it) and the attention scores and
+    probabilities (B×heads×S×S), in fp32, for the reference and the artifact together.
+    Why: a batch no machine can hold used to run for minutes and 16 GB before the kernel
+    killed it; a bound read from the config refuses it in one line instead."""
+    hidden = int(getattr(config, "hidden_size", 0) or 0)
+    inner = int(getattr(config, "intermediate_size", 0) or 0)
+    heads = int(getattr(config, "num_attention_heads", 1) or 1)
+    per_model = batch * seq * (inner + 4 * hidden) * 4 + batch * heads * seq * seq * 4 * 2
+    return 2 * per_model
+
+
+def check_grid_memory(
+    config: Any, batch_sizes: Sequence[int], seq_lens: Sequence[int], where: Path | str
+) -> None:
+    """Refuse a grid whose largest point cannot fit in the memory available now."""
+    import psutil
+
+    available = int(psutil.virtual_memory().available)
+    batch, seq = max(batch_sizes), max(seq_lens)
+    need = grid_memory_bytes(config, batch, seq)
+    if need > available:
+        raise UnsupportedError(
+            f"{where}: batch {batch} at sequence length {seq} needs at least "
+            f"{need / 2**30:,.1f} GiB of memory for activations, {available / 2**30:.1f} GiB "
+            "is available; use smaller --batch-sizes"
+        )
+
+
 def run_grid(
     runner: Runner,
     ckpt: Checkpoint,
@@ -352,6 +382,7 @@ def run_grid(
             f"{runner.path}: grid batch sizes {tuple(batch_sizes)} / sequence lengths "
             f"{seqs} must be ≥ 1 and ≤ the artifact's max_seq_len {max_len}"
         )
+    check_grid_memory(ckpt.config, batch_sizes, seqs, runner.path)
     rng = np.random.default_rng(seed)
     grid: list[dict[str, Any]] = []
     summary: dict[str, dict[str, Any]] = {}

@@ -520,3 +520,20 @@ def test_trained_model_fp32_identical_dev_accuracy(
     acc = report.accuracy
     assert acc is not None and acc["examples"] == 872
     assert acc["accuracy_artifact"] == acc["accuracy_reference"] > 0.75
+
+
+def test_a_grid_no_machine_can_hold_is_refused_before_it_runs() -> None:
+    """``verify --batch-sizes 1000000000`` ran for minutes and 16 GB before the kernel
+    killed it (issue 26); the bound read from the config refuses it, and passes the
+    default grid of even an xxlarge config."""
+    from types import SimpleNamespace
+
+    from albert_edge.errors import UnsupportedError
+    from albert_edge.verify import check_grid_memory, grid_memory_bytes
+
+    tiny = SimpleNamespace(hidden_size=128, intermediate_size=512, num_attention_heads=4)
+    xxlarge = SimpleNamespace(hidden_size=4096, intermediate_size=16384, num_attention_heads=64)
+    with pytest.raises(UnsupportedError, match=r"model.onnx: batch 1000000000 .* GiB"):
+        check_grid_memory(tiny, (1, 10**9), (8, 128), "model.onnx")
+    check_grid_memory(xxlarge, (1, 2), (16, 128), "model.onnx")  # the default grid fits
+    assert grid_memory_bytes(tiny, 2, 128) == 2 * grid_memory_bytes(tiny, 1, 128)
