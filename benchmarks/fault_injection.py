@@ -259,6 +259,38 @@ def markdown(rep: dict[str, Any]) -> str:
 # --- kill -9 ---------------------------------------------------------------------------
 
 
+def _commands(work: Path, artifacts: dict[str, Path], prefix: str) -> list[KillCommand]:
+    """The three interrupted commands (convert to each target, quantize), each on its own
+    copy of its input under ``work`` (``PREFIX-ckpt``, ``PREFIX-fp32``) so every input
+    byte can be checked after the interruption."""
+    ckpt = work / f"{prefix}-ckpt"
+    shutil.copytree(EMBEDDED, ckpt)
+    src = work / f"{prefix}-fp32"  # quantize's input: its own copy, checked byte for byte
+    shutil.copytree(artifacts["onnx"], src)
+    return [
+        KillCommand(
+            "convert -> ONNX",
+            lambda o: ["convert", str(ckpt), "-o", str(o), "--no-verify"],
+            [ckpt],
+            artifacts["onnx"],
+        ),
+        KillCommand(
+            "convert -> TFLite",
+            lambda o: ["convert", str(ckpt), "--to", "tflite", "-o", str(o), "--no-verify"],
+            [ckpt],
+            artifacts["tflite"],
+        ),
+        KillCommand(
+            "quantize int8-dynamic",
+            lambda o: (
+                ["quantize", str(src), "--precision", "int8-dynamic", "-o", str(o), "--no-verify"]
+            ),
+            [src],
+            artifacts["int8"],
+        ),
+    ]
+
+
 def kill_trials(
     t: Tally,
     work: Path,
@@ -276,38 +308,7 @@ def kill_trials(
     trials already recorded count, and the running windows continue from the uninterrupted
     runs they recorded instead of a new calibration.
     """
-    ckpt = work / "kill-ckpt"
-    shutil.copytree(EMBEDDED, ckpt)
-    src = work / "kill-fp32"  # quantize's input: its own copy, checked byte for byte
-    shutil.copytree(artifacts["onnx"], src)
-    commands = [
-        KillCommand(
-            "convert -> ONNX",
-            lambda o: ["convert", str(ckpt), "-o", str(o), "--no-verify"],
-            [ckpt],
-            artifacts["onnx"],
-        ),
-        KillCommand(
-            "convert -> TFLite",
-            lambda o: ["convert", str(ckpt), "--to", "tflite", "-o", str(o), "--no-verify"],
-            [ckpt],
-            artifacts["tflite"],
-        ),
-        KillCommand(
-            "quantize int8-dynamic",
-            lambda o: [
-                "quantize",
-                str(src),
-                "--precision",
-                "int8-dynamic",
-                "-o",
-                str(o),
-                "--no-verify",
-            ],
-            [src],
-            artifacts["int8"],
-        ),
-    ]
+    commands = _commands(work, artifacts, "kill")
     for cmd in commands:
         done = [k["next_run_s"] for k in t.kills if k["command"] == cmd.name]
         if cmd.name in t.calibration:  # resumed: the window as the last run left it
@@ -394,32 +395,7 @@ def signal_trials(
     window, every other one an ``--overwrite``, judged like kill -9 and more strictly
     (:func:`tests.faults.harness.kill_trial`). The window is re-measured here (one
     uninterrupted run of each command), not taken from an earlier invocation."""
-    ckpt = work / "sig-ckpt"
-    shutil.copytree(EMBEDDED, ckpt)
-    src = work / "sig-fp32"
-    shutil.copytree(artifacts["onnx"], src)
-    commands = [
-        KillCommand(
-            "convert -> ONNX",
-            lambda o: ["convert", str(ckpt), "-o", str(o), "--no-verify"],
-            [ckpt],
-            artifacts["onnx"],
-        ),
-        KillCommand(
-            "convert -> TFLite",
-            lambda o: ["convert", str(ckpt), "--to", "tflite", "-o", str(o), "--no-verify"],
-            [ckpt],
-            artifacts["tflite"],
-        ),
-        KillCommand(
-            "quantize int8-dynamic",
-            lambda o: (
-                ["quantize", str(src), "--precision", "int8-dynamic", "-o", str(o), "--no-verify"]
-            ),
-            [src],
-            artifacts["int8"],
-        ),
-    ]
+    commands = _commands(work, artifacts, "sig")
     tmp = work / "sig-calib-tmp"
     tmp.mkdir(exist_ok=True)
     for cmd in commands:
