@@ -21,6 +21,7 @@ from albert_edge.options import (
     INT32_MAX,
     INT64_MAX,
     ONNX_PRECISIONS,
+    STATIC_PRECISIONS,
     TFLITE_PRECISIONS,
     thread_count,
 )
@@ -712,7 +713,7 @@ def _read_text_inputs(args: argparse.Namespace) -> None:
     if (
         getattr(args, "calibration", None) is not None
         and args.command in ("convert", "quantize")
-        and getattr(args, "precision", None) in ("int8-static", "int8-full")
+        and getattr(args, "precision", None) in STATIC_PRECISIONS
     ):
         load_calibration_texts(args.calibration, args.num_calibration)
     if getattr(args, "data", None) is not None and args.command in ("verify", "bench"):

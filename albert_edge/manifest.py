@@ -242,14 +242,10 @@ def _sha256_cached(path: str, size: int, mtime_ns: int, ino: int) -> str:
     return sha256_file(Path(path))
 
 
-def _sha256_stat(path: Path) -> str:
-    st = path.stat()
-    return _sha256_cached(str(path), st.st_size, st.st_mtime_ns, st.st_ino)
-
-
 def sha256_cached(path: Path) -> str:
     """sha256 of ``path``, computed once per (size, mtime, inode): cheap to ask again."""
-    return _sha256_stat(path)
+    st = path.stat()
+    return _sha256_cached(str(path), st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def write_manifest(out_dir: Path, manifest: dict[str, Any] | Manifest) -> Path:
@@ -358,7 +354,7 @@ def check_files(folder: Path, manifest: Manifest, only: str | None = None) -> No
             if manifest.format_version >= 2:
                 raise ArtifactIntegrityError(f"{path}: not recorded in manifest.json's sha256")
             continue
-        got = _sha256_stat(path)
+        got = sha256_cached(path)
         if got != want:
             raise ArtifactIntegrityError(
                 f"{path}: sha256 {got[:12]}... differs from manifest.json's {want[:12]}...; "

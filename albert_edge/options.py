@@ -12,6 +12,8 @@ TARGETS = ("onnx", "tflite")
 ONNX_PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-static", "int4")
 TFLITE_PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-full")
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
+# The precisions whose activation ranges come from calibration text (--calibration).
+STATIC_PRECISIONS = ("int8-static", "int8-full")
 OPTIMIZE_LEVELS = ("none", "fuse")
 ACCELERATORS = ("cpu", "gpu")
 # int4 ONNX: which ONNX Runtime kernel multiplies by the 4-bit weights

@@ -46,6 +46,7 @@ from albert_edge.errors import (
     UnsupportedError,
     VerificationError,
 )
+from albert_edge.options import STATIC_PRECISIONS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -192,10 +193,6 @@ def _json_safe(value: Any) -> Any:
 # --- inputs --------------------------------------------------------------------------
 
 
-# Statically calibrated precisions are judged on text (see the module docstring).
-STATIC_PRECISIONS = ("int8-static", "int8-full")
-
-
 def text_token_pool(ckpt: Checkpoint) -> np.ndarray | None:
     """Piece ids of plain English text (no specials), or None without a tokenizer."""
     import numpy as np
@@ -218,6 +215,7 @@ def text_token_pool(ckpt: Checkpoint) -> np.ndarray | None:
 
 def grid_token_pool(ckpt: Checkpoint, precision: str) -> np.ndarray | None:
     """Text to draw grid ids from for statically calibrated precisions, else None."""
+    # statically calibrated precisions are judged on text (see the module docstring)
     return text_token_pool(ckpt) if precision in STATIC_PRECISIONS else None
 
 

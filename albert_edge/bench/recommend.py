@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import AlbertEdgeError, BenchmarkError
+from albert_edge.options import STATIC_PRECISIONS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -56,7 +57,6 @@ CANDIDATES: tuple[tuple[str, str], ...] = (
     ("tflite", "int8-dynamic"),
     ("tflite", "int8-full"),
 )
-STATIC = ("int8-static", "int8-full")
 # Accuracy a precision may lose against the checkpoint, in points (issue 17's bars).
 MAX_DROP_POINTS = {"fp32": 0.1, "fp16": 0.2, "int8": 0.5, "int4": 1.5}
 BACKEND = {"onnx": "ort-cpu", "tflite": "litert-xnnpack"}
@@ -405,14 +405,14 @@ def _build(
     for target, precision in candidates:
         row: dict[str, Any] = {"kind": "precision", "target": target, "precision": precision}
         rows.append(row)
-        if precision in STATIC and calibration is None:
+        if precision in STATIC_PRECISIONS and calibration is None:
             row["error"] = f"{precision} needs calibration text: pass --data"
             continue
         out = work / f"{target}-{precision}"
         opts = ConvertOptions(
             target=target,
             precision=precision,
-            calibration=calibration if precision in STATIC else None,
+            calibration=calibration if precision in STATIC_PRECISIONS else None,
             seq_lens=tuple(sorted(set(seq_lens))) if target == "tflite" else (),
             overwrite=True,
         )
