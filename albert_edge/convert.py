@@ -1,7 +1,8 @@
 """``convert``: checkpoint → artifact directory (model, tokenizer files, manifest.json).
 
-The stage order is fixed and visible here: load → export → graph passes → quantize →
-verify; each target module implements the middle stages for its format.
+The stage order is fixed and visible here: load → export → graph passes → quantize (each
+target's pipeline: it returns the model file, its facts and the pass log) → verify →
+manifest → model card (:func:`finish_artifact`, the one ending every artifact shares).
 """
 
 from __future__ import annotations
@@ -68,17 +69,49 @@ def convert(
         if options.target == "onnx":
             from albert_edge.onnx.pipeline import convert_onnx
 
-            manifest = convert_onnx(ckpt, tmp, options)
+            record = convert_onnx(ckpt, tmp, options)
         else:
             from albert_edge.tflite.pipeline import convert_tflite
 
-            manifest = convert_tflite(ckpt, tmp, options)
-        manifest.setdefault("files", []).extend(files)
-        if "truncation" in ckpt.extra_files:  # a depth-truncated model: how, from what, why
-            manifest["depth"] = read_truncation(ckpt.extra_files["truncation"])
-        from albert_edge.modelcard import write_model_card
+            record = convert_tflite(ckpt, tmp, options)
+        record.setdefault("files", []).extend(files)
+        manifest = finish_artifact(
+            tmp, record, model_path=tmp / record["model_file"], ckpt=ckpt, options=options
+        )
+    return manifest
 
-        manifest["files"].append("README.md")
-        write_model_card(tmp, manifest)
-        write_manifest(tmp, manifest)
+
+def finish_artifact(
+    out_dir: Path,
+    record: dict[str, Any],
+    *,
+    model_path: Path,
+    ckpt: Checkpoint | None,
+    options: ConvertOptions,
+    skipped: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ending every artifact shares, run once here for every target and for
+    ``albert-edge quantize``: verify the written model against ``ckpt`` → the manifest →
+    the model card. ``record`` is what the target's pipeline knows (model file, facts,
+    pass log); ``skipped`` is the manifest's ``verification`` when there is nothing to
+    verify against (None: ``--no-verify``)."""
+    from albert_edge.modelcard import write_model_card
+    from albert_edge.progress import step
+
+    manifest = dict(record)
+    if options.verify and ckpt is not None:
+        from albert_edge.verify import verify_against_reference
+
+        runtime = "LiteRT" if record.get("target") == "tflite" else "ONNX Runtime"
+        with step(f"verify against PyTorch ({runtime})"):
+            manifest["verification"] = verify_against_reference(
+                model_path, ckpt, precision=options.precision
+            )
+    else:
+        manifest["verification"] = skipped
+    if ckpt is not None and "truncation" in ckpt.extra_files:  # depth-truncated: how, why
+        manifest["depth"] = read_truncation(ckpt.extra_files["truncation"])
+    manifest["files"] = [*manifest.get("files", []), "README.md"]
+    write_model_card(out_dir, manifest)
+    write_manifest(out_dir, manifest)
     return manifest

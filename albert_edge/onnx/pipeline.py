@@ -136,8 +136,9 @@ def write_model(proto: onnx.ModelProto, path: Path) -> int:
 
 
 def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> dict[str, Any]:
-    """Write ``out_dir/onnx/model*.onnx`` (name per precision, see :mod:`albert_edge.layout`) for ``ckpt``; return the manifest (without ``files``
-    of the tokenizer, which :func:`albert_edge.convert.convert` adds)."""
+    """Write ``out_dir/onnx/model*.onnx`` (name per precision, see :mod:`albert_edge.layout`) for ``ckpt``; return the target's
+    record: model file, facts, pass log (verify, the tokenizer files, the manifest and the
+    card are :func:`albert_edge.convert.finish_artifact`'s)."""
     import onnx_ir as ir
 
     from albert_edge.facts import MATMUL_KEYS, SIZE_KEYS, describe_onnx, reconcile_quantization
@@ -194,13 +195,4 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
     if quantization is not None:
         manifest["quantization"] = reconcile_quantization(quantization, info)
     manifest["requirements"] = requirements
-    if options.verify:
-        from albert_edge.verify import verify_against_reference
-
-        with step("verify against PyTorch"):
-            manifest["verification"] = verify_against_reference(
-                path, ckpt, precision=options.precision
-            )
-    else:
-        manifest["verification"] = None
     return manifest

@@ -392,7 +392,6 @@ def quantize_artifact(
     import onnx
 
     from albert_edge.io import atomic_output_dir
-    from albert_edge.manifest import write_manifest
 
     model_path, output = Path(model_path), Path(output)
     check_options(options)
@@ -466,13 +465,6 @@ def quantize_artifact(
                 files.append(str(name))
         if "config.json" in files:
             set_config_dtype(tmp / "config.json", options.precision)
-        if ckpt is not None and options.verify:
-            from albert_edge.verify import verify_against_reference
-
-            with step("verify against PyTorch"):
-                verification = verify_against_reference(qpath, ckpt, precision=options.precision)
-        else:
-            verification = {"skipped": why_not or "--no-verify"}
         file_bytes = qpath.stat().st_size
         info = _describe(qmodel, qpath, file_bytes)
         keep = {
@@ -496,11 +488,15 @@ def quantize_artifact(
             ),
             "quantization": reconcile_quantization(report, info),
             "requirements": _requirements(qmodel, report, ckpt is not None and options.verify),
-            "verification": verification,
-            "files": [model_rel, *files, "README.md"],
+            "files": [model_rel, *files],
         }
-        from albert_edge.modelcard import write_model_card
+        from albert_edge.convert import finish_artifact
 
-        write_model_card(tmp, new)
-        write_manifest(tmp, new)
-    return new
+        return finish_artifact(
+            tmp,
+            new,
+            model_path=qpath,
+            ckpt=ckpt,
+            options=options,
+            skipped={"skipped": why_not or "--no-verify"},
+        )

@@ -418,13 +418,4 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
         "stages": stages,
         "parity": check,
     }
-    if options.verify:
-        try:
-            from albert_edge.verify import verify_against_reference
-        except ImportError:
-            manifest["verification"] = {"parity": check, "note": "albert_edge.verify not available"}
-        else:
-            manifest["verification"] = verify_against_reference(
-                path, ckpt, precision=options.precision
-            )
     return manifest
