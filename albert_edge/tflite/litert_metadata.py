@@ -202,14 +202,25 @@ def build_metadata(meta: ModelMetadata, min_parser_version: str = MIN_PARSER_VER
     return bytes(b.Output())
 
 
+ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
 def append_associated_files(model_bytes: bytes, files: Mapping[str, bytes]) -> bytes:
     """``model_bytes`` with ``files`` appended as a zip (stored, as ``MetadataPopulator``
-    writes them); the flatbuffer in front is unchanged, so every runtime loads it as before."""
+    writes them); the flatbuffer in front is unchanged, so every runtime loads it as before.
+
+    Every entry carries one fixed timestamp (the zip epoch, 1980-01-01) and fixed
+    permissions and system: ``writestr`` with a bare name stamps the current time, so two converts of
+    one checkpoint differed in 4 bytes and an artifact's sha256 could not be reproduced
+    (issue 25's before/after check found it)."""
     buf = io.BytesIO()
     buf.write(model_bytes)
     with zipfile.ZipFile(buf, "a") as zf:
         for name, data in files.items():
-            zf.writestr(name, data)
+            info = zipfile.ZipInfo(name, date_time=ZIP_EPOCH)
+            info.create_system = 3  # Unix, whatever builds it (Windows would write 0)
+            info.external_attr = 0o600 << 16  # what writestr gives a bare name
+            zf.writestr(info, data)
     return buf.getvalue()
 
 

@@ -200,3 +200,17 @@ def test_a_damaged_zip_tail_reads_as_missing_files() -> None:
     report = analyze_model(fb.read_model(cut), len(cut), data=cut)
     assert report["litert_metadata"]["missing_files"] == ["spiece.model", "labels.txt"]
     assert np.array_equal(_run(cut), _run(before))
+
+
+def test_associated_files_are_reproducible(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two converts of one checkpoint give one sha256: the appended zip must not stamp
+    the wall clock (it did: 4 bytes differed between runs, issue 25's hash check)."""
+    import time
+
+    from albert_edge.tflite.litert_metadata import append_associated_files
+
+    files = {"spiece.model": b"sp", "labels.txt": b"negative\npositive\n"}
+    first = append_associated_files(b"\x00" * 16, files)
+    later = time.localtime(time.time() + 86_400 * 400)
+    monkeypatch.setattr(time, "localtime", lambda *_: later)
+    assert append_associated_files(b"\x00" * 16, files) == first
