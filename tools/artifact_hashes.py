@@ -115,7 +115,7 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> int:
     bad = 0
     for key in sorted(set(before) | set(after)):
         b, a = before.get(key), after.get(key)
-        if b == a:
+        if b == a and b is not None and "error" not in b:
             print(f"same      {key}")
             continue
         if b is None or a is None or "error" in b or "error" in a:
