@@ -4,7 +4,9 @@ Public API (the CLI is a thin layer over exactly these):
 
 - :func:`load_checkpoint` — HF directory or original TF1 checkpoint → PyTorch model
 - :func:`account` — ALBERT structure accounting of a checkpoint (``inspect`` on checkpoints)
-- :func:`convert` — checkpoint → ONNX / TFLite artifact directory
+- :func:`convert` — checkpoint → ONNX / TFLite artifact directory (``albert_edge.convert``
+  is the module, callable as the function: the import system binds the submodule over
+  the name, so one object serves ``from albert_edge import convert`` in any import order)
 - :class:`AlbertTokenizer` — ALBERT tokenization over sentencepiece
 """
 
@@ -43,10 +45,16 @@ _LAZY = {
 }
 
 
+# Public names that are also submodules: the module itself (callable as the function) is
+# what the name means, before and after the import system binds it.
+_SUBMODULES = {"convert"}
+
+
 def __getattr__(name: str) -> Any:
     """Import public names lazily so ``import albert_edge`` stays instant (no torch/TF)."""
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        module = importlib.import_module(_LAZY[name])
+        return module if name in _SUBMODULES else getattr(module, name)
     raise AttributeError(f"module 'albert_edge' has no attribute {name!r}")

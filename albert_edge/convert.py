@@ -1,12 +1,19 @@
 """``convert``: checkpoint → artifact directory (model, tokenizer files, manifest.json).
 
 The stage order is fixed and visible here: load → export → graph passes → quantize (each
-target's pipeline: it returns the model file, its facts and the pass log) → verify →
-manifest → model card (:func:`finish_artifact`, the one ending every artifact shares).
+target's pipeline: it returns the model file, its facts and the pass log, the shared keys
+built by :func:`albert_edge.manifest.artifact_record`) → verify → manifest → model card
+(:func:`finish_artifact`, the one ending every artifact shares).
+
+``albert_edge.convert`` is this module wherever it is reached from (the import system
+binds a submodule over the package's name), and calling the module converts:
+``from albert_edge import convert; convert(ckpt, out, options)`` is :func:`convert`.
 """
 
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +101,15 @@ def finish_artifact(
     ``albert-edge quantize``: verify the written model against ``ckpt`` → the manifest →
     the model card. ``record`` is what the target's pipeline knows (model file, facts,
     pass log); ``skipped`` is the manifest's ``verification`` when there is nothing to
-    verify against (None: ``--no-verify``)."""
+    verify against (None: ``{"skipped": "--no-verify"}``, so a manifest always says
+    whether a comparison ran).
+
+    Verify is the one comparison with PyTorch (:func:`albert_edge.verify.verify_against_reference`:
+    the batch × length grid, every TFLite signature bucket included). ``out_dir`` is the
+    temporary directory of :func:`albert_edge.io.atomic_output_dir`, so a refusal leaves
+    nothing behind, and its message says so.
+    """
+    from albert_edge.errors import VerificationError
     from albert_edge.modelcard import write_model_card
     from albert_edge.progress import step
 
@@ -103,15 +118,40 @@ def finish_artifact(
         from albert_edge.verify import verify_against_reference
 
         runtime = "LiteRT" if record.get("target") == "tflite" else "ONNX Runtime"
-        with step(f"verify against PyTorch ({runtime})"):
-            manifest["verification"] = verify_against_reference(
-                model_path, ckpt, precision=options.precision
-            )
+        try:
+            with step(f"verify against PyTorch ({runtime})"):
+                manifest["verification"] = verify_against_reference(
+                    model_path, ckpt, precision=options.precision
+                )
+        except VerificationError as exc:
+            raise VerificationError(f"{exc}; nothing was written") from None
     else:
-        manifest["verification"] = skipped
+        manifest["verification"] = skipped or {"skipped": "--no-verify"}
     if ckpt is not None and "truncation" in ckpt.extra_files:  # depth-truncated: how, why
         manifest["depth"] = read_truncation(ckpt.extra_files["truncation"])
     manifest["files"] = [*manifest.get("files", []), "README.md"]
     write_model_card(out_dir, manifest)
     write_manifest(out_dir, manifest)
     return manifest
+
+
+class _ConvertModule(types.ModuleType):
+    """This module, callable as :func:`convert`.
+
+    Why: the package lists ``convert`` (the function) as public API, but the import
+    system binds the submodule ``albert_edge.convert`` over that name as soon as anything
+    imports it, so ``from albert_edge import convert`` gave this module, in every import
+    order. A callable module is the one object both spellings can name: ``albert_edge.convert``
+    is always this module, and calling it is calling :func:`convert`.
+    """
+
+    def __call__(
+        self,
+        checkpoint: str | Path | Checkpoint | None,
+        output: str | Path,
+        options: ConvertOptions | None = None,
+    ) -> dict[str, Any]:
+        return convert(checkpoint, output, options)
+
+
+sys.modules[__name__].__class__ = _ConvertModule

@@ -28,7 +28,8 @@ Definitions (the keys of :data:`FACT_KEYS`):
 * ``matmuls_total`` / ``matmuls_quantized`` / ``matmuls_fp16`` — ops multiplying by a
   constant weight / those reading it as an integer tensor / those reading it as fp16
   (activation x activation products, QK^T and softmax·V, are not weight products; a TFLite
-  file counts every signature's subgraph);
+  file counts every signature's subgraph). ONNX: :func:`albert_edge.onnx.inspect.matmul_counts`,
+  the one count; the manifest's ``quantization`` block reports the same numbers;
 * ``precision`` — what the graph computes with, read off its ops and dtypes (the requested
   precision is ``floor_precision``);
 * ``factorized_embedding_intact`` — the V×E table and E×H projection stored apart, no V×H.
@@ -42,19 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.errors import AlbertEdgeError, UnsupportedError
+from albert_edge.manifest import MATMUL_KEYS, SIZE_KEYS  # defined once, where manifests are built
 
 # The keys every reader reports identically for one artifact.
-SIZE_KEYS = (
-    "file_bytes",
-    "unique_tensor_bytes",
-    "duplicate_tensor_bytes",
-    "unique_params",
-    "checkpoint_params",
-    "floor_precision",
-    "floor_bytes",
-    "ratio_to_floor",
-)
-MATMUL_KEYS = ("matmuls_total", "matmuls_quantized", "matmuls_fp16")
 FACT_KEYS = (*SIZE_KEYS, *MATMUL_KEYS, "precision", "factorized_embedding_intact")
 
 # Heads whose AlbertModel keeps the pooler (transformers' add_pooling_layer=True).
@@ -401,23 +392,3 @@ def model_file_bytes(path: str | Path) -> int:
         except Exception:  # unparsable: it names no external data; its size is its bytes
             return p.stat().st_size
     return p.stat().st_size
-
-
-def reconcile_quantization(block: dict[str, Any], facts: Mapping[str, Any]) -> dict[str, Any]:
-    """The quantizer's report with its counts restated as the artifact's facts.
-
-    Why: the quantizer's postcondition counts an fp16 MatMul as "reduced" and measures its
-    own floor from the weights it wrote; printed beside the manifest's facts that read as
-    a contradiction (0/19 vs 19/19). The facts replace ``matmuls_*``; the quantizer's own
-    size check stays, renamed to say what it measured (initializer bytes over the bytes
-    of the parameters it stored).
-    """
-    out = dict(block)
-    if "floor_bytes" in out:
-        out["postcondition_weights_floor_bytes"] = out.pop("floor_bytes")
-    if "ratio_to_floor" in out:
-        out["postcondition_weights_ratio"] = out.pop("ratio_to_floor")
-    if "matmuls_quantized" in out and out.get("matmuls_quantized") != facts["matmuls_quantized"]:
-        out["postcondition_matmuls_reduced"] = out["matmuls_quantized"]
-    out.update({k: facts[k] for k in MATMUL_KEYS})
-    return out

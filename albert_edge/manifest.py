@@ -3,7 +3,9 @@
 Common keys (every target): ``format_version``, ``albert_edge_version``, ``target``,
 ``source`` ({name, kind: hf|tf1, embedded, weights_sha256}: never a path), ``head``, ``precision``, ``model_file``,
 ``inputs``/``outputs`` (name, dtype, shape with symbolic axes), ``sizes`` (file_bytes,
-floor_bytes, ratio_to_floor, ...), ``verification`` (per-output errors), ``files``.
+floor_bytes, ratio_to_floor, ...), the matmul counts, ``factorized_embedding_intact``,
+``files`` (all built by :func:`artifact_record`), and ``verification`` (per-output errors
+against PyTorch, or ``{"skipped": why}`` when no comparison ran).
 A depth-truncated artifact adds ``depth`` (:mod:`albert_edge.depth`: k of L layers, the
 groups kept, the full model's source, how the depth was chosen and its held-out evidence).
 Targets add their own keys (``opset`` and ``passes`` for ONNX, ``signatures`` for TFLite);
@@ -45,6 +47,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -156,6 +159,70 @@ class Manifest:
             sha256=sha,
             extra={k: v for k, v in data.items() if k not in _TYPED},
         )
+
+
+# --- the record every target shares ----------------------------------------------------
+
+# The manifest's size and matmul figures, by key: what ``albert_edge.facts`` computes for
+# any model file (``facts`` imports these: one list of keys). Defined here because the
+# manifest is what promises them, and every layer may import this module.
+SIZE_KEYS = (
+    "file_bytes",
+    "unique_tensor_bytes",
+    "duplicate_tensor_bytes",
+    "unique_params",
+    "checkpoint_params",
+    "floor_precision",
+    "floor_bytes",
+    "ratio_to_floor",
+)
+MATMUL_KEYS = ("matmuls_total", "matmuls_quantized", "matmuls_fp16")
+
+
+def artifact_record(
+    target: str,
+    *,
+    source: dict[str, Any],
+    head: str,
+    precision: str,
+    model_file: str,
+    inputs: list[Any],
+    outputs: list[Any],
+    facts: Mapping[str, Any],
+    sizes: Mapping[str, Any] | None = None,
+    files: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The manifest keys every artifact has, built in one place for every producer
+    (``convert --to onnx``, ``convert --to tflite``, ``quantize``).
+
+    Why one function: the keys readers compare across targets (``sizes``, the matmul
+    counts, ``factorized_embedding_intact``, ``files``) drifted when each target spelled
+    its own dict (TFLite's ``files`` left out its model; quantize dropped
+    ``matmuls_fp16``). ``facts`` is :func:`albert_edge.facts.onnx_facts` /
+    ``tflite_facts`` of the written model; ``sizes`` adds the target's own size figures
+    after the shared ones; ``files`` are the artifact's other files (the model file is
+    listed first). The target adds its own keys to the returned dict.
+    """
+    missing = [
+        k for k in (*SIZE_KEYS, *MATMUL_KEYS, "factorized_embedding_intact") if k not in facts
+    ]
+    if missing:
+        raise AlbertEdgeError(
+            f"{model_file}: facts lack {', '.join(missing)} (a bug in albert-edge; report it)"
+        )
+    return {
+        "target": target,
+        "source": dict(source),
+        "head": head,
+        "precision": precision,
+        "model_file": model_file,
+        "inputs": list(inputs),
+        "outputs": list(outputs),
+        "sizes": {**{k: facts[k] for k in SIZE_KEYS}, **(sizes or {})},
+        **{k: facts[k] for k in MATMUL_KEYS},
+        "factorized_embedding_intact": facts["factorized_embedding_intact"],
+        "files": list(dict.fromkeys([model_file, *files])),
+    }
 
 
 def _serialize(d: dict[str, Any], *, strict: bool = False) -> str:

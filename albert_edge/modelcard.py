@@ -70,14 +70,12 @@ def depth_lines(depth: Any) -> list[str]:
 
 
 def render_model_card(manifest: dict[str, Any]) -> str:
-    """Markdown for ``README.md`` of an artifact directory."""
+    """Markdown for ``README.md`` of an artifact directory: front matter and origin, files,
+    size against the floor, precision and verification, depth, runtimes, use."""
     target = str(manifest.get("target", "onnx"))
     precision = str(manifest.get("precision", "fp32"))
     head = str(manifest.get("head", ""))
     src = manifest.get("source") or {}
-    sizes = manifest.get("sizes") or {}
-    albert = manifest.get("albert") or {}
-    model_file = str(manifest.get("model_file", ""))
     lines = [
         "---",
         "library_name: " + ("transformers.js" if target == "onnx" else "litert"),
@@ -100,9 +98,24 @@ def render_model_card(manifest: dict[str, Any]) -> str:
         "",
         "## Files",
         "",
-        f"- model: `{model_file}`",
+        f"- model: `{manifest.get('model_file', '')}`",
         "- tokenizer: `tokenizer.json` (fast), `spiece.model`, `tokenizer_config.json`, "
         "`special_tokens_map.json`; `config.json`; `manifest.json` (every figure below)",
+        *size_lines(manifest),
+        *verification_lines(manifest),
+        *depth_lines(manifest.get("depth")),
+        *runtime_lines(manifest),
+        *use_lines(manifest),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def size_lines(manifest: dict[str, Any]) -> list[str]:
+    """The "Size" section: the file against its floor (every distinct weight once)."""
+    sizes = manifest.get("sizes") or {}
+    albert = manifest.get("albert") or {}
+    return [
         "",
         "## Size",
         "",
@@ -115,14 +128,16 @@ def render_model_card(manifest: dict[str, Any]) -> str:
         "layers and factorized embedding "
         f"(V={albert.get('vocab_size', '?')} × E={albert.get('embedding_size', '?')}, "
         f"E × H={albert.get('hidden_size', '?')}) kept as they are.",
-        "",
-        "## Precision and verification",
-        "",
     ]
+
+
+def verification_lines(manifest: dict[str, Any]) -> list[str]:
+    """The "Precision and verification" section: the errors against PyTorch the manifest
+    recorded, or why no comparison ran, and where the precision does not pay."""
     quant = manifest.get("quantization") or {}
-    lines.append(
-        f"- precision: **{precision}**" + (f" — {quant['recipe']}" if quant.get("recipe") else "")
-    )
+    recipe = f" — {quant['recipe']}" if quant.get("recipe") else ""
+    lines = ["", "## Precision and verification", ""]
+    lines.append(f"- precision: **{manifest.get('precision', 'fp32')}**{recipe}")
     ver = manifest.get("verification")
     if isinstance(ver, dict) and ver.get("outputs"):
         lines += [
@@ -141,23 +156,37 @@ def render_model_card(manifest: dict[str, Any]) -> str:
                 + " |"
             )
     else:
-        lines.append("- not verified at conversion (`--no-verify`); run `albert-edge verify`")
+        why = ver.get("skipped") if isinstance(ver, dict) else None
+        reason = "`--no-verify`" if why in (None, "--no-verify") else str(why)
+        lines.append(f"- not verified at conversion ({reason}); run `albert-edge verify`")
     for key in ("size_note", "speed_note"):  # where a precision does not pay, said plainly
         if quant.get(key):
             lines.append(f"- {key.split('_')[0]}: {quant[key]}")
-    lines += depth_lines(manifest.get("depth"))
+    return lines
+
+
+def runtime_lines(manifest: dict[str, Any]) -> list[str]:
+    """The "Runtimes" table; ONNX's minimum onnxruntime is the one computed from its ops."""
+    target = str(manifest.get("target", "onnx"))
     req = manifest.get("requirements") or {}
-    lines += ["", "## Runtimes", "", "| runtime | minimum version | note |", "|---|---|---|"]
+    lines = ["", "## Runtimes", "", "| runtime | minimum version | note |", "|---|---|---|"]
     for name, ver_s, note in RUNTIMES_ONNX if target == "onnx" else RUNTIMES_TFLITE:
         if name == "onnxruntime (Python)" and req.get("min_onnxruntime"):
             # computed from this graph's ops (albert_edge/onnx/requirements.py)
             ver_s = f">= {req['min_onnxruntime']}"
             note = "set by " + ", ".join(req.get("min_onnxruntime_because") or ["its ops"])
         lines.append(f"| {name} | {ver_s} | {note} |")
-    lines += ["", "## Use", ""]
-    if target == "onnx":
+    return lines
+
+
+def use_lines(manifest: dict[str, Any]) -> list[str]:
+    """The "Use" section: how to load this layout (optimum / transformers.js, or LiteRT)."""
+    model_file = str(manifest.get("model_file", ""))
+    head = ["", "## Use", ""]
+    if str(manifest.get("target", "onnx")) == "onnx":
         sub, _, fname = model_file.rpartition("/")
-        lines += [
+        return [
+            *head,
             "```python",
             "from optimum.onnxruntime import ORTModelForSequenceClassification",
             "from transformers import AutoTokenizer, pipeline",
@@ -172,22 +201,20 @@ def render_model_card(manifest: dict[str, Any]) -> str:
             "const clf = await pipeline('sentiment-analysis', '<this directory name>');",
             "```",
         ]
-    else:
-        batch = manifest.get("batch") or {}
-        lines += [
-            "The `.tflite` carries LiteRT metadata (`TFLITE_METADATA`: input/output "
-            "descriptions, the SentencePiece tokenizer, `labels.txt`), with `spiece.model` "
-            "and `labels.txt` packed in the file's zip tail.",
-            "",
-            str(batch.get("policy") or "Signatures are batch 1."),
-            "",
-            "```python",
-            "from ai_edge_litert.interpreter import Interpreter",
-            f'interp = Interpreter(model_path="{model_file}")',
-            "```",
-        ]
-    lines.append("")
-    return "\n".join(lines)
+    batch = manifest.get("batch") or {}
+    return [
+        *head,
+        "The `.tflite` carries LiteRT metadata (`TFLITE_METADATA`: input/output "
+        "descriptions, the SentencePiece tokenizer, `labels.txt`), with `spiece.model` "
+        "and `labels.txt` packed in the file's zip tail.",
+        "",
+        str(batch.get("policy") or "Signatures are batch 1."),
+        "",
+        "```python",
+        "from ai_edge_litert.interpreter import Interpreter",
+        f'interp = Interpreter(model_path="{model_file}")',
+        "```",
+    ]
 
 
 def write_model_card(out_dir: Path, manifest: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ STATIC_PRECISIONS = ("int8-static", "int8-full")
 OPTIMIZE_LEVELS = ("none", "fuse")
 ACCELERATORS = ("cpu", "gpu")
 # int4 ONNX: which ONNX Runtime kernel multiplies by the 4-bit weights
-# (albert_edge.onnx.passes.quant.int4 says why int8 is the default)
+# (albert_edge.onnx.quant.int4 says why int8 is the default)
 INT4_KERNELS = ("int8", "nbits")
 
 
@@ -45,7 +45,7 @@ class ConvertOptions:
     accelerator: str = "cpu"  # TFLite: "gpu" = fp16 GPU-clean graph, <= 1 CPU-GPU boundary
     overwrite: bool = False
     verify: bool = True
-    runs_on: str = "portable"  # int8 recipe target (albert_edge.onnx.recipes)
+    runs_on: str = "portable"  # int8 recipe target (albert_edge.onnx.quant.recipes)
     # int4: "int8" = 4-bit codes decoded at load into ORT's int8 kernels (int8 speed,
     # int4 bytes); "nbits" = MatMulNBits (ORT's GPU / ARM int4 kernels)
     int4_kernel: str = "int8"
@@ -53,7 +53,7 @@ class ConvertOptions:
     @property
     def int4_folded(self) -> bool:
         """int4 on int8 kernels: 4-bit codes ONNX Runtime unpacks to int8 at load
-        (:mod:`albert_edge.onnx.passes.quant.int4`), not MatMulNBits."""
+        (:mod:`albert_edge.onnx.quant.int4`), not MatMulNBits."""
         return self.precision == "int4" and self.int4_kernel == "int8"
 
     @property
@@ -69,7 +69,7 @@ class ConvertOptions:
         if self.per_channel is not None:
             return self.per_channel
         if self.target == "onnx":
-            from albert_edge.onnx.recipes import int8_recipe
+            from albert_edge.onnx.quant.recipes import int8_recipe
 
             return int8_recipe(self.runs_on).per_channel
         return self.precision != "int8-full"
@@ -98,7 +98,7 @@ class ConvertOptions:
             raise UnsupportedError(f"--seq-lens must be positive, got {self.seq_lens}")
         if self.seq_lens and self.target != "tflite":
             raise UnsupportedError("--seq-lens applies to --to tflite (ONNX has a dynamic axis)")
-        from albert_edge.onnx.recipes import int8_recipe
+        from albert_edge.onnx.quant.recipes import int8_recipe
 
         int8_recipe(self.runs_on)  # unknown --target: refused here, before any work
         if self.int4_kernel not in INT4_KERNELS:

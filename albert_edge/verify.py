@@ -5,7 +5,11 @@ Why a grid and not one example: export bugs hide in corners — batch 1 vs batch
 position table sliced short), padded rows (a mask that is ignored or inverted). Each
 grid point feeds seeded random ids with ``[CLS]``/``[SEP]``, right-padding and two
 segments, and every output is compared at every position, padded ones included: the
-PyTorch model computes values there too, and a faithful export reproduces them.
+PyTorch model computes values there too, and a faithful export reproduces them. A
+multi-signature TFLite artifact also gets one length inside every signature bucket, short
+of the bucket (:func:`bucket_seq_lens`): each bucket is its own graph, padded and sliced.
+This grid is the one comparison ``convert`` makes before it writes anything
+(:func:`verify_against_reference`), for every target.
 
 Bars (documented, not tuned per model):
 
@@ -326,6 +330,29 @@ def default_seq_lens(max_seq_len: int) -> tuple[int, ...]:
     return tuple(sorted({1, min(MIDDLE_SEQ_LEN, max_seq_len), max_seq_len}))
 
 
+def bucket_seq_lens(buckets: Sequence[int]) -> tuple[int, ...]:
+    """One length per signature bucket that runs on that bucket and is not its length
+    (3 short of it where the bucket below allows: the runner pads it up and slices the
+    outputs back).
+
+    Why: a multi-signature ``.tflite`` holds one graph per bucket, and 1, 16 and the
+    maximum reach only the buckets they fall in, each at an exact bucket length or far
+    below it. This is what convert's separate LiteRT parity check covered before verify
+    was the one comparison; the grid keeps it."""
+    out, below = [], 0
+    for bucket in sorted(buckets):
+        out.append(max(below + 1, bucket - 3))
+        below = bucket
+    return tuple(out)
+
+
+def grid_seq_lens(runner: Runner, max_len: int) -> tuple[int, ...]:
+    """The grid's lengths when none are asked for: :func:`default_seq_lens`, plus one
+    inside every signature bucket of a runner that has them (LiteRT)."""
+    buckets = [b for b in getattr(runner, "seq_lens", ()) or () if b <= max_len]
+    return tuple(sorted({*default_seq_lens(max_len), *bucket_seq_lens(buckets)}))
+
+
 def grid_memory_bytes(config: Any, batch: int, seq: int) -> int:
     """A lower estimate of what one grid point holds at once: the widest activation
     (the FFN's B×S×I, plus B×S×H streams beside it) and the attention scores and
@@ -373,7 +400,7 @@ def run_grid(
     import numpy as np
 
     max_len = min(int(runner.max_seq_len), int(ckpt.config.max_position_embeddings))
-    seqs = tuple(seq_lens) if seq_lens else default_seq_lens(max_len)
+    seqs = tuple(seq_lens) if seq_lens else grid_seq_lens(runner, max_len)
     bad = [s for s in seqs if s < 1 or s > max_len]
     if bad or any(b < 1 for b in batch_sizes):
         raise UnsupportedError(
@@ -810,6 +837,24 @@ def default_sample(ref_path: Path, ckpt: Checkpoint) -> Path | None:
     return None
 
 
+def _accuracy_rows(
+    data: str | Path | None, ref_path: Path, ckpt: Checkpoint, max_examples: int | None
+) -> list[tuple[int, str]] | None:
+    """The labelled rows accuracy is measured on (None without ``data``), read before
+    anything runs so a wrong head or an unreadable file fails first, in one line."""
+    if data is None:
+        return None
+    from albert_edge.data import read_sst2
+
+    if ckpt.head.name != "sequence-classification":
+        raise UnsupportedError(
+            f"{data}: accuracy needs a sequence-classification model, but {ref_path} "
+            f"is {ckpt.head.name}; drop --data"
+        )
+    rows = read_sst2(data)
+    return rows if max_examples is None else rows[: max(0, max_examples)]
+
+
 def verify(
     artifact: str | Path,
     *,
@@ -858,20 +903,9 @@ def verify(
             "pass the checkpoint the artifact was converted from as --reference"
         )
     _check_reference_hash(ref_path, ckpt, manifest)
-    rows = None
     if data is None and sample:
         data = default_sample(ref_path, ckpt)
-    if data is not None:
-        from albert_edge.data import read_sst2
-
-        if ckpt.head.name != "sequence-classification":
-            raise UnsupportedError(
-                f"{data}: accuracy needs a sequence-classification model, but {ref_path} "
-                f"is {ckpt.head.name}; drop --data"
-            )
-        rows = read_sst2(data)
-        if max_examples is not None:
-            rows = rows[: max(0, max_examples)]
+    rows = _accuracy_rows(data, ref_path, ckpt, max_examples)
     runner, kernel = _open_on(model, on, threads)
     pool = grid_token_pool(ckpt, precision)
     with torch_threads(threads):

@@ -79,7 +79,7 @@ def cpu_name() -> str:
 
 def build(ckpt_path: Path, work: Path, emb: bool, which: str) -> dict[str, Path]:
     from albert_edge.convert import convert
-    from albert_edge.onnx.quantize import quantize_artifact
+    from albert_edge.onnx.quant.artifact import quantize_artifact
     from albert_edge.options import ConvertOptions
     from benchmarks.script_report import built, reusable
 

@@ -84,7 +84,7 @@ def rel(path: Path) -> str:
 def build(ckpt_dir: Path, work: Path, threads: int, num_cal: int) -> dict[str, Path]:
     """Every variant's model file, building what is missing under ``work``."""
     from albert_edge.convert import convert
-    from albert_edge.onnx.quantize import quantize_artifact
+    from albert_edge.onnx.quant.artifact import quantize_artifact
     from albert_edge.options import ConvertOptions
     from benchmarks.peers import build_optimum
 
@@ -156,13 +156,13 @@ def describe(path: Path) -> dict[str, Any]:
     convert's manifest and ``inspect`` say); the integer-at-run-time count is of the graph
     ONNX Runtime runs after its load-time fusions, which no file-level fact can tell.
     """
-    import onnx
+    import onnx_ir as ir
 
     from albert_edge.inspect import inspect_path
-    from albert_edge.onnx.quant_graph import runtime_matmul_counts
+    from albert_edge.onnx.inspect import matmul_counts, ort_optimized_model
 
     info = inspect_path(path)
-    runtime = runtime_matmul_counts(onnx.load(str(path)))
+    runtime = matmul_counts(ir.from_proto(ort_optimized_model(path.read_bytes())), executed=True)
     quant = info.get("quantization") or {}
     build_s = path.parent / "build_seconds.txt"
     return {

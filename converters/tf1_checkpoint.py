@@ -680,7 +680,9 @@ def load_tf1_checkpoint(path: Path, *, require_tokenizer: bool = True) -> Checkp
 
     Raises CheckpointError/ConfigError/TokenizerError/UnsupportedError with one line.
     """
-    import torch
+    # torch before TensorFlow (_open_reader imports it), the order this loader was always
+    # tested in: both bring native libraries, and the state dict needs torch anyway
+    import torch  # noqa: F401
 
     path = Path(path)
     files = locate_tf1_files(path)
@@ -692,28 +694,81 @@ def load_tf1_checkpoint(path: Path, *, require_tokenizer: bool = True) -> Checkp
     config = config_from_albert_json(files.config)
     _check_data_shards(files.prefix)
     reader = _open_reader(files.prefix)
-    try:
-        shapes: dict[str, list[int]] = reader.get_variable_to_shape_map()
-        dtypes: dict[str, Any] = reader.get_variable_to_dtype_map()
-    except Exception as exc:
-        raise CheckpointError(
-            f"{_index(files.prefix)}: cannot list variables ({_first_line(exc)}); the "
-            "checkpoint is corrupt, re-download or re-export it"
-        ) from None
+    shapes, dtypes = _variable_maps(reader, files.prefix)
 
     by_plain = _strip_module(sorted(shapes), files.prefix)
     plain_names = set(by_plain)
     model_names = {n for n in plain_names if not is_training_only(n, plain_names)}
     head = detect_head(model_names, files.prefix)
-    num_labels = 2  # SOP and SQuAD heads have two outputs
-    if head.name == "sequence-classification":  # [num_labels, H] and [num_labels]
+    num_labels = _num_labels(head, shapes, by_plain)
+    table = expected_variables(config, head, num_labels, files.config)
+    problems = _mismatches(table, model_names, plain_names, by_plain, shapes, dtypes)
+    if problems:
+        raise CheckpointError(
+            f"{files.prefix}: checkpoint does not match {files.config.name} as a "
+            f"{head.name} ALBERT ({'; '.join(problems)}); use the {CONFIG_NAME} this "
+            "checkpoint was trained with and an unmodified checkpoint"
+        )
+
+    config.architectures = [head.hf_class]
+    config.num_labels = num_labels
+    if files.spiece is not None:
+        from albert_edge.tokenizer import AlbertTokenizer
+
+        AlbertTokenizer(files.spiece).check_vocab_size(config.vocab_size, files.config)
+
+    state = _state_dict(reader, table, by_plain, files.prefix, config, head)
+    model = build_model(config, head)
+    load_state_dict_strict(model, state, files.prefix)
+    return Checkpoint(
+        path=path,
+        source="tf1",
+        config=config,
+        head=head,
+        model=model,
+        spiece_model=files.spiece,
+        do_lower_case=True,  # the releases' and run_classifier's default (do_lower_case=True)
+        extra_files={"albert_config": files.config, "tf1_index": _index(files.prefix)},
+    )
+
+
+def _variable_maps(reader: Any, prefix: Path) -> tuple[dict[str, list[int]], dict[str, Any]]:
+    """Every variable's shape and dtype, read from the index alone (no tensor data): a
+    corrupt index is named here, in one line, before anything large is read."""
+    try:
+        shapes: dict[str, list[int]] = reader.get_variable_to_shape_map()
+        dtypes: dict[str, Any] = reader.get_variable_to_dtype_map()
+    except Exception as exc:
+        raise CheckpointError(
+            f"{_index(prefix)}: cannot list variables ({_first_line(exc)}); the "
+            "checkpoint is corrupt, re-download or re-export it"
+        ) from None
+    return shapes, dtypes
+
+
+def _num_labels(head: HeadSpec, shapes: dict[str, list[int]], by_plain: dict[str, str]) -> int:
+    """The classifier's label count, from the first dimension of ``output_weights``
+    ([num_labels, H]) or ``output_bias``; 2 for every other head (SOP and SQuAD have two
+    outputs), which the config cannot say: run_classifier sets it per task."""
+    if head.name == "sequence-classification":
         for name in ("output_weights", "output_bias"):
             shape = shapes.get(by_plain.get(name, ""), [])
             if shape:
-                num_labels = int(shape[0])
-                break
-    table = expected_variables(config, head, num_labels, files.config)
+                return int(shape[0])
+    return 2
 
+
+def _mismatches(
+    table: dict[str, Target],
+    model_names: set[str],
+    plain_names: set[str],
+    by_plain: dict[str, str],
+    shapes: dict[str, list[int]],
+    dtypes: dict[str, Any],
+) -> list[str]:
+    """Every way the checkpoint's variables disagree with what the config and head
+    create: wrong shapes, non-float dtypes, missing and unmapped variables, all named in
+    one message (one re-export fixes them all; one at a time would take as many runs)."""
     mismatched, bad_dtype = [], []
     for name, target in table.items():
         if name not in model_names:
@@ -739,23 +794,25 @@ def load_tf1_checkpoint(path: Path, *, require_tokenizer: bool = True) -> Checkp
         if "_CHECKPOINTABLE_OBJECT_GRAPH" in plain_names:
             hint = " (this is a TF2 object-based checkpoint, not an original TF1 one)"
         problems.append(f"unmapped variables{hint}: " + _join(unmapped))
-    if problems:
-        raise CheckpointError(
-            f"{files.prefix}: checkpoint does not match {files.config.name} as a "
-            f"{head.name} ALBERT ({'; '.join(problems)}); use the {CONFIG_NAME} this "
-            "checkpoint was trained with and an unmodified checkpoint"
-        )
+    return problems
 
-    config.architectures = [head.hf_class]
-    config.num_labels = num_labels
-    if files.spiece is not None:
-        from albert_edge.tokenizer import AlbertTokenizer
 
-        AlbertTokenizer(files.spiece).check_vocab_size(config.vocab_size, files.config)
+def _state_dict(
+    reader: Any,
+    table: dict[str, Target],
+    by_plain: dict[str, str],
+    prefix: Path,
+    config: AlbertConfig,
+    head: HeadSpec,
+) -> dict[str, torch.Tensor]:
+    """The transformers state dict: each TF variable read once, transposed where TF's
+    kernels are [in, out], and one tensor object under every name it feeds (a shared
+    weight stays shared). E == H releases have no projection: an identity stands in."""
+    import torch
 
     state: dict[str, torch.Tensor] = {}
     for name, target in table.items():
-        array = _read_tensor(reader, by_plain[name], files.prefix).astype("float32", copy=False)
+        array = _read_tensor(reader, by_plain[name], prefix).astype("float32", copy=False)
         if target.transpose:
             array = array.T
         tensor = torch.from_numpy(array.copy())  # contiguous, owned: the reader's buffer is not
@@ -765,16 +822,4 @@ def load_tf1_checkpoint(path: Path, *, require_tokenizer: bool = True) -> Checkp
         mapping = ("" if head.name == "base" else "albert.") + "encoder.embedding_hidden_mapping_in"
         state[f"{mapping}.weight"] = torch.eye(config.hidden_size)
         state[f"{mapping}.bias"] = torch.zeros(config.hidden_size)
-
-    model = build_model(config, head)
-    load_state_dict_strict(model, state, files.prefix)
-    return Checkpoint(
-        path=path,
-        source="tf1",
-        config=config,
-        head=head,
-        model=model,
-        spiece_model=files.spiece,
-        do_lower_case=True,  # the releases' and run_classifier's default (do_lower_case=True)
-        extra_files={"albert_config": files.config, "tf1_index": _index(files.prefix)},
-    )
+    return state

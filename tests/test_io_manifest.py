@@ -145,3 +145,99 @@ def test_loading_an_artifact_checks_the_model_hash(tmp_path: Path) -> None:
         model_file(art)
     with pytest.raises(ArtifactIntegrityError):
         model_file(art / "model.onnx")
+
+
+# --- the record every target shares (albert_edge.manifest.artifact_record) ---------------
+
+
+def _facts(**over: object) -> dict[str, object]:
+    from albert_edge.manifest import MATMUL_KEYS, SIZE_KEYS
+
+    facts: dict[str, object] = {k: i for i, k in enumerate((*SIZE_KEYS, *MATMUL_KEYS))}
+    facts.update(precision="int8-dynamic", factorized_embedding_intact=True, **over)
+    return facts
+
+
+def test_artifact_record_builds_the_shared_keys_once(tmp_path: Path) -> None:
+    from albert_edge.manifest import MATMUL_KEYS, SIZE_KEYS, artifact_record
+
+    rec = artifact_record(
+        "tflite",
+        source={"name": "m", "kind": "hf", "embedded": False, "weights_sha256": None},
+        head="sequence-classification",
+        precision="fp32",
+        model_file="model.tflite",
+        inputs=[{"name": "input_ids"}],
+        outputs=["logits"],
+        facts=_facts(),
+        sizes={"note": "why"},
+        files=["spiece.model", "model.tflite"],
+    )
+    assert rec["target"] == "tflite" and rec["precision"] == "fp32"  # asked, not detected
+    assert list(rec["sizes"]) == [*SIZE_KEYS, "note"]
+    assert [rec[k] for k in MATMUL_KEYS] == [len(SIZE_KEYS) + i for i in range(3)]
+    assert rec["factorized_embedding_intact"] is True
+    assert rec["files"] == ["model.tflite", "spiece.model"]  # the model first, once
+    (tmp_path / "model.tflite").write_bytes(b"tfl3")
+    (tmp_path / "spiece.model").write_bytes(b"sp")
+    write_manifest(tmp_path, rec)  # a record is a writable manifest as it stands
+    assert load_manifest(tmp_path).files == ["model.tflite", "spiece.model"]
+
+
+def test_artifact_record_refuses_facts_without_a_shared_key() -> None:
+    from albert_edge.manifest import artifact_record
+
+    facts = _facts()
+    del facts["floor_bytes"]
+    with pytest.raises(AlbertEdgeError, match="facts lack floor_bytes"):
+        artifact_record(
+            "onnx",
+            source={},
+            head="base",
+            precision="fp32",
+            model_file="onnx/model.onnx",
+            inputs=[],
+            outputs=[],
+            facts=facts,
+        )
+
+
+# --- `from albert_edge import convert` ---------------------------------------------------
+
+_CONVERT_NAME = """
+import sys
+import albert_edge
+{first}
+from albert_edge import convert
+import albert_edge.convert as module
+from albert_edge.convert import convert as function
+assert convert is module is albert_edge.convert, (convert, module)
+assert callable(convert) and function is not convert
+try:
+    convert(sys.argv[1], sys.argv[2])
+except albert_edge.AlbertEdgeError as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.parametrize(
+    "first", ["", "import albert_edge.convert", "albert_edge.convert", "import albert_edge.cli"]
+)
+def test_convert_is_one_callable_object_in_any_import_order(tmp_path: Path, first: str) -> None:
+    """The import system binds the submodule over the package's lazy ``convert``; the
+    public name must mean one thing whatever was imported first, and calling it must
+    reach the function (here: a missing checkpoint, refused in one line)."""
+    import subprocess
+    import sys
+
+    script = _CONVERT_NAME.format(first=first)
+    missing = tmp_path / "no-such-checkpoint"
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(missing), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.startswith("CheckpointError") and str(missing) in run.stdout
+    assert not (tmp_path / "out").exists()

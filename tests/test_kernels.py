@@ -39,7 +39,8 @@ def test_host_kernel_from_cpu_flags(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_recipes_refuse_full_range_on_saturating_kernels() -> None:
-    from albert_edge.onnx.recipes import RECIPES, Int8Recipe, int8_recipe
+    from albert_edge.onnx.quant.recipes import INT8_TARGETS as RECIPES
+    from albert_edge.onnx.quant.recipes import Int8Recipe, int8_recipe
 
     assert set(int8_recipe("portable").accurate_on) == {"x86-avx2", "x86-vnni", "arm64", "wasm"}
     assert int8_recipe("portable").reduce_range
@@ -85,15 +86,15 @@ def test_portable_weights_cannot_saturate_avx2(int8_pair) -> None:
     8-bit x86-vnni recipe does reach past it (why it is not the default)."""
     import json
 
-    import onnx
+    import onnx_ir as ir
 
-    from albert_edge.onnx.recipes import saturating_weights
+    from albert_edge.onnx.quant.check import saturating_weights
 
     _, arts = int8_pair
     assert (
-        saturating_weights(onnx.load(str(arts["portable"] / "onnx" / "model_quantized.onnx"))) == []
+        saturating_weights(ir.load(str(arts["portable"] / "onnx" / "model_quantized.onnx"))) == []
     )
-    assert saturating_weights(onnx.load(str(arts["x86-vnni"] / "onnx" / "model_quantized.onnx")))
+    assert saturating_weights(ir.load(str(arts["x86-vnni"] / "onnx" / "model_quantized.onnx")))
     q = json.loads((arts["portable"] / "manifest.json").read_text())["quantization"]
     assert q["target"] == "portable" and q["reduce_range"] is True
     assert "x86-avx2" in q["accurate_on"]

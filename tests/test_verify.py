@@ -181,6 +181,23 @@ def test_grid_inputs_are_albert_shaped() -> None:
     assert mc["input_ids"].shape == (2, 2, 8)
 
 
+def test_grid_reaches_every_signature_bucket_padded() -> None:
+    """A multi-signature TFLite runner gets one length inside every bucket, short of it
+    where the bucket below leaves room (padding and output slicing run); a runner
+    without buckets (ONNX) keeps 1, 16 and its maximum."""
+    from types import SimpleNamespace
+
+    from albert_edge.verify import bucket_seq_lens, grid_seq_lens
+
+    assert bucket_seq_lens((32, 16)) == (13, 29)
+    assert bucket_seq_lens((16, 17, 128)) == (13, 17, 125)  # 17: no room below, exact
+    assert bucket_seq_lens((2,)) == (1,)
+    litert = SimpleNamespace(seq_lens=(16, 32, 64))
+    assert grid_seq_lens(litert, 64) == (1, 13, 16, 29, 61, 64)  # type: ignore[arg-type]
+    assert grid_seq_lens(litert, 32) == (1, 13, 16, 29, 32)  # type: ignore[arg-type]
+    assert grid_seq_lens(SimpleNamespace(), 128) == (1, 16, 128)  # type: ignore[arg-type]
+
+
 def test_static_precisions_are_judged_on_text(make_checkpoint) -> None:
     """int8-static/int8-full grids draw ids from real text: windows of the pool, in order."""
     from albert_edge.checkpoint import load_checkpoint
@@ -497,7 +514,8 @@ def test_convert_tflite_then_verify(
     assert report.passed, report.failures()
     assert report.target == "tflite" and type(report).__name__ == "VerifyReport"
     assert "LiteRTRunner" in report.runtime
-    assert {p["seq"] for p in report.grid} == {1, 16, 32}
+    # 1, 16, the maximum, and one padded length inside each signature bucket (16, 32)
+    assert {p["seq"] for p in report.grid} == {1, 13, 16, 29, 32}
     m = report.outputs["logits"]
     if precision == "fp32":
         assert m["max_abs_err"] <= 1e-4 and report.accuracy["agreement"] == 1.0  # type: ignore[index]

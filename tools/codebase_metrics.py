@@ -26,7 +26,10 @@ What is counted, and how:
   whose span, decorators excluded, exceeds 100 lines; listed.
 - **places each graph fact is computed**: for each fact, the definitions that compute it,
   found by name in the AST (the patterns are in :data:`FACTS`); a fact computed in one
-  place has exactly one entry.
+  place has exactly one entry. A definition whose whole body returns a call to another
+  definition of the same fact (a format's adapter: ``tflite.flatbuffer.duplicate_groups``
+  handing its buffers to ``albert_edge.duplicates.duplicate_groups``) computes nothing
+  itself and is not counted.
 - **benchmarks**: scripts and lines under ``benchmarks/`` (the frozen ``studies/`` apart),
   imports of ``_private`` names, and ``sys.path`` patches.
 - **IR⇄proto crossings**: whole-model conversions between onnx-ir and protobuf during one
@@ -67,11 +70,33 @@ def _string_set(node: ast.AST) -> set[str]:
     return {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
 
 
+def _delegates(node: ast.FunctionDef | ast.AsyncFunctionDef, rx: re.Pattern[str]) -> bool:
+    """``node``'s body (docstring aside) is one ``return`` of a call to a function whose
+    name matches ``rx`` too: a format's adapter handing its data to the one definition
+    (``flatbuffer.duplicate_groups`` → ``duplicates.duplicate_groups``), not a second
+    place computing the fact."""
+    body = list(node.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.Return):
+        return False
+    call = body[0].value
+    if not isinstance(call, ast.Call):
+        return False
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return bool(rx.fullmatch(name))
+
+
 def _def_named(pattern: str) -> Callable[[ast.AST, int], str | None]:
     rx = re.compile(pattern)
 
     def match(node: ast.AST, depth: int) -> str | None:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and rx.fullmatch(node.name):
+        if (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and rx.fullmatch(node.name)
+            and not _delegates(node, rx)
+        ):
             return f"def {node.name}"
         return None
 

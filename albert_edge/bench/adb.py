@@ -387,6 +387,52 @@ def bench_adb(
     timeout_s: float = 900.0,
 ) -> dict[str, Any]:
     """Run ``benchmark_model`` on the connected device for every .tflite target."""
+    delegates, resolved = _adb_plan(targets, backends)
+    dev = _device_serial(serial)
+    machine = _device_info(dev)
+    binary = _install_benchmark_model(dev, benchmark_model)
+    results = []
+    for t in resolved:
+        remote, vocab, sigs = _push_target(dev, t)
+        for seq in seq_lens:
+            sig = next((s for s in sigs if s.seq_len == seq), None)
+            for b in batch:
+                for d in delegates:
+                    uses_threads = DELEGATES[d][2]
+                    for th in threads if uses_threads else threads[:1]:
+                        if sig is None:
+                            results.append(_no_signature(t, d, b, seq, th, sigs))
+                            continue
+                        cmd = build_benchmark_args(
+                            graph=remote,
+                            signature=sig,
+                            vocab_size=vocab,
+                            batch=b,
+                            delegate=d,
+                            threads=th,
+                            runs=runs,
+                            warmup=warmup,
+                            binary=binary,
+                        )
+                        results.append(_run_on_device(dev, cmd, t, d, b, seq, th, timeout_s))
+    settings = {
+        "seq_lens": list(seq_lens),
+        "threads": list(threads),
+        "batches": list(batch),
+        "runs": runs,
+        "warmup": warmup,
+        "tool": "benchmark_model",
+        "started": now_iso(),
+        "inputs": "benchmark_model random inputs within --input_layer_value_range",
+    }
+    return new_report(results, roofline={}, machine=machine, settings=settings)
+
+
+def _adb_plan(
+    targets: Sequence[str | Path | Target | None], backends: Sequence[str] | None
+) -> tuple[list[str], list[Target]]:
+    """The delegates and targets to run, refused before a device is touched: an unknown
+    delegate, or a target that is not a .tflite artifact, would fail only after the push."""
     delegates = list(backends) if backends else list(DELEGATES)
     unknown = [d for d in delegates if d not in DELEGATES]
     if unknown:
@@ -400,8 +446,13 @@ def bench_adb(
                 f"{t.path}: --adb benchmarks .tflite artifacts; convert with "
                 "albert-edge convert --to tflite first"
             )
-    dev = _device_serial(serial)
-    machine = _device_info(dev)
+    return delegates, resolved
+
+
+def _install_benchmark_model(dev: str, benchmark_model: str | Path | None) -> str:
+    """The device path of ``benchmark_model``: pushed from ``benchmark_model`` when given,
+    else one already on the device (a missing one is named before any artifact is
+    pushed). Returns the path to run."""
     _check(_run(adb_args(dev, "shell", "mkdir", "-p", DEVICE_DIR), 60))
     binary = f"{DEVICE_DIR}/benchmark_model"
     if benchmark_model is not None:
@@ -415,75 +466,69 @@ def bench_adb(
             f"no {binary} on the device; pass --benchmark-model PATH (TFLite's prebuilt "
             "android_aarch64_benchmark_model, see benchmarks/README.md)"
         )
-    results = []
-    for t in resolved:
-        assert t.model_file is not None
-        vocab = (t.config or {}).get("vocab_size")
-        if not isinstance(vocab, int):
-            raise BenchmarkError(
-                f"{t.path}: no config.json with vocab_size beside the model; "
-                "token ids must stay inside the vocabulary"
-            )
-        remote = f"{DEVICE_DIR}/{t.model_file.name}"
-        _check(_run(adb_args(dev, "push", str(t.model_file), remote), 600))
-        sigs = read_signatures(t.model_file)
-        for seq in seq_lens:
-            sig = next((s for s in sigs if s.seq_len == seq), None)
-            for b in batch:
-                for d in delegates:
-                    uses_threads = DELEGATES[d][2]
-                    for th in threads if uses_threads else threads[:1]:
-                        if sig is None:
-                            r = empty_result(
-                                artifact=t.name,
-                                format="tflite",
-                                precision=t.precision or "unknown",
-                                backend=d,
-                                device=DELEGATES[d][1],
-                                batch=b,
-                                seq_len=seq,
-                                threads=th if uses_threads else 1,
-                                status="skipped",
-                                reason=f"no signature of length {seq} (has "
-                                f"{', '.join(str(s.seq_len) for s in sigs)})",
-                            )
-                            results.append(r)
-                            continue
-                        cmd = build_benchmark_args(
-                            graph=remote,
-                            signature=sig,
-                            vocab_size=vocab,
-                            batch=b,
-                            delegate=d,
-                            threads=th,
-                            runs=runs,
-                            warmup=warmup,
-                            binary=binary,
-                        )
-                        proc = _run(adb_args(dev, "shell", shlex.join(cmd)), timeout_s)
-                        parsed = parse_benchmark_output(proc.stdout + "\n" + proc.stderr)
-                        r = result_from_output(
-                            parsed,
-                            target=t,
-                            delegate=d,
-                            batch=b,
-                            seq_len=seq,
-                            threads=th,
-                            returncode=proc.returncode,
-                        )
-                        r["command"] = shlex.join(cmd)
-                        results.append(r)
-    settings = {
-        "seq_lens": list(seq_lens),
-        "threads": list(threads),
-        "batches": list(batch),
-        "runs": runs,
-        "warmup": warmup,
-        "tool": "benchmark_model",
-        "started": now_iso(),
-        "inputs": "benchmark_model random inputs within --input_layer_value_range",
-    }
-    return new_report(results, roofline={}, machine=machine, settings=settings)
+    return binary
+
+
+def _push_target(dev: str, t: Target) -> tuple[str, int, list[SignatureInputs]]:
+    """Push ``t``'s .tflite; returns its device path, its vocabulary size (token ids must
+    stay inside it, see the module docstring) and its signatures."""
+    assert t.model_file is not None
+    vocab = (t.config or {}).get("vocab_size")
+    if not isinstance(vocab, int):
+        raise BenchmarkError(
+            f"{t.path}: no config.json with vocab_size beside the model; "
+            "token ids must stay inside the vocabulary"
+        )
+    remote = f"{DEVICE_DIR}/{t.model_file.name}"
+    _check(_run(adb_args(dev, "push", str(t.model_file), remote), 600))
+    return remote, vocab, read_signatures(t.model_file)
+
+
+def _no_signature(
+    t: Target, delegate: str, batch: int, seq: int, threads: int, sigs: list[SignatureInputs]
+) -> dict[str, Any]:
+    """A skipped result for a length the artifact has no signature for (a fixed-length
+    .tflite runs only its buckets), naming the lengths it has."""
+    uses_threads = DELEGATES[delegate][2]
+    return empty_result(
+        artifact=t.name,
+        format="tflite",
+        precision=t.precision or "unknown",
+        backend=delegate,
+        device=DELEGATES[delegate][1],
+        batch=batch,
+        seq_len=seq,
+        threads=threads if uses_threads else 1,
+        status="skipped",
+        reason=f"no signature of length {seq} (has {', '.join(str(s.seq_len) for s in sigs)})",
+    )
+
+
+def _run_on_device(
+    dev: str,
+    cmd: list[str],
+    t: Target,
+    delegate: str,
+    batch: int,
+    seq: int,
+    threads: int,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """Run one ``benchmark_model`` command line on the device and turn its log into a
+    result, the command kept beside it so that the row can be reproduced by hand."""
+    proc = _run(adb_args(dev, "shell", shlex.join(cmd)), timeout_s)
+    parsed = parse_benchmark_output(proc.stdout + "\n" + proc.stderr)
+    r = result_from_output(
+        parsed,
+        target=t,
+        delegate=delegate,
+        batch=batch,
+        seq_len=seq,
+        threads=threads,
+        returncode=proc.returncode,
+    )
+    r["command"] = shlex.join(cmd)
+    return r
 
 
 def _check(proc: subprocess.CompletedProcess[str]) -> None:

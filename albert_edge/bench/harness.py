@@ -12,10 +12,11 @@ estimated or filled in: a field that was not measured is ``null``.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from albert_edge.bench.child import run_child
@@ -240,6 +241,145 @@ def _check_positive(name: str, values: Iterable[int]) -> tuple[int, ...]:
     return vals
 
 
+def _check_rounds(rounds: int, runs: int | None, rows_path: str | Path | None) -> None:
+    """Refuse the ``--rounds`` combinations that cannot be pooled, before anything runs."""
+    if rounds < 1:
+        raise BenchmarkError(f"--rounds must be positive, got {rounds}")
+    if rounds > 1 and runs is None:
+        raise BenchmarkError("--rounds needs a fixed --runs (the adaptive policy decides per run)")
+    if rounds > 1 and rows_path is not None:
+        raise BenchmarkError("--rounds cannot resume from a row log; drop one of the two")
+
+
+def _policies(
+    runs: int | None, warmup: int | None, policy: Mapping[str, Any] | None, rounds: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run policy the report records, and one interleaved visit's share of it.
+
+    Why two: with ``rounds`` > 1 each visit times ``ceil(runs / rounds)`` runs after the
+    same warm-up, and the report must say how many runs were pooled in all."""
+    if runs is not None and runs <= 0:
+        raise BenchmarkError(f"--runs must be positive, got {runs}")
+    if warmup is not None and warmup < 0:
+        raise BenchmarkError(f"--warmup must be >= 0, got {warmup}")
+    pol = {**DEFAULT_POLICY, **(policy or {})}
+    if runs is not None:
+        pol["runs"] = runs
+    if warmup is not None:
+        pol["warmup"] = warmup
+    # one visit of an interleaved round: its share of the runs, the same warm-up
+    visit = dict(pol, runs=max(1, -(-runs // rounds))) if runs is not None else pol
+    if rounds > 1:
+        pol["runs"] = visit["runs"] * rounds
+    return pol, visit
+
+
+def _check_memory(
+    targets: Sequence[Target], batches: Sequence[int], seq_lens: Sequence[int]
+) -> None:
+    """Refuse, before anything is tokenized or timed, a batch × length whose activations
+    cannot fit in the memory available now, in one line naming the batch, length and GiB.
+
+    Why: ``--batch 1000000000`` died of a MemoryError traceback while tokenizing (or, at
+    a batch the parent could still tokenize, would have grown a child until the kernel
+    killed it). The bound is verify's (:func:`albert_edge.verify.grid_memory_bytes`, a
+    lower estimate read from the config), for one model: verify holds the PyTorch
+    reference beside the artifact, a benchmark child holds only the artifact. Lengths past
+    the model's positions are skipped rows, never run, so they are not bounded here; a
+    target without a config.json cannot be bounded and is let through.
+    """
+    import psutil
+
+    from albert_edge.verify import grid_memory_bytes
+
+    available = int(psutil.virtual_memory().available)
+    for t in targets:
+        if not t.config:
+            continue
+        max_pos = _max_positions(t)
+        runnable = [s for s in seq_lens if max_pos is None or s <= max_pos]
+        if not runnable:
+            continue
+        batch, seq = max(batches), max(runnable)
+        config = SimpleNamespace(**t.config)
+        need = grid_memory_bytes(config, batch * choices_of(t), seq) // 2  # the artifact alone
+        if need > available:
+            raise BenchmarkError(
+                f"{t.path}: batch {batch} at sequence length {seq} needs at least "
+                f"{need / 2**30:,.1f} GiB of memory for activations, "
+                f"{available / 2**30:.1f} GiB is available; use a smaller --batch or --seq-lens"
+            )
+
+
+def _plan_jobs(
+    targets: Sequence[Target],
+    backends: Sequence[str] | None,
+    threads: Sequence[int],
+    shapes: list[tuple[int, int]],
+) -> list[_Job]:
+    """One job per (target, backend, threads): each becomes one child process. A GPU
+    backend runs once (threads do not apply to it); one that cannot run here is a job
+    with its skip reason, so the report says why instead of leaving the row out."""
+    requested = list(backends) if backends else None
+    jobs: list[_Job] = []
+    for t in targets:
+        for name in pick_backends(t, requested):
+            b = BACKENDS[name]
+            reason = gpu_unavailable_reason(b)
+            for th in threads if b.device == "cpu" else threads[:1]:
+                jobs.append(_Job(t, b, th, shapes, reason))
+    return jobs
+
+
+def _write_feeds(
+    targets: Sequence[Target],
+    shapes: Sequence[tuple[int, int]],
+    sentences: Sequence[str],
+    work: Path,
+) -> dict[tuple[int, int, int], str]:
+    """Tokenize once per target and shape into ``work``: every backend then reads the
+    same tokens from the same file. Keyed (target index, batch, seq)."""
+    import numpy as np
+
+    feeds: dict[tuple[int, int, int], str] = {}
+    for ti, t in enumerate(targets):
+        max_pos = _max_positions(t)
+        for batch, seq in shapes:
+            if max_pos is not None and seq > max_pos:
+                continue  # a skipped row, never run: its tokens would only cost memory
+            path = work / f"feeds-{ti}-b{batch}-s{seq}.npz"
+            np.savez(path, **make_feeds(t, sentences, batch, seq))  # type: ignore[arg-type]
+            feeds[(ti, batch, seq)] = str(path)
+    return feeds
+
+
+@dataclass
+class _Run:
+    """What every job of one :func:`bench` call shares: its targets, their token files,
+    the policy, the row log, the roofline once measured, and the progress bar's step."""
+
+    targets: list[Target]
+    feeds: dict[tuple[int, int, int], str]
+    work: Path
+    policy: dict[str, Any]
+    keep_samples: bool
+    timeout_s: float
+    log: Any
+    advance: Callable[..., None]
+    roof: dict[str, Any] = field(default_factory=dict)
+
+
+def _advancer(bar: Any, total: int) -> Callable[..., None]:
+    """``advance(desc=None, n=1)``: step the progress bar (a no-op under --quiet)."""
+    task = bar.add_task("benchmark", total=total) if bar is not None else None
+
+    def advance(desc: str | None = None, n: int = 1) -> None:
+        if bar is not None and task is not None:
+            bar.update(task, advance=n, **({"description": desc} if desc else {}))
+
+    return advance
+
+
 def bench(
     targets: Sequence[str | Path | Target | None] = (None,),
     *,
@@ -271,140 +411,46 @@ def bench(
     visits every shape of every one in turn, the order rotating (see
     :mod:`albert_edge.bench.interleave`), so that load which comes and goes hits every
     artifact alike instead of whichever row was being timed (rows measured one after
-    another drifted by up to 1.6x on a 2-core VM).
+    another drifted by up to 1.6x on a 2-core VM). A batch × length whose activations
+    cannot fit in the memory available is refused before anything is tokenized.
     """
-    if rounds < 1:
-        raise BenchmarkError(f"--rounds must be positive, got {rounds}")
-    if rounds > 1 and runs is None:
-        raise BenchmarkError("--rounds needs a fixed --runs (the adaptive policy decides per run)")
-    if rounds > 1 and rows_path is not None:
-        raise BenchmarkError("--rounds cannot resume from a row log; drop one of the two")
+    _check_rounds(rounds, runs, rows_path)
     batches = _check_positive("batch", batches)
     seq_lens = _check_positive("seq-lens", seq_lens)
     threads = _check_positive("threads", threads)
-    if runs is not None and runs <= 0:
-        raise BenchmarkError(f"--runs must be positive, got {runs}")
-    if warmup is not None and warmup < 0:
-        raise BenchmarkError(f"--warmup must be >= 0, got {warmup}")
-    pol = {**DEFAULT_POLICY, **(policy or {})}
-    if runs is not None:
-        pol["runs"] = runs
-    if warmup is not None:
-        pol["warmup"] = warmup
-    # one visit of an interleaved round: its share of the runs, the same warm-up
-    visit = dict(pol, runs=max(1, -(-runs // rounds))) if runs is not None else pol
-    if rounds > 1:
-        pol["runs"] = visit["runs"] * rounds
+    pol, visit = _policies(runs, warmup, policy, rounds)
     resolved = [_as_target(t) for t in (targets or (None,))]
-    requested = list(backends) if backends else None
+    _check_memory(resolved, batches, seq_lens)
     shapes = sorted(((b, s) for b in batches for s in seq_lens), key=lambda x: (x[0] * x[1], x))
     sentences, inputs_label = load_sentences(data)
-
-    jobs: list[_Job] = []
-    for t in resolved:
-        for name in pick_backends(t, requested):
-            b = BACKENDS[name]
-            reason = gpu_unavailable_reason(b)
-            for th in threads if b.device == "cpu" else threads[:1]:
-                jobs.append(_Job(t, b, th, shapes, reason))
+    jobs = _plan_jobs(resolved, backends, threads, shapes)
 
     machine = machine_info()
-    results: list[dict[str, Any]] = []
     log = _row_log(rows_path, resolved, jobs, shapes, pol, inputs_label)
-    roof: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="albert-edge-bench-") as tmp:
         work = Path(tmp)
-        feeds: dict[tuple[int, int, int], str] = {}
-        for ti, t in enumerate(resolved):
-            for batch, seq in shapes:
-                import numpy as np
-
-                path = work / f"feeds-{ti}-b{batch}-s{seq}.npz"
-                np.savez(path, **make_feeds(t, sentences, batch, seq))  # type: ignore[arg-type]
-                feeds[(ti, batch, seq)] = str(path)
-
-        runnable = [j for j in jobs if j.skip_reason is None]
-        total = sum(len(j.shapes) for j in runnable) * rounds + (1 if roofline and runnable else 0)
-        bar = _progress(progress)
-        with bar if bar is not None else nullcontext():
-            task = bar.add_task("benchmark", total=total) if bar is not None else None
-
-            def advance(desc: str | None = None, n: int = 1) -> None:
-                if bar is not None and task is not None:
-                    bar.update(task, advance=n, **({"description": desc} if desc else {}))
-
-            if roofline and runnable:
-                advance("roofline: GEMM throughput", 0)
-                roof = _run_roofline(
-                    resolved, runnable, shapes, threads, work, timeout_s, roofline_min_time_s
-                )
-                advance()
-                if roof.get("gpu_name"):
-                    machine["gpu"] = roof["gpu_name"]
-            if rounds > 1:
-                results.extend(
-                    _measure_rounds(
-                        resolved,
-                        jobs,
-                        feeds,
-                        visit,
-                        rounds,
-                        roof,
-                        work,
-                        timeout_s,
-                        keep_samples,
-                        advance,
-                    )
-                )
-            for job in jobs if rounds == 1 else ():
-                desc = f"{job.target.name} · {job.backend.name} · {job.threads} thr"
-                if log is not None:  # resume: keep what an interrupted run measured
-                    kept = _logged_rows(log, job)
-                    if kept:
-                        results.extend(kept)
-                        done = {(r["batch"], r["seq_len"]) for r in kept}
-                        if job.skip_reason is None:
-                            advance(desc, len(done))
-                        job = replace(job, shapes=[x for x in job.shapes if x not in done])
-                        if not job.shapes:
-                            continue
-                if job.skip_reason is not None:
-                    worker: dict[str, Any] = {"status": "skipped", "reason": job.skip_reason}
-                else:
-                    advance(desc, 0)
-                    todo, too_long = _too_long(job)
-                    spec = _spec(job, todo, feeds, resolved.index(job.target), pol, keep_samples)
-                    reported: list[Any] = []
-
-                    def on_progress(
-                        event: Mapping[str, Any],
-                        reported: list[Any] = reported,
-                        desc: str = desc,
-                        job: _Job = job,
-                    ) -> None:
-                        reported.append(event)
-                        row = event.get("row")
-                        if log is not None and isinstance(row, dict):
-                            one = replace(job, shapes=[(row["batch"], row["seq_len"])])
-                            log.append(_build_results(one, {"status": "ok", "shapes": [row]}, roof))
-                        advance(desc)
-
-                    if todo:
-                        worker = run_child(
-                            spec,
-                            work,
-                            threads=job.threads,
-                            timeout_s=timeout_s,
-                            on_progress=on_progress,
-                        )
-                    else:
-                        worker = {"status": "ok", "shapes": []}
-                    advance(desc, len(job.shapes) - len(reported))
-                    worker.setdefault("shapes", []).extend(too_long)
-                built = _build_results(job, worker, roof)
-                results.extend(built)
-                if log is not None:
-                    log.append(built)  # complete rows (load time included) win on resume
+        run = _Run(
+            targets=resolved,
+            feeds=_write_feeds(resolved, shapes, sentences, work),
+            work=work,
+            policy=pol,
+            keep_samples=keep_samples,
+            timeout_s=timeout_s,
+            log=log,
+            advance=_advancer(None, 0),  # a no-op until _measure opens the progress bar
+        )
+        results = _measure(
+            run,
+            jobs,
+            shapes,
+            threads,
+            machine,
+            progress=progress,
+            rounds=rounds,
+            visit=visit,
+            roofline=roofline,
+            roofline_min_time_s=roofline_min_time_s,
+        )
     settings: dict[str, Any] = {
         "batches": list(batches),
         "seq_lens": list(seq_lens),
@@ -414,12 +460,121 @@ def bench(
     }
     if rounds > 1:
         settings["rounds"] = rounds
-    report = new_report(results, roofline=roof, machine=machine, settings=settings)
+    report = new_report(results, roofline=run.roof, machine=machine, settings=settings)
     if log is not None and log.resumed:
         report.setdefault("notes", []).append(
             f"resumed: {log.resumed} row(s) measured by an interrupted run were kept"
         )
     return report
+
+
+def _measure(
+    run: _Run,
+    jobs: Sequence[_Job],
+    shapes: Sequence[tuple[int, int]],
+    threads: Sequence[int],
+    machine: dict[str, Any],
+    *,
+    progress: bool,
+    rounds: int,
+    visit: Mapping[str, Any],
+    roofline: bool,
+    roofline_min_time_s: float,
+) -> list[dict[str, Any]]:
+    """Under one progress bar: the roofline first (every row's bound needs it), then every
+    job, one after another or interleaved (``rounds`` > 1). ``machine`` gains the GPU's
+    name when the roofline child saw one."""
+    runnable = [j for j in jobs if j.skip_reason is None]
+    total = sum(len(j.shapes) for j in runnable) * rounds + (1 if roofline and runnable else 0)
+    bar = _progress(progress)
+    results: list[dict[str, Any]] = []
+    with bar if bar is not None else nullcontext():
+        run.advance = _advancer(bar, total)
+        if roofline and runnable:
+            run.advance("roofline: GEMM throughput", 0)
+            run.roof = _run_roofline(
+                run.targets,
+                runnable,
+                shapes,
+                threads,
+                run.work,
+                run.timeout_s,
+                roofline_min_time_s,
+            )
+            run.advance()
+            if run.roof.get("gpu_name"):
+                machine["gpu"] = run.roof["gpu_name"]
+        if rounds > 1:
+            results.extend(
+                _measure_rounds(
+                    run.targets,
+                    jobs,
+                    run.feeds,
+                    visit,
+                    rounds,
+                    run.roof,
+                    run.work,
+                    run.timeout_s,
+                    run.keep_samples,
+                    run.advance,
+                )
+            )
+        for job in jobs if rounds == 1 else ():
+            results.extend(_measure_job(run, job))
+    return results
+
+
+def _measure_job(run: _Run, job: _Job) -> list[dict[str, Any]]:
+    """The rows of one job: those a resumed row log already holds are kept, the rest
+    timed in one child (or skipped with the job's reason); the complete rows are then
+    logged, load time included, so that they win over the streamed ones on resume."""
+    desc = f"{job.target.name} · {job.backend.name} · {job.threads} thr"
+    kept: list[dict[str, Any]] = []
+    if run.log is not None:  # resume: keep what an interrupted run measured
+        kept = _logged_rows(run.log, job)
+        if kept:
+            done = {(r["batch"], r["seq_len"]) for r in kept}
+            if job.skip_reason is None:
+                run.advance(desc, len(done))
+            job = replace(job, shapes=[x for x in job.shapes if x not in done])
+            if not job.shapes:
+                return kept
+    if job.skip_reason is not None:
+        worker: dict[str, Any] = {"status": "skipped", "reason": job.skip_reason}
+    else:
+        worker = _time_job(run, job, desc)
+    built = _build_results(job, worker, run.roof)
+    if run.log is not None:
+        run.log.append(built)  # complete rows (load time included) win on resume
+    return kept + built
+
+
+def _time_job(run: _Run, job: _Job, desc: str) -> dict[str, Any]:
+    """Time ``job``'s shapes in its child; each row is logged as soon as the child
+    reports it (an interrupted run loses at most the row being timed). Lengths past the
+    model's positions come back as skipped rows, not timed."""
+    run.advance(desc, 0)
+    todo, too_long = _too_long(job)
+    spec = _spec(job, todo, run.feeds, run.targets.index(job.target), run.policy, run.keep_samples)
+    reported: list[Any] = []
+
+    def on_progress(event: Mapping[str, Any]) -> None:
+        reported.append(event)
+        row = event.get("row")
+        if run.log is not None and isinstance(row, dict):
+            one = replace(job, shapes=[(row["batch"], row["seq_len"])])
+            run.log.append(_build_results(one, {"status": "ok", "shapes": [row]}, run.roof))
+        run.advance(desc)
+
+    if todo:
+        worker = run_child(
+            spec, run.work, threads=job.threads, timeout_s=run.timeout_s, on_progress=on_progress
+        )
+    else:
+        worker = {"status": "ok", "shapes": []}
+    run.advance(desc, len(job.shapes) - len(reported))
+    worker.setdefault("shapes", []).extend(too_long)
+    return worker
 
 
 def _spec(
@@ -445,12 +600,19 @@ def _spec(
     }
 
 
+def _max_positions(target: Target) -> int | None:
+    """The model's position count from its config.json (None: unknown). Longer lengths
+    are skipped rows: never tokenized, bounded or timed."""
+    max_pos = (target.config or {}).get("max_position_embeddings")
+    return max_pos if isinstance(max_pos, int) else None
+
+
 def _too_long(job: _Job) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
     """The shapes ``job`` can time, and skipped rows for those past the model's positions."""
-    max_pos = (job.target.config or {}).get("max_position_embeddings")
+    max_pos = _max_positions(job.target)
     todo, skipped = [], []
     for b, s in job.shapes:
-        if isinstance(max_pos, int) and s > max_pos:
+        if max_pos is not None and s > max_pos:
             skipped.append(
                 {
                     "batch": b,
@@ -564,10 +726,14 @@ def _run_roofline(
     for t in targets:
         if not t.config:
             continue
-        k = choices_of(t)
+        k, max_pos = choices_of(t), _max_positions(t)
         for batch, seq in shapes:
+            if max_pos is not None and seq > max_pos:
+                continue  # a skipped row has no bound to compute
             for length in {seq, run_length(t, seq)}:
                 gemms.update(gemm_shapes(t.config, batch * length * k))
+    if not gemms and any(t.config for t in targets):
+        return {"errors": ["every length is past the model's positions: nothing to bound"]}
     if not gemms:
         return {"errors": ["no target has a config.json: the model's GEMM shapes are unknown"]}
     cpu_threads = sorted({j.threads for j in jobs if j.backend.device == "cpu"}) or list(threads)

@@ -23,30 +23,28 @@ Definitions (the same functions fill ``manifest.json``'s ``sizes`` at convert ti
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx_ir as ir
 
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.io import require_model_file
-from albert_edge.onnx.quant_graph import INT4_DECODE_OPS
+from albert_edge.onnx.ops import (
+    INT4_DECODE_OPS,
+    INT_WEIGHT_OPS,
+    QUANT_MARKER_OPS,
+    WEIGHT_OPS,
+)
 from albert_edge.torch_model import CONFIG_KEYS
 from converters.onnx_export import METADATA_KEY  # defined where it is written; re-exported
 
-# Weight-consuming ops → index of the weight input.
-FLOAT_WEIGHT_OPS = {"MatMul": 1, "Gemm": 1, "Attention": 1, "FusedMatMul": 1}
-INT_WEIGHT_OPS = {
-    "MatMulInteger": 1,
-    "DynamicQuantizeMatMul": 1,
-    "MatMulIntegerToFloat": 1,
-    "QAttention": 1,
-    "MatMulNBits": 1,
-    "MatMulBnb4": 1,
-    "QLinearMatMul": 3,
-    "QGemm": 3,
-}
+if TYPE_CHECKING:
+    import onnx
+
 # Inputs of quantized ops that are scales / zero points / indices, not parameters.
 QUANT_META_INPUTS = {
     "DequantizeLinear": (1, 2),
@@ -74,6 +72,8 @@ _PASS_THROUGH = (
     "Flatten",
     *INT4_DECODE_OPS,  # the weight (table) is its 4-bit codes
 )
+# What a weight may pass through between its initializer and the op that applies it.
+_WEIGHT_PATH = (*_PASS_THROUGH, "DequantizeLinear", "DynamicQuantizeLinear")
 _PARAM_DTYPES = {
     ir.DataType.FLOAT,
     ir.DataType.FLOAT16,
@@ -169,89 +169,244 @@ def tensor_accounting(model: ir.Model) -> dict[str, Any]:
     }
 
 
-def _trace_weight(value: ir.Value | None) -> tuple[ir.Value | None, list[str]]:
-    """Follow pass-through ops, DequantizeLinear and DynamicQuantizeLinear back to an
-    initializer (None if activation). DynamicQuantizeLinear on a weight is how optimum's
-    int8 export feeds MatMulInteger from an fp32 initializer, quantized again every run:
-    such a MatMul computes in int8 but stores its weight fp32, and must count as such."""
+def trace_weight(value: ir.Value | None) -> tuple[ir.Value | None, list[str]]:
+    """The initializer ``value`` is computed from (None if an activation) and the ops in
+    between, nearest last: pass-through ops, DequantizeLinear, DynamicQuantizeLinear and
+    the int4 decodes. DynamicQuantizeLinear on a weight is how optimum's int8 export feeds
+    MatMulInteger from an fp32 initializer, quantized again every run: such a MatMul
+    computes in int8 but stores its weight fp32, and must count as such."""
     chain: list[str] = []
     cur = value
-    for _ in range(8):
+    for _ in range(16):
         if cur is None:
             return None, chain
         if cur.is_initializer() or cur.const_value is not None:
             return cur, chain
         node = cur.producer()
-        if node is None or node.op_type not in (
-            *_PASS_THROUGH,
-            "DequantizeLinear",
-            "DynamicQuantizeLinear",
-        ):
+        if node is None or node.op_type not in _WEIGHT_PATH:
             return None, chain
-        if node.op_type == "Constant":
-            return cur, chain
         chain.append(node.op_type)
         cur = node.inputs[0] if node.inputs else None
     return None, chain
 
 
-def _is_int(value: ir.Value) -> bool:
-    t = value.const_value
-    return t is not None and t.dtype in (
+_INT_DTYPES = frozenset(
+    {
         ir.DataType.INT8,
         ir.DataType.UINT8,
         ir.DataType.INT4,
         ir.DataType.UINT4,
         ir.DataType.INT16,
         ir.DataType.UINT16,
+    }
+)
+_HALF_DTYPES = frozenset({ir.DataType.FLOAT16, ir.DataType.BFLOAT16})
+
+
+def _np_dtype(t: ir.TensorProtocol) -> str:
+    try:
+        return str(t.dtype.numpy())
+    except (TypeError, ValueError):
+        return t.dtype.name.lower()
+
+
+@dataclass(frozen=True)
+class WeightUse:
+    """One node applying a constant weight, and how it computes with it.
+
+    ``how``: "int8"/"int4" (an integer op on a stored integer weight), "qdq" (a float op
+    fed by DequantizeLinear of an integer weight: ONNX Runtime fuses the pair into an
+    integer kernel at load), "fp16" (a float op on an fp16/bf16 weight), "float", or
+    "float weight, quantized at every run" (an integer op fed an fp32 weight).
+    """
+
+    node: str
+    op_type: str
+    weight: str  # the initializer the weight comes from
+    chain: tuple[str, ...]  # ops between the initializer and the node
+    dtype: str
+    quantized: bool  # reads the weight as a stored integer tensor
+    how: str
+
+    @property
+    def half(self) -> bool:
+        return self.how == "fp16"
+
+
+def _weight_use(node: ir.Node, weight: ir.Value, chain: list[str]) -> WeightUse:
+    t = weight.const_value
+    assert t is not None
+    integer = t.dtype in _INT_DTYPES
+    if node.op_type in INT_WEIGHT_OPS:
+        how = "int4" if node.op_type == "MatMulBnb4" or "Int4Weight" in chain else "int8"
+        if node.op_type == "MatMulNBits":
+            how = f"int{_attr_int(node, 'bits', 4)}"
+        if t.dtype.is_floating_point():  # optimum: DynamicQuantizeLinear(Identity(W))
+            how = "float weight, quantized at every run"
+    elif "DequantizeLinear" in chain:
+        how = "qdq"
+    elif t.dtype in _HALF_DTYPES:
+        how = "fp16"
+    else:
+        how = "float"
+    quantized = integer and (how == "qdq" or node.op_type in INT_WEIGHT_OPS)
+    return WeightUse(
+        str(node.name or ""),
+        node.op_type,
+        str(weight.name),
+        tuple(chain),
+        _np_dtype(t),
+        quantized,
+        how,
     )
 
 
-def weight_matmuls(model: ir.Model) -> list[dict[str, Any]]:
-    """Every node multiplying by a constant weight, and whether that weight is integer."""
-    found: list[dict[str, Any]] = []
+def weight_matmuls(model: ir.Model) -> list[WeightUse]:
+    """Every node of ``model`` that multiplies by a constant weight (:data:`WEIGHT_OPS`).
+
+    Activation × activation MatMuls (QKᵀ, softmax·V) are not weight MatMuls and are not
+    listed."""
+    uses: list[WeightUse] = []
     for node in model.graph:
-        if node.op_type in INT_WEIGHT_OPS:
-            slot = INT_WEIGHT_OPS[node.op_type]
-        elif node.op_type in FLOAT_WEIGHT_OPS:
-            slot = FLOAT_WEIGHT_OPS[node.op_type]
-        else:
+        entry = WEIGHT_OPS.get(node.op_type)
+        if entry is None or node.domain not in ("", "ai.onnx", "com.microsoft"):
             continue
+        slot = entry[0]
         if len(node.inputs) <= slot:
             continue
-        weight, chain = _trace_weight(node.inputs[slot])
-        if weight is None:
-            continue
-        if node.op_type in INT_WEIGHT_OPS:
-            quantized = _is_int(weight)  # stored integer, not quantized at run time
-        else:
-            quantized = "DequantizeLinear" in chain and _is_int(weight)
-        dtype = weight.const_value.dtype if weight.const_value is not None else None
-        found.append(
-            {
-                "node": node.name,
-                "op_type": node.op_type,
-                "weight": weight.name,
-                "quantized": quantized,
-                "half": not quantized and dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16),
-            }
-        )
+        weight, chain = trace_weight(node.inputs[slot])
+        if weight is not None and weight.const_value is not None:
+            uses.append(_weight_use(node, weight, chain))
+    return uses
+
+
+def matmul_counts(model: ir.Model, *, executed: bool = False) -> dict[str, Any]:
+    """The one count of weight MatMuls: ``matmuls_quantized`` (computing on an integer
+    weight) and ``matmuls_fp16`` (on an fp16 weight) of ``matmuls_total``, per op, and the
+    ones that compute in fp32 by name (``float_matmuls``).
+
+    ``executed``: ``model`` is the graph ONNX Runtime runs (:func:`ort_optimized_model`),
+    where a MatMul still fed by DequantizeLinear is one ORT did not fuse into an integer
+    kernel, so it computes in float; in a stored graph that pair is what ORT fuses at load
+    and counts as quantized. That is the one difference between "what the file says" and
+    "what ORT runs", and it is this flag.
+    """
+    uses = weight_matmuls(model)
+
+    def integer(u: WeightUse) -> bool:
+        return u.quantized and not (executed and u.how == "qdq")
+
+    by_op: dict[str, dict[str, int]] = {}
+    for u in uses:
+        entry = by_op.setdefault(u.op_type, {"total": 0, "quantized": 0})
+        entry["total"] += 1
+        entry["quantized"] += int(integer(u))
+    return {
+        "matmuls_total": len(uses),
+        "matmuls_quantized": sum(integer(u) for u in uses),
+        "matmuls_fp16": sum(u.half for u in uses),
+        "matmuls_by_op": by_op,
+        "float_matmuls": [
+            u.node or f"<{u.op_type} on {u.weight}>" for u in uses if not (integer(u) or u.half)
+        ],
+        "by_kind": dict(Counter(f"{u.op_type}:{u.how}" for u in uses)),
+    }
+
+
+def quantization_markers(model: ir.Model) -> list[str]:
+    """Why ``model`` is not an fp32 graph: quantized ops and reduced-precision weights."""
+    ops = Counter(n.op_type for n in model.graph if n.op_type in QUANT_MARKER_OPS)
+    found = [f"{n} {op}" for op, n in sorted(ops.items())]
+    low = [
+        v.name
+        for v in model.graph.initializers.values()
+        if v.const_value is not None
+        and v.const_value.dtype in _HALF_DTYPES
+        and len(v.const_value.shape) >= 2
+    ]
+    if low:
+        found.append(f"{len(low)} fp16/bf16 weight tensors")
     return found
 
 
-def matmul_counts(model: ir.Model) -> dict[str, Any]:
-    uses = weight_matmuls(model)
-    by_op: dict[str, dict[str, int]] = {}
-    for u in uses:
-        entry = by_op.setdefault(u["op_type"], {"total": 0, "quantized": 0})
-        entry["total"] += 1
-        entry["quantized"] += int(u["quantized"])
-    return {
-        "matmuls_total": len(uses),
-        "matmuls_quantized": sum(int(u["quantized"]) for u in uses),
-        "matmuls_fp16": sum(int(u["half"]) for u in uses),
-        "matmuls_by_op": by_op,
+def shared_weights(model: ir.Model) -> list[dict[str, Any]]:
+    """Weights applied by more than one node: name, shape, dtype and how many nodes apply it.
+
+    Counted through DequantizeLinear/Reshape/Transpose (QDQ graphs apply a shared weight
+    as one DequantizeLinear feeding L MatMuls): what matters is that L consumers read one
+    stored tensor; embedding tables read by several gathers count too.
+    """
+    per_weight: dict[str, set[str]] = {}
+    values: dict[str, ir.Value] = {}
+    for u in weight_matmuls(model):
+        per_weight.setdefault(u.weight, set()).add(u.node or u.op_type)
+    for node in model.graph:
+        if node.op_type in ("Gather", "GatherBlockQuantized") and node.inputs:
+            init, _ = trace_weight(node.inputs[0])
+            if init is not None and init.name is not None:
+                per_weight.setdefault(init.name, set()).add(node.name or node.op_type)
+                values[init.name] = init
+    inits = model.graph.initializers
+    out = []
+    for name, nodes in sorted(per_weight.items()):
+        v = inits.get(name) or values.get(name)
+        if len(nodes) > 1 and v is not None and v.const_value is not None:
+            t = v.const_value
+            out.append(
+                {
+                    "name": name,
+                    "shape": list(t.shape.numpy()),
+                    "dtype": _np_dtype(t),
+                    "consumers": len(nodes),
+                }
+            )
+    return out
+
+
+def initializer_bytes(model: ir.Model) -> int:
+    """Bytes of every initializer's payload (what the quantizer's size bound measures)."""
+    return sum(
+        int(v.const_value.nbytes)
+        for v in model.graph.initializers.values()
+        if v.const_value is not None
+    )
+
+
+def ort_optimized_model(
+    model: ir.Model | onnx.ModelProto | bytes, level: str = "extended"
+) -> onnx.ModelProto:
+    """The graph ONNX Runtime (CPU) actually executes, after its load-time optimisations,
+    as ORT writes it (a proto: ``ir.from_proto`` it to count with
+    ``matmul_counts(..., executed=True)``).
+
+    Why: a QDQ graph "runs quantized" only if ORT fuses DequantizeLinear → MatMul into an
+    integer kernel (QLinearMatMul, MatMulIntegerToFloat, MatMulNBits) when it loads it;
+    reading the optimised graph ORT writes out lets checks, tests and benchmarks count
+    what it runs.
+    """
+    import tempfile
+
+    import onnx
+    import onnxruntime as ort
+
+    if isinstance(model, ir.Model):
+        data = ir.to_proto(model).SerializeToString()
+    else:
+        data = model if isinstance(model, bytes) else model.SerializeToString()
+    levels = {
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
     }
+    with tempfile.TemporaryDirectory(prefix="albert-edge-ort-") as d:
+        out = Path(d) / "optimized.onnx"
+        so = ort.SessionOptions()
+        so.graph_optimization_level = levels[level]
+        so.optimized_model_filepath = str(out)
+        so.intra_op_num_threads = 1
+        so.log_severity_level = 3
+        ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        return onnx.load(str(out))
 
 
 def infer_precision(model: ir.Model) -> str:
@@ -268,7 +423,7 @@ def infer_precision(model: ir.Model) -> str:
         return "int8-static"
     if "DequantizeLinear" in ops:
         return "int8-dynamic"
-    if any(u["half"] for u in weight_matmuls(model)):  # the weight products read fp16
+    if any(u.half for u in weight_matmuls(model)):  # the weight products read fp16
         return "fp16"
     weights = [t for _, t in _stored(model) if t.dtype.is_floating_point() and t.size > 1]
     half = sum(t.size for t in weights if t.dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16))
@@ -360,6 +515,7 @@ def describe_model(model: ir.Model, path: Path | None, file_bytes: int) -> dict[
     config = albert_config(model, path)
     intact, problems = factorization(model, config)
     acc = tensor_accounting(model)
+    counts = matmul_counts(model)
     info: dict[str, Any] = {
         "format": "onnx",
         "path": str(path) if path is not None else None,
@@ -371,7 +527,10 @@ def describe_model(model: ir.Model, path: Path | None, file_bytes: int) -> dict[
         "file_bytes": int(file_bytes),
         **{k: acc[k] for k in ("unique_tensor_bytes", "duplicate_tensor_bytes", "unique_params")},
         "initializers": len(model.graph.initializers),
-        **matmul_counts(model),
+        **{
+            k: counts[k]
+            for k in ("matmuls_total", "matmuls_quantized", "matmuls_fp16", "matmuls_by_op")
+        },
         "factorized_embedding_intact": intact,
         "op_counts": op_counts(model.graph),
     }

@@ -1,4 +1,7 @@
-"""ONNX conversion: export → graph passes → (quantize) → write → verify → manifest.
+"""ONNX conversion: export → graph passes → (quantize) → write → the target's record.
+
+The graph is one ``onnx_ir.Model`` from export to the written file: passes,
+quantization, the facts and the requirements all read it, and it is serialized once.
 
 Called by :func:`albert_edge.convert.convert` with a temporary output directory that is
 renamed into place only when everything succeeded; ``model.onnx`` itself is also written
@@ -16,7 +19,6 @@ from albert_edge.errors import UnsupportedError
 from albert_edge.io import describe_os_error
 
 if TYPE_CHECKING:
-    import onnx
     import onnx_ir as ir
 
     from albert_edge.checkpoint import Checkpoint
@@ -51,11 +53,11 @@ def check_request(ckpt: Checkpoint, options: ConvertOptions) -> None:
             )
     if options.precision != "fp32":
         try:
-            from albert_edge.onnx.quantize import check_options
+            from albert_edge.onnx.quant import check_options
         except ImportError:
             raise UnsupportedError(
                 f"--precision {options.precision} is not available in this build "
-                "(albert_edge.onnx.quantize is missing); use --precision fp32"
+                "(albert_edge.onnx.quant is missing); use --precision fp32"
             ) from None
         check_options(options)
 
@@ -104,12 +106,16 @@ def optimize(ckpt: Checkpoint, options: ConvertOptions) -> tuple[ir.Model, list[
     return run_passes(model, build_passes(ckpt, options))
 
 
-def write_model(proto: onnx.ModelProto, path: Path) -> int:
-    """Serialize ``proto`` to ``path`` via temp file + rename; returns the bytes written.
+def write_model(model: ir.Model, path: Path) -> int:
+    """Serialize ``model`` to ``path`` via temp file + rename; returns the bytes written.
 
-    Any failure (ENOSPC mid-write included) removes the temp file and leaves no
-    ``path`` behind.
+    The one serialization of the written graph (the bytes ``onnx.save`` would write: the
+    protobuf of ``ir.to_proto``). Any failure (ENOSPC mid-write included) removes the temp
+    file and leaves no ``path`` behind.
     """
+    import onnx_ir as ir
+
+    proto = ir.to_proto(model)
     size = proto.ByteSize()
     if size > _PROTO_LIMIT:
         raise UnsupportedError(
@@ -139,31 +145,27 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
     """Write ``out_dir/onnx/model*.onnx`` (name per precision, see :mod:`albert_edge.layout`) for ``ckpt``; return the target's
     record: model file, facts, pass log (verify, the tokenizer files, the manifest and the
     card are :func:`albert_edge.convert.finish_artifact`'s)."""
-    import onnx_ir as ir
-
-    from albert_edge.facts import MATMUL_KEYS, SIZE_KEYS, describe_onnx, reconcile_quantization
+    from albert_edge.facts import describe_onnx
     from albert_edge.progress import step
     from converters.onnx_export import albert_metadata
 
     check_request(ckpt, options)
     with step(f"ONNX export + graph passes (opset {options.opset}, optimize {options.optimize})"):
         model, log = optimize(ckpt, options)
-    proto = ir.to_proto(model)
-    del model
     quantization: dict[str, Any] | None = None
     if options.precision != "fp32":
-        from albert_edge.onnx.quantize import quantize_model
+        from albert_edge.onnx.quant import quantize_model
 
         with step(f"quantize ({options.precision})"):
-            proto, quantization = quantize_model(proto, ckpt, options)
+            model, quantization = quantize_model(model, ckpt, options)
     from albert_edge.layout import onnx_model_file, source_record
 
     model_rel = onnx_model_file(options.precision)
     path = Path(out_dir) / model_rel
     path.parent.mkdir(parents=True, exist_ok=True)
-    file_bytes = write_model(proto, path)
+    file_bytes = write_model(model, path)
     info = describe_onnx(
-        ir.from_proto(proto),
+        model,
         path,
         file_bytes,
         precision=options.precision,
@@ -172,27 +174,28 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
     )
     from albert_edge.onnx.requirements import artifact_requirements
 
-    requirements = artifact_requirements(proto, quantization, verified=options.verify)
-    del proto
+    requirements = artifact_requirements(model, quantization, verified=options.verify)
+    del model
+    from albert_edge.manifest import artifact_record
+
     manifest: dict[str, Any] = {
-        "target": "onnx",
-        "source": source_record(ckpt),
-        "head": ckpt.head.name,
+        **artifact_record(
+            "onnx",
+            source=source_record(ckpt),
+            head=ckpt.head.name,
+            precision=options.precision,
+            model_file=model_rel,
+            inputs=info["inputs"],
+            outputs=info["outputs"],
+            facts=info,
+        ),
         "opset": options.opset,
-        "precision": options.precision,
         "optimize": options.optimize,
-        "model_file": model_rel,
         "max_sequence_length": int(ckpt.config.max_position_embeddings),
-        "inputs": info["inputs"],
-        "outputs": info["outputs"],
         "albert": albert_metadata(ckpt),
         "passes": log,
-        "sizes": {k: info[k] for k in SIZE_KEYS},
-        **{k: info[k] for k in MATMUL_KEYS},
-        "factorized_embedding_intact": info["factorized_embedding_intact"],
-        "files": [model_rel],
     }
     if quantization is not None:
-        manifest["quantization"] = reconcile_quantization(quantization, info)
+        manifest["quantization"] = quantization
     manifest["requirements"] = requirements
     return manifest

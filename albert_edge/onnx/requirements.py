@@ -19,6 +19,7 @@ from albert_edge.errors import AlbertEdgeError
 
 if TYPE_CHECKING:
     import onnx
+    import onnx_ir as ir
 
 MS_DOMAIN = "com.microsoft"
 
@@ -76,11 +77,23 @@ def _max_version(versions: list[str]) -> str:
     return max(versions, key=parse_version) if versions else "1.7"
 
 
-def graph_requirements(model: onnx.ModelProto) -> dict[str, Any]:
+def _opsets_and_ops(model: onnx.ModelProto | ir.Model) -> tuple[dict[str, int], Counter[Any]]:
+    """(domain → opset, (domain, op) → count) of an onnx_ir model or a proto (what
+    :mod:`albert_edge.onnx.runtime` reads)."""
+    m: Any = model
+    if hasattr(m, "opset_imports"):  # onnx_ir
+        opsets = {(d or "ai.onnx"): int(v) for d, v in m.opset_imports.items()}
+        nodes: Any = m.graph
+    else:
+        opsets = {(o.domain or "ai.onnx"): int(o.version) for o in m.opset_import}
+        nodes = m.graph.node
+    return opsets, Counter((n.domain or "ai.onnx", n.op_type) for n in nodes)
+
+
+def graph_requirements(model: onnx.ModelProto | ir.Model) -> dict[str, Any]:
     """The manifest's ``"requirements"``: opsets, contrib ops used, and the minimum
     onnxruntime version (with the op that sets it)."""
-    opsets = {(o.domain or "ai.onnx"): int(o.version) for o in model.opset_import}
-    ops = Counter((n.domain or "ai.onnx", n.op_type) for n in model.graph.node)
+    opsets, ops = _opsets_and_ops(model)
     contrib = sorted(op for (domain, op) in ops if domain == MS_DOMAIN)
     needs: dict[str, str] = {}
     onnx_opset = opsets.get("ai.onnx")
@@ -106,12 +119,12 @@ def graph_requirements(model: onnx.ModelProto) -> dict[str, Any]:
 
 
 def artifact_requirements(
-    model: onnx.ModelProto, quantization: dict[str, Any] | None, verified: bool
+    model: onnx.ModelProto | ir.Model, quantization: dict[str, Any] | None, verified: bool
 ) -> dict[str, Any]:
     """:func:`graph_requirements` plus the int8 recipe and the kernels it was checked on.
 
     ``accurate_on`` is what the recipe guarantees by its arithmetic
-    (:mod:`albert_edge.onnx.recipes`); ``verified_on`` is where this artifact was actually
+    (:mod:`albert_edge.onnx.quant.recipes`); ``verified_on`` is where this artifact was actually
     run against PyTorch: this machine's kernel family when ``convert`` verified it here.
     """
     from albert_edge.errors import UnsupportedError

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from albert_edge import duplicates
 from albert_edge.errors import PassError
 
 if TYPE_CHECKING:
@@ -153,10 +154,10 @@ def dedup_buffers(model: ModelT) -> int:
 
 def duplicate_groups(model: ModelT) -> list[list[int]]:
     """Groups of constant buffers with identical bytes (empty when deduplicated)."""
-    by_hash: dict[str, list[int]] = defaultdict(list)
-    for bid in sorted(constant_buffer_ids(model)):
-        by_hash[hashlib.sha256(buffer_bytes(model, bid)).hexdigest()].append(bid)
-    return [ids for ids in by_hash.values() if len(ids) > 1]
+    return duplicates.duplicate_groups(
+        (bid, hashlib.sha256(buffer_bytes(model, bid)).hexdigest())
+        for bid in sorted(constant_buffer_ids(model))
+    )
 
 
 def drop_unused_buffers(model: ModelT) -> None:

@@ -53,56 +53,131 @@ def analyze_model(model: Any, file_bytes: int, *, data: bytes | None = None) -> 
     """The inspect report of a parsed model (see module docstring for definitions).
 
     ``data``: the file's bytes, to report its LiteRT metadata with the associated files
-    packed in its zip tail (``litert_metadata``, ``associated_files_bytes``)."""
+    packed in its zip tail (``litert_metadata``, ``associated_files_bytes``). Its keys
+    feed :func:`albert_edge.facts.tflite_facts`: each step below computes some of them,
+    the assembly here keeps their names and order."""
     from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite.litert_metadata import metadata_report
     from albert_edge.tflite.op_versions import check_runtime
 
     types = fb.tensor_type_names()
-    ops = fb.builtin_names()
     const_ids = fb.constant_buffer_ids(model)
+    by_hash, sizes = _constant_contents(model, const_ids)
+    first_tensor = _first_tensors(model, const_ids)
+    op_versions = _op_versions(model)
+    census = _op_census(model, const_ids)
+    meta = fb.get_metadata(model) or {}
+    offending = check_runtime(op_versions)
+    litert = metadata_report(model, data) if data is not None else None
+    return {
+        "format": "tflite",
+        "file_bytes": file_bytes,
+        "unique_tensor_bytes": sum(sizes[ids[0]] for ids in by_hash.values()),
+        "duplicate_tensor_bytes": sum(sizes[i] for ids in by_hash.values() for i in ids[1:]),
+        "duplicate_buffer_groups": sum(1 for ids in by_hash.values() if len(ids) > 1),
+        "unique_params": _unique_params(by_hash, sizes, first_tensor, types),
+        "has_fp16_constants": any(
+            types.get(first_tensor[b].type, "") == "FLOAT16" for b in const_ids
+        ),
+        "constant_buffers": len(const_ids),
+        "buffers": len(model.buffers),
+        "subgraphs": len(model.subgraphs),
+        "tensors": sum(len(sg.tensors) for sg in model.subgraphs),
+        "operators": sum(len(sg.operators) for sg in model.subgraphs),
+        "factorized_embedding_intact": _factorized_embedding(
+            {tuple(int(d) for d in first_tensor[b].shape) for b in const_ids}, meta
+        ),
+        "quantized_fully_connected": census["matmul_ops"]["FULLY_CONNECTED"]["quantized"],
+        "quantized_batch_matmul": census["matmul_ops"]["BATCH_MATMUL"]["quantized"],
+        **census,
+        "op_versions": dict(sorted(op_versions.items())),
+        "signatures": _signatures(model, types),
+        "min_runtime_version": _min_runtime_version(model),
+        "tflite_runtime_2_14": {
+            "loads_on_tflite_runtime_2_14": not offending,
+            "offending_ops": offending,
+        },
+        "loads_on_tflite_runtime_2_14": not offending,
+        "albert_edge": meta or None,
+        "litert_metadata": litert,
+        "associated_files_bytes": litert["associated_files_bytes"] if litert else 0,
+    }
+
+
+def _constant_contents(
+    model: Any, const_ids: set[int]
+) -> tuple[dict[str, list[int]], dict[int, int]]:
+    """Constant buffers grouped by the sha256 of their bytes (ids ascending), and each
+    one's size. Why by content: two buffers with equal bytes are a duplicate the converter
+    failed to share; tensors pointing at one buffer are sharing and count once."""
+    from albert_edge.tflite import flatbuffer as fb
+
     by_hash: dict[str, list[int]] = {}
     sizes: dict[int, int] = {}
     for bid in sorted(const_ids):
         raw = fb.buffer_bytes(model, bid)
         sizes[bid] = len(raw)
         by_hash.setdefault(hashlib.sha256(raw).hexdigest(), []).append(bid)
-    unique = sum(sizes[ids[0]] for ids in by_hash.values())
-    duplicate = sum(sizes[i] for ids in by_hash.values() for i in ids[1:])
+    return by_hash, sizes
 
-    # Parameters: elements of each distinct constant buffer, via the first tensor using it.
+
+def _first_tensors(model: Any, const_ids: set[int]) -> dict[int, Any]:
+    """The first tensor reading each constant buffer: a buffer has no dtype or shape of
+    its own, the tensors using it carry them."""
     first_tensor: dict[int, Any] = {}
     for sg in model.subgraphs:
         for t in sg.tensors:
             if int(t.buffer) in const_ids:
                 first_tensor.setdefault(int(t.buffer), t)
+    return first_tensor
+
+
+def _unique_params(
+    by_hash: dict[str, list[int]],
+    sizes: dict[int, int],
+    first_tensor: dict[int, Any],
+    types: dict[int, str],
+) -> int:
+    """Parameters: elements of each distinct constant content, via its first tensor's
+    dtype (a shared weight is counted once, like the checkpoint's accounting)."""
     unique_params = 0
     for ids in by_hash.values():
         t = first_tensor[ids[0]]
         unique_params += sizes[ids[0]] // _ITEMSIZE.get(types.get(t.type, ""), 1)
+    return unique_params
 
+
+def _op_versions(model: Any) -> dict[str, int]:
+    """The highest version of each builtin (or named custom) op: what a runtime must
+    implement to load the file (see :mod:`albert_edge.tflite.op_versions`)."""
+    from albert_edge.tflite import flatbuffer as fb
+
+    ops = fb.builtin_names()
     op_versions: dict[str, int] = {}
     for oc in model.operatorCodes or []:
         name = ops.get(fb.opcode_builtin(oc), "CUSTOM")
         if name == "CUSTOM" and oc.customCode:
             name = "CUSTOM:" + oc.customCode.decode()
         op_versions[name] = max(op_versions.get(name, 0), int(oc.version))
+    return op_versions
 
+
+def _op_census(model: Any, const_ids: set[int]) -> dict[str, Any]:
+    """Ops counted by kind: ``matmul_ops`` (FULLY_CONNECTED / BATCH_MATMUL, total and
+    with an integer operand), ``weight_matmuls`` (a constant operand, possibly through a
+    DEQUANTIZE of a constant: the ONNX side's definition, activation × activation
+    products left out), ``float_compute_ops`` (ops computing a float32 output, casts and
+    lookups aside) and ``op_counts``. Why: they say whether quantization reached the
+    products that hold the weights."""
+    from albert_edge.tflite import flatbuffer as fb
+
+    types, ops = fb.tensor_type_names(), fb.builtin_names()
     op_counts: Counter[str] = Counter()
     matmul = {k: {"total": 0, "quantized": 0} for k in _MATMULS}
     float_compute: Counter[str] = Counter()
-    # Weight products (a constant operand, possibly through a DEQUANTIZE of a constant):
-    # the same definition as the ONNX side, activation x activation products left out.
     weight_matmuls = {"total": 0, "quantized": 0}
     for sg in model.subgraphs:
-        dequantized_consts = {
-            int(op.outputs[0])
-            for op in sg.operators
-            if ops.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex])) == "DEQUANTIZE"
-            and op.inputs is not None
-            and len(op.inputs)
-            and int(sg.tensors[op.inputs[0]].buffer) in const_ids
-        }
+        weights = _dequantized_constants(model, sg, const_ids)
         for op in sg.operators:
             name = ops.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex]), "CUSTOM")
             op_counts[name] += 1
@@ -112,7 +187,7 @@ def analyze_model(model: Any, file_bytes: int, *, data: bytes | None = None) -> 
                 if any(t in _INT_TYPES for t in in_types):
                     matmul[name]["quantized"] += 1
                 if any(
-                    i >= 0 and (int(sg.tensors[i].buffer) in const_ids or i in dequantized_consts)
+                    i >= 0 and (int(sg.tensors[i].buffer) in const_ids or i in weights)
                     for i in op.inputs
                 ):
                     weight_matmuls["total"] += 1
@@ -121,8 +196,33 @@ def analyze_model(model: Any, file_bytes: int, *, data: bytes | None = None) -> 
                 types.get(sg.tensors[i].type, "") == "FLOAT32" for i in op.outputs
             ):
                 float_compute[name] += 1
+    return {
+        "matmul_ops": matmul,
+        "weight_matmuls": weight_matmuls,
+        "float_compute_ops": dict(sorted(float_compute.items())),
+        "op_counts": dict(sorted(op_counts.items())),
+    }
 
-    meta = fb.get_metadata(model) or {}
+
+def _dequantized_constants(model: Any, sg: Any, const_ids: set[int]) -> set[int]:
+    """Tensors of ``sg`` that a DEQUANTIZE computes from a constant: weights stored
+    quantized and widened at run time, still weights to the products reading them."""
+    from albert_edge.tflite import flatbuffer as fb
+
+    ops = fb.builtin_names()
+    return {
+        int(op.outputs[0])
+        for op in sg.operators
+        if ops.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex])) == "DEQUANTIZE"
+        and op.inputs is not None
+        and len(op.inputs)
+        and int(sg.tensors[op.inputs[0]].buffer) in const_ids
+    }
+
+
+def _signatures(model: Any, types: dict[int, str]) -> list[dict[str, Any]]:
+    """Each signature's name, sequence length (``input_ids``' last dimension) and its
+    inputs and outputs: a fixed-length artifact runs one signature per length bucket."""
     signatures = []
     for sd in model.signatureDefs or []:
         sg = model.subgraphs[sd.subgraphIndex]
@@ -143,10 +243,14 @@ def analyze_model(model: Any, file_bytes: int, *, data: bytes | None = None) -> 
                 "outputs": outs,
             }
         )
+    return signatures
 
-    # Factorized embedding: the V×E table and the E×H projection are separate tensors and
-    # no V×H tensor exists. Dimensions from our metadata, else from the largest table.
-    shapes = {tuple(int(d) for d in first_tensor[b].shape) for b in const_ids}
+
+def _factorized_embedding(shapes: set[tuple[int, ...]], meta: dict[str, Any]) -> bool | None:
+    """Whether the factorized embedding survived: the V×E table and the E×H projection
+    are separate constants and no V×H tensor exists (a converter that folded them would
+    store V×H). Dimensions from our metadata, else from the largest constant; None when
+    neither says."""
     cfg = meta.get("config", {})
     V, E, H = cfg.get("vocab_size"), cfg.get("embedding_size"), cfg.get("hidden_size")
     if V is None and shapes:
@@ -161,47 +265,18 @@ def analyze_model(model: Any, file_bytes: int, *, data: bytes | None = None) -> 
             has_proj = (H, E) in shapes or (E, H) in shapes
             no_vh = not any(int(np.prod(s)) == V * H for s in shapes if s)
             factorized = has_table and has_proj and no_vh
+    return factorized
+
+
+def _min_runtime_version(model: Any) -> str | None:
+    """The ``min_runtime_version`` the converter recorded in the file's metadata, if any."""
+    from albert_edge.tflite import flatbuffer as fb
 
     min_runtime = None
     for md in model.metadata or []:
         if (md.name or b"").decode() == "min_runtime_version":
             min_runtime = fb.buffer_bytes(model, md.buffer).rstrip(b"\x00").decode(errors="replace")
-    offending = check_runtime(op_versions)
-    litert = metadata_report(model, data) if data is not None else None
-    return {
-        "format": "tflite",
-        "file_bytes": file_bytes,
-        "unique_tensor_bytes": unique,
-        "duplicate_tensor_bytes": duplicate,
-        "duplicate_buffer_groups": sum(1 for ids in by_hash.values() if len(ids) > 1),
-        "unique_params": unique_params,
-        "has_fp16_constants": any(
-            types.get(first_tensor[b].type, "") == "FLOAT16" for b in const_ids
-        ),
-        "constant_buffers": len(const_ids),
-        "buffers": len(model.buffers),
-        "subgraphs": len(model.subgraphs),
-        "tensors": sum(len(sg.tensors) for sg in model.subgraphs),
-        "operators": sum(len(sg.operators) for sg in model.subgraphs),
-        "factorized_embedding_intact": factorized,
-        "quantized_fully_connected": matmul["FULLY_CONNECTED"]["quantized"],
-        "quantized_batch_matmul": matmul["BATCH_MATMUL"]["quantized"],
-        "matmul_ops": matmul,
-        "weight_matmuls": weight_matmuls,
-        "float_compute_ops": dict(sorted(float_compute.items())),
-        "op_counts": dict(sorted(op_counts.items())),
-        "op_versions": dict(sorted(op_versions.items())),
-        "signatures": signatures,
-        "min_runtime_version": min_runtime,
-        "tflite_runtime_2_14": {
-            "loads_on_tflite_runtime_2_14": not offending,
-            "offending_ops": offending,
-        },
-        "loads_on_tflite_runtime_2_14": not offending,
-        "albert_edge": meta or None,
-        "litert_metadata": litert,
-        "associated_files_bytes": litert["associated_files_bytes"] if litert else 0,
-    }
+    return min_runtime
 
 
 def inspect_tflite(path: str | Path) -> dict[str, Any]:

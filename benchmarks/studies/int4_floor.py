@@ -3,7 +3,7 @@
 
 For the trained SST-2 model (``albert_edge/models/sst2-albert-tiny``) and an albert-base
 shaped random model, converts int4 at each requested ``--block-size`` (per weight the block
-is capped to divide K: :func:`albert_edge.onnx.quantize.int4_block_size`) and reports:
+is capped to divide K: :func:`albert_edge.onnx.quant.int4_block_size`) and reports:
 
 * size ÷ floor (``albert_edge.facts``: file bytes over checkpoint params × 0.5 bytes) and
   the file's bytes by kind: word-table codes / scales, MatMulNBits codes / scales, the
@@ -130,7 +130,7 @@ def scale_alternatives(ckpt: Path, work: Path, default_row: dict[str, Any]) -> l
     from safetensors.numpy import load_file
 
     from albert_edge.data import read_sst2
-    from albert_edge.onnx.quant_embed import _quantize_blocks
+    from albert_edge.onnx.quant.tables import _quantize_blocks
 
     built = build(ckpt, work / "int4-wide", "int4-wide")
     wide = work / "int4-wide-variant"  # scored copy; the built artifact stays as written

@@ -6,8 +6,8 @@ Compares, on ALBERT's V×E shapes (tiny E=64, albert-base E=128; V=30000):
 * ``fp32`` — Gather on the float table (the size to beat);
 * ``GatherBlockQuantized`` — the com.microsoft contrib op albert-edge used to write
   (uint8 codes, one fp16 scale per row); built here by hand for the comparison;
-* ``standard`` — what albert-edge writes now (:func:`albert_edge.onnx.passes.quant.embed.gather_rows`
-  via :func:`~albert_edge.onnx.passes.quant.embed.quantize_word_table`): Gather of the int8 codes
+* ``standard`` — what albert-edge writes now (:func:`albert_edge.onnx.quant.embed.gather_rows`
+  via :func:`~albert_edge.onnx.quant.embed.quantize_word_table`): Gather of the int8 codes
   and of the fp16 row scales, Cast, Mul — ai.onnx ops only.
 
 For each: file bytes, the largest float initializer in the graph ONNX Runtime runs after
@@ -85,7 +85,7 @@ def _gbq_model(w: Any) -> Any:
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
-    from albert_edge.onnx.quant_embed import _quantize_blocks
+    from albert_edge.onnx.quant.tables import _quantize_blocks
 
     e = int(w.shape[1])
     block = 16
@@ -120,8 +120,8 @@ def _gbq_model(w: Any) -> Any:
 
 
 def _standard_model(w: Any) -> Any:
-    from albert_edge.onnx.passes.quant.embed import quantize_word_table_proto
-    from albert_edge.onnx.quant_embed import find_word_table
+    from albert_edge.onnx.quant.embed import find_word_table_proto as find_word_table
+    from albert_edge.onnx.quant.embed import quantize_word_table_proto
 
     model = _gather_model(w)
     use = find_word_table(model, int(w.shape[0]))
@@ -139,7 +139,7 @@ def _largest_float_initializer(path: Path) -> int:
     """Bytes of the largest float initializer in the graph ORT runs after optimization."""
     import onnx
 
-    from albert_edge.onnx.quant_graph import ort_optimized_model
+    from albert_edge.onnx.inspect import ort_optimized_model
 
     runs = ort_optimized_model(onnx.load(str(path)).SerializeToString(), "all")
     sizes = [

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -275,3 +276,41 @@ def test_cli_bad_input_is_one_line(args: list[str], needle: str, tiny_onnx: Path
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def test_memory_bound_is_verify_s_for_the_artifact_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bench`` refuses a batch × length no memory holds with verify's bound for one
+    model (a benchmark child holds the artifact, verify the reference beside it), at the
+    largest batch and the longest length the model has positions for; lengths past them
+    are skipped rows and are not bounded. The default shapes of an xxlarge config fit."""
+    import psutil
+
+    from albert_edge.bench.harness import _check_memory
+    from albert_edge.bench.targets import Target
+    from albert_edge.errors import BenchmarkError
+    from albert_edge.verify import grid_memory_bytes
+
+    tiny = {
+        "hidden_size": 128,
+        "intermediate_size": 512,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 512,
+    }
+    xxlarge = dict(tiny, hidden_size=4096, intermediate_size=16384, num_attention_heads=64)
+    t = Target(path=tmp_path / "tiny", format="onnx", name="tiny", config=tiny)
+    big = Target(path=tmp_path / "xxl", format="onnx", name="xxl", config=xxlarge)
+    _check_memory([t, big], (1,), (128,))  # the default shapes
+    with pytest.raises(BenchmarkError, match=r"tiny: batch 1000000000 at sequence length 64 "):
+        _check_memory([t], (1, 10**9), (8, 64, 100_000))  # 100000: past the 512 positions
+    _check_memory([t], (10**9,), (100_000,))  # only a skipped row: nothing to bound
+    _check_memory([Target(path=tmp_path, format="onnx", name="x")], (10**9,), (128,))  # no config
+
+    # the threshold: one model's share of verify's estimate against what is available
+    one = grid_memory_bytes(SimpleNamespace(**tiny), 1000, 128) // 2
+    available = 3 * one  # batch 3000 fits exactly; verify's two-model bound would refuse it
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=available))
+    _check_memory([t], (3000,), (128,))
+    with pytest.raises(BenchmarkError, match=r"batch 3001 at sequence length 128 .* GiB"):
+        _check_memory([t], (3001,), (128,))

@@ -129,7 +129,7 @@ def test_tokenizer_json_matches_fast_slow_and_own_tokenizer(client_artifacts) ->
 
 def test_quantize_command_writes_the_same_layout(client_artifacts, tmp_path) -> None:
     """``albert-edge quantize`` re-targets config.json's transformers.js dtype."""
-    from albert_edge.onnx.quantize import quantize_artifact
+    from albert_edge.onnx.quant.artifact import quantize_artifact
     from albert_edge.options import ConvertOptions
 
     out = tmp_path / "q4"

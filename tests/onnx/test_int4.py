@@ -1,6 +1,6 @@
 """int4 stored, int8 computed (``--int4-kernel int8``, the default int4 form).
 
-What :mod:`albert_edge.onnx.passes.quant.int4` promises, each checked so it can fail:
+What :mod:`albert_edge.onnx.quant.int4` promises, each checked so it can fail:
 
 * ``pack``/``decode``: the int8 weight is exactly ``q · m`` with ``|q| ≤ 7``, within the
   recipe's bound (63 portable, 126 full range), and dequantized within half a block step
@@ -26,9 +26,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from albert_edge.errors import PassError, QuantizationError
+from albert_edge.onnx.inspect import ort_optimized_model
 from albert_edge.onnx.passes import run_passes
-from albert_edge.onnx.passes.quant import QuantState, build_passes, recipe
-from albert_edge.onnx.passes.quant.int4 import (
+from albert_edge.onnx.quant import QuantState, build_passes, recipe
+from albert_edge.onnx.quant.int4 import (
     DOMAIN,
     OP,
     ROWS_OP,
@@ -43,9 +44,8 @@ from albert_edge.onnx.passes.quant.int4 import (
     multiplier_max,
     pack,
 )
-from albert_edge.onnx.quant_embed import _quantize_blocks, decode_log_scales, table_scale_format
-from albert_edge.onnx.quant_graph import ort_optimized_model
-from albert_edge.onnx.recipes import SATURATION_FREE_MAX_ABS
+from albert_edge.onnx.quant.recipes import SATURATION_FREE_MAX_ABS
+from albert_edge.onnx.quant.tables import _quantize_blocks, decode_log_scales, table_scale_format
 from tests.onnx.graphs import clone, op_types, run_ort
 from tests.onnx.test_quant_passes import _f, _model, _state, _two_matmuls, _x
 
@@ -443,8 +443,7 @@ def _decoded_weights(model: onnx.ModelProto) -> list[np.ndarray]:
 
 
 def test_default_int4_artifact(tiny_int4) -> None:
-    from albert_edge.onnx.inspect import inspect_onnx
-    from albert_edge.onnx.quant_graph import runtime_matmul_counts
+    from albert_edge.onnx.inspect import inspect_onnx, matmul_counts
 
     manifest = json.loads((tiny_int4["int4"] / "manifest.json").read_text())
     q = manifest["quantization"]
@@ -479,7 +478,7 @@ def test_default_int4_artifact(tiny_int4) -> None:
     # the graph ONNX Runtime runs: no Int4* node, every weight a stored int8 tensor
     ran = ort_optimized_model(model, level="all")
     assert not [n for n in ran.graph.node if n.op_type in INT4_OPS or n.domain == DOMAIN]
-    rt = runtime_matmul_counts(model)
+    rt = matmul_counts(ir.from_proto(ran), executed=True)
     assert rt["matmuls_quantized"] == rt["matmuls_total"] == info["matmuls_total"]
     inits = {t.name: t for t in ran.graph.initializer}
     tables = [
@@ -492,7 +491,7 @@ def test_default_int4_artifact(tiny_int4) -> None:
 
 def test_int4_kernel_nbits_and_full_range_target(tiny_int4) -> None:
     from albert_edge.checkpoint import load_checkpoint
-    from albert_edge.onnx.quantize import quantize_model
+    from albert_edge.onnx.quant import quantize_model
     from albert_edge.options import ConvertOptions
 
     fp32 = onnx.load(str(tiny_int4["fp32"] / "onnx" / "model.onnx"))
@@ -538,7 +537,7 @@ def test_folded_tables_take_any_even_embedding_size() -> None:
     """Unpacked at load, a 4-bit table needs no MatMulNBits block: any divisor of E (the
     whole row up to --block-size) — E=100 and E=24 convert where the power-of-two rule
     refused them; a tied decoder (MatMulNBits reads the codes) keeps that rule."""
-    from albert_edge.onnx.quant_embed import table_block_size
+    from albert_edge.onnx.quant.tables import table_block_size
 
     assert table_block_size(100, 4, 256, fold=True) == 100
     assert table_block_size(24, 4, 256, fold=True) == 24

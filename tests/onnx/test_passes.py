@@ -358,7 +358,7 @@ def test_split_skip_ln_bias_lands_in_the_quantized_matmul(tiny_groups_export, tm
     """The reason the bias is its own Add: after ORT's dynamic quantization, session load
     folds it into DynamicQuantizeMatMul's bias input, and each residual Sum adds two
     tensors. Left inside the Sum, the bias stayed a broadcast third operand."""
-    from albert_edge.onnx.quantize import quantize_model
+    from albert_edge.onnx.quant import quantize_model
     from albert_edge.options import ConvertOptions
 
     model, ckpt = tiny_groups_export

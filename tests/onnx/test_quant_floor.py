@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from albert_edge.cli import _quantization_options, build_parser
-from albert_edge.onnx.passes.quant.embed import (
+from albert_edge.onnx.quant import int4_block_size
+from albert_edge.onnx.quant.embed import (
     quantize_side_tables_proto as quantize_side_tables,
 )
-from albert_edge.onnx.passes.quant.embed import (
+from albert_edge.onnx.quant.embed import (
     quantize_word_table_proto as quantize_word_table,
 )
-from albert_edge.onnx.quant_embed import _quantize_blocks, find_word_table, side_tables
-from albert_edge.onnx.quantize import int4_block_size
+from albert_edge.onnx.quant.tables import _quantize_blocks, find_word_table, side_tables
 from albert_edge.options import ConvertOptions
 
 
@@ -59,7 +60,7 @@ def test_side_table_int8_per_column_reads_the_same_rows() -> None:
     pos = (rng.normal(size=(512, 16)) * np.linspace(0.01, 1.0, 16)).astype(np.float32)
     small = rng.normal(size=(512, 1)).astype(np.float32)  # 512 values: too small to pay
     model = _gather_model({"word": word, "pos": pos, "types": small})
-    assert side_tables(model, "word") == ["pos"]
+    assert side_tables(ir.from_proto(model), "word") == ["pos"]
     ids = np.array([0, 7, 511, 3])
     ref = _run(model, ids)
     facts = quantize_side_tables(model, "word")
@@ -94,7 +95,7 @@ def test_word_table_one_byte_scales_agree_with_codes() -> None:
     assert np.all(deq[8] == 0)
     model = _gather_model({"word": w})
     ids = np.array([1, 299, 5, 7, 8])
-    use = find_word_table(model, 300)
+    use = find_word_table(ir.from_proto(model), 300)
     assert use is not None
     facts = quantize_word_table(model, use, bits=8, block_size=64, qdq=False)
     assert "fp16 scales" in facts["format"]  # 8-bit tables keep fp16 row scales
@@ -109,7 +110,7 @@ def test_word_table_one_byte_scales_agree_with_codes() -> None:
 
 def _dequantized(w: np.ndarray, bits: int, block: int) -> np.ndarray:
     """The table the stored codes and scales represent, computed here in numpy."""
-    fmt = "u8" if bits == 4 else "fp16"  # albert_edge.onnx.quant_embed.table_scale_format
+    fmt = "u8" if bits == 4 else "fp16"  # albert_edge.onnx.quant.tables.table_scale_format
     codes, stored, sup = _quantize_blocks(w, bits, block, scales=fmt, signed=bits == 8)
     scales = stored.astype(np.float32) * np.float32(sup if sup is not None else 1.0)
     if bits == 4:
@@ -130,7 +131,7 @@ def test_word_table_standard_ops_read_the_stored_rows(bits, block, ids_shape) ->
     """The quantized table is read by ai.onnx ops only (every runtime has them), gives
     exactly the rows its codes × scales represent, for 1-D and 2-D ids, and ONNX Runtime's
     load-time optimizations keep it quantized: no V×E float tensor in the graph it runs."""
-    from albert_edge.onnx.quant_graph import ort_optimized_model
+    from albert_edge.onnx.inspect import ort_optimized_model
 
     rng = np.random.default_rng(bits * block)
     v, e = 3000, 64
@@ -138,7 +139,7 @@ def test_word_table_standard_ops_read_the_stored_rows(bits, block, ids_shape) ->
     model = _gather_model({"word": w})
     ids_info = helper.make_tensor_value_info("ids", TensorProto.INT64, [None] * len(ids_shape))
     model.graph.input[0].CopyFrom(ids_info)
-    use = find_word_table(model, v)
+    use = find_word_table(ir.from_proto(model), v)
     assert use is not None
     facts = quantize_word_table(model, use, bits=bits, block_size=block, qdq=False)
     assert facts["block_size"] == block

@@ -14,18 +14,18 @@ from onnx import TensorProto, helper, numpy_helper
 
 from albert_edge.errors import PassError, QuantizationError, UnsupportedError
 from albert_edge.onnx.passes import run_passes
-from albert_edge.onnx.passes.quant import RECIPES, QuantState, build_passes, recipe
-from albert_edge.onnx.passes.quant.check import (
+from albert_edge.onnx.quant import QUANT_PRECISIONS, RECIPES, QuantState, build_passes, recipe
+from albert_edge.onnx.quant.check import (
     DedupQuantizedPass,
     RunsCheck,
     SaturationCheck,
     SharedWeightsOnceCheck,
     WeightsQuantizedCheck,
 )
-from albert_edge.onnx.passes.quant.ort import OrtDynamicQuantPass
-from albert_edge.onnx.passes.quant.plan import PlanPass
-from albert_edge.onnx.passes.quant.prepare import PrepareGraphPass
-from albert_edge.onnx.passes.quant.rewrite import (
+from albert_edge.onnx.quant.ort import OrtDynamicQuantPass
+from albert_edge.onnx.quant.plan import PlanPass
+from albert_edge.onnx.quant.prepare import PrepareGraphPass
+from albert_edge.onnx.quant.rewrite import (
     GemmToMatMulPass,
     LocateWordTablePass,
     RestoreTiedGemmPass,
@@ -33,8 +33,7 @@ from albert_edge.onnx.passes.quant.rewrite import (
     UnfuseAttentionPass,
     UnfuseEmbedLayerNormPass,
 )
-from albert_edge.onnx.passes.quant.state import model_of
-from albert_edge.onnx.quantize import QUANT_PRECISIONS
+from albert_edge.onnx.quant.state import model_of
 from albert_edge.options import ConvertOptions
 from tests.onnx.graphs import clone, op_types, run_ort
 
@@ -480,7 +479,7 @@ def _table_state(precision: str) -> QuantState:
 
 @pytest.mark.parametrize("precision", ["int8-dynamic", "int4", "int8-static"])
 def test_word_and_side_tables_are_stored_quantized_once(precision: str) -> None:
-    from albert_edge.onnx.passes.quant.embed import QuantizeSideTablesPass, QuantizeWordTablePass
+    from albert_edge.onnx.quant.embed import QuantizeSideTablesPass, QuantizeWordTablePass
 
     model = _tied_table_model()
     feeds = {"ids": np.array([0, 17, 63], np.int64)}
@@ -506,7 +505,7 @@ def test_word_and_side_tables_are_stored_quantized_once(precision: str) -> None:
 
 
 def test_word_table_postcondition_fails_if_the_fp32_table_is_still_read(monkeypatch) -> None:
-    from albert_edge.onnx.passes.quant import embed
+    from albert_edge.onnx.quant import embed
 
     monkeypatch.setattr(
         embed,
@@ -522,7 +521,7 @@ def test_word_table_postcondition_fails_if_the_fp32_table_is_still_read(monkeypa
 
 
 def test_side_table_postcondition_fails_when_the_plan_is_not_met(monkeypatch) -> None:
-    from albert_edge.onnx.passes.quant import embed
+    from albert_edge.onnx.quant import embed
 
     monkeypatch.setattr(embed, "quantize_side_tables", lambda *a, **k: [])
     model = _tied_table_model()

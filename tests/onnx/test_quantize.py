@@ -35,10 +35,10 @@ import pytest
 from albert_edge.checkpoint import Checkpoint, load_checkpoint
 from albert_edge.data import input_file_record
 from albert_edge.errors import QuantizationError, UnsupportedError
-from albert_edge.onnx.inspect import inspect_onnx
+from albert_edge.onnx.inspect import inspect_onnx, ort_optimized_model, weight_matmuls
 from albert_edge.onnx.inspect import matmul_counts as inspector_counts
-from albert_edge.onnx.quant_graph import runtime_matmul_counts, weight_matmuls
-from albert_edge.onnx.quantize import check_options, quantize_artifact, quantize_model
+from albert_edge.onnx.quant import check_options, quantize_model
+from albert_edge.onnx.quant.artifact import quantize_artifact
 from albert_edge.options import ConvertOptions
 
 INT_PRECISIONS = ("int8-dynamic", "int8-static", "int4")
@@ -184,7 +184,7 @@ def check_quantized(
     if precision in INT_PRECISIONS:
         assert counts["matmuls_total"] > 0
         assert counts["matmuls_quantized"] == counts["matmuls_total"], counts
-        rt = runtime_matmul_counts(q)
+        rt = inspector_counts(ir.from_proto(ort_optimized_model(q)), executed=True)
         # int8-static (QDQ, for accelerators) stores a tied MLM decoder's table int8 but
         # ORT's CPU fusions have no integer Gemm for DequantizeLinear(table) → Gemm: the
         # decoder (a head, not an encoder MatMul) computes in fp32 there.
@@ -192,11 +192,14 @@ def check_quantized(
         allowed = tied if precision == "int8-static" else 0
         assert rt["matmuls_total"] - rt["matmuls_quantized"] <= allowed, rt
     else:  # fp16: every weight MatMul reads an fp16 weight
-        uses = weight_matmuls(q)
+        uses = weight_matmuls(ir.from_proto(q))
         assert uses and all(u.dtype == "float16" for u in uses), [
             (u.node, u.dtype) for u in uses if u.dtype != "float16"
         ]
-    assert report["matmuls_quantized"] == report["matmuls_total"]
+    # one count: the report's is the inspector's (integer, or fp16 for fp16)
+    assert report["matmuls_quantized"] + report["matmuls_fp16"] == report["matmuls_total"]
+    for key in ("matmuls_quantized", "matmuls_fp16", "float_matmuls"):
+        assert report[key] == counts[key], key
     assert report["matmuls_total"] == counts["matmuls_total"]
     # 2. no two initializers hold the same bytes
     # (weights, scales, zero points by bytes alone; int64 index constants with dtype+shape)
@@ -270,7 +273,7 @@ def test_every_weight_matmul_quantized(
     assert shared and max(shared.values()) >= uses
     assert report["initializers"] == len(q.graph.initializer)
     assert report["duplicate_initializers"] == []
-    assert report["ratio_to_floor"] <= 1.05
+    assert report["postcondition_weights_ratio"] <= 1.05
 
 
 def test_raw_torchscript_export_is_quantized_in_every_layer(checkpoint, tmp_path) -> None:
@@ -616,7 +619,7 @@ def _int8_weight_codes(q: onnx.ModelProto) -> list[np.ndarray]:
     """The stored int8 codes (minus zero points) of every integer weight MatMul of ``q``."""
     inits = {t.name: t for t in q.graph.initializer}
     codes = []
-    for u in weight_matmuls(q):
+    for u in weight_matmuls(ir.from_proto(q)):
         if u.how in ("int8", "qdq") and u.weight in inits:
             w = onnx.numpy_helper.to_array(inits[u.weight]).astype(np.int32)
             if inits[u.weight].data_type == onnx.TensorProto.UINT8:

@@ -36,8 +36,12 @@ def _small_ckpt(tmp: Path, spiece: Path, head: str = "sequence-classification") 
 
 
 def _convert(tmp_path_factory: Any, ckpt: Path, name: str, **kw: Any) -> tuple[Path, dict]:
+    """fp32 conversions are verified (verify's grid is the one comparison with PyTorch and
+    refuses fp32 beyond 1e-4, every signature bucket); quantized ones are not by default,
+    their SQNR floors are test_verify's."""
     out = tmp_path_factory.mktemp("tfl") / name
-    opts = ConvertOptions(target="tflite", **{"verify": False, **kw})
+    verify = kw.get("precision", "fp32") == "fp32"
+    opts = ConvertOptions(target="tflite", **{"verify": verify, **kw})
     manifest = convert(ckpt, out, opts)
     return out, manifest
 
@@ -178,13 +182,72 @@ def test_artifact_files_and_manifest(small_fp32: tuple[Path, dict]) -> None:
         "token_type_ids",
     }
     assert man["batch"]["signature_batch"] == 1
-    assert man["parity"]["max_abs_error"]["logits"] <= 1e-4
+    # verify is the one comparison: batch 1 and 2, every bucket (13 and 29 run seq_16 and
+    # seq_32 padded, as the LiteRT parity check did), 1, 16 and the maximum
+    ver = man["verification"]
+    assert "parity" not in man and ver["passed"] and "LiteRTRunner" in ver["runtime"]
+    assert ver["batch_sizes"] == [1, 2] and ver["seq_lens"] == [1, 13, 16, 29, 32]
+    assert ver["outputs"]["logits"]["max_abs_err"] <= 1e-4
+    # like ONNX's, files names every file but the manifest, the model first
+    assert man["files"][0] == "model.tflite"
+    assert set(man["files"]) == {p.name for p in out.iterdir()} - {"manifest.json"}
     assert man["postconditions"] == {
         "no_orphan_tensors": True,
         "no_duplicate_buffers": True,
         "factorized_embedding_intact": True,
         "weights_stored_once": True,
     }
+
+
+def test_fp32_beyond_tolerance_is_refused_with_nothing_written(
+    tmp_path: Path, small_ckpt: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One extra pass nudges the classifier bias by 1e-3 in the flatbuffer: a real LiteRT
+    file whose logits differ from PyTorch beyond fp32's 1e-4. Nothing else is stubbed:
+    LiteRT runs the file and verify's grid compares it, inside convert, which refuses in
+    one line and leaves no directory behind (the refusal LiteRT parity used to make)."""
+    from albert_edge.errors import VerificationError
+    from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite import pipeline
+    from albert_edge.tflite.passes import TflitePass
+
+    class NudgeClassifierBias(TflitePass):
+        name = "nudge_classifier_bias"
+
+        def run(self, model: Any) -> dict[str, Any]:
+            for t in model.subgraphs[0].tensors:
+                name = (t.name or b"").decode()
+                if name.endswith("classifier.bias"):
+                    arr = fb.tensor_array(model, t)
+                    assert arr is not None and arr.dtype == np.float32
+                    nudged = (arr + np.float32(1e-3)).astype(np.float32).tobytes()
+                    model.buffers[t.buffer].data = np.frombuffer(nudged, dtype=np.uint8).copy()
+                    return {"nudged": name}
+            raise AssertionError("no classifier.bias tensor to nudge")
+
+        def postcondition(self, model: Any) -> None:
+            return None
+
+    real = pipeline.tflite_passes
+    monkeypatch.setattr(
+        pipeline, "tflite_passes", lambda *a, **kw: [*real(*a, **kw), NudgeClassifierBias()]
+    )
+    out = tmp_path / "fp32"
+    with pytest.raises(VerificationError) as info:
+        convert(small_ckpt, out, ConvertOptions(target="tflite", seq_lens=(16, 32)))
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith(f"{out / 'model.tflite'}: fp32 artifact disagrees")
+    assert "logits: max abs err" in msg and "> 1e-04" in msg
+    assert msg.endswith("nothing was written")
+    assert list(tmp_path.iterdir()) == []  # no output, no temp sibling, no lock
+
+
+def test_no_verify_says_no_comparison_ran(small_int8: tuple[Path, dict]) -> None:
+    out, man = small_int8
+    assert man["verification"] == {"skipped": "--no-verify"} and "parity" not in man
+    on_disk = json.loads((out / "manifest.json").read_text())
+    assert on_disk["verification"] == {"skipped": "--no-verify"}
+    assert "not verified at conversion (`--no-verify`)" in (out / "README.md").read_text()
 
 
 def test_fp32_matches_pytorch(small_fp32: tuple[Path, dict], small_ckpt: Path) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import onnx_ir as ir
 
+from albert_edge import duplicates
 from albert_edge.errors import AlbertEdgeError, PassError
 
 if TYPE_CHECKING:
@@ -143,11 +144,11 @@ def consumers(value: ir.Value) -> list[ir.Node]:
 
 def duplicate_groups(model: ir.Model) -> list[list[str]]:
     """Initializers holding identical (dtype, shape, bytes), grouped by name."""
-    groups: dict[tuple[str, tuple[int, ...], str], list[str]] = {}
-    for v in initializers(model):
-        assert v.const_value is not None and v.name is not None
-        groups.setdefault(tensor_key(v.const_value), []).append(v.name)
-    return [names for names in groups.values() if len(names) > 1]
+    return duplicates.duplicate_groups(
+        (str(v.name), tensor_key(v.const_value))
+        for v in initializers(model)
+        if v.const_value is not None
+    )
 
 
 def op_counts(nodes: Iterable[ir.Node]) -> dict[str, int]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnx_ir.passes.common import IdentityEliminationPass, RemoveUnusedNodesPass
 
+from albert_edge.onnx.ops import STANDARD_WEIGHT_OPS
 from albert_edge.onnx.passes.base import (
     AlbertInPlacePass,
     add_initializer,
@@ -37,7 +38,8 @@ from albert_edge.onnx.passes.base import (
     is_float,
 )
 
-WEIGHT_CONSUMERS = ("MatMul", "Gemm")
+# The standard ops applying a weight (MatMul, Gemm: the one table in albert_edge.onnx.ops).
+WEIGHT_CONSUMERS = STANDARD_WEIGHT_OPS
 
 
 def _is_constant(value: ir.Value | None, memo: dict[int, bool]) -> bool:

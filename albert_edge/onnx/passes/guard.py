@@ -15,13 +15,14 @@ Checks (``check_factorization``, shared with ``albert-edge inspect``):
 
 Shapes are *logical*: a 4-bit tensor packed two values per byte counts as unpacked, so
 the check holds after quantization too (a quantized word table is read by a plain Gather
-of its codes, :func:`albert_edge.onnx.passes.quant.embed.gather_rows`).
+of its codes, :func:`albert_edge.onnx.quant.embed.gather_rows`).
 """
 
 from __future__ import annotations
 
 import onnx_ir as ir
 
+from albert_edge.onnx.ops import WEIGHT_OPS
 from albert_edge.onnx.passes.base import AlbertInPlacePass, dims
 
 GATHER_OPS = (
@@ -31,15 +32,10 @@ GATHER_OPS = (
     "DequantizeLinear",
     "Int4Rows",  # albert_edge.Int4Rows: a 4-bit table unpacked to int8 at load, then gathered
 )
+# What reads a projection: any op applying a weight (the one table,
+# :data:`albert_edge.onnx.ops.WEIGHT_OPS`), or the decode in front of one.
 MATMUL_OPS = (
-    "MatMul",
-    "Gemm",
-    "MatMulNBits",
-    "MatMulInteger",
-    "DynamicQuantizeMatMul",
-    "MatMulIntegerToFloat",
-    "QLinearMatMul",
-    "QGemm",
+    *WEIGHT_OPS,
     "DequantizeLinear",
     "Int4Weight",  # albert_edge.Int4Weight: 4-bit codes decoded for an int8 kernel
 )
@@ -57,7 +53,7 @@ def _only_consumer(value: ir.Value | None, op_type: str) -> ir.Node | None:
 
 def gathers_packed_nibbles(value: ir.Value) -> bool:
     """``value`` holds 4-bit codes two per byte, gathered by the standard-op form
-    :func:`albert_edge.onnx.passes.quant.embed.gather_rows` writes: Gather → Cast → Div → Floor."""
+    :func:`albert_edge.onnx.quant.embed.gather_rows` writes: Gather → Cast → Div → Floor."""
     for use in value.uses():
         if use.node.op_type != "Gather" or use.idx != 0:
             continue
@@ -165,9 +161,7 @@ def check_factorization(
         if (
             shape in ((e_, h_), (h_, e_))
             and value is not None
-            and any(
-                u.node.op_type in MATMUL_OPS or u.node.op_type == "Attention" for u in value.uses()
-            )
+            and any(u.node.op_type in MATMUL_OPS for u in value.uses())
         ):
             projections.append(name)
         if size == v_ * h_ and not (e_ == h_ and shape == (v_, e_)):

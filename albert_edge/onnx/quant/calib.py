@@ -10,30 +10,28 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import onnx_ir as ir
+
 from albert_edge.errors import QuantizationError
 
 if TYPE_CHECKING:
     import numpy as np
-    import onnx
 
     from albert_edge.tokenizer import AlbertTokenizer
 
 METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
 
-_NP_INT = {6: "int32", 7: "int64"}
-
 
 def calibration_feeds(
-    model: onnx.ModelProto,
+    model: ir.Model,
     texts: Sequence[str],
     tokenizer: AlbertTokenizer,
     *,
     max_length: int = 512,
 ) -> list[dict[str, np.ndarray]]:
     """One feed dict per sentence, shaped and typed as the graph's inputs declare."""
-
-    inits = {t.name for t in model.graph.initializer}
-    inputs = [i for i in model.graph.input if i.name not in inits]
+    inits = set(model.graph.initializers)
+    inputs = [i for i in model.graph.inputs if i.name not in inits]
     feeds = []
     for text in texts:
         enc = tokenizer.encode(text, max_length=max_length, padding="none").as_numpy()
@@ -45,10 +43,10 @@ def calibration_feeds(
                     "token_type_ids; cannot calibrate this model from text"
                 )
             arr = enc[inp.name]
-            rank = len(inp.type.tensor_type.shape.dim)
+            rank = len(inp.shape) if inp.shape is not None else arr.ndim
             while arr.ndim < rank:  # multiple choice: [batch, choices, seq]
                 arr = arr[:, None, :]
-            feed[inp.name] = arr.astype(_NP_INT.get(inp.type.tensor_type.elem_type, "int64"))
+            feed[str(inp.name)] = arr.astype("int32" if inp.dtype == ir.DataType.INT32 else "int64")
         feeds.append(feed)
     if not feeds:
         raise QuantizationError("no calibration sentences; pass a file with at least one")

@@ -21,9 +21,9 @@ from onnx_ir.passes.common import DeduplicateInitializersPass, RemoveUnusedNodes
 
 from albert_edge.errors import QuantizationError, UnsupportedError
 from albert_edge.onnx.passes.base import AlbertInPlacePass
-from albert_edge.onnx.passes.quant.prepare import _NO_LIMIT, ensure_ms_opset
-from albert_edge.onnx.passes.quant.state import QuantState, snapshot
-from albert_edge.onnx.recipes import int8_recipe
+from albert_edge.onnx.quant.prepare import _NO_LIMIT, ensure_ms_opset
+from albert_edge.onnx.quant.recipes import SATURATION_FREE_MAX_ABS, int8_recipe
+from albert_edge.onnx.quant.state import QuantState
 
 SIZE_SLACK = 1.05  # artifact weights ≤ 1.05 × floor
 
@@ -68,16 +68,17 @@ class WeightsQuantizedCheck(_Check):
     name = "check-weights-quantized"
 
     def ensures(self, model: ir.Model) -> None:
-        from albert_edge.onnx.quant_graph import matmul_counts
+        from albert_edge.onnx.inspect import matmul_counts
 
         st = self.state
-        counts = matmul_counts(snapshot(model))
+        counts = matmul_counts(model)
         table = st.table
         allowed = (
             set() if st.options.quantize_embeddings or table is None else set(table.tied_matmuls)
         )
         still_float = [n for n in counts["float_matmuls"] if n not in allowed]
-        self.report = {k: counts[k] for k in ("matmuls_quantized", "matmuls_total")}
+        keys = ("matmuls_quantized", "matmuls_fp16", "matmuls_total")
+        self.report = {k: counts[k] for k in keys if k != "matmuls_fp16" or counts[k]}
         if still_float:
             raise QuantizationError(
                 f"{st.precision}: {len(still_float)} weight MatMul(s) stayed float "
@@ -91,10 +92,10 @@ class SharedWeightsOnceCheck(_Check):
     name = "check-shared-weights-once"
 
     def ensures(self, model: ir.Model) -> None:
-        from albert_edge.onnx.quant_graph import initializer_bytes
+        from albert_edge.onnx.inspect import initializer_bytes
 
         st = self.state
-        weights_bytes = initializer_bytes(snapshot(model))
+        weights_bytes = initializer_bytes(model)
         self.report = {"initializer_bytes": weights_bytes, "floor_bytes": st.floor}
         if weights_bytes > SIZE_SLACK * st.floor:
             raise QuantizationError(
@@ -103,18 +104,49 @@ class SharedWeightsOnceCheck(_Check):
             )
 
 
+# Integer ops whose weight input an x86 AVX2 u8s8 kernel multiplies: op → weight input.
+_INT8_WEIGHT_INPUTS = {"MatMulInteger": 1, "QAttention": 1, "DynamicQuantizeMatMul": 1}
+
+
+def saturating_weights(model: ir.Model) -> list[str]:
+    """Names of int8 weights that can saturate an x86 AVX2 u8s8 kernel (|w| > 64).
+
+    The static counterpart of running on AVX2: what the portable recipe promises, checked
+    on the graph itself (weights of MatMulInteger/QAttention, and int8 weights that a
+    DequantizeLinear feeds to a MatMul in QDQ graphs).
+    """
+    import numpy as np
+
+    names: set[str] = set()
+    for node in model.graph:
+        idx = _INT8_WEIGHT_INPUTS.get(node.op_type)
+        if idx is not None and len(node.inputs) > idx and node.inputs[idx] is not None:
+            names.add(str(node.inputs[idx].name))  # type: ignore[union-attr]
+        if node.op_type == "DequantizeLinear" and node.inputs and node.inputs[0] is not None:
+            names.add(str(node.inputs[0].name))
+    bad = []
+    inits = model.graph.initializers
+    for name in sorted(names):
+        v = inits.get(name)
+        t = v.const_value if v is not None else None
+        if t is None or t.dtype != ir.DataType.INT8:
+            continue
+        arr = t.numpy().astype(np.int16)
+        if arr.size and int(np.abs(arr).max()) > SATURATION_FREE_MAX_ABS:
+            bad.append(name)
+    return bad
+
+
 class SaturationCheck(_Check):
     """A reduce_range int8 recipe: no int8 weight exceeds |w| <= 64 (x86 AVX2 u8s8)."""
 
     name = "check-no-saturation"
 
     def ensures(self, model: ir.Model) -> None:
-        from albert_edge.onnx.recipes import saturating_weights
-
         st = self.state
         if not (st.precision.startswith("int8") and int8_recipe(st.options.runs_on).reduce_range):
             return
-        wide = saturating_weights(snapshot(model))
+        wide = saturating_weights(model)
         if wide:
             raise QuantizationError(
                 f"{st.precision} --target {st.options.runs_on}: {len(wide)} int8 weight(s) "

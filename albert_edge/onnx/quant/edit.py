@@ -3,7 +3,7 @@
 Names matter here beyond readability: ORT's quantizers select nodes by name and name the
 tensors they add after the values they quantize, and initializer names survive into the
 artifact. :class:`Namer` therefore picks a fresh name exactly as the proto-level code of
-:mod:`albert_edge.onnx.quant_graph` always did (``base``, then ``base_1``, ``base_2``...,
+proto-level quantization code always did (``base``, then ``base_1``, ``base_2``...,
 fresh against every value, node and graph-input name), so the artifacts kept their bytes
 when these edits moved from NodeProtos to onnx_ir.
 """

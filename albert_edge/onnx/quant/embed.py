@@ -5,7 +5,7 @@ writes INT4 tensors, which forces opset 21 onto a graph exported for opset 17;
 ``quantize_dynamic``'s Gather support is per-tensor uint8. Neither knows that ALBERT's
 masked-LM decoder reads the same table (tied weights). So these passes write the table
 themselves, once, after the weight quantizer has run (the storage formats, their
-numbers and measurements: :mod:`albert_edge.onnx.quant_embed`):
+numbers and measurements: :mod:`albert_edge.onnx.quant.tables`):
 
 * ORT CPU recipes (int8-dynamic, int4): symmetric codes — int8 with one fp16 scale per
   row, or two 4-bit codes per byte (low nibble first) with one scale per block of E —
@@ -29,20 +29,20 @@ import onnx_ir as ir
 
 from albert_edge.errors import QuantizationError
 from albert_edge.onnx.passes.base import MS_DOMAIN, AlbertInPlacePass
-from albert_edge.onnx.passes.quant.edit import (
+from albert_edge.onnx.quant.edit import (
     Namer,
     add_initializer,
     constant,
     make_node,
     replace,
 )
-from albert_edge.onnx.passes.quant.plan import INT4_ACCURACY_LEVEL
-from albert_edge.onnx.passes.quant.state import QuantState, snapshot
+from albert_edge.onnx.quant.plan import INT4_ACCURACY_LEVEL
+from albert_edge.onnx.quant.state import QuantState
 
 if TYPE_CHECKING:
     import onnx
 
-    from albert_edge.onnx.quant_embed import TableForm, TableUse
+    from albert_edge.onnx.quant.tables import TableForm, TableUse
 
 _FLOAT = ir.DataType.FLOAT.value
 
@@ -59,9 +59,9 @@ def _table_tensors(
     fresh: Namer,
     fold: bool = False,
 ) -> tuple[TableForm, list[ir.Value]]:
-    """Quantize ``w`` (:func:`albert_edge.onnx.quant_embed._quantize_blocks`), register
+    """Quantize ``w`` (:func:`albert_edge.onnx.quant.tables._quantize_blocks`), register
     its codes, scales (and super-scale) and return its form."""
-    from albert_edge.onnx.quant_embed import TableForm, _quantize_blocks
+    from albert_edge.onnx.quant.tables import TableForm, _quantize_blocks
 
     codes, scales, sup = _quantize_blocks(w, bits, block, scales=scale_format, signed=signed)
     values = [
@@ -166,8 +166,8 @@ def _decoded(
 ) -> ir.Value:
     """The output of the load-time decode ``albert_edge.<op>(inputs)``: the one already in
     the graph, else a new node appended to ``nodes`` (one decoded copy per table, however
-    many gathers read it; :mod:`albert_edge.onnx.passes.quant.int4`)."""
-    from albert_edge.onnx.passes.quant.int4 import DOMAIN, declare
+    many gathers read it; :mod:`albert_edge.onnx.quant.int4`)."""
+    from albert_edge.onnx.quant.int4 import DOMAIN, declare
 
     for use in inputs[0].uses():
         if use.node.op_type == op and use.node.domain == DOMAIN:
@@ -235,7 +235,7 @@ def _qdq_table(
     table = model.graph.initializers[use.table]
     amax = float(np.abs(w).max()) or 1.0
     # A tied decoder multiplies by DequantizeLinear(table): on x86 AVX2 that MatMul
-    # runs u8s8 and saturates unless |w| <= 64 (albert_edge/onnx/recipes.py), so the
+    # runs u8s8 and saturates unless |w| <= 64 (albert_edge/onnx/quant/recipes.py), so the
     # table then keeps 7 bits; gather-only tables keep the full int8 range.
     qmax = 64 if use.tied_matmuls else 127
     scale = np.float32(amax / qmax)
@@ -295,7 +295,7 @@ def _blockwise_table(
 ) -> dict[str, Any]:
     """int8/int4 codes with blockwise scales read by standard ops (:func:`gather_rows`);
     a tied decoder reads the same codes through MatMulNBits."""
-    from albert_edge.onnx.quant_embed import table_block_size, table_scale_format
+    from albert_edge.onnx.quant.tables import table_block_size, table_scale_format
 
     v, e = w.shape
     tied = bool(use.tied_matmuls)
@@ -390,10 +390,10 @@ def quantize_side_tables(
     int4 floor by itself, and 4 bits leave SST-2 accuracy unchanged (docs/precisions.md).
     Standard ops either way.
     """
-    from albert_edge.onnx.quant_embed import side_tables
+    from albert_edge.onnx.quant.tables import side_tables
 
     fresh = Namer(model)
-    names = side_tables(snapshot(model), word_table)
+    names = side_tables(model, word_table)
     readers = {  # in graph order, as the proto code saw them
         name: [n for n in model.graph for v in n.inputs if v is model.graph.initializers[name]]
         for name in names
@@ -573,6 +573,13 @@ def quantize_word_table_proto(
     )
     model.CopyFrom(ir.to_proto(m))
     return facts
+
+
+def find_word_table_proto(model: onnx.ModelProto, vocab_size: int | None = None) -> TableUse | None:
+    """:func:`albert_edge.onnx.quant.tables.find_word_table` of a proto."""
+    from albert_edge.onnx.quant.tables import find_word_table
+
+    return find_word_table(ir.from_proto(model), vocab_size)
 
 
 def quantize_side_tables_proto(

@@ -1,8 +1,9 @@
 """Quantizing ALBERT ONNX graphs: int8-dynamic, int8-static (QDQ), int4, fp16.
 
-Each precision is a named, frozen recipe (:mod:`albert_edge.onnx.passes.quant.recipes`)
-run as onnx_ir passes. The quantizers are ONNX Runtime's own (``quantize_dynamic``,
-``quantize_static``, ``MatMulNBitsQuantizer``, the transformers float16 converter). What
+Each precision is a named, frozen recipe (:mod:`albert_edge.onnx.quant.recipes`)
+run as onnx_ir passes (:func:`build_passes`), on the ``onnx_ir`` model the export
+produced: the graph becomes a protobuf only where ONNX Runtime takes one. The
+quantizers are ONNX Runtime's own (``quantize_dynamic``, ``quantize_static``, ``MatMulNBitsQuantizer``, the transformers float16 converter). What
 albert-edge adds is the part that keeps ALBERT small, checked as postconditions on every
 result:
 
@@ -12,46 +13,48 @@ result:
 2. per-consumer copies the quantizers emit anyway are merged afterwards
    (``quant-dedup``);
 3. every weight MatMul — all layers, the fused Attention's QKV too — computes quantized
-   (``matmuls_quantized == matmuls_total``), no two initializers hold the same bytes,
-   and the weights total at most 1.05 × the floor (unique parameters at the precision's
-   bytes plus scales and zero points);
+   (no ``float_matmuls`` in :func:`albert_edge.onnx.inspect.matmul_counts`, the one
+   count: integer weights, fp16 ones for fp16), no two initializers hold the same bytes,
+   and the weights total at most 1.05 × the bytes they need at best (unique parameters
+   at the precision's bytes plus scales and zero points:
+   :func:`~albert_edge.onnx.quant.plan.stored_weights_floor`);
 4. the result loads in ONNX Runtime on this machine (a precision the runtime cannot run
    fails here, not on a user's device).
 
 Any broken postcondition raises :class:`QuantizationError`; nothing is written. This
-module is the front: options, the manifest's report, ``albert-edge quantize``.
+module is the front: options, the pass list, the manifest's report
+(``albert-edge quantize`` is :mod:`albert_edge.onnx.quant.artifact`).
 """
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from albert_edge.data import input_file_record
-from albert_edge.errors import AlbertEdgeError, QuantizationError, UnsupportedError
-from albert_edge.facts import SIZE_KEYS, reconcile_quantization
-from albert_edge.onnx.passes.quant import RECIPES as QUANT_RECIPES
-from albert_edge.onnx.passes.quant import floor_bytes, int4_block_size, quiet
-from albert_edge.onnx.passes.quant.check import SIZE_SLACK
-from albert_edge.onnx.passes.quant.plan import codes_block
-from albert_edge.onnx.recipes import int8_recipe
+from albert_edge.errors import QuantizationError, UnsupportedError
+from albert_edge.onnx.quant.plan import codes_block, int4_block_size
+from albert_edge.onnx.quant.recipes import (
+    SATURATION_FREE_MAX_ABS,
+    QuantRecipe,
+    int8_recipe,
+    recipe,
+)
+from albert_edge.onnx.quant.state import QuantState, quiet
 
 if TYPE_CHECKING:
     import onnx
+    import onnx_ir as ir
 
     from albert_edge.checkpoint import Checkpoint
     from albert_edge.options import ConvertOptions
     from albert_edge.tokenizer import AlbertTokenizer
 
 __all__ = [
-    "SIZE_SLACK",
+    "QUANT_PRECISIONS",
+    "build_passes",
     "check_options",
-    "floor_bytes",
-    "int4_block_size",
     "load_calibration",
-    "quantize_artifact",
     "quantize_model",
 ]
 
@@ -94,15 +97,10 @@ INT4_SIZE_NOTES = {
 }
 DEFAULT_CALIBRATION_HINT = "../shared/data/sst2/train.tsv"
 
-RECIPES = {name: r.description for name, r in QUANT_RECIPES.items()}
-
 EMBEDDINGS_FP32 = (
     "The V×E word-embedding table stays fp32 (--keep-embeddings-wide; by default it is "
     "stored at the quantized precision); it is still factorized (V×E table + E×H projection)."
 )
-
-
-_quiet = quiet
 
 
 def check_options(options: ConvertOptions) -> None:
@@ -159,50 +157,63 @@ def _target_report(options: ConvertOptions) -> dict[str, Any]:
 
 # --- the public API ------------------------------------------------------------------
 
+M = TypeVar("M", "ir.Model", "onnx.ModelProto")
+
 
 def quantize_model(
-    model: onnx.ModelProto,
+    model: M,
     ckpt: Checkpoint | None,
     options: ConvertOptions,
     *,
     tokenizer: AlbertTokenizer | None = None,
     calibration_texts: Sequence[str] | None = None,
-) -> tuple[onnx.ModelProto, dict[str, Any]]:
+) -> tuple[M, dict[str, Any]]:
     """Quantize an fp32 ALBERT graph; returns the new graph and the manifest's
     "quantization" entry.
 
-    ``ckpt`` (optional) supplies the vocabulary size and the tokenizer for int8-static;
+    An ``onnx_ir.Model`` (what convert and quantize hand over) is quantized in place and
+    returned: the graph stays in onnx_ir from export to the written file. A
+    ``ModelProto`` (tests, scripts) is not modified; a new proto is returned. ``ckpt``
+    (optional) supplies the vocabulary size and the tokenizer for int8-static;
     ``tokenizer``/``calibration_texts`` override them (``albert-edge quantize`` passes the
-    artifact's own tokenizer). The input is not modified.
+    artifact's own tokenizer).
     """
-    with _quiet():  # ORT's quantizers and onnx_ir's passes log every step at INFO/WARNING
-        return _quantize_model(
-            model, ckpt, options, tokenizer=tokenizer, calibration_texts=calibration_texts
+    import onnx_ir as ir
+
+    work = model if isinstance(model, ir.Model) else ir.from_proto(model)
+    with quiet():  # ORT's quantizers and onnx_ir's passes log every step at INFO/WARNING
+        result, report = _quantize_model(
+            work, ckpt, options, tokenizer=tokenizer, calibration_texts=calibration_texts
         )
+    # (mypy checks each constraint of M apart: one branch is foreign to each)
+    if isinstance(model, ir.Model):
+        return result, report  # type: ignore[return-value,unused-ignore]
+    return ir.to_proto(result), report  # type: ignore[return-value,unused-ignore]
+
+
+def refuse_quantized(model: ir.Model, why: str = "the model is already quantized") -> None:
+    """Refuse a graph that is already quantized, whatever its manifest says; ``why`` opens
+    the message (the markers found and the fix follow)."""
+    from albert_edge.onnx.inspect import quantization_markers
+
+    markers = quantization_markers(model)
+    if markers:
+        raise QuantizationError(f"{why} ({', '.join(markers)}); quantize the fp32 artifact instead")
 
 
 def _quantize_model(
-    model: onnx.ModelProto,
+    model: ir.Model,
     ckpt: Checkpoint | None,
     options: ConvertOptions,
     *,
     tokenizer: AlbertTokenizer | None,
     calibration_texts: Sequence[str] | None,
-) -> tuple[onnx.ModelProto, dict[str, Any]]:
+) -> tuple[ir.Model, dict[str, Any]]:
     """Look up the recipe, run its passes (postconditions included), report."""
-    import onnx_ir as ir
-
     from albert_edge.onnx.passes import run_passes
-    from albert_edge.onnx.passes.quant import QuantState, build_passes, recipe
-    from albert_edge.onnx.quant_graph import quantization_markers
 
     check_options(options)
-    markers = quantization_markers(model)
-    if markers:
-        raise QuantizationError(
-            f"the model is already quantized ({', '.join(markers)}); quantize the fp32 "
-            "artifact instead"
-        )
+    refuse_quantized(model)
     texts = list(calibration_texts) if calibration_texts is not None else load_calibration(options)
     r = recipe(options.precision, options.int4_kernel)
     state = QuantState(options, vocab=int(ckpt.config.vocab_size) if ckpt is not None else None)
@@ -216,22 +227,24 @@ def _quantize_model(
             )
         max_len = min(int(ckpt.config.max_position_embeddings) if ckpt is not None else 512, 512)
     passes = build_passes(r, state, texts=texts, tokenizer=tok, max_length=max_len or 512)
-    result, log = run_passes(ir.from_proto(model), passes)
-    final: onnx.ModelProto = ir.to_proto(result)
-    return final, _report(final, state, log)
+    result, log = run_passes(model, passes)
+    return result, _report(result, state, log)
 
 
-def _report(final: onnx.ModelProto, st: Any, log: list[dict[str, Any]]) -> dict[str, Any]:
+def _report(final: ir.Model, st: Any, log: list[dict[str, Any]]) -> dict[str, Any]:
     """The manifest's "quantization" entry: the recipe, the counts its postconditions
-    checked, and ``passes``, what each of its passes did."""
+    checked, and ``passes``, what each of its passes did.
+
+    The MatMul counts are the artifact's (:func:`albert_edge.onnx.inspect.matmul_counts`,
+    the one count the manifest's top level reports too); the size check is the
+    quantizer's own bound, named for what it measures: initializer bytes over the bytes
+    the parameters it stored need (``postcondition_weights_*``), not the artifact's
+    ``floor_bytes``.
+    """
     import onnxruntime as ort
 
-    from albert_edge.onnx.quant_graph import (
-        duplicate_initializer_groups,
-        initializer_bytes,
-        matmul_counts,
-        shared_weights,
-    )
+    from albert_edge.onnx.inspect import initializer_bytes, matmul_counts, shared_weights
+    from albert_edge.onnx.passes.base import duplicate_groups
 
     options, precision, plan, floor, table = st.options, st.precision, st.plan, st.floor, st.table
     counts = matmul_counts(final)
@@ -279,14 +292,15 @@ def _report(final: onnx.ModelProto, st: Any, log: list[dict[str, Any]]) -> dict[
         "embeddings": embeddings,
         "matmuls_quantized": counts["matmuls_quantized"],
         "matmuls_total": counts["matmuls_total"],
+        "matmuls_fp16": counts["matmuls_fp16"],
         "float_matmuls": counts["float_matmuls"],
         "matmul_kinds": counts["by_kind"],
         "shared_weights": shared_weights(final),
-        "initializers": len(final.graph.initializer),
-        "duplicate_initializers": duplicate_initializer_groups(final),
+        "initializers": len(final.graph.initializers),
+        "duplicate_initializers": duplicate_groups(final),
         "initializer_bytes": weights_bytes,
-        "floor_bytes": floor,
-        "ratio_to_floor": round(weights_bytes / floor, 4) if floor else None,
+        "postcondition_weights_floor_bytes": floor,
+        "postcondition_weights_ratio": round(weights_bytes / floor, 4) if floor else None,
         "rewrites": {
             "gemm_to_matmul": st.rewrites.get("gemm_to_matmul", 0),
             "attention_unfused": st.rewrites.get("attention_unfused", 0),
@@ -298,205 +312,58 @@ def _report(final: onnx.ModelProto, st: Any, log: list[dict[str, Any]]) -> dict[
     return report
 
 
-def _artifact_paths(model_path: Path) -> tuple[Path, Path, dict[str, Any]]:
-    """(folder, model file, manifest) of an artifact directory or its model.onnx."""
-    from albert_edge.manifest import read_manifest
-
-    if not model_path.exists():
-        raise AlbertEdgeError(
-            f"{model_path}: no such file or directory; pass an albert-edge ONNX artifact "
-            "directory or its model.onnx"
-        )
-    manifest = read_manifest(model_path)
-    if model_path.is_dir():
-        folder, model_file = model_path, model_path / str(manifest.get("model_file", "model.onnx"))
-    else:
-        from albert_edge.layout import artifact_root
-
-        folder, model_file = artifact_root(model_path), model_path
-    if manifest.get("target", "onnx") != "onnx" or model_file.suffix != ".onnx":
-        raise UnsupportedError(
-            f"{model_path}: not an ONNX artifact (target {manifest.get('target')!r}); "
-            "albert-edge quantize takes an fp32 ONNX artifact"
-        )
-    if not model_file.is_file():
-        raise AlbertEdgeError(f"{model_file}: model file named by manifest.json is missing")
-    precision = manifest.get("precision", "fp32")
-    if precision != "fp32":
-        raise QuantizationError(
-            f"{model_file}: already quantized ({precision}); quantize the fp32 artifact instead"
-        )
-    return folder, model_file, manifest
-
-
-def _source_checkpoint(
-    manifest: dict[str, Any], reference: str | Path | None = None
-) -> tuple[Checkpoint | None, str | None]:
-    """The checkpoint the artifact came from: ``reference`` if given, the embedded model if
-    the manifest says so, else a path an older manifest recorded, if it still exists.
-    Manifests record a user checkpoint by name only (no build-machine paths)."""
-    if reference is not None:
-        from albert_edge.checkpoint import load_checkpoint
-
-        return load_checkpoint(reference), None
-    source = manifest.get("source")
-    if isinstance(source, dict) and source.get("embedded"):
-        from albert_edge.checkpoint import load_checkpoint
-
-        return load_checkpoint(None), None
-    path = source.get("path") if isinstance(source, dict) else source
-    if not path:
-        name = source.get("name") if isinstance(source, dict) else None
-        return None, f"source checkpoint {name!r} recorded by name only; pass --reference"
-    if not Path(str(path)).exists():
-        return None, f"source checkpoint {path!r} not found"
-    from albert_edge.checkpoint import load_checkpoint
-
-    return load_checkpoint(Path(str(path))), None
-
-
-_SIZE_KEYS = SIZE_KEYS  # albert_edge.facts: the manifest's sizes, as convert writes them
-
-
-def _describe(model: onnx.ModelProto, path: Path, file_bytes: int) -> dict[str, Any]:
-    """The ONNX inspector's facts (sizes, weight-MatMul counts, factorization) of ``model``,
-    so ``quantize`` and ``convert`` fill the manifest the same way."""
-    import onnx_ir as ir
-
-    from albert_edge.facts import describe_onnx
-
-    info: dict[str, Any] = describe_onnx(ir.from_proto(model), path, file_bytes)
-    return info
-
-
-def _requirements(model: onnx.ModelProto, report: dict[str, Any], verified: bool) -> Any:
-    """The manifest's ``requirements`` (min onnxruntime, opsets, contrib ops; issue 12)."""
-    from albert_edge.onnx.requirements import artifact_requirements
-
-    return artifact_requirements(model, report, verified)
-
-
-def quantize_artifact(
-    model_path: Path,
-    output: Path,
-    options: ConvertOptions,
+def build_passes(
+    r: QuantRecipe,
+    state: QuantState,
     *,
-    reference: str | Path | None = None,
-) -> dict[str, Any]:
-    """``albert-edge quantize``: an fp32 ONNX artifact → a new, complete quantized artifact.
+    texts: list[str] | None = None,
+    tokenizer: Any = None,
+    max_length: int = 512,
+) -> list[Any]:
+    """The recipe's passes, in order. Passes that depend on what an earlier one finds
+    (a fused EmbedLayerNormalization, a tied decoder, a word table to quantize) are always
+    listed and report ``skipped`` where they do not apply."""
+    from albert_edge.onnx.passes.compact import CompactGraphPass
+    from albert_edge.onnx.quant import check, embed, int4, ort, plan, prepare, rewrite
 
-    Writes ``output`` atomically (model.onnx, the tokenizer/config files, manifest.json);
-    verifies it against the manifest's source checkpoint when that is available. Returns
-    the manifest.
-    """
-    import onnx
-
-    from albert_edge.io import atomic_output_dir
-
-    model_path, output = Path(model_path), Path(output)
-    check_options(options)
-    folder, model_file, manifest = _artifact_paths(model_path)
-    if output.exists() and not options.overwrite:
-        from albert_edge.errors import OutputExistsError
-
-        raise OutputExistsError(f"{output}: output exists; choose another -o or pass --overwrite")
-    if output.resolve() == folder.resolve():
-        raise UnsupportedError(
-            f"{output}: quantizing in place would replace the fp32 input; pass another -o"
-        )
-    from albert_edge.io import check_output
-    from albert_edge.manifest import check_files, load_manifest
-
-    check_output(output, overwrite=options.overwrite, inputs=[folder])  # before any work
-    check_files(folder, load_manifest(folder))  # quantize only what convert wrote
-    texts = load_calibration(options)
-    from albert_edge.verify import artifact_tokenizer
-
-    tokenizer = artifact_tokenizer(folder) if texts is not None else None
-    try:
-        model = onnx.load(str(model_file))
-    except Exception as exc:
-        raise AlbertEdgeError(
-            f"{model_file}: not a readable ONNX model ({type(exc).__name__}); re-run albert-edge convert"
-        ) from None
-    from albert_edge.onnx.quant_graph import quantization_markers
-
-    markers = quantization_markers(model)
-    if markers:  # the manifest said fp32; the graph says otherwise, and the graph wins
-        raise QuantizationError(
-            f"{model_file}: already quantized ({', '.join(markers)}); quantize the fp32 "
-            "artifact instead"
-        )
-    ckpt, why_not = _source_checkpoint(manifest, reference)
-
-    with atomic_output_dir(output, overwrite=options.overwrite, inputs=[folder]) as tmp:
-        from albert_edge.progress import step
-
-        with step(f"quantize ({options.precision})"):
-            qmodel, report = quantize_model(
-                model, ckpt, options, tokenizer=tokenizer, calibration_texts=texts
-            )
-        from albert_edge.layout import (
-            onnx_model_file,
-            set_config_dtype,
-        )
-
-        model_rel = onnx_model_file(options.precision)
-        qpath = tmp / model_rel
-        qpath.parent.mkdir(parents=True, exist_ok=True)
-        onnx.save(qmodel, str(qpath))
-        files = []
-        for name in [
-            *manifest.get("files", []),
-            "spiece.model",
-            "config.json",
-            "tokenizer_config.json",
-        ]:
-            src = folder / str(name)
-            if (
-                src.is_file()
-                and src != model_file
-                and src.suffix != ".onnx"
-                and src.name not in ("manifest.json", "README.md")
-                and name not in files
-            ):
-                (tmp / str(name)).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, tmp / str(name))
-                files.append(str(name))
-        if "config.json" in files:
-            set_config_dtype(tmp / "config.json", options.precision)
-        file_bytes = qpath.stat().st_size
-        info = _describe(qmodel, qpath, file_bytes)
-        keep = {
-            k: v for k, v in manifest.items() if k not in ("format_version", "albert_edge_version")
-        }
-        new = {
-            **keep,
-            "precision": options.precision,
-            "model_file": model_rel,
-            "quantized_from": str(manifest.get("model_file", model_file.name)),
-            "inputs": info.get("inputs", keep.get("inputs")),
-            "outputs": info.get("outputs", keep.get("outputs")),
-            "sizes": {
-                **{k: info[k] for k in _SIZE_KEYS if k in info},
-                "fp32_file_bytes": model_file.stat().st_size,
-            },
-            "matmuls_total": info.get("matmuls_total", report["matmuls_total"]),
-            "matmuls_quantized": info.get("matmuls_quantized", report["matmuls_quantized"]),
-            "factorized_embedding_intact": info.get(
-                "factorized_embedding_intact", keep.get("factorized_embedding_intact")
-            ),
-            "quantization": reconcile_quantization(report, info),
-            "requirements": _requirements(qmodel, report, ckpt is not None and options.verify),
-            "files": [model_rel, *files],
-        }
-        from albert_edge.convert import finish_artifact
-
-        return finish_artifact(
-            tmp,
-            new,
-            model_path=qpath,
-            ckpt=ckpt,
-            options=options,
-            skipped={"skipped": why_not or "--no-verify"},
-        )
+    state.recipe = r
+    passes: list[Any] = [prepare.PrepareGraphPass()]
+    if r.unfuse_attention:
+        passes.append(rewrite.UnfuseAttentionPass(state))
+    passes.append(rewrite.LocateWordTablePass(state))
+    if r.embeddings:  # fp16 keeps a fused EmbedLayerNormalization: its tables convert in place
+        passes.append(rewrite.UnfuseEmbedLayerNormPass(state))
+    passes += [rewrite.GemmToMatMulPass(state), plan.PlanPass(state)]
+    if r.name in ("int8-dynamic", "int4"):
+        passes += [
+            *([int4.StashFloatWeightsPass(state)] if r.name == "int4" else []),
+            rewrite.TiedGemmToMatMulPass(state),
+            ort.OrtDynamicQuantPass(state),
+            rewrite.RestoreTiedGemmPass(state),
+            rewrite.RelocateWordTablePass(state),
+        ]
+        if r.name == "int4":
+            reduce = int8_recipe(state.options.runs_on).reduce_range
+            passes.append(int4.PackInt4Pass(state, SATURATION_FREE_MAX_ABS if reduce else 127))
+    elif r.name == "int8-static":
+        passes += [
+            ort.CalibrationFeedsPass(state, texts or [], tokenizer, max_length),
+            ort.OrtStaticQuantPass(state),
+        ]
+    elif r.name == "int4-nbits":
+        passes.append(ort.OrtInt4Pass(state))
+    else:
+        passes.append(ort.OrtFloat16Pass(state))
+    if r.embeddings:
+        passes += [embed.QuantizeWordTablePass(state), embed.QuantizeSideTablesPass(state)]
+    passes += [
+        check.DedupQuantizedPass(),
+        CompactGraphPass(),
+        check.WeightsQuantizedCheck(state),
+        check.SharedWeightsOnceCheck(state),
+        check.SaturationCheck(state),
+        check.RunsCheck(state),
+    ]
+    if r.name == "int4":
+        passes.append(int4.Int4FoldsCheck(state))
+    return passes

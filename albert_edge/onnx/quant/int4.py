@@ -21,7 +21,7 @@ multipliers)``:
 So each block has its own step ``m · scale`` (the blockwise int4 of MatMulNBits, with the
 block scale as a small integer multiple of one fp32 scale), and the product ``q·m``
 needs no rounding. ``M = limit // 7`` keeps ``|q·m| ≤ limit``: 63 for the portable
-recipe (no x86 AVX2 u8s8 saturation, :mod:`albert_edge.onnx.recipes`), 126 for the
+recipe (no x86 AVX2 u8s8 saturation, :mod:`albert_edge.onnx.quant.recipes`), 126 for the
 int32-accumulating targets.
 
 ONNX Runtime inlines the function and constant-folds it when it loads the model (every
@@ -40,8 +40,8 @@ import onnx_ir as ir
 
 from albert_edge.errors import QuantizationError
 from albert_edge.onnx.passes.base import AlbertInPlacePass
-from albert_edge.onnx.passes.quant.plan import codes_block
-from albert_edge.onnx.passes.quant.state import QuantState
+from albert_edge.onnx.quant.plan import codes_block
+from albert_edge.onnx.quant.state import QuantState
 
 if TYPE_CHECKING:
     import numpy as np
@@ -113,7 +113,7 @@ def _const(name: str, value: np.ndarray) -> onnx.NodeProto:
 def _nibble_pairs(src: str, shape: str) -> list[onnx.NodeProto]:
     """Nodes unpacking uint8 ``src`` into its (low, high) nibbles, each pair adjacent
     along a new last axis, reshaped by the constant ``shape`` into ``pairs``: the layout
-    :mod:`albert_edge.onnx.quant_embed` packs tables and log2 scales in."""
+    :mod:`albert_edge.onnx.quant.tables` packs tables and log2 scales in."""
     import numpy as np
     from onnx import helper as h
 
@@ -177,7 +177,7 @@ def decode_function() -> ir.Function:
 
 def decode_rows(codes: np.ndarray) -> np.ndarray:
     """The int8 ``[V, E]`` table :data:`ROWS_OP` computes from offset-binary nibbles
-    ``[V, E/2]`` (low nibble first: :mod:`albert_edge.onnx.quant_embed`'s layout)."""
+    ``[V, E/2]`` (low nibble first: :mod:`albert_edge.onnx.quant.tables`'s layout)."""
     import numpy as np
 
     x = codes.astype(np.int32)
@@ -210,7 +210,7 @@ def rows_function() -> ir.Function:
 def scales_function() -> ir.Function:
     """``albert_edge.Int4Scales(packed, super) -> scales``: fp32 ``[2·len(packed), 1]``
     row scales ``super · 2^(-k/4)`` from 4-bit k, two rows per byte, low nibble first
-    (:func:`albert_edge.onnx.quant_embed.decode_log_scales`)."""
+    (:func:`albert_edge.onnx.quant.tables.decode_log_scales`)."""
     import numpy as np
     from onnx import TensorProto as T
     from onnx import helper as h
@@ -402,14 +402,11 @@ class Int4FoldsCheck(AlbertInPlacePass):
         return ir.passes.PassResult(model, modified=False)
 
     def ensures(self, model: ir.Model) -> None:
-        from albert_edge.onnx.quant_graph import ort_optimized_model, weight_matmuls
+        from albert_edge.onnx.inspect import ort_optimized_model, weight_matmuls
 
-        proto = ir.to_proto(model)
-        expected = sum(
-            1 for n in proto.graph.node if n.op_type in _WEIGHT_INPUT and n.domain != DOMAIN
-        )
-        ran = ort_optimized_model(proto, level="all")
-        left = [n.name for n in ran.graph.node if n.op_type == OP or n.domain == DOMAIN]
+        expected = sum(1 for n in model.graph if n.op_type in _WEIGHT_INPUT and n.domain != DOMAIN)
+        ran = ir.from_proto(ort_optimized_model(model, level="all"))
+        left = [n.name for n in ran.graph if n.op_type == OP or n.domain == DOMAIN]
         if left:
             self.fail(f"ONNX Runtime did not fold {len(left)} Int4Weight node(s)")
         uses = [u for u in weight_matmuls(ran) if u.quantized and u.how == "int8" and not u.chain]

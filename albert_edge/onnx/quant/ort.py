@@ -1,8 +1,8 @@
 """ONNX Runtime's own quantizers as passes: they do the per-node work right, so they stay.
 
-Each pass hands the quantizer a proto of the model (:func:`~albert_edge.onnx.passes.quant.
+Each pass hands the quantizer a proto of the model (:func:`~albert_edge.onnx.quant.
 state.proto_of`: no value_info) and reads its output back one initializer per name
-(:func:`~albert_edge.onnx.passes.quant.state.model_of`). What albert-edge adds around
+(:func:`~albert_edge.onnx.quant.state.model_of`). What albert-edge adds around
 them — one initializer per shared weight before, the rewrites they lack, dedup after — are
 the other passes of the recipe. Postcondition of every quantizer pass: each node it was
 asked to quantize no longer computes in fp32 (the recipe's final check counts all of them).
@@ -18,9 +18,9 @@ import onnx_ir as ir
 
 from albert_edge.errors import QuantizationError
 from albert_edge.onnx.passes.base import AlbertFunctionalPass, AlbertInPlacePass
-from albert_edge.onnx.passes.quant.plan import INT4_ACCURACY_LEVEL
-from albert_edge.onnx.passes.quant.state import QuantState, model_of, proto_of, quiet, snapshot
-from albert_edge.onnx.recipes import int8_recipe
+from albert_edge.onnx.quant.plan import INT4_ACCURACY_LEVEL
+from albert_edge.onnx.quant.recipes import int8_recipe
+from albert_edge.onnx.quant.state import QuantState, model_of, proto_of, quiet
 
 if TYPE_CHECKING:
     import onnx
@@ -110,7 +110,7 @@ class OrtDynamicQuantPass(_OrtPass):
 
 class CalibrationFeedsPass(AlbertInPlacePass):
     """int8-static: one feed per calibration sentence, shaped as the graph's inputs
-    (:func:`albert_edge.onnx.quant_calib.calibration_feeds`). Changes nothing."""
+    (:func:`albert_edge.onnx.quant.calib.calibration_feeds`). Changes nothing."""
 
     name = "quant-calibration-feeds"
 
@@ -124,10 +124,10 @@ class CalibrationFeedsPass(AlbertInPlacePass):
         )
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        from albert_edge.onnx.quant_calib import calibration_feeds
+        from albert_edge.onnx.quant.calib import calibration_feeds
 
         self.state.feeds = calibration_feeds(
-            snapshot(model), self.texts, self.tokenizer, max_length=self.max_length
+            model, self.texts, self.tokenizer, max_length=self.max_length
         )
         self.report = {"samples": len(self.state.feeds)}
         return ir.passes.PassResult(model, modified=False)
@@ -149,7 +149,7 @@ class OrtStaticQuantPass(_OrtPass):
         import onnx
         from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
-        from albert_edge.onnx.quant_calib import calibrate_method, make_reader
+        from albert_edge.onnx.quant.calib import calibrate_method, make_reader
 
         opts = self.state.options
         assert self.state.feeds is not None

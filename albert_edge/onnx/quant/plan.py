@@ -1,8 +1,9 @@
 """The plan of one quantization (which weights, at which block) and its byte floor.
 
 :class:`PlanPass` records, after the graph is in the form the quantizer will see, every
-weight it must quantize and the bytes the result may take at best (:func:`floor_bytes`);
-the recipe's postconditions (:mod:`albert_edge.onnx.passes.quant.check`) hold the result
+weight it must quantize and the bytes the result may take at best
+(:func:`stored_weights_floor`);
+the recipe's postconditions (:mod:`albert_edge.onnx.quant.check`) hold the result
 to 1.05 × that floor.
 """
 
@@ -15,12 +16,10 @@ from typing import TYPE_CHECKING
 import onnx_ir as ir
 
 from albert_edge.onnx.passes.base import AlbertInPlacePass
-from albert_edge.onnx.passes.quant.state import QuantState, snapshot
+from albert_edge.onnx.quant.state import QuantState
 
 if TYPE_CHECKING:
-    import onnx
-
-    from albert_edge.onnx.quant_embed import TableUse
+    from albert_edge.onnx.quant.tables import TableUse
 
 # MatMulNBits accuracy_level 4: MLAS quantizes the activations to int8 per block and runs
 # int8 dot products (VNNI or AVX2 maddubs), instead of dequantizing every weight block to
@@ -69,9 +68,13 @@ class Plan:
     int4_folded: bool = False  # int4 for int8 kernels (ConvertOptions.int4_folded)
 
 
-def floor_bytes(model: onnx.ModelProto, plan: Plan) -> int:
-    """Bytes the weights need at best: unique parameters at the precision's bytes plus
-    their scales and zero points; tensors the recipe keeps in float at their own size.
+def stored_weights_floor(model: ir.Model, plan: Plan) -> int:
+    """Bytes the graph's stored weights need at best under ``plan``: unique parameters at
+    the precision's bytes plus their scales and zero points; tensors the recipe keeps in
+    float at their own size. It bounds the quantizer's own output (the manifest's
+    ``postcondition_weights_floor_bytes``); the artifact's ``floor_bytes`` is
+    :func:`albert_edge.facts.floor_bytes`, the checkpoint's parameters at the precision
+    with nothing else, which no graph can meet exactly.
 
     int8: K·N codes + per output channel (or per tensor) an fp32 scale and an int8 zero
     point. int4 (``Int4Weight``): K·N/2 codes + a one-byte multiplier per block along K
@@ -79,16 +82,18 @@ def floor_bytes(model: onnx.ModelProto, plan: Plan) -> int:
     (MatMulNBits): K·N/2 + one fp32 scale per block along K (the weight's own block,
     :func:`int4_block_size`; symmetric: no zero points). fp16: 2 bytes per float
     parameter. Embedding tables: as the recipe stores them (see
-    :mod:`albert_edge.onnx.quant_embed`).
+    :mod:`albert_edge.onnx.quant.tables`).
     """
-    from albert_edge.onnx.quant_graph import tensor_nbytes
-
     total = 0
     p = plan.precision
-    for t in model.graph.initializer:
-        n = math.prod(int(d) for d in t.dims)
-        if t.name in plan.weights:
-            k, ncols = plan.weights[t.name]
+    for name, value in model.graph.initializers.items():
+        t = value.const_value
+        if t is None:
+            continue
+        shape = t.shape.numpy()
+        n = math.prod(shape)
+        if name in plan.weights:
+            k, ncols = plan.weights[name]
             if p.startswith("int8"):
                 total += k * ncols + (ncols if plan.per_channel else 1) * 5
             elif plan.int4_folded:  # codes, multipliers, scale, zp
@@ -103,14 +108,14 @@ def floor_bytes(model: onnx.ModelProto, plan: Plan) -> int:
                 total += math.ceil(k * ncols / 2) + ncols * math.ceil(k / block) * 4
             else:  # fp16
                 total += 2 * n
-        elif plan.table is not None and t.name == plan.table.table and plan.quantize_table:
+        elif plan.table is not None and name == plan.table.table and plan.quantize_table:
             v, e = plan.table.vocab, plan.table.dim
             if p == "fp16":
                 total += 2 * n
             elif p == "int8-static":
                 total += v * e + 5
             else:
-                from albert_edge.onnx.quant_embed import table_scale_format
+                from albert_edge.onnx.quant.tables import table_scale_format
 
                 fmt = table_scale_format(
                     plan.table_bits,
@@ -124,20 +129,26 @@ def floor_bytes(model: onnx.ModelProto, plan: Plan) -> int:
                     + math.ceil(v * (e // plan.table_block) * scale_bytes)
                     + (4 if fmt in ("u8", "u4log") else 0)  # the super-scale
                 )
-        elif t.name in plan.side_tables:
+        elif name in plan.side_tables:
             if p == "int4":  # 4-bit codes + a one-byte scale per row + the super-scale
-                total += math.ceil(n / 2) + int(t.dims[0]) + 4
+                total += math.ceil(n / 2) + shape[0] + 4
             else:
-                total += n + int(t.dims[1]) * 5  # int8 codes + fp32 scale, int8 zero point
+                total += n + shape[1] * 5  # int8 codes + fp32 scale, int8 zero point
         elif (
             p == "fp16"
-            and t.data_type == 1
-            and not (plan.table is not None and t.name == plan.table.table)
+            and t.dtype == ir.DataType.FLOAT
+            and not (plan.table is not None and name == plan.table.table)
         ):
             total += 2 * n
         else:
-            total += tensor_nbytes(t)
+            total += int(t.nbytes)
     return total
+
+
+def _shape(model: ir.Model, name: str) -> tuple[int, ...]:
+    t = model.graph.initializers[name].const_value
+    assert t is not None
+    return tuple(t.shape.numpy())
 
 
 class PlanPass(AlbertInPlacePass):
@@ -154,22 +165,21 @@ class PlanPass(AlbertInPlacePass):
         self.state = state
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        from albert_edge.onnx.quant_graph import weight_matmuls
+        from albert_edge.onnx.inspect import weight_matmuls
 
         st, opts = self.state, self.state.options
-        work = snapshot(model)
         table = st.table
         tied = st.tied
-        uses = [u for u in weight_matmuls(work) if u.weight not in tied]
-        inits = {t.name: t for t in work.graph.initializer}
+        uses = [u for u in weight_matmuls(model) if u.weight not in tied]
+        inits = {u.weight: _shape(model, u.weight) for u in uses}
         plan = Plan(
             precision=st.precision,
             per_channel=opts.weight_per_channel,
             block_size=opts.block_size,
             weights={
-                u.weight: (int(inits[u.weight].dims[0]), int(inits[u.weight].dims[1]))
+                u.weight: (inits[u.weight][0], inits[u.weight][1])
                 if u.op_type != "Gemm"
-                else (int(inits[u.weight].dims[1]), int(inits[u.weight].dims[0]))
+                else (inits[u.weight][1], inits[u.weight][0])
                 for u in uses
             },
             table=table,
@@ -179,7 +189,7 @@ class PlanPass(AlbertInPlacePass):
             int4_folded=opts.int4_folded,
         )
         if plan.quantize_table and table is not None and st.precision != "fp16":
-            from albert_edge.onnx.quant_embed import side_tables, table_block_size
+            from albert_edge.onnx.quant.tables import side_tables, table_block_size
 
             plan.table_block = table_block_size(
                 table.dim,
@@ -188,9 +198,9 @@ class PlanPass(AlbertInPlacePass):
                 tied=bool(table.tied_matmuls),
                 fold=plan.int4_folded,
             )
-            plan.side_tables = tuple(side_tables(work, table.table))
+            plan.side_tables = tuple(side_tables(model, table.table))
         st.plan = plan
-        st.floor = floor_bytes(work, plan)
+        st.floor = stored_weights_floor(model, plan)
         st.nodes = sorted({u.node for u in uses})
         st.block_by_node = {
             u.node: int4_block_size(plan.block_size, plan.weights[u.weight][0]) for u in uses

@@ -20,7 +20,6 @@ from onnx_ir.passes.common import (
 
 from albert_edge.errors import QuantizationError
 from albert_edge.onnx.passes.base import MS_DOMAIN, AlbertInPlacePass
-from albert_edge.onnx.passes.quant.state import snapshot
 
 # onnx_ir dedups only tensors below size_limit elements by default (1024): ALBERT's
 # shared weights are millions.
@@ -90,15 +89,14 @@ class PrepareGraphPass(AlbertInPlacePass):
         return ir.passes.PassResult(model, modified=True)
 
     def ensures(self, model: ir.Model) -> None:
-        from albert_edge.onnx.quant_graph import GraphIndex, weight_matmuls
+        from albert_edge.onnx.inspect import weight_matmuls
+        from albert_edge.onnx.quant.tables import readers as readers_of
 
         names = [n.name for n in model.graph]
         if len(set(names)) != len(names) or not all(names):
             self.fail("node names are not unique")
-        proto = snapshot(model)
-        idx = GraphIndex.of(proto.graph)
-        for u in weight_matmuls(proto):
-            readers = idx.consumers.get(u.weight, [])
+        for u in weight_matmuls(model):
+            readers = readers_of(model, model.graph.initializers.get(u.weight))
             tied_table = any(n.op_type == "Gather" and slot == 0 for n, slot in readers)
             if "Transpose" in u.chain and len(readers) > 1 and not tied_table:
                 raise QuantizationError(

@@ -1,9 +1,10 @@
-"""Quantization recipes: named, frozen, each an ordered list of passes.
+"""Quantization recipes, as data: the one table of ONNX precisions (:data:`RECIPES`), how
+each stores the word table (:data:`EMBEDDING_RECIPES`) and, for the int8 precisions, the
+recipe per deployment ``--target`` (:data:`INT8_TARGETS`).
 
-A recipe is data (:class:`QuantRecipe`): which of ONNX Runtime's quantizers computes the
-weights, which rewrites it needs first, and what the manifest says about it.
-:func:`build_passes` turns a recipe, the options and the graph's facts into the pass
-list :func:`albert_edge.onnx.passes.run_passes` executes:
+Why data and nothing else: ``albert_edge.options`` validates ``--target`` against
+:data:`INT8_TARGETS` and sits below every pipeline, so this module imports no pass;
+:func:`albert_edge.onnx.quant.front.build_passes` turns a recipe into its pass list:
 
 1. ``quant-prepare`` — one initializer per weight, unique node names;
 2. ``quant-unfuse-attention`` (int8-static, int4) — the QKV projection as a MatMul;
@@ -28,16 +29,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
 from albert_edge.errors import UnsupportedError
-from albert_edge.onnx.passes.quant.state import QuantState
+from albert_edge.kernels import KERNELS
 
 
 @dataclass(frozen=True)
 class EmbeddingRecipe:
     """How albert-edge's own passes store the V×E word table and the position table
-    (ORT's quantizers cannot: :mod:`albert_edge.onnx.passes.quant.embed` says why)."""
+    (ORT's quantizers cannot: :mod:`albert_edge.onnx.quant.embed` says why)."""
 
     name: str
     bits: int
@@ -159,60 +159,132 @@ def recipe(precision: str, int4_kernel: str = "int8") -> QuantRecipe:
         ) from None
 
 
-def build_passes(
-    r: QuantRecipe,
-    state: QuantState,
-    *,
-    texts: list[str] | None = None,
-    tokenizer: Any = None,
-    max_length: int = 512,
-) -> list[Any]:
-    """The recipe's passes, in order. Passes that depend on what an earlier one finds
-    (a fused EmbedLayerNormalization, a tied decoder, a word table to quantize) are always
-    listed and report ``skipped`` where they do not apply."""
-    from albert_edge.onnx.passes.compact import CompactGraphPass
-    from albert_edge.onnx.passes.quant import check, embed, int4, ort, plan, prepare, rewrite
+# --- int8 recipes per deployment target ------------------------------------------------
+#
+# Integer recipes per deployment target, as data: what each trades, and where it is right.
+#
+# An int8 MatMul in ONNX Runtime is u8 activations × s8 weights. On x86 AVX2 (and AVX-512
+# without VNNI) MLAS multiplies with ``VPMADDUBSW``, which adds each *pair* of u8×s8
+# products into a signed int16 with saturation: 2 × 255 × 127 = 64,770 does not fit in
+# 32,767, so full-range weights saturate whenever two large activations meet two large
+# weights of the same sign. VNNI (``VPDPBUSD``), ARM64 (``SDOT``/``UDOT``/i8mm) and wasm
+# SIMD accumulate in int32 and never saturate.
+#
+# ``reduce_range`` (7-bit weights, |w| ≤ 64) bounds a pair at 2 × 255 × 64 = 32,640 < 32,767:
+# no saturation on any kernel, for one bit of weight resolution; the integer results are then
+# the same on every kernel family, so a measurement here speaks for all of them. Measured on
+# the README's int8 artifact (trained SST-2 model, ``verify``'s grid, logits SQNR; AMD EPYC
+# with AVX-512 VNNI host, the other kernels emulated by ``albert-edge verify --on``):
+#
+# =====================================  =========  ========  =====  =====
+# recipe                                 x86-vnni   x86-avx2  arm64  wasm
+# =====================================  =========  ========  =====  =====
+# 8-bit per-channel (before)             39.3       17.3      39.2   39.3
+# 7-bit per-channel                      29.3       29.3      29.4   29.3
+# 7-bit per-tensor (``portable``)        39.8       39.8      40.1   40.0
+# 8-bit u8u8 (no saturation either)      37.7       37.7      37.8   37.7
+# =====================================  =========  ========  =====  =====
+#
+# Speed (albert-base, batch 1, seq 128, 2 threads, VNNI host, one interleaved run): 7-bit
+# 50.8 ms, 8-bit 53.6 ms, u8u8 74.6 ms, so u8u8's safety costs 1.47× and is not offered.
+# Per-tensor vs per-channel at 7 bits is close (real SST-2 dev sentences: 45.0 vs 46.6 dB;
+# random tiny configs, seeds 0-3: 28.2-42.1 vs 37.5-40.4 dB), per-channel's grid figure is
+# pulled down by one padded batch; per-tensor is also onnxruntime's own default.
+# ``benchmarks/cross_kernel.py`` re-measures all of this.
+#
+# ``--target`` names the hardware; a full-range recipe is only offered for targets whose
+# kernels accumulate in int32, and the manifest records where the artifact is right.
 
-    state.recipe = r
-    passes: list[Any] = [prepare.PrepareGraphPass()]
-    if r.unfuse_attention:
-        passes.append(rewrite.UnfuseAttentionPass(state))
-    passes.append(rewrite.LocateWordTablePass(state))
-    if r.embeddings:  # fp16 keeps a fused EmbedLayerNormalization: its tables convert in place
-        passes.append(rewrite.UnfuseEmbedLayerNormPass(state))
-    passes += [rewrite.GemmToMatMulPass(state), plan.PlanPass(state)]
-    if r.name in ("int8-dynamic", "int4"):
-        from albert_edge.onnx.recipes import SATURATION_FREE_MAX_ABS, int8_recipe
 
-        passes += [
-            *([int4.StashFloatWeightsPass(state)] if r.name == "int4" else []),
-            rewrite.TiedGemmToMatMulPass(state),
-            ort.OrtDynamicQuantPass(state),
-            rewrite.RestoreTiedGemmPass(state),
-            rewrite.RelocateWordTablePass(state),
-        ]
-        if r.name == "int4":
-            reduce = int8_recipe(state.options.runs_on).reduce_range
-            passes.append(int4.PackInt4Pass(state, SATURATION_FREE_MAX_ABS if reduce else 127))
-    elif r.name == "int8-static":
-        passes += [
-            ort.CalibrationFeedsPass(state, texts or [], tokenizer, max_length),
-            ort.OrtStaticQuantPass(state),
-        ]
-    elif r.name == "int4-nbits":
-        passes.append(ort.OrtInt4Pass(state))
-    else:
-        passes.append(ort.OrtFloat16Pass(state))
-    if r.embeddings:
-        passes += [embed.QuantizeWordTablePass(state), embed.QuantizeSideTablesPass(state)]
-    passes += [
-        check.DedupQuantizedPass(),
-        CompactGraphPass(),
-        check.WeightsQuantizedCheck(state),
-        check.SharedWeightsOnceCheck(state),
-        check.SaturationCheck(state),
-        check.RunsCheck(state),
-    ]
-    if r.name == "int4":
-        passes.append(int4.Int4FoldsCheck(state))
-    return passes
+@dataclass(frozen=True)
+class Int8Recipe:
+    """How int8 weights are quantized for one deployment target."""
+
+    target: str
+    reduce_range: bool  # 7-bit weights: no int16 pair saturation on x86 AVX2 u8s8
+    weight_type: str  # "s8" (u8s8 kernels) or "u8" (u8u8 kernels: never saturate)
+    per_channel: bool  # one scale per output channel (else one per tensor)
+    accurate_on: tuple[str, ...]  # kernel families whose arithmetic the recipe is right on
+    why: str
+
+    def __post_init__(self) -> None:
+        unknown = [k for k in self.accurate_on if k not in KERNELS]
+        if unknown:
+            raise UnsupportedError(f"recipe {self.target!r} names unknown kernels {unknown}")
+        saturating = [k for k in self.accurate_on if KERNELS[k].saturating_u8s8]
+        if self.weight_type not in ("s8", "u8"):
+            raise UnsupportedError(f"recipe {self.target!r}: weight_type must be s8 or u8")
+        if saturating and self.weight_type == "s8" and not self.reduce_range:
+            raise UnsupportedError(
+                f"recipe {self.target!r}: full-range int8 weights saturate on {saturating}"
+            )
+
+
+_INT32_KERNELS = tuple(k for k, fam in KERNELS.items() if not fam.saturating_u8s8)
+
+INT8_TARGETS: dict[str, Int8Recipe] = {
+    r.target: r
+    for r in (
+        Int8Recipe(
+            "portable",
+            reduce_range=True,
+            weight_type="s8",
+            per_channel=False,
+            accurate_on=tuple(KERNELS),
+            why="7-bit weights: no u8s8 saturation on x86 AVX2, same speed everywhere",
+        ),
+        Int8Recipe(
+            "x86-vnni",
+            reduce_range=False,
+            weight_type="s8",
+            per_channel=True,
+            accurate_on=_INT32_KERNELS,
+            why="8-bit weights: VNNI accumulates in int32 (wrong on AVX2-only x86: saturates)",
+        ),
+        Int8Recipe(
+            "arm64",
+            reduce_range=False,
+            weight_type="s8",
+            per_channel=True,
+            accurate_on=_INT32_KERNELS,
+            why="8-bit weights: ARM64 dot-product kernels accumulate in int32",
+        ),
+        Int8Recipe(
+            "wasm",
+            reduce_range=False,
+            weight_type="s8",
+            per_channel=True,
+            accurate_on=_INT32_KERNELS,
+            why="8-bit weights: wasm SIMD accumulates in int32",
+        ),
+    )
+}
+
+RUNS_ON = tuple(INT8_TARGETS)
+
+# Candidates measured by benchmarks/cross_kernel.py but not offered as a --target.
+CANDIDATES: dict[str, Int8Recipe] = {
+    "u8u8": Int8Recipe(
+        "u8u8",
+        reduce_range=False,
+        weight_type="u8",
+        per_channel=True,
+        accurate_on=tuple(KERNELS),
+        why="8-bit asymmetric uint8 weights: MLAS's u8u8 kernels widen to int16 first",
+    ),
+}
+
+
+def int8_recipe(target: str) -> Int8Recipe:
+    if target in CANDIDATES:
+        return CANDIDATES[target]
+    if target not in INT8_TARGETS:
+        raise UnsupportedError(
+            f"unknown --target {target!r}; choose one of {', '.join(INT8_TARGETS)} (portable: right "
+            "on every CPU)"
+        )
+    return INT8_TARGETS[target]
+
+
+# u8 activations × s8 weights: a pair of products stays inside int16 iff |w| ≤ 64.
+SATURATION_FREE_MAX_ABS = 64

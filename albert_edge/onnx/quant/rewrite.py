@@ -22,15 +22,15 @@ import onnx_ir as ir
 
 from albert_edge.errors import QuantizationError
 from albert_edge.onnx.passes.base import MS_DOMAIN, AlbertInPlacePass
-from albert_edge.onnx.passes.quant.edit import Namer, add_initializer, constant, make_node, replace
-from albert_edge.onnx.passes.quant.state import QuantState, snapshot
+from albert_edge.onnx.quant.edit import Namer, add_initializer, constant, make_node, replace
+from albert_edge.onnx.quant.state import QuantState
 
 
 def find_table(model: ir.Model, state: QuantState) -> None:
     """(Re)locate the word-embedding table and its readers into ``state.table``."""
-    from albert_edge.onnx.quant_embed import find_word_table
+    from albert_edge.onnx.quant.tables import find_word_table
 
-    state.table = find_word_table(snapshot(model), state.vocab)
+    state.table = find_word_table(model, state.vocab)
 
 
 class LocateWordTablePass(AlbertInPlacePass):

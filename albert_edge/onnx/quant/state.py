@@ -2,9 +2,9 @@
 plan and its floor, and the proto boundary to ONNX Runtime's quantizers.
 
 ORT's quantizers (and the float16 converter) consume and produce ``onnx.ModelProto``;
-every other quantization pass works on an ``onnx_ir`` model. :func:`proto_of` and
-:func:`model_of` are the one place the two meet, so each crossing gives the quantizer the
-graph it always got: no value_info (ORT re-runs shape inference and fails on stale
+every other quantization pass, and every fact read off the graph, works on the
+``onnx_ir`` model. :func:`proto_of` and :func:`model_of` are the one place the two
+meet, so each crossing gives the quantizer the graph it always got: no value_info (ORT re-runs shape inference and fails on stale
 shapes), and one initializer per name (ORT's per-node quantizers append the same
 quantized weight once per consumer).
 """
@@ -24,9 +24,9 @@ from albert_edge.errors import QuantizationError
 if TYPE_CHECKING:
     import onnx
 
-    from albert_edge.onnx.passes.quant.plan import Plan
-    from albert_edge.onnx.passes.quant.recipes import QuantRecipe
-    from albert_edge.onnx.quant_embed import TableUse
+    from albert_edge.onnx.quant.plan import Plan
+    from albert_edge.onnx.quant.recipes import QuantRecipe
+    from albert_edge.onnx.quant.tables import TableUse
     from albert_edge.options import ConvertOptions
 
 
@@ -47,7 +47,7 @@ class QuantState:
 
     ``table`` is the word-embedding table's readers (re-found after every rewrite that
     moves them), ``plan``/``floor`` the weights to quantize and the bytes they need at
-    best (:mod:`albert_edge.onnx.passes.quant.plan`), ``protected`` the tied decoder
+    best (:mod:`albert_edge.onnx.quant.plan`), ``protected`` the tied decoder
     nodes int8-dynamic must not let ``quantize_dynamic`` transpose in place.
     """
 
@@ -90,20 +90,6 @@ def proto_of(model: ir.Model) -> onnx.ModelProto:
     return proto
 
 
-def snapshot(model: ir.Model) -> onnx.ModelProto:
-    """A proto of ``model`` for the NodeProto-level code of :mod:`albert_edge.onnx.quant_graph`
-    and :mod:`albert_edge.onnx.quant_embed`: the value_info onnx_ir writes for every
-    initializer is dropped (it would outlive a rewrite that drops the initializer);
-    value_info of computed values (a quantizer's) is kept."""
-    proto: onnx.ModelProto = ir.to_proto(model)
-    inits = {t.name for t in proto.graph.initializer}
-    keep = [v for v in proto.graph.value_info if v.name not in inits]
-    if len(keep) != len(proto.graph.value_info):
-        del proto.graph.value_info[:]
-        proto.graph.value_info.extend(keep)
-    return proto
-
-
 def model_of(proto: onnx.ModelProto, who: str) -> ir.Model:
     """``proto`` (a quantizer's output) as an onnx_ir model, one initializer per name.
 
@@ -112,7 +98,10 @@ def model_of(proto: onnx.ModelProto, who: str) -> ir.Model:
     copies are dropped here — after checking they are copies (anything else would be a
     quantizer bug, and silently keeping either tensor would be wrong).
     """
-    from albert_edge.onnx.quant_graph import tensor_bytes
+    from onnx import numpy_helper
+
+    def tensor_bytes(t: onnx.TensorProto) -> bytes:
+        return bytes(t.raw_data) if t.HasField("raw_data") else numpy_helper.to_array(t).tobytes()
 
     seen: dict[str, onnx.TensorProto] = {}
     keep = []

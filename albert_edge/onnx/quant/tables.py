@@ -5,8 +5,8 @@ writes INT4 tensors, which forces opset 21 onto a graph exported for opset 17 (i
 log says "the generated model may not be a valid model"); ``quantize_dynamic``'s Gather
 support is per-tensor uint8. Neither knows that ALBERT's masked-LM decoder reads the
 same table (tied weights). So albert-edge writes the table itself, once (the rewrite is the onnx-ir pass
-:mod:`albert_edge.onnx.passes.quant.embed`; this module holds the storage formats, the
-table's readers and the proto-level entry points benchmarks and tests use):
+:mod:`albert_edge.onnx.quant.embed`; this module holds the storage formats, the
+table's readers):
 
 * ORT CPU recipes (int8-dynamic, int4): symmetric codes — int8 with one fp16 scale per
   row, or two 4-bit codes per byte (low nibble first) with one scale per block of E —
@@ -25,15 +25,16 @@ The table stays V×E; nothing here ever materialises a V×H tensor.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import onnx_ir as ir
+
 from albert_edge.errors import QuantizationError
-from albert_edge.onnx.quant_graph import GraphIndex
 
 if TYPE_CHECKING:
     import numpy as np
-    import onnx
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,20 @@ class TableUse:
             )
 
 
-def find_word_table(model: onnx.ModelProto, vocab_size: int | None = None) -> TableUse | None:
+def readers(model: ir.Model, value: ir.Value | None) -> list[tuple[ir.Node, int]]:
+    """The nodes reading ``value`` and at which input, in graph order (``value.uses()``
+    lists them in the order they were wired, which a rewrite changes)."""
+    if value is None:
+        return []
+    return [(n, i) for n in model.graph for i, v in enumerate(n.inputs) if v is value]
+
+
+def _dims(value: ir.Value) -> tuple[int, ...]:
+    assert value.const_value is not None
+    return tuple(value.const_value.shape.numpy())
+
+
+def find_word_table(model: ir.Model, vocab_size: int | None = None) -> TableUse | None:
     """The word-embedding initializer and its readers, or None if the graph has none.
 
     The table is the 2-D float initializer gathered by a Gather whose first dimension is
@@ -66,56 +80,54 @@ def find_word_table(model: onnx.ModelProto, vocab_size: int | None = None) -> Ta
     Gather, EmbedLayerNormalization and a tied decoder are listed in ``others``
     (:meth:`TableUse.check_quantizable` refuses them).
     """
-    idx = GraphIndex.of(model.graph)
-    candidates: dict[str, int] = {}
-    for node in model.graph.node:
-        if node.op_type == "Gather" and node.input[0] in idx.inits:
-            t = idx.inits[node.input[0]]
-            if len(t.dims) == 2 and t.data_type in (1, 10):
-                candidates[t.name] = int(t.dims[0]) * int(t.dims[1])
-        if node.op_type == "EmbedLayerNormalization" and len(node.input) > 2:
-            eln_table = idx.inits.get(node.input[2])
-            if eln_table is not None:
-                candidates[eln_table.name] = int(eln_table.dims[0]) * int(eln_table.dims[1])
+    candidates: dict[str, ir.Value] = {}
+    for node in model.graph:
+        first = node.inputs[0] if node.inputs else None
+        if node.op_type == "Gather" and first is not None and first.is_initializer():
+            t = first.const_value
+            if t is not None and len(t.shape) == 2 and t.dtype in _TABLE_DTYPES:
+                candidates[str(first.name)] = first
+        eln = node.inputs[2] if len(node.inputs) > 2 else None
+        if node.op_type == "EmbedLayerNormalization" and eln is not None and eln.is_initializer():
+            candidates[str(eln.name)] = eln
     if not candidates:
         return None
-    exact = [n for n in candidates if vocab_size and int(idx.inits[n].dims[0]) == vocab_size]
-    table = exact[0] if exact else max(candidates, key=lambda n: candidates[n])
-    t = idx.inits[table]
+    size = {n: _dims(v)[0] * _dims(v)[1] for n, v in candidates.items()}
+    exact = [n for n in candidates if vocab_size and _dims(candidates[n])[0] == vocab_size]
+    table = exact[0] if exact else max(size, key=lambda n: size[n])
+    value = candidates[table]
     gathers, tied, fused, other = [], [], [], []
-    for node, slot in idx.consumers[table]:
+    for node, slot in readers(model, value):
+        name = str(node.name or "")
         if node.op_type == "Gather" and slot == 0:
-            gathers.append(node.name)
+            gathers.append(name)
         elif node.op_type == "EmbedLayerNormalization" and slot == 2:
-            fused.append(node.name)
+            fused.append(name)
         elif node.op_type == "Gemm" and slot == 1 and _is_plain_gemm_transb(node):
-            tied.append(node.name)  # canonical tied decoder: Gemm(x, table, b, transB=1)
+            tied.append(name)  # canonical tied decoder: Gemm(x, table, b, transB=1)
         elif node.op_type == "Transpose" and all(
-            c.op_type == "MatMul" and s == 1 for c, s in idx.consumers[node.output[0]]
+            c.op_type == "MatMul" and s == 1 for c, s in readers(model, node.outputs[0])
         ):
-            tied.extend(c.name for c, _ in idx.consumers[node.output[0]])
+            tied.extend(str(c.name or "") for c, _ in readers(model, node.outputs[0]))
         else:
-            other.append(f"{node.op_type} {node.name!r}")
-    return TableUse(
-        table,
-        int(t.dims[0]),
-        int(t.dims[1]),
-        tuple(gathers),
-        tuple(tied),
-        tuple(fused),
-        tuple(other),
-    )
+            other.append(f"{node.op_type} {name!r}")
+    v, e = _dims(value)
+    return TableUse(table, v, e, tuple(gathers), tuple(tied), tuple(fused), tuple(other))
 
 
-def _is_plain_gemm_transb(node: onnx.NodeProto) -> bool:
-    from onnx import helper
+_TABLE_DTYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16)
 
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+def _is_plain_gemm_transb(node: ir.Node) -> bool:
+    def attr(name: str, default: float) -> float:
+        a = node.attributes.get(name)
+        return float(a.value) if a is not None else default
+
     return (
-        attrs.get("transB", 0) == 1
-        and attrs.get("transA", 0) == 0
-        and float(attrs.get("alpha", 1.0)) == 1.0
-        and float(attrs.get("beta", 1.0)) == 1.0
+        attr("transB", 0) == 1
+        and attr("transA", 0) == 0
+        and attr("alpha", 1.0) == 1.0
+        and attr("beta", 1.0) == 1.0
     )
 
 
@@ -157,7 +169,7 @@ ROW_SCALE_BUDGET = 0.02
 
 
 def table_scale_format(bits: int, *, tied: bool, dim: int = 128, fold: bool = False) -> str:
-    """How a quantized word table stores its scales (see :func:`albert_edge.onnx.passes.quant.embed.quantize_word_table`).
+    """How a quantized word table stores its scales (see :func:`albert_edge.onnx.quant.embed.quantize_word_table`).
 
     "u4log" (folded int4 tables with E·bits/8 · :data:`ROW_SCALE_BUDGET` < 1 byte): four
     bits per row, the scale ``super · 2^(-k/4)``, k in 0..15 — a quarter-octave grid over
@@ -260,24 +272,22 @@ class TableForm:
 MIN_SIDE_TABLE = 1024
 
 
-def side_tables(model: onnx.ModelProto, word_table: str | None) -> list[str]:
+def side_tables(model: ir.Model, word_table: str | None) -> list[str]:
     """Float 2-D initializers of at least :data:`MIN_SIDE_TABLE` values, other than the
     word table, read only as ``Gather(table, ids)`` on axis 0 (position embeddings)."""
-    import onnx
-
-    idx = GraphIndex.of(model.graph)
     out = []
-    for name, t in idx.inits.items():
-        if name == word_table or len(t.dims) != 2 or t.data_type != onnx.TensorProto.FLOAT:
+    for name, value in model.graph.initializers.items():
+        t = value.const_value
+        if name == word_table or t is None or len(t.shape) != 2 or t.dtype != ir.DataType.FLOAT:
             continue
-        if int(t.dims[0]) * int(t.dims[1]) < MIN_SIDE_TABLE:
+        if math.prod(t.shape.numpy()) < MIN_SIDE_TABLE:
             continue
-        readers = idx.consumers.get(name, [])
-        if readers and all(
+        reads = readers(model, value)
+        if reads and all(
             n.op_type == "Gather"
             and slot == 0
-            and all(a.name != "axis" or a.i == 0 for a in n.attribute)
-            for n, slot in readers
+            and (n.attributes.get("axis") is None or n.attributes["axis"].as_int() == 0)
+            for n, slot in reads
         ):
             out.append(name)
     return out
