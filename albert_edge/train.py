@@ -14,7 +14,11 @@ comes from a seeded generator and ``torch.use_deterministic_algorithms`` is on.
         --dev ../shared/data/sst2/dev.tsv --spiece ../shared/data/albert/30k-clean.model \\
         -o albert_edge/models/sst2-albert-tiny --overwrite
 
-(``python -m albert_edge.train`` is the same command.) The output follows the rules of every
+``--exit-loss pabee`` adds an exit classifier after every layer, trained jointly with
+PABEE's weighted loss and written beside the model (``exit_classifiers.safetensors``);
+``albert-edge depth search`` starts its per-depth heads from them (``docs/depth.md``).
+
+(``python -m albert_edge.train`` is the same command, SIGTERM/SIGHUP handled alike.) The output follows the rules of every
 albert-edge output (:mod:`albert_edge.io`): ``-o`` is required (no default that writes into
 the installed package), an existing directory is replaced only with ``--overwrite`` and only
 when it is a previous training output, i.e. ``training.json`` records the sha256 of every
@@ -28,6 +32,7 @@ full disk leaves the previous output or nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -35,8 +40,10 @@ import os
 import platform
 import re
 import shutil
+import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -173,8 +180,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     with atomic_output_dir(
         out, overwrite=args.overwrite, inputs=inputs, kind=TRAINING_OUTPUT
     ) as tmp:
-        model, summary = _fit(args)
-        _write_output(tmp, model, summary, args)
+        model, exits, summary = _fit(args)
+        _write_output(tmp, model, summary, args, exits)
     return summary
 
 
@@ -223,19 +230,65 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
-def _fit(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    import torch
-    from transformers import AlbertConfig, AlbertForSequenceClassification
+EXIT_LOSSES = ("none", "pabee")
+EXIT_HEADS_FILE = "exit_classifiers.safetensors"
 
+
+def pabee_weights(layers: int) -> list[float]:
+    """PABEE's exit weights (Zhou et al. 2020, eq. 6): exit ``j`` of ``L`` weighs
+    ``j / sum(1..L)``, so deeper exits, which see more of the input, count for more and
+    the full-depth classifier is not sacrificed to the shallow ones."""
+    total = layers * (layers + 1) / 2
+    return [j / total for j in range(1, layers + 1)]
+
+
+def pabee_loss(exit_logits: list[Any], labels: Any) -> Any:
+    """``sum_j j * CE(logits_j, labels) / sum_j j`` over the exits after layers ``1..L``."""
+    import torch
+
+    weights = pabee_weights(len(exit_logits))
+    return sum(
+        w * torch.nn.functional.cross_entropy(lg, labels)
+        for w, lg in zip(weights, exit_logits, strict=True)
+    )
+
+
+def make_exit_classifiers(config: Any) -> Any:
+    """One ``num_labels × H`` linear per layer ``1..L-1``; the exit after layer ``L`` is the
+    model's own classifier. The pooler is the model's own, shared by every exit: the shape
+    :mod:`albert_edge.early_exit.heads` and :mod:`albert_edge.depth` read."""
+    import torch
+
+    exits = torch.nn.ModuleList(
+        torch.nn.Linear(int(config.hidden_size), int(config.num_labels))
+        for _ in range(int(config.num_hidden_layers) - 1)
+    )
+    for lin in exits:  # the initialisation transformers gives the model's classifier
+        torch.nn.init.normal_(lin.weight, std=float(config.initializer_range))
+        torch.nn.init.zeros_(lin.bias)
+    return exits
+
+
+def exit_logits(model: Any, exits: Any, ids: Any, mask: Any) -> list[Any]:
+    """Logits of every exit, as AlbertForSequenceClassification computes its own: pooler
+    (tanh) on the [CLS] state after layer ``j``, dropout, then exit ``j``'s linear."""
+    import torch
+
+    hs = model.albert(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+    pooler = model.albert.pooler
+    heads = [*exits, model.classifier]
+    return [
+        head(model.dropout(torch.tanh(pooler(h[:, 0]))))
+        for head, h in zip(heads, hs[1:], strict=True)
+    ]
+
+
+def _encode(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
+    """(train, dev) as (token ids, label) pairs."""
     from albert_edge.data import read_sst2
-    from albert_edge.progress import enabled as progress_enabled
     from albert_edge.progress import track
     from albert_edge.tokenizer import AlbertTokenizer
 
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
-    torch.use_deterministic_algorithms(True)
-    t0 = time.time()
     tok = AlbertTokenizer(args.spiece)
 
     def encode(rows: list[tuple[int, str]]) -> list[tuple[list[int], int]]:
@@ -245,19 +298,17 @@ def _fit(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
             out.append((ids, label))
         return out
 
-    train_ex = encode(read_sst2(args.train, labels=range(2)))
-    dev_ex = encode(read_sst2(args.dev, labels=range(2)))
-    overrides = _overrides(args)
-    config = AlbertConfig(**{**DEFAULTS, **overrides, "num_labels": 2})
-    config.architectures = ["AlbertForSequenceClassification"]
-    config.id2label = {0: "negative", 1: "positive"}
-    config.label2id = {"negative": 0, "positive": 1}
-    model = AlbertForSequenceClassification(config)
+    return encode(read_sst2(args.train, labels=range(2))), encode(
+        read_sst2(args.dev, labels=range(2))
+    )
 
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embeddings" not in n]
-    no_decay = [
-        p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embeddings" not in n)
-    ]
+
+def _optimizer(params: list[tuple[str, Any]], args: argparse.Namespace, total: int) -> Any:
+    """AdamW (no decay on biases, norms and embeddings) and linear warmup then decay."""
+    import torch
+
+    decay = [p for n, p in params if p.ndim >= 2 and "embeddings" not in n]
+    no_decay = [p for n, p in params if not (p.ndim >= 2 and "embeddings" not in n)]
     opt = torch.optim.AdamW(
         [
             {"params": decay, "weight_decay": args.weight_decay},
@@ -267,9 +318,6 @@ def _fit(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         betas=(0.9, 0.98),
         eps=1e-6,
     )
-    gen = torch.Generator().manual_seed(args.seed)
-    steps_per_epoch = math.ceil(len(train_ex) / args.batch_size)
-    total = steps_per_epoch * args.epochs
     warmup = int(total * args.warmup)
 
     def lr_at(step: int) -> float:
@@ -277,7 +325,35 @@ def _fit(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
             return (step + 1) / warmup
         return max(0.0, (total - step) / max(1, total - warmup))
 
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+
+
+def _fit(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
+    """(model, exit classifiers or None, summary): the whole training run."""
+    import torch
+    from transformers import AlbertConfig, AlbertForSequenceClassification
+
+    from albert_edge.progress import enabled as progress_enabled
+    from albert_edge.progress import track
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True)
+    t0 = time.time()
+    train_ex, dev_ex = _encode(args)
+    overrides = _overrides(args)
+    config = AlbertConfig(**{**DEFAULTS, **overrides, "num_labels": 2})
+    config.architectures = ["AlbertForSequenceClassification"]
+    config.id2label = {0: "negative", 1: "positive"}
+    config.label2id = {"negative": 0, "positive": 1}
+    model = AlbertForSequenceClassification(config)
+    pabee = getattr(args, "exit_loss", "none") == "pabee"
+    exits = make_exit_classifiers(config) if pabee else None
+    params = list(model.named_parameters())
+    params += [(f"exits.{n}", p) for n, p in exits.named_parameters()] if exits else []
+    gen = torch.Generator().manual_seed(args.seed)
+    total = math.ceil(len(train_ex) / args.batch_size) * args.epochs
+    opt, sched = _optimizer(params, args, total)
     log: list[dict[str, Any]] = []
     step = 0
     for epoch in range(args.epochs):
@@ -286,35 +362,71 @@ def _fit(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         batches = list(_batches(train_ex, args.batch_size, gen, shuffle=True))
         for batch in track(batches, total=len(batches), description=f"epoch {epoch + 1}"):
             ids, mask, labels = _collate(batch)
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            if exits is None:
+                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            else:
+                loss = pabee_loss(exit_logits(model, exits, ids, mask), labels)
             _check_finite_step(loss, model, epoch + 1, step + 1)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_([p for _, p in params], 1.0)
             opt.step()
             sched.step()
             step += 1
             running += loss.item() * len(batch)
             seen += len(batch)
-        acc = evaluate(model, dev_ex)
-        entry = {
+        entry: dict[str, Any] = {
             "epoch": epoch + 1,
             "step": step,
             "train_loss": round(running / seen, 5),
-            "dev_accuracy": round(acc, 5),
+            "dev_accuracy": round(evaluate(model, dev_ex), 5),
             "elapsed_s": round(time.time() - t0, 1),
         }
+        if exits is not None:
+            entry["dev_exit_accuracy"] = [round(a, 5) for a in evaluate_exits(model, exits, dev_ex)]
         log.append(entry)
         if progress_enabled():  # progress, like the bars: --quiet leaves stderr to errors
             print(json.dumps(entry), file=sys.stderr)
 
     _check_finite_step(None, model, args.epochs, step)
     model.eval()
-    summary = {
+    summary = _summary(args, model, exits, overrides, (len(train_ex), len(dev_ex)), log, t0)
+    return model, exits, summary
+
+
+def evaluate_exits(model: Any, exits: Any, examples: list[tuple[list[int], int]]) -> list[float]:
+    """Accuracy of every exit ``1..L`` (eval mode) on ``examples``."""
+    import torch
+
+    model.eval()
+    correct: list[int] = []
+    with torch.no_grad():
+        for batch in _batches(examples, 128, None, shuffle=False):
+            ids, mask, labels = _collate(batch)
+            hits = [
+                int((lg.argmax(-1) == labels).sum()) for lg in exit_logits(model, exits, ids, mask)
+            ]
+            correct = [a + b for a, b in zip(correct, hits, strict=True)] if correct else hits
+    return [c / len(examples) for c in correct]
+
+
+def _summary(
+    args: argparse.Namespace,
+    model: Any,
+    exits: Any,
+    overrides: dict[str, Any],
+    sizes: tuple[int, int],
+    log: list[dict[str, Any]],
+    t0: float,
+) -> dict[str, Any]:
+    """What ``training.json`` records (beside the files' sha256, added at the write)."""
+    import torch
+
+    summary: dict[str, Any] = {
         "task": "SST-2 (GLUE), binary sentiment",
         "dev_accuracy": log[-1]["dev_accuracy"],
-        "dev_examples": len(dev_ex),
-        "train_examples": len(train_ex),
+        "dev_examples": sizes[1],
+        "train_examples": sizes[0],
         "wall_time_s": round(time.time() - t0, 1),
         "seed": args.seed,
         "threads": args.threads,
@@ -332,7 +444,21 @@ def _fit(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         "command": " ".join(["albert-edge train", *_given_args()]),
         "log": log,
     }
-    return model, summary
+    if exits is not None:
+        layers = int(model.config.num_hidden_layers)
+        summary["exit_loss"] = {
+            "kind": "pabee",
+            "reference": "Zhou et al. 2020, BERT Loses Patience (PABEE), weighted exit loss",
+            "loss": "sum_j j * CE_j / sum_j j over exits after layers 1..L",
+            "weights": [round(w, 6) for w in pabee_weights(layers)],
+            "file": EXIT_HEADS_FILE,
+            "keys": [f"depth{k}.classifier.weight|bias" for k in range(1, layers)],
+            "pooler": "shared: the model's own albert.pooler (tanh), as the full-depth head",
+            "exit_at_full_depth": "the model's own classifier (in model.safetensors)",
+            "parameters": sum(p.numel() for p in exits.parameters()),
+            "dev_exit_accuracy": log[-1]["dev_exit_accuracy"],
+        }
+    return summary
 
 
 def _given_args() -> list[str]:
@@ -359,10 +485,23 @@ def _save_model(model: Any, out_dir: Path) -> None:
         raise OSError(code, os.strerror(code), str(out_dir / "model.safetensors")) from None
 
 
-def _write_output(tmp: Path, model: Any, summary: dict[str, Any], args: argparse.Namespace) -> None:
+def _write_output(
+    tmp: Path, model: Any, summary: dict[str, Any], args: argparse.Namespace, exits: Any = None
+) -> None:
     """The checkpoint directory; ``training.json`` last, with the sha256 of every other
-    file (what makes it recognisable as ours: :func:`is_training_output`)."""
+    file (what makes it recognisable as ours: :func:`is_training_output`). With
+    ``--exit-loss pabee`` the exit classifiers go to their own file beside the model, so
+    ``model.safetensors`` stays an ordinary AlbertForSequenceClassification."""
     _save_model(model, tmp)
+    if exits is not None:
+        from safetensors.torch import save_file
+
+        tensors = {
+            f"depth{k + 1}.classifier.{name}": t.detach().contiguous()
+            for k, lin in enumerate(exits)
+            for name, t in (("weight", lin.weight), ("bias", lin.bias))
+        }
+        save_file(tensors, str(tmp / EXIT_HEADS_FILE))
     shutil.copyfile(args.spiece, tmp / "spiece.model")
     (tmp / "tokenizer_config.json").write_text(
         json.dumps(
@@ -427,6 +566,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="torch threads (default: %(default)s; at most 4 per usable CPU)",
     )
     p.add_argument("--config", default="", help="JSON overrides of the model config")
+    p.add_argument(
+        "--exit-loss",
+        choices=EXIT_LOSSES,
+        default="none",
+        help="pabee: a classifier after every layer (the model's pooler shared), trained "
+        "jointly with PABEE's weighted loss sum_j j*L_j / sum_j j; the exits are written to "
+        f"{EXIT_HEADS_FILE}, which `albert-edge depth search` starts its heads from "
+        "(default: %(default)s)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")
 
 
@@ -454,11 +602,44 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     set_enabled(not args.quiet)
     try:
-        with run_scratch():
+        with _stop_signals(), run_scratch():
             return run(args)
     except AlbertEdgeError as exc:
         print(f"albert-edge train: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", int(signal.SIGINT))
+        with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+            print(
+                f"albert-edge train: stopped by {signal.Signals(signum).name}; temp files "
+                "and lock removed, nothing half-written (the output is as it was)",
+                file=sys.stderr,
+            )
+        return 128 + signum
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP stop ``python -m albert_edge.train`` as Ctrl-C does, as they stop
+    ``albert-edge train`` (whose CLI installs the same handlers; this module cannot import
+    the CLI): :func:`albert_edge.io.stop_or_defer` raises ``Interrupted`` so the atomic
+    output's ``finally`` removes the temp directory and lock. A signal the caller ignores
+    (``nohup``) stays ignored."""
+    from albert_edge.io import STOP_SIGNALS, stop_or_defer
+
+    def handler(signum: int, frame: Any) -> None:
+        stop_or_defer(signum)
+
+    saved: dict[signal.Signals, Any] = {}
+    for sig in STOP_SIGNALS:
+        with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
+            if signal.getsignal(sig) != signal.SIG_IGN:
+                saved[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, previous in saved.items():
+            signal.signal(sig, previous)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -235,3 +238,152 @@ def test_kill_9_leaves_the_previous_output_or_nothing(
         assert not (r.inputs_lost or r.half_written or r.tracebacks), r.as_dict()
         assert not (r.leftovers or r.next_run_failed), r.as_dict()
     assert names_left(tmp_path, "previous") == []
+
+
+# --- --exit-loss pabee (issue 27) ----------------------------------------------------
+
+
+def _tiny_model(layers: int = 3) -> Any:
+    import torch
+    from transformers import AlbertConfig, AlbertForSequenceClassification
+
+    torch.manual_seed(0)
+    cfg = AlbertConfig(**{**json.loads(TINY), "num_hidden_layers": layers, "vocab_size": 50})
+    cfg.num_labels = 2
+    return AlbertForSequenceClassification(cfg).eval()
+
+
+def test_pabee_weights_are_j_over_the_sum_of_j() -> None:
+    from albert_edge.train import pabee_weights
+
+    assert pabee_weights(4) == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert pabee_weights(1) == [1.0]
+
+
+def test_pabee_loss_is_the_weighted_exit_losses_and_reaches_every_exit() -> None:
+    """The loss equals sum_j j*CE_j / sum_j j computed by hand, the exit after layer L is
+    the model's own head (its logits are the model's), and one backward pass gives every
+    exit's linear, the shared pooler and the encoder a non-zero gradient."""
+    import torch
+
+    from albert_edge.train import exit_logits, make_exit_classifiers, pabee_loss
+
+    model = _tiny_model(3)
+    exits = make_exit_classifiers(model.config)
+    assert len(exits) == 2
+    ids = torch.randint(5, 50, (6, 7))
+    mask = torch.ones_like(ids)
+    labels = torch.tensor([0, 1, 1, 0, 1, 0])
+    logits = exit_logits(model, exits, ids, mask)
+    assert len(logits) == 3
+    torch.testing.assert_close(logits[-1], model(input_ids=ids, attention_mask=mask).logits)
+    ce = [torch.nn.functional.cross_entropy(lg, labels) for lg in logits]
+    loss = pabee_loss(logits, labels)
+    torch.testing.assert_close(loss, (1 * ce[0] + 2 * ce[1] + 3 * ce[2]) / 6)
+    loss.backward()
+    for name, param in [
+        *(("exit", p) for p in exits.parameters()),
+        ("classifier", model.classifier.weight),
+        ("pooler", model.albert.pooler.weight),
+        ("encoder", next(model.albert.encoder.parameters())),
+    ]:
+        assert param.grad is not None and float(param.grad.abs().sum()) > 0, name
+
+
+def test_pabee_exit_weights_change_which_exit_the_gradient_favours() -> None:
+    """With identical logits at every exit, exit j's share of the gradient is j/sum(j):
+    the loss can fail if the weights are dropped or reversed."""
+    import torch
+
+    from albert_edge.train import pabee_loss
+
+    base = torch.tensor([[0.3, -0.2], [0.1, 0.4]])
+    logits = [base.clone().requires_grad_(True) for _ in range(4)]
+    pabee_loss(logits, torch.tensor([0, 1])).backward()
+    norms = [float(lg.grad.norm()) for lg in logits]
+    assert norms == pytest.approx([n * norms[0] for n in (1, 2, 3, 4)])
+
+
+def test_train_with_pabee_writes_exit_heads_the_depth_search_starts_from(
+    tmp_path: Path, data: dict[str, Path]
+) -> None:
+    """End to end: ``--exit-loss pabee`` writes the exit linears beside an ordinary
+    checkpoint, records the loss in training.json (the file's sha256 included), and the
+    depth search's heads start from them (with 0 fit epochs they ARE them)."""
+    from safetensors.torch import load_file
+
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.depth import FitSettings, SplitSettings, search_depths
+    from albert_edge.train import EXIT_HEADS_FILE, is_training_output
+
+    out = tmp_path / "out"
+    tiny3 = json.dumps({**json.loads(TINY), "num_hidden_layers": 3})
+    args = _args(data, out, "--exit-loss", "pabee")
+    args[args.index(TINY)] = tiny3
+    r = run_cli("train", *args)
+    assert r.returncode == 0, r.stderr
+    record = json.loads((out / "training.json").read_text())
+    assert record["exit_loss"]["kind"] == "pabee"
+    assert record["exit_loss"]["weights"] == pytest.approx([1 / 6, 2 / 6, 3 / 6], abs=1e-6)
+    assert len(record["exit_loss"]["dev_exit_accuracy"]) == 3
+    assert EXIT_HEADS_FILE in record["sha256"] and is_training_output(out)
+    trained = load_file(str(out / EXIT_HEADS_FILE))
+    assert sorted(trained) == [
+        f"depth{k}.classifier.{n}" for k in (1, 2) for n in ("bias", "weight")
+    ]
+    ckpt = load_checkpoint(out)
+    split = SplitSettings(fit_rows=10, held_out_rows=6, max_length=16, resamples=50)
+    search = search_depths(ckpt, data["train"], split=split, fit=FitSettings(epochs=0))
+    assert "trained exit heads" in search.settings["fit"]["init"]
+    for k in (1, 2):
+        assert torch_equal(
+            search.heads[k]["classifier.weight"], trained[f"depth{k}.classifier.weight"]
+        )
+        assert torch_equal(search.heads[k]["pooler.weight"], ckpt.model.albert.pooler.weight)
+    assert torch_equal(search.heads[3]["classifier.weight"], ckpt.model.classifier.weight)
+
+
+def torch_equal(a: Any, b: Any) -> bool:
+    import torch
+
+    return bool(torch.equal(a.detach(), b.detach()))
+
+
+def test_train_without_exit_loss_writes_no_exit_heads(
+    tmp_path: Path, data: dict[str, Path]
+) -> None:
+    """The default run is the model alone, as before the flag existed."""
+    out = tmp_path / "out"
+    r = train_module(*_args(data, out))
+    assert r.returncode == 0, r.stderr
+    assert "exit_loss" not in json.loads((out / "training.json").read_text())
+    assert not (out / "exit_classifiers.safetensors").exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_python_m_train_stops_cleanly_on_sigterm_and_sighup(
+    tmp_path: Path, data: dict[str, Path], sig: signal.Signals
+) -> None:
+    """Was: ``python -m albert_edge.train`` died on SIGTERM/SIGHUP with the default action,
+    leaving its temp directory and lock beside ``--out``. Now it stops as ``albert-edge
+    train`` does: one line, exit 128 + N, nothing left."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "albert_edge.train", *_args(data, out), "--epochs", "100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+        cwd="/",
+    )
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)  # until the run holds its lock / temp output: it is training
+    assert proc.poll() is None, proc.communicate()
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, err
+    assert err.strip().splitlines()[-1].startswith(f"albert-edge train: stopped by {sig.name}")
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]

@@ -109,7 +109,14 @@ def add_parser(sub: Any, quiet: Any) -> None:
         default=5000,
         help="other rows of --data every depth is scored on (default: %(default)s)",
     )
-    s.add_argument("--epochs", type=int_at_least(1), default=4, help="head fitting epochs")
+    s.add_argument(
+        "--epochs",
+        type=int_at_least(0),
+        default=4,
+        help="head fitting epochs; each head starts from the checkpoint's trained exit head "
+        "(train --exit-loss pabee) when it has one, else the model's own; 0: no fit "
+        "(default: %(default)s)",
+    )
     s.add_argument("--max-length", type=int_at_least(3), default=128, help="tokens per sentence")
     s.add_argument("--seed", type=int, default=27, help="split, fit and bootstrap seed")
     s.add_argument("--overwrite", action="store_true", help="replace a previous depth search")

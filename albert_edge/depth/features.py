@@ -30,7 +30,10 @@ class DepthError(AlbertEdgeError):
 
 @dataclass(frozen=True)
 class FitSettings:
-    """How each exit head is fitted: Adam on cross-entropy, a seeded shuffle each epoch."""
+    """How each exit head is fitted: Adam on cross-entropy, a seeded shuffle each epoch.
+
+    ``epochs = 0`` fits nothing: the heads stay as they start (a PABEE-trained model's own
+    exit heads, scored as trained)."""
 
     epochs: int = 4
     batch_size: int = 64
@@ -97,6 +100,48 @@ def own_head(ckpt: Checkpoint) -> dict[str, torch.Tensor]:
         "classifier.weight": m.classifier.weight.detach().clone(),
         "classifier.bias": m.classifier.bias.detach().clone(),
     }
+
+
+def trained_exit_heads(ckpt: Checkpoint) -> dict[int, dict[str, torch.Tensor]] | None:
+    """The exit heads ``albert-edge train --exit-loss pabee`` trained with the backbone, as
+    one four-tensor head per depth ``1..L`` (the model's shared pooler + exit ``k``'s
+    linear; depth ``L`` is the model's own head); None when the checkpoint has none.
+
+    Why the search starts from these when present: they were trained jointly with the
+    backbone on the same rows, so a depth's head begins where PABEE left it, not from a
+    head trained for the state after layer ``L``.
+    """
+    from pathlib import Path
+
+    from albert_edge.train import EXIT_HEADS_FILE
+
+    path = Path(ckpt.path) / EXIT_HEADS_FILE
+    if not path.is_file():
+        return None
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        tensors = load_file(str(path))
+    except (OSError, SafetensorError) as exc:
+        raise DepthError(f"{path}: unreadable exit heads ({exc}); train the model again") from None
+    own = own_head(ckpt)
+    heads = {}
+    for k in range(1, int(ckpt.config.num_hidden_layers)):
+        w, b = tensors.get(f"depth{k}.classifier.weight"), tensors.get(f"depth{k}.classifier.bias")
+        if (
+            w is None
+            or b is None
+            or w.shape != own["classifier.weight"].shape
+            or b.shape != own["classifier.bias"].shape
+        ):
+            raise DepthError(
+                f"{path}: no exit head of shape {tuple(own['classifier.weight'].shape)} after "
+                f"layer {k}; the file does not belong to this checkpoint's config"
+            )
+        heads[k] = {**own, "classifier.weight": w.float(), "classifier.bias": b.float()}
+    heads[int(ckpt.config.num_hidden_layers)] = own
+    return heads
 
 
 def head_logits(head: dict[str, torch.Tensor], states: torch.Tensor) -> torch.Tensor:

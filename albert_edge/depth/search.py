@@ -22,6 +22,7 @@ from albert_edge.depth.features import (
     fit_head,
     own_head,
     predictions,
+    trained_exit_heads,
 )
 from albert_edge.depth.groups import representable_depths, truncated_num_groups
 from albert_edge.depth.stats import DEFAULT_RESAMPLES, accuracy_interval, paired_bootstrap
@@ -137,6 +138,10 @@ def search_depths(
 ) -> DepthSearch:
     """Fit an exit head per representable depth and score each on held-out rows.
 
+    Each head starts from the checkpoint's trained exit head for that depth when it has
+    them (:func:`trained_exit_heads`), else from the model's own head; ``fit.epochs = 0``
+    keeps the starting heads as they are (scored, not fitted).
+
     ``data``: labelled SST-2 style .tsv (the FIT and HELD-OUT splits are drawn from it).
     ``report``: optional labelled .tsv scored for the record only (e.g. SST-2 dev).
     """
@@ -156,7 +161,9 @@ def search_depths(
     y_fit, y_held = labels[fit_idx], labels[held_idx]
     shape = (int(c.num_hidden_layers), int(c.num_hidden_groups))
     depths = representable_depths(*shape, int(c.inner_group_num))
-    heads = {k: fit_head(own_head(ckpt), feats[:nf, k - 1], y_fit, fit, depth=k) for k in depths}
+    trained = trained_exit_heads(ckpt)
+    init = trained or {k: own_head(ckpt) for k in depths}
+    heads = {k: fit_head(init[k], feats[:nf, k - 1], y_fit, fit, depth=k) for k in depths}
     ref_correct = (predictions(own_head(ckpt), feats[nf:, -1]) == y_held).numpy()
     scores = []
     for head_kind in ("refit", "own"):
@@ -190,7 +197,15 @@ def search_depths(
             "held_out_rows": len(held_idx),
             "split_seed": split.seed,
         },
-        settings={"split": asdict(split), "fit": asdict(fit)},
+        settings={
+            "split": asdict(split),
+            "fit": {
+                **asdict(fit),
+                "init": "trained exit heads (albert-edge train --exit-loss pabee)"
+                if trained
+                else "the model's own pooler + classifier",
+            },
+        },
         reference={
             "depth": int(c.num_hidden_layers),
             "head": "own",
