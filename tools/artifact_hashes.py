@@ -47,6 +47,7 @@ VOLATILE = {
     "timings",
     "seconds",
     "parity",
+    "manifest_sha256",  # the seal: a hash of everything else, verification included
 }
 
 
@@ -68,8 +69,18 @@ def hash_artifact(out: Path) -> dict[str, Any]:
         if p.is_file() and p.name not in ("manifest.json", "README.md"):
             files[str(p.relative_to(out))] = _sha(p)
     manifest = json.loads((out / "manifest.json").read_text())
-    norm = json.dumps(_drop_volatile(manifest), sort_keys=True).encode()
-    return {"files": files, "manifest_normalized": hashlib.sha256(norm).hexdigest()}
+    kept = _drop_volatile(manifest)
+    kept.pop("sha256", None)  # the files' hashes are compared above, README.md's is volatile
+    norm = json.dumps(kept, sort_keys=True).encode()
+    keys = {
+        k: hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()[:16]
+        for k, v in kept.items()
+    }
+    return {
+        "files": files,
+        "manifest_normalized": hashlib.sha256(norm).hexdigest(),
+        "manifest_keys": keys,
+    }
 
 
 def build(models: list[str], only: str | None, work: Path) -> dict[str, Any]:
@@ -111,30 +122,51 @@ def build(models: list[str], only: str | None, work: Path) -> dict[str, Any]:
     return out
 
 
-def compare(before: dict[str, Any], after: dict[str, Any]) -> int:
+def _manifest_keys_changed(b: dict[str, Any], a: dict[str, Any]) -> list[str]:
+    bk, ak = b.get("manifest_keys", {}), a.get("manifest_keys", {})
+    return sorted(k for k in set(bk) | set(ak) if bk.get(k) != ak.get(k) and k not in VOLATILE)
+
+
+def compare(before: dict[str, Any], after: dict[str, Any], md: Path | None = None) -> int:
+    """Print one line per cell (and a Markdown table to ``md``); 1 if any file differs or
+    any cell failed on either side."""
     bad = 0
+    rows = []
     for key in sorted(set(before) | set(after)):
         b, a = before.get(key), after.get(key)
-        if b == a and b is not None and "error" not in b:
-            print(f"same      {key}")
-            continue
         if b is None or a is None or "error" in b or "error" in a:
-            print(
-                f"DIFFERENT {key}: {b if b is None or 'error' in b else 'ok'} -> "
-                f"{a if a is None or 'error' in a else 'ok'}"
-            )
+            why = f"{'missing' if b is None else b.get('error', 'ok')} -> {'missing' if a is None else a.get('error', 'ok')}"
+            print(f"DIFFERENT {key}: {why}")
+            rows.append((key, "**failed**", why))
             bad += 1
             continue
         files = sorted(
             f for f in set(b["files"]) | set(a["files"]) if b["files"].get(f) != a["files"].get(f)
         )
-        man = b["manifest_normalized"] != a["manifest_normalized"]
+        keys = _manifest_keys_changed(b, a)
         if files:
             bad += 1
+        verdict = "DIFFERENT" if files else "same bytes"
         print(
-            f"{'DIFFERENT' if files else 'same bytes'} {key}: files {files or 'identical'}"
-            f"{'; manifest differs' if man else ''}"
+            f"{verdict} {key}: files {files or 'identical'}"
+            f"{'; manifest keys differ: ' + ', '.join(keys) if keys else ''}"
         )
+        rows.append(
+            (
+                key,
+                f"**{verdict}** {', '.join(files)}"
+                if files
+                else f"identical ({len(a['files'])} files)",
+                ", ".join(keys) or "none",
+            )
+        )
+    if md is not None:
+        lines = [
+            "| artifact | files (sha256) | manifest keys that differ (volatile keys dropped) |",
+            "|---|---|---|",
+        ]
+        lines += [f"| {k} | {f} | {m} |" for k, f, m in rows]
+        md.write_text("\n".join(lines) + "\n")
     return 1 if bad else 0
 
 
@@ -144,9 +176,11 @@ def main() -> int:
     ap.add_argument("--models", default="embedded,albert-base")
     ap.add_argument("--only", choices=["onnx", "tflite"])
     ap.add_argument("--compare", nargs=2, type=Path)
+    ap.add_argument("--md", type=Path, help="with --compare: also write the table as Markdown")
     args = ap.parse_args()
     if args.compare:
-        return compare(*(json.loads(p.read_text()) for p in args.compare))
+        before, after = (json.loads(p.read_text()) for p in args.compare)
+        return compare(before, after, args.md)
     if args.out is None:
         ap.error("give OUT.json or --compare BEFORE AFTER")
     with tempfile.TemporaryDirectory(prefix="albert-edge-hashes-") as tmp:
