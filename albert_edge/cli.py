@@ -248,7 +248,7 @@ def _run_convert(a: argparse.Namespace) -> int:
 
         return _report_manifest(a, run_convert_at_depth(a, options))
     if options.target == "onnx" and options.precision not in ("fp32", "fp16"):
-        from albert_edge.onnx.quantize import check_options
+        from albert_edge.onnx.quant import check_options
 
         check_options(options)  # e.g. int8-static without --calibration: before the load
     return _report_manifest(a, convert(a.checkpoint, a.output, options))
@@ -285,7 +285,7 @@ def _add_quantize(sub: Any) -> None:
 
 
 def _run_quantize(a: argparse.Namespace) -> int:
-    from albert_edge.onnx.quantize import quantize_artifact
+    from albert_edge.onnx.quant.artifact import quantize_artifact
     from albert_edge.options import ConvertOptions
 
     options = ConvertOptions(
@@ -354,9 +354,12 @@ def _add_verify(sub: Any) -> None:
 
 
 def _run_verify(a: argparse.Namespace) -> int:
+    from albert_edge.early_exit.verify import is_early_exit, run_verify_cli
     from albert_edge.report import print_verify_report
     from albert_edge.verify import verify
 
+    if is_early_exit(a.artifact):  # several graphs stepped by a loop: checked per exit
+        return run_verify_cli(a.artifact, a.reference, a.threads, a.json)
     report = verify(
         a.artifact,
         reference=a.reference,
@@ -434,9 +437,14 @@ def _add_inspect(sub: Any) -> None:
 
 
 def _run_inspect(a: argparse.Namespace) -> int:
+    from albert_edge.early_exit.verify import format_inspect, inspect_early_exit, is_early_exit
     from albert_edge.inspect import inspect_path
     from albert_edge.report import print_inspect_report
 
+    if a.path is not None and is_early_exit(a.path):  # a directory of stepped graphs
+        info = inspect_early_exit(a.path)
+        _print_json(info) if a.json else print(format_inspect(info))
+        return 0
     info = inspect_path(a.path)
     if a.json:
         _print_json(info)
@@ -525,6 +533,27 @@ def _add_bench(sub: Any) -> None:
         + "} (default: all)",
     )
     p.add_argument("--work-dir", type=Path, default=None, help="--recommend: keep artifacts here")
+    p.add_argument(
+        "--depth-search",
+        type=Path,
+        default=None,
+        help="--recommend: a directory `albert-edge depth search` wrote; adds every depth it "
+        "admits as candidates (needs --data; docs/recommend.md)",
+    )
+    p.add_argument(
+        "--exit-data",
+        type=Path,
+        default=None,
+        help="--recommend: labelled .tsv to fit exit heads on; adds dynamic-exit candidates, "
+        "policy chosen on the choose split (needs --data)",
+    )
+    p.add_argument(
+        "--exit-fit-rows",
+        type=_at_least(1),
+        default=2000,
+        help="--recommend: rows of --exit-data (seeded shuffle) for the exit heads "
+        "(default: %(default)s)",
+    )
     p.set_defaults(run=_run_bench)
 
 

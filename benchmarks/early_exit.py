@@ -10,9 +10,11 @@ For ``albert_edge/models/sst2-albert-tiny`` (L=4, one shared layer), through the
 2. one dynamic-exit ONNX artifact per precision (fp32, int8-dynamic), each with the
    full-depth artifact it was cut from kept beside it (``keep_reference``);
 3. policy off vs the full-depth artifact on every dev sentence: bitwise equality of logits;
-4. thresholds chosen on HELD-OUT only: confidence — the lowest mean depth whose held-out
-   accuracy is within 0.5 point ("tight") and within 2 points ("loose") of full depth,
-   over a fixed grid; patience — 1 and 2 (PABEE's t, no choice to make at L=4);
+4. thresholds chosen on HELD-OUT only, both by the depth package's rule
+   (``albert_edge.depth.Rule``, through ``bench --recommend``'s ``policy_evidence``), each
+   the lowest mean depth it admits over the grid: "rule" with the issue's constants (point
+   loss <= 0.5, paired lower bound >= -1.5 points) and "strict" (no point loss, lower bound
+   >= -0.5); patience — 1 and 2 (PABEE's t, no choice to make at L=4);
 5. SST-2 dev (872 rows, never used to choose) for the report: accuracy with a bootstrap
    95 % interval, the paired difference to full depth with its interval, mean depth;
 6. latency, batch 1, ``--threads`` threads: W2 (the first ``--w2`` dev sentences, each at
@@ -47,9 +49,7 @@ DEV = SHARED / "data" / "sst2" / "dev.tsv"
 TRAIN = SHARED / "data" / "sst2" / "train.tsv"
 PRECISIONS = ("fp32", "int8-dynamic")
 LITERT_BUCKETS = (64, 128)
-GRID = (0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.975, 0.99, 0.995)
-MAX_LOSS, MIN_LOWER = 0.5, -1.5  # the issue's rule, points of held-out accuracy
-FIXED = 0.99  # a conventional strict threshold, fixed in advance (not chosen), for contrast
+STRICT = (0.0, -0.5)  # the second rule: (max point loss, min lower bound), points
 
 
 def cpu_line() -> str:
@@ -82,32 +82,39 @@ def per_exit_logits(runner: Any, tok: Any, texts: list[str]) -> Any:
     )
 
 
-def choose(per_exit: Any, labels: Any) -> tuple[float, list[dict[str, Any]]]:
-    """The confidence threshold by the issue's rule on HELD-OUT (point loss <= 0.5 and the
-    paired 95 % lower bound >= -1.5 points; then the lowest mean depth), and the evidence."""
-    from albert_edge.early_exit import Confidence, simulate
+def choose(per_exit: Any, labels: Any) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """Both confidence thresholds on HELD-OUT, each the lowest mean depth its rule admits
+    (``albert_edge.depth.Rule``, one definition; 1.0 = never early when none is admitted),
+    and the grid's evidence under both rules."""
+    from albert_edge.bench.recommend_depth import EXIT_THRESHOLDS, pick_policy, policy_evidence
+    from albert_edge.depth import Rule
+    from albert_edge.early_exit import Confidence
 
-    full_ok = per_exit[:, -1].argmax(1) == labels
+    reference = (per_exit[:, -1].argmax(1) == labels).tolist()  # the full-depth model
+    policies = [Confidence(t) for t in EXIT_THRESHOLDS]
+    rules = {"rule": Rule(), "strict": Rule(*STRICT)}
+    evidence = {
+        n: policy_evidence(per_exit, labels, reference, r, policies) for n, r in rules.items()
+    }
+    picks = {}
+    for name, rows in evidence.items():
+        pick = pick_policy(rows)
+        picks[name] = float(pick["policy"].split(":")[1]) if pick else 1.0
     table = []
-    for tau in GRID:
-        depth, logits = simulate(per_exit, Confidence(tau))
-        ok = logits.argmax(1) == labels
+    for tau, e, strict in zip(EXIT_THRESHOLDS, evidence["rule"], evidence["strict"], strict=True):
+        d = e["delta_vs_checkpoint"]
         table.append(
             {
                 "threshold": tau,
-                "accuracy": round(float(ok.mean() * 100), 2),
-                "loss": round(float((full_ok.mean() - ok.mean()) * 100), 2),
-                "diff_ci95": bootstrap(ok, full_ok, n=2000),
-                "mean_depth": round(float(depth.mean()), 3),
+                "accuracy": round(e["accuracy"] * 100, 2),
+                "loss": round(-d["points"], 2) + 0.0,
+                "diff_ci95": [round(d["low"], 2), round(d["high"], 2)],
+                "mean_depth": round(e["mean_depth"], 3),
+                "rule": e["why_not"] or "admitted",
+                "strict": strict["why_not"] or "admitted",
             }
         )
-    admitted = [r for r in table if r["loss"] <= MAX_LOSS and r["diff_ci95"][0] >= MIN_LOWER]
-    pick = (
-        min(admitted, key=lambda r: (r["mean_depth"], -r["threshold"]))["threshold"]
-        if admitted
-        else 1.0
-    )
-    return float(pick), table
+    return picks, table
 
 
 def evaluate(per_exit: Any, labels: Any, policies: dict[str, Any]) -> dict[str, Any]:
@@ -182,20 +189,69 @@ def build(work: Path, fit: list[tuple[int, str]]) -> tuple[dict[str, Path], dict
     return arts, record, heads
 
 
-def policies_for(pick: float) -> dict[str, Any]:
+def policies_for(picks: dict[str, float]) -> dict[str, Any]:
     from albert_edge.early_exit import Confidence, Off, Patience
 
     return {
         "off": Off(),
-        f"confidence {pick} (rule)": Confidence(pick),
-        f"confidence {FIXED} (fixed)": Confidence(FIXED),
+        f"confidence {picks['rule']} (rule)": Confidence(picks["rule"]),
+        f"confidence {picks['strict']} (strict rule)": Confidence(picks["strict"]),
         "patience 1": Patience(1),
         "patience 2": Patience(2),
     }
 
 
+def format1_runner(art: Path, heads: Any, threads: int) -> Any:
+    """The previous artifact form (issue 27's first session), rebuilt from the same
+    full-depth graph and heads for a side-by-side timing: separate embed, layer and exits
+    graphs, 1 + 2 runs per step under an exiting policy, 1 + L + 1 under policy off.
+    Returns ``run(feeds, policy) -> logits`` (batch 1)."""
+    import numpy as np
+    import onnx
+
+    from albert_edge.checkpoint import DEFAULT_MODEL, load_checkpoint
+    from albert_edge.early_exit import Off
+    from albert_edge.early_exit.artifact import write_shared_weights
+    from albert_edge.early_exit.onnx_graphs import find_cuts, split_graph
+    from albert_edge.early_exit.policy import PolicyState
+    from albert_edge.onnx.runtime import OrtRunner
+
+    ckpt = load_checkpoint(DEFAULT_MODEL)
+    reference = json.loads((art / "manifest.json").read_text())["reference"]["model_file"]
+    proto = onnx.load(str(art / reference))
+    parts = split_graph(proto, find_cuts(proto, ckpt), ckpt, heads)
+    out = art.parent / f"{art.name}-format1"
+    write_shared_weights({f"onnx/{n}.onnx": m for n, m in parts.items()}, out)
+    embed, layer, exits = (
+        OrtRunner(out / f"onnx/{n}.onnx", threads) for n in ("embed", "layer_0", "exits")
+    )
+    layers = int(ckpt.config.num_hidden_layers)
+
+    def run(feeds: Any, policy: Any) -> Any:
+        hidden = embed.run(feeds)["hidden_states_out"]
+        mask = feeds["attention_mask"]
+        state = PolicyState(policy, 1, layers)
+        for k in range(1, layers + 1):
+            hidden = layer.session.run(None, {"hidden_states": hidden, "attention_mask": mask})[0]
+            if k < layers and isinstance(policy, Off):
+                continue
+            logits = exits.session.run([f"logits_{k}"], {"hidden_states": hidden})[0]
+            if state.step(k, logits, np.arange(1)).all():
+                return logits
+        return None
+
+    return run
+
+
 def onnx_section(
-    p: str, art: Path, tok: Any, held: list[Any], dev: list[Any], w2: list[Any], threads: int
+    p: str,
+    art: Path,
+    tok: Any,
+    held: list[Any],
+    dev: list[Any],
+    w2: list[Any],
+    threads: int,
+    heads: Any,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One ONNX precision: threshold on HELD-OUT, dev report, equality; its timed configs."""
     import numpy as np
@@ -207,8 +263,8 @@ def onnx_section(
     reference = json.loads((art / "manifest.json").read_text())["reference"]["model_file"]
     full = OrtRunner(art / reference, threads=threads)
     held_logits = per_exit_logits(runner, tok, [t for _, t in held])
-    pick, table = choose(held_logits, np.asarray([y for y, _ in held]))
-    policies = policies_for(pick)
+    picks, table = choose(held_logits, np.asarray([y for y, _ in held]))
+    policies = policies_for(picks)
     dev_logits = per_exit_logits(runner, tok, [t for _, t in dev])
     same = [
         np.array_equal(runner.run(x).logits, full.run(x)["logits"])
@@ -220,7 +276,7 @@ def onnx_section(
         assert got == depth[: len(w2)].tolist(), name
     section = {
         "off_vs_full_depth": f"logits bitwise equal on {sum(same)}/{len(same)} dev sentences",
-        "threshold": pick,
+        "threshold": picks,
         "held_out_grid": table,
         "dev": evaluate(dev_logits, np.asarray([y for y, _ in dev]), policies),
         "policies": {k: str(v) for k, v in policies.items()},
@@ -228,14 +284,23 @@ def onnx_section(
     configs: dict[str, Any] = {f"{p}|full-depth artifact": lambda x, f=full: f.run(x)}
     for name, pol in policies.items():
         configs[f"{p}|{name}"] = lambda x, r=runner, pol=pol: r.run(x, pol)
+    old = format1_runner(art, heads, threads)
+    for name in ("off", next(n for n in policies if n.endswith("(rule)"))):
+        configs[f"{p}|format 1: {name}"] = lambda x, pol=policies[name]: old(x, pol)
     return section, configs
 
 
 def litert_section(
-    work: Path, heads: Any, tok: Any, dev: list[Any], pick: float, threads: int
+    work: Path,
+    heads: Any,
+    tok: Any,
+    dev: list[Any],
+    pick: dict[str, float],
+    threads: int,
+    precision: str = "fp32",
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """LiteRT fp32: the dynamic-exit .tflite beside today's full-depth .tflite (same
-    buckets); the confidence threshold is the ONNX fp32 pick (same fp32 model)."""
+    """LiteRT at ``precision``: the dynamic-exit .tflite beside today's full-depth .tflite
+    (same buckets, same precision); the thresholds are the ONNX picks at that precision."""
     import numpy as np
 
     from albert_edge.checkpoint import DEFAULT_MODEL, load_checkpoint
@@ -245,13 +310,12 @@ def litert_section(
     from albert_edge.tflite.runtime import LiteRTRunner
 
     ckpt = load_checkpoint(DEFAULT_MODEL)
-    path = work / "early_exit.tflite"
-    facts = build_litert_early_exit(ckpt, heads, path, seq_lens=LITERT_BUCKETS)
-    m = convert(
-        ckpt, work / "tflite-full", ConvertOptions(target="tflite", seq_lens=LITERT_BUCKETS)
-    )
+    path = work / f"early_exit-{precision}.tflite"
+    facts = build_litert_early_exit(ckpt, heads, path, seq_lens=LITERT_BUCKETS, precision=precision)
+    opts = ConvertOptions(target="tflite", precision=precision, seq_lens=LITERT_BUCKETS)
+    m = convert(ckpt, work / f"tflite-full-{precision}", opts)
     runner = LiteRTEarlyExitRunner(path, threads=threads)
-    full = LiteRTRunner(work / "tflite-full" / m["model_file"], threads=threads)
+    full = LiteRTRunner(work / f"tflite-full-{precision}" / m["model_file"], threads=threads)
     xs = [tok.encode(t, padding="none").as_numpy() for _, t in dev]
     dev_logits = np.concatenate([runner.all_exits(x) for x in xs])
     want = np.concatenate([full.run(x)["logits"] for x in xs])
@@ -268,9 +332,10 @@ def litert_section(
         "early_exit": {**facts, "buckets": list(LITERT_BUCKETS)},
         "full_depth": {k: m["sizes"][k] for k in ("file_bytes", "unique_tensor_bytes")},
     }
-    configs: dict[str, Any] = {"litert-fp32|full-depth artifact": lambda x: full.run(x)}
+    key = f"litert-{precision}"
+    configs: dict[str, Any] = {f"{key}|full-depth artifact": lambda x: full.run(x)}
     for name, pol in policies.items():
-        configs[f"litert-fp32|{name}"] = lambda x, pol=pol: runner.run(x, pol)
+        configs[f"{key}|{name}"] = lambda x, pol=pol: runner.run(x, pol)
     return section, configs, sizes
 
 
@@ -304,14 +369,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ]
     configs: dict[str, Any] = {}
     for p, art in arts.items():
-        section, timed = onnx_section(p, art, tok, held, dev, w2, args.threads)
+        section, timed = onnx_section(p, art, tok, held, dev, w2, args.threads, heads)
         report["precisions"][p] = section
         configs.update(timed)
-    if args.litert:
-        pick = report["precisions"]["fp32"]["threshold"]
-        section, timed, sizes = litert_section(work, heads, tok, dev, pick, args.threads)
-        report["precisions"]["litert-fp32"] = section
-        report["sizes"]["litert-fp32"] = sizes
+    for p in PRECISIONS if args.litert else ():
+        pick = report["precisions"][p]["threshold"]
+        section, timed, sizes = litert_section(work, heads, tok, dev, pick, args.threads, p)
+        report["precisions"][f"litert-{p}"] = section
+        report["sizes"][f"litert-{p}"] = sizes
         configs.update(timed)
     report["timing"] = {
         "method": "alternated within one process, block by block, rotating order",
@@ -371,19 +436,42 @@ def to_markdown(r: dict[str, Any]) -> str:
                 f"{e['diff_vs_full']:+} [{e['diff_ci95'][0]}, {e['diff_ci95'][1]}] | {a['p50_ms']} / {a['min_ms']} "
                 f"({full_w2['p50_ms'] / a['p50_ms']:.2f}x) | {b['p50_ms']} / {b['min_ms']} ({full_128['p50_ms'] / b['p50_ms']:.2f}x) |"
             )
+        old = [n for n in d["dev"] if f"{p}|format 1: {n}|W2" in t]
+        if old:
+            lines += [
+                "",
+                "Side by side, the previous artifact form (format 1: separate embed, layer and "
+                "exits graphs, rebuilt from the same graph and heads) in the same interleaved "
+                "timing; ratio = format 1 ÷ this form (> 1: this form is faster):",
+                "",
+                "| policy | format 1 W2 p50 / min ms | ratio | format 1 seq128 p50 / min ms | ratio |",
+                "|---|---|---|---|---|",
+            ]
+            for name in old:
+                a, b = t[f"{p}|format 1: {name}|W2"], t[f"{p}|format 1: {name}|seq128"]
+                na, nb = t[f"{p}|{name}|W2"], t[f"{p}|{name}|seq128"]
+                lines.append(
+                    f"| {name} | {a['p50_ms']} / {a['min_ms']} | {a['p50_ms'] / na['p50_ms']:.2f}x | "
+                    f"{b['p50_ms']} / {b['min_ms']} | {b['p50_ms'] / nb['p50_ms']:.2f}x |"
+                )
         if not d["held_out_grid"]:
-            lines += ["", f"Confidence threshold: the ONNX fp32 pick ({d['threshold']}).", ""]
+            onnx = p.removeprefix("litert-")
+            lines += ["", f"Confidence thresholds: the ONNX {onnx} picks ({d['threshold']}).", ""]
             continue
         lines += [
             "",
-            f"Held-out (train rows) grid for the confidence threshold; the rule (point loss <= "
-            f"{MAX_LOSS}, paired lower bound >= {MIN_LOWER}, then lowest mean depth) picks {d['threshold']}:",
+            "Held-out (train rows) grid for the confidence threshold, against full depth on the "
+            "same rows; each rule (albert_edge.depth.Rule) takes the lowest mean depth it admits: "
+            f"rule (point loss <= 0.5, paired lower bound >= -1.5) picks {d['threshold']['rule']}, "
+            f"strict (point loss <= {STRICT[0]}, lower bound >= {STRICT[1]}) picks "
+            f"{d['threshold']['strict']}:",
             "",
-            "| threshold | held-out acc % | loss, points | Δ 95 % CI | mean depth |",
-            "|---|---|---|---|---|",
+            "| threshold | held-out acc % | loss, points | Δ 95 % CI | mean depth | rule | strict |",
+            "|---|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {g['threshold']} | {g['accuracy']} | {g['loss']} | {g['diff_ci95']} | {g['mean_depth']} |"
+            f"| {g['threshold']} | {g['accuracy']} | {g['loss']} | {g['diff_ci95']} | "
+            f"{g['mean_depth']} | {g['rule']} | {g['strict']} |"
             for g in d["held_out_grid"]
         ]
         lines.append("")

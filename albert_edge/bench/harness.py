@@ -93,7 +93,7 @@ def _size_fields(target: Target, backend: Backend, worker: Mapping[str, Any]) ->
         from albert_edge.facts import artifact_facts, model_file_bytes
 
         try:
-            facts = artifact_facts(target.model_file)
+            facts = target.extra.get("sizes") or artifact_facts(target.model_file)
         except AlbertEdgeError:
             facts = {"file_bytes": model_file_bytes(target.model_file), "floor_bytes": None}
         sized = {k: facts.get(k) for k in ("file_bytes", "floor_bytes", "ratio_to_floor")}

@@ -40,6 +40,16 @@ from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from albert_edge.bench.evidence import (
+    N_BOOT,
+    SEED,
+    latency_stat,
+    paired_delta,
+    per_row_outputs,
+    round_matrix,
+    timed_rounds,
+    visit_minima,
+)
 from albert_edge.errors import AlbertEdgeError, BenchmarkError
 from albert_edge.options import STATIC_PRECISIONS
 
@@ -61,8 +71,6 @@ CANDIDATES: tuple[tuple[str, str], ...] = (
 MAX_DROP_POINTS = {"fp32": 0.1, "fp16": 0.2, "int8": 0.5, "int4": 1.5}
 BACKEND = {"onnx": "ort-cpu", "tflite": "litert-xnnpack"}
 MARGIN = 0.03  # a latency difference the data must exceed (whole 95 % interval) to count
-N_BOOT = 2000
-SEED = 0
 ROUNDS = 12  # default interleaved passes
 RUNS_PER_VISIT = 8  # default timed runs per candidate, length and pass
 WARMUP = 2  # default untimed runs at the start of each visit
@@ -103,46 +111,6 @@ def name_of(row: Mapping[str, Any]) -> str:
 # --- latency statistics (pure) ---------------------------------------------------------
 
 
-def _matrix(rounds: Sequence[Sequence[float]]) -> np.ndarray:
-    """Per-round samples as a [rounds, runs] array; ragged rounds padded with NaN."""
-    import numpy as np
-
-    width = max(len(r) for r in rounds)
-    out = np.full((len(rounds), width), np.nan)
-    for i, r in enumerate(rounds):
-        out[i, : len(r)] = r
-    return out
-
-
-def _timed(row: Mapping[str, Any]) -> dict[str, list[list[float]]]:
-    """``row["rounds_ms"]``: {seq_len: [[samples of round 0], ...]} (empty if not timed)."""
-    rounds = row.get("rounds_ms") or {}
-    return {str(k): v for k, v in rounds.items() if v and all(len(r) for r in v)}
-
-
-def visit_minima(row: Mapping[str, Any], lengths: Sequence[str], n_rounds: int) -> np.ndarray:
-    """Per round, the mean over ``lengths`` of each visit's fastest run: shape [n_rounds].
-
-    Why the fastest run of a visit: within one visit (a few runs back to back) the
-    slowest runs are the ones another process took a core from; the fastest is what the
-    artifact costs when it had the cores, and a slow phase moves it least.
-    """
-    import numpy as np
-
-    timed = _timed(row)
-    return np.mean([np.nanmin(_matrix(timed[k][:n_rounds]), axis=1) for k in lengths], axis=0)
-
-
-def latency_stat(row: Mapping[str, Any], lengths: Sequence[str] | None = None) -> float:
-    """The ranking statistic: median over rounds of the visit minima (:func:`visit_minima`)."""
-    import numpy as np
-
-    timed = _timed(row)
-    keys = list(lengths) if lengths is not None else sorted(timed, key=int)
-    n_rounds = min(len(timed[k]) for k in keys)
-    return float(np.median(visit_minima(row, keys, n_rounds)))
-
-
 def compare(
     a: Mapping[str, Any],
     b: Mapping[str, Any],
@@ -162,7 +130,7 @@ def compare(
     """
     import numpy as np
 
-    ta, tb = _timed(a), _timed(b)
+    ta, tb = timed_rounds(a), timed_rounds(b)
     lengths = sorted(set(ta) & set(tb), key=int)
     if not lengths:
         raise BenchmarkError(f"{name_of(a)} and {name_of(b)} share no timed length")
@@ -177,7 +145,7 @@ def compare(
         verdict = "b"
     else:
         verdict = "tie"
-    runs = sum(int(np.isfinite(_matrix(ta[k][:n_rounds])).sum()) for k in lengths)
+    runs = sum(int(np.isfinite(round_matrix(ta[k][:n_rounds])).sum()) for k in lengths)
     return {
         "a": name_of(a),
         "b": name_of(b),
@@ -221,7 +189,7 @@ def choose(
     Returns ``{"pick": row | None, "contenders": [names],
     "comparisons": [...], "relied_on": [the comparisons that involve the pick], "rule"}``.
     """
-    ok = [r for r in rows if r.get("eligible") and _timed(r)]
+    ok = [r for r in rows if r.get("eligible") and timed_rounds(r)]
     decision: dict[str, Any] = {"pick": None, "contenders": [], "comparisons": [], "rule": RULE}
     decision["relied_on"] = []
     if not ok:
@@ -252,25 +220,6 @@ def wilson(correct: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def paired_delta(
-    right_a: Sequence[bool], right_b: Sequence[bool], n_boot: int = N_BOOT, seed: int = SEED
-) -> dict[str, float]:
-    """Accuracy of a minus b in points on the same rows, with a paired bootstrap 95 % interval.
-
-    Paired: both were scored on the same sentences, so most rows agree and the interval
-    is far narrower than two independent intervals would suggest.
-    """
-    import numpy as np
-
-    d = np.asarray(right_a, dtype=np.float64) - np.asarray(right_b, dtype=np.float64)
-    if d.size == 0:
-        return {"points": 0.0, "low": 0.0, "high": 0.0}
-    idx = np.random.default_rng(seed).integers(0, d.size, size=(n_boot, d.size))
-    boots = d[idx].mean(axis=1) * 100.0
-    low, high = np.percentile(boots, [2.5, 97.5])
-    return {"points": float(d.mean() * 100.0), "low": float(low), "high": float(high)}
-
-
 def split_rows(rows: Sequence[Any], seed: int = SPLIT_SEED) -> tuple[list[Any], list[Any]]:
     """``rows`` shuffled with ``seed`` and halved: (choose split, report split)."""
     import numpy as np
@@ -285,7 +234,7 @@ def _why_not(row: Mapping[str, Any], ref_acc: float | None) -> str | None:
         return str(row["error"])
     if row.get("verified") is False:
         return "failed verification against the checkpoint"
-    if not _timed(row):
+    if not timed_rounds(row):
         return "did not run at every asked length"
     acc = row.get("accuracy")
     if ref_acc is not None and isinstance(acc, float):
@@ -304,29 +253,10 @@ def _why_not(row: Mapping[str, Any], ref_acc: float | None) -> str | None:
 def _predictions(
     runner: Any, tokenizer: Any, texts: Sequence[str], max_len: int, batch: int = 32
 ) -> np.ndarray:
-    """Predicted labels of ``runner`` (an artifact or the checkpoint) on ``texts``.
-
-    Sorted by length and padded per batch, as :func:`albert_edge.verify.evaluate_accuracy`
-    does; kept per sentence here because the paired intervals need row-level answers.
-    """
+    """Predicted labels of ``runner`` (an artifact or the checkpoint) on ``texts``."""
     import numpy as np
 
-    enc = [tokenizer.encode(t, max_length=max_len, padding="none") for t in texts]
-    ids_list = [(e.input_ids[0], e.token_type_ids[0]) for e in enc]
-    order = sorted(range(len(texts)), key=lambda i: len(ids_list[i][0]))
-    out = np.zeros(len(texts), dtype=np.int64)
-    for start in range(0, len(order), batch):
-        idx = order[start : start + batch]
-        width = max(len(ids_list[i][0]) for i in idx)
-        ids = np.full((len(idx), width), tokenizer.pad_id, dtype=np.int64)
-        mask = np.zeros_like(ids)
-        types = np.zeros_like(ids)
-        for r, i in enumerate(idx):
-            n = len(ids_list[i][0])
-            ids[r, :n], mask[r, :n], types[r, :n] = ids_list[i][0], 1, ids_list[i][1]
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-        out[idx] = runner(feeds).argmax(-1)
-    return out
+    return np.asarray(per_row_outputs(runner, tokenizer, texts, max_len, batch).argmax(-1))
 
 
 class _Scorer:
@@ -361,9 +291,9 @@ class _Scorer:
         return self.reference[split]
 
     def artifact(self, path: Path, split: str) -> list[bool]:
-        from albert_edge.runtime import open_runner
+        from albert_edge.early_exit.runner import open_any_runner
 
-        runner = open_runner(path, threads=self.threads)
+        runner = open_any_runner(path, threads=self.threads)
         try:
             names = set(runner.input_names)
 
@@ -395,8 +325,13 @@ def _build(
     work: Path,
     calibration: Path | None,
     say: Callable[[str], None],
+    *,
+    at_depth: tuple[Any, int] | None = None,
 ) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], Path]]]:
-    """Convert ``ckpt`` into each candidate (with the checks ``convert`` runs)."""
+    """Convert ``ckpt`` into each candidate (with the checks ``convert`` runs).
+
+    ``at_depth``: (depth search, k) converts the truncated checkpoint at depth k instead
+    (:func:`albert_edge.depth.convert_at_depth`, the path ``convert --depth`` takes)."""
     from albert_edge.convert import convert
     from albert_edge.options import ConvertOptions
 
@@ -404,11 +339,15 @@ def _build(
     built: list[tuple[dict[str, Any], Path]] = []
     for target, precision in candidates:
         row: dict[str, Any] = {"kind": "precision", "target": target, "precision": precision}
+        suffix = ""
+        if at_depth is not None:
+            suffix = f"-depth{at_depth[1]}"
+            row.update(kind="depth", depth=at_depth[1], name=f"{target} {precision} d{at_depth[1]}")
         rows.append(row)
         if precision in STATIC_PRECISIONS and calibration is None:
             row["error"] = f"{precision} needs calibration text: pass --data"
             continue
-        out = work / f"{target}-{precision}"
+        out = work / f"{target}-{precision}{suffix}"
         opts = ConvertOptions(
             target=target,
             precision=precision,
@@ -416,9 +355,14 @@ def _build(
             seq_lens=tuple(sorted(set(seq_lens))) if target == "tflite" else (),
             overwrite=True,
         )
-        say(f"recommend: converting {target} {precision} ...")
+        say(f"recommend: converting {target} {precision}{suffix} ...")
         try:
-            manifest = convert(ckpt, out, opts)
+            if at_depth is None:
+                manifest = convert(ckpt, out, opts)
+            else:
+                from albert_edge.depth import convert_at_depth
+
+                manifest = convert_at_depth(ckpt, out, opts, at_depth[0], at_depth[1])
         except AlbertEdgeError as exc:
             row["error"] = f"conversion failed: {exc}"
             continue
@@ -511,8 +455,17 @@ def recommend(
     work_dir: str | Path | None = None,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
+    depth_search: str | Path | None = None,
+    exit_data: str | Path | None = None,
+    exit_fit_rows: int = 2000,
 ) -> dict[str, Any]:
     """Convert ``checkpoint`` into each candidate, verify, score, time; return the answer.
+
+    ``depth_search`` (a directory ``albert-edge depth search`` wrote) adds the depths it
+    admits, ``exit_data`` (labelled rows to fit exit heads on, ``exit_fit_rows`` of them)
+    the dynamic-exit artifacts; both need ``data``, and then every candidate must also
+    pass the depth package's rule on the choose split
+    (:mod:`albert_edge.bench.recommend_depth`).
 
     ``data``: labelled sentences (SST-2 .tsv). Without ``report_data`` they are split in
     two halves (seeded, :func:`split_rows`): the choose half decides eligibility and
@@ -522,11 +475,13 @@ def recommend(
     "accuracy": {...} | None, "bench": report, ...}``. Artifacts are built in
     ``work_dir`` (default: a temporary directory, removed after).
     """
+    from albert_edge.bench.recommend_depth import add_depth_exit, check_flags
     from albert_edge.checkpoint import load_checkpoint
 
     say = log or (lambda _msg: None)
     if rounds < 2:
         raise BenchmarkError("--rounds must be at least 2: the intervals are over rounds")
+    check_flags(*(Path(x) if x is not None else None for x in (depth_search, exit_data, data)))
     ckpt = load_checkpoint(checkpoint)
     splits = _splits(data, report_data)
     if splits is not None and ckpt.head.name != "sequence-classification":
@@ -542,13 +497,24 @@ def recommend(
         rows, built = _build(ckpt, candidates, seq_lens, work, calibration, say)
         ref_acc: float | None = None
         scorer = _Scorer(ckpt, splits, threads) if splits else None
+        extra = add_depth_exit(  # nothing without --depth-search / --exit-data
+            ckpt,
+            depth_search=depth_search,
+            exit_data=exit_data,
+            exit_fit_rows=exit_fit_rows,
+            candidates=candidates,
+            build=lambda c, **kw: _build(ckpt, c, seq_lens, work, calibration, say, **kw),
+            scorer=scorer,
+            work=work,
+            say=say,
+        )
+        timed = built + extra["timed"]
+        rows, built = rows + extra["rows"], built + extra["built"]
         if scorer is not None:
             say("recommend: scoring on the choose split ...")
             ref_acc, _ = _score(scorer, built)
-        report = _time(built, seq_lens, threads, rounds, runs_per_visit, warmup, progress)
-        for row in rows:
-            row["why_not"] = _why_not(row, ref_acc)
-            row["eligible"] = row["why_not"] is None
+        report = _time(timed, seq_lens, threads, rounds, runs_per_visit, warmup, progress)
+        _judge_rows(rows, ref_acc, extra)
         decision = choose(rows)
         accuracy = None
         if scorer is not None and splits is not None:
@@ -564,11 +530,29 @@ def recommend(
             "recommendation": decision["pick"],
             "decision": decision,
             "candidates": rows,
+            "depth_exit": extra["info"],
             "bench": report,
         }
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _judge_rows(
+    rows: Sequence[dict[str, Any]], ref_acc: float | None, extra: Mapping[str, Any]
+) -> None:
+    """``why_not`` and ``eligible`` on every row: built, verified, timed, within its
+    precision's bar; with depth or exit candidates, also the depth package's rule."""
+    from albert_edge.bench.recommend_depth import mix_timing, rule_why_not
+
+    for row, mix in extra["mixes"]:
+        mix_timing(row, mix)
+    for row in rows:
+        row["why_not"] = _why_not(row, ref_acc)
+        if row["why_not"] is None and extra["rule"] is not None:
+            reason = rule_why_not(row, extra["rule"])
+            row["why_not"] = f"rule: {reason}" if reason else None
+        row["eligible"] = row["why_not"] is None
 
 
 def _splits(data: str | Path | None, report_data: str | Path | None) -> dict[str, Any] | None:
@@ -658,13 +642,14 @@ def format_recommendation(result: Mapping[str, Any]) -> str:
     cpu = (result.get("machine") or {}).get("cpu", "this CPU")
     t = result.get("timing") or {}
     decision = result.get("decision") or {}
+    w = max([20, *(len(name_of(r)) for r in result["candidates"])])
     lines = [
         f"recommend: {result['checkpoint']} at seq {result['seq_lens']}, "
         f"{result['threads']} threads, on {cpu}",
         f"  timed interleaved: {t.get('rounds')} rounds x {t.get('runs_per_visit')} runs per "
         f"candidate and length (warm-up {t.get('warmup')} per visit); ms: mean over lengths; "
         "typ.: median over rounds of each visit's fastest run",
-        f"  {'candidate':20} {'size':>9} {'min ms':>8} {'typ. ms':>8} "
+        f"  {'candidate':{w}} {'size':>9} {'min ms':>8} {'typ. ms':>8} "
         f"{'p50 ms':>8} {'accuracy (Δ pts)':>18}",
     ]
     for r in result["candidates"]:
@@ -672,13 +657,19 @@ def format_recommendation(result: Mapping[str, Any]) -> str:
         cells = [f"{r[k]:.3f}" if r.get(k) is not None else "-" for k in ("min_ms", "stat_ms")]
         p50 = f"{r['mean_p50_ms']:.3f}" if r.get("mean_p50_ms") is not None else "-"
         lines.append(
-            f"  {name_of(r):20} {size:>9} {cells[0]:>8} {cells[1]:>8} {p50:>8} "
+            f"  {name_of(r):{w}} {size:>9} {cells[0]:>8} {cells[1]:>8} {p50:>8} "
             f"{_acc_cell(r):>18}  {_mark(r, decision)}"
         )
     lines += _comparison_lines(decision)
+    if result.get("depth_exit"):
+        from albert_edge.bench.recommend_depth import format_depth_exit
+
+        lines += format_depth_exit(result)
     acc = result.get("accuracy")
     if acc:
         lines += _accuracy_lines(acc)
+        if result.get("depth_exit"):
+            lines.append(f"  and the rule: {result['depth_exit']['rule_text']}")
     pick = decision.get("pick")
     if pick is None:
         lines.append("ship: none of the candidates ran and kept accuracy (see the reasons)")
@@ -686,9 +677,23 @@ def format_recommendation(result: Mapping[str, Any]) -> str:
         lines.append(
             f"ship: {name_of(pick)} — {pick['file_bytes'] / 1e6:.2f} MB, "
             f"typical {pick['stat_ms']:.3f} ms (min {pick['min_ms']:.3f}, "
-            f"p50 {pick['mean_p50_ms']:.3f}), verified against the checkpoint"
+            f"p50 {pick['mean_p50_ms']:.3f}), verified against the checkpoint" + _shape_note(pick)
         )
     return "\n".join(lines)
+
+
+def _shape_note(pick: Mapping[str, Any]) -> str:
+    """What the pick is beyond its precision: a depth, or a dynamic exit (not one file)."""
+    if pick.get("kind") == "depth":
+        return f"; depth {pick['depth']} (a truncated checkpoint, converted as usual)"
+    if pick.get("kind") == "early-exit":
+        from albert_edge.bench.recommend_depth import NOT_STANDARD
+
+        return (
+            f"; dynamic exit, policy {pick.get('policy')} (mean depth "
+            f"{pick.get('mean_depth', 0):.2f} on the choose split); {NOT_STANDARD}"
+        )
+    return ""
 
 
 def _comparison_lines(decision: Mapping[str, Any]) -> list[str]:
@@ -766,6 +771,9 @@ def run_recommend_cli(a: Any) -> int:
         runs_per_visit=per_visit,
         warmup=a.warmup if a.warmup is not None else WARMUP,
         work_dir=a.work_dir,
+        depth_search=getattr(a, "depth_search", None),
+        exit_data=getattr(a, "exit_data", None),
+        exit_fit_rows=getattr(a, "exit_fit_rows", None) or 2000,
         progress=not quiet,
         log=None if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)),
     )

@@ -218,6 +218,8 @@ def _artifact(path: Path, model: Path, manifest: dict[str, Any] | None) -> Targe
             f"{model}: empty file (0 bytes), not a model; re-run albert-edge convert"
         )
     fmt = FORMAT_BY_SUFFIX.get(model.suffix)
+    if manifest is not None and manifest.get("target") == "onnx-early-exit":
+        fmt = "onnx"  # ONNX graphs stepped by albert_edge.early_exit (loaded by early_exit.open_any_runner)
     if fmt is None:
         raise BenchmarkError(f"{model}: unknown model type; expected .onnx, .tflite or .pte")
     from albert_edge.layout import artifact_root
@@ -248,6 +250,8 @@ def _artifact(path: Path, model: Path, manifest: dict[str, Any] | None) -> Targe
         head=head,
         spiece=spiece if spiece.is_file() else None,
         floor_bytes=floor,
+        # a dynamic-exit directory: its sizes are the manifest's (graphs + weights.bin)
+        extra={"sizes": (manifest or {}).get("sizes")} if model.suffix == ".json" else {},
     )
 
 

@@ -213,9 +213,9 @@ def load_runner(
     job: Mapping[str, Any],
 ) -> tuple[Callable[[Mapping[str, Any]], Any], dict[str, Any]]:
     """An artifact through albert-edge's own runners (what ``verify`` and users run)."""
-    from albert_edge.runtime import open_runner
+    from albert_edge.early_exit.runner import open_any_runner
 
-    runner = open_runner(job["target_path"], threads=job["threads"], backend=job["runner_backend"])
+    runner = open_any_runner(job["target_path"], job["threads"], job["runner_backend"])
     info: dict[str, Any] = {"max_seq_len": getattr(runner, "max_seq_len", None)}
     for attr in ("providers", "package", "seq_lens"):
         if hasattr(runner, attr):

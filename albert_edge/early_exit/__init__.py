@@ -15,6 +15,7 @@ from albert_edge.early_exit.heads import ExitHeads, fit_exit_heads, pooled_featu
 from albert_edge.early_exit.policy import (
     Confidence,
     ExitPolicy,
+    FixedDepth,
     Off,
     Patience,
     parse_policy,
@@ -28,6 +29,7 @@ __all__ = [
     "ExitHeads",
     "ExitPolicy",
     "ExitResult",
+    "FixedDepth",
     "Off",
     "Patience",
     "build_early_exit_artifact",

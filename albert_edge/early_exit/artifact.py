@@ -4,9 +4,11 @@ Layout (``manifest.json`` sealed like every artifact's; ``early_exit.json`` is t
 runner reads, and the manifest's ``model_file``)::
 
     early_exit.json         exits, groups, the file of each graph, how the heads were fitted
-    onnx/embed.onnx         input_ids, attention_mask, token_type_ids → hidden_states_out
-    onnx/layer_<g>.onnx     hidden_states, attention_mask → hidden_states_out (one per group)
-    onnx/exits.onnx         hidden_states → logits_1 .. logits_L (pooler shared)
+    onnx/step_first.onnx    input_ids, attention_mask, token_type_ids, exit_index →
+                            hidden_states_out, logits (the embedding, layer 1, exit 1)
+    onnx/step_g<g>.onnx     hidden_states, attention_mask, exit_index → hidden_states_out,
+                            logits (exit k), model_logits (the model's head, read at k = L):
+                            layer k of hidden group g, positions 2..L
     onnx/weights.bin        every initializer of the graphs above, each stored once
     config.json, spiece.model, tokenizer*.json: the tokenizer files ``convert`` writes
 
@@ -24,6 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from albert_edge.early_exit.index import FORMAT, INDEX
 from albert_edge.errors import AlbertEdgeError, UnsupportedError
 from albert_edge.manifest import dumps_strict
 
@@ -32,9 +35,8 @@ if TYPE_CHECKING:
 
     from albert_edge.checkpoint import Checkpoint
     from albert_edge.early_exit.heads import ExitHeads
+    from albert_edge.early_exit.policy import ExitPolicy
 
-INDEX = "early_exit.json"
-FORMAT = "albert-edge-early-exit/1"
 WEIGHTS = "onnx/weights.bin"
 PRECISIONS = ("fp32", "int8-dynamic")
 _ALIGN = 64
@@ -127,17 +129,21 @@ def build_early_exit_artifact(
     overwrite: bool = False,
     keep_reference: bool = False,
     verify: bool = True,
+    policy: ExitPolicy | None = None,
 ) -> dict[str, Any]:
     """Convert ``checkpoint`` at ``precision``, cut the graph, write the artifact; returns
     its manifest. ``heads`` from :func:`albert_edge.early_exit.fit_exit_heads`.
     ``verify``: check the full-depth graph against PyTorch before cutting it (as
-    ``convert`` does); the cut graphs compute exactly its nodes."""
+    ``convert`` does); the cut graphs compute exactly its nodes. ``policy``: the run-time
+    default recorded in the index (what ``open_runner`` and ``EarlyExitRunner.run(feeds)``
+    use); None records none, which means off."""
     import onnx
 
     from albert_edge.checkpoint import Checkpoint, load_checkpoint
     from albert_edge.convert import convert
     from albert_edge.early_exit.heads import check_checkpoint
-    from albert_edge.early_exit.onnx_graphs import find_cuts, layer_group, split_graph
+    from albert_edge.early_exit.onnx_graphs import find_cuts, fold_steps, layer_group, split_graph
+    from albert_edge.early_exit.policy import policy_text
     from albert_edge.io import atomic_output_dir
     from albert_edge.manifest import write_manifest
     from albert_edge.options import ConvertOptions
@@ -159,28 +165,29 @@ def build_early_exit_artifact(
             ref_dir = Path(scratch) / "reference"
             full = convert(ckpt, ref_dir, ConvertOptions(precision=precision, verify=verify))
             proto = onnx.load(str(ref_dir / full["model_file"]))
-            parts = split_graph(proto, find_cuts(proto, ckpt), ckpt, heads)
+            layers, groups = int(ckpt.config.num_hidden_layers), int(ckpt.config.num_hidden_groups)
+            cuts = find_cuts(proto, ckpt)
+            pieces = split_graph(proto, cuts, ckpt, heads)
+            parts, per_position = fold_steps(pieces, cuts, heads, layers, groups)
             for name in full["files"]:
                 if name not in (full["model_file"], "README.md"):
                     shutil.copyfile(ref_dir / name, tmp / name)
             if keep_reference:
                 shutil.copytree(ref_dir, tmp / "reference")
         written = write_shared_weights({f"onnx/{n}.onnx": m for n, m in parts.items()}, tmp)
-        groups = int(ckpt.config.num_hidden_groups)
         index = {
             "format": FORMAT,
             "precision": precision,
             "num_exits": layers,
             "num_labels": int(heads.weight.shape[1]),
-            "embed": "onnx/embed.onnx",
-            "exits": "onnx/exits.onnx",
-            "layers": [
-                f"onnx/layer_{layer_group(j, layers, groups)}.onnx" for j in range(1, layers + 1)
-            ],
+            "steps": [f"onnx/{name}.onnx" for name in per_position],
+            "layer_groups": [layer_group(k, layers, groups) for k in range(1, layers + 1)],
             "weights": WEIGHTS,
             "heads": heads.record,
             "id2label": {str(k): v for k, v in (ckpt.config.id2label or {}).items()},
         }
+        if policy is not None:
+            index["policy"] = policy_text(policy)
         (tmp / INDEX).write_text(dumps_strict(index, indent=2) + "\n")
         manifest = {
             "target": "onnx-early-exit",
@@ -198,3 +205,41 @@ def build_early_exit_artifact(
         }
         write_manifest(tmp, manifest)
     return manifest
+
+
+def with_policy(
+    artifact: str | Path, output: str | Path, policy: ExitPolicy, *, overwrite: bool = False
+) -> dict[str, Any]:
+    """A copy of ``artifact`` whose index records ``policy`` as its run-time default.
+
+    Why a copy and not a rebuild: the graphs and weights do not depend on the policy, so
+    they are hard-linked (copied where links cannot be made) and only the index and the
+    sealed manifest are written anew. ``bench --recommend`` makes one such directory per
+    policy it times. Returns the new manifest.
+    """
+    import json
+    import os
+
+    from albert_edge.early_exit.index import read_index
+    from albert_edge.early_exit.policy import policy_text
+    from albert_edge.io import atomic_output_dir
+    from albert_edge.manifest import load_sealed_manifest, write_manifest
+
+    root, index = read_index(artifact)
+    manifest = load_sealed_manifest(root).to_dict()
+    with atomic_output_dir(output, overwrite=overwrite, inputs=[root]) as tmp:
+        for rel in manifest["sha256"]:
+            if rel == INDEX:
+                continue
+            dst = tmp / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(root / rel, dst)
+            except OSError:
+                shutil.copyfile(root / rel, dst)
+        index = {**index, "policy": policy_text(policy)}
+        (tmp / INDEX).write_text(dumps_strict(index, indent=2) + "\n")
+        manifest["early_exit"] = index
+        write_manifest(tmp, manifest)
+        out = json.loads((tmp / "manifest.json").read_text())
+    return dict(out)

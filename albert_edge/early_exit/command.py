@@ -50,20 +50,35 @@ def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -
     p.set_defaults(run=run)
 
 
-def run(a: argparse.Namespace) -> int:
+def fit_rows_of(data: Path, fit_rows: int, seed: int) -> list[tuple[int, str]]:
+    """The rows the exit heads are fitted on: ``data`` shuffled with ``seed``, the first
+    ``fit_rows``. One definition for this command and ``bench --recommend``, so both build
+    the same heads from the same file."""
     import random
 
-    from albert_edge.checkpoint import load_checkpoint
     from albert_edge.data import read_sst2
-    from albert_edge.early_exit import build_early_exit_artifact, fit_exit_heads
+
+    rows = read_sst2(data)  # a bad file fails here, before the model loads
+    random.Random(seed).shuffle(rows)
+    return rows[:fit_rows]
+
+
+def fit_heads_on(ckpt: Any, rows: list[tuple[int, str]], seed: int) -> Any:
+    """:func:`albert_edge.early_exit.fit_exit_heads` on ``(label, text)`` rows."""
+    from albert_edge.early_exit import fit_exit_heads
+
+    return fit_exit_heads(ckpt, [t for _, t in rows], [y for y, _ in rows], seed=seed)
+
+
+def run(a: argparse.Namespace) -> int:
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.early_exit import build_early_exit_artifact
     from albert_edge.io import check_output
 
     check_output(a.output, overwrite=a.overwrite, inputs=[a.checkpoint, a.data])
-    rows = read_sst2(a.data)  # a bad file fails here, before the model loads
-    random.Random(a.seed).shuffle(rows)
-    rows = rows[: a.fit_rows]
+    rows = fit_rows_of(a.data, a.fit_rows, a.seed)
     ckpt = load_checkpoint(a.checkpoint)
-    heads = fit_exit_heads(ckpt, [t for _, t in rows], [y for y, _ in rows], seed=a.seed)
+    heads = fit_heads_on(ckpt, rows, a.seed)
     manifest = build_early_exit_artifact(
         ckpt, a.output, heads, precision=a.precision, overwrite=a.overwrite
     )

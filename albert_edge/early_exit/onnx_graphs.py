@@ -1,4 +1,12 @@
-"""Cut a converted full-depth ONNX graph into embedding, shared-layer step and exit graphs.
+"""Cut a converted full-depth ONNX graph into one step graph per layer position.
+
+Step ``k`` runs layer ``k`` and exit ``k``'s head: ``hidden_states, attention_mask →
+hidden_states_out, logits`` (step 1 starts from the token inputs, the embedding folded
+in). Why one graph per step, not a layer graph and an exit graph: each ``session.run``
+costs ~10 µs from Python, as much as the tiny model's layer at SST-2 lengths, so a row
+that exits at layer 1 makes one call instead of three (embed, layer, exits). The pieces
+are first cut (:func:`split_graph`: embedding, one layer graph per hidden group, the exit
+graph) and then joined per position (:func:`fold_steps`).
 
 Why cut the converted graph instead of exporting the pieces separately: the full-depth
 ``model.onnx`` has already been through the project's export, passes (fusion, dedup,
@@ -27,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import UnsupportedError
+from albert_edge.onnx.ops import STANDARD_WEIGHT_OPS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -46,8 +55,7 @@ _FLOAT_PRODUCERS = frozenset(
         "LayerNormalization",
         "SkipLayerNormalization",
         "EmbedLayerNormalization",
-        "Gemm",
-        "MatMul",
+        *STANDARD_WEIGHT_OPS,  # MatMul, Gemm
         "Tanh",
         "Mul",
     }
@@ -269,3 +277,126 @@ def exit_head_nodes(pooled: str, heads: ExitHeads) -> tuple[list[Any], list[Any]
             )
         )
     return nodes, inits
+
+
+EMBEDDED = "embedded_states"  # the embedding's output inside the first step
+LOGITS = "logits"
+MODEL_LOGITS = "model_logits"  # the model's own head: what the last position returns
+EXIT_INDEX = "exit_index"  # int64 scalar k-1: which exit head a shared step graph applies
+HEADS_W, HEADS_B = "early_exit.heads.weight", "early_exit.heads.bias"  # [L-1, labels, H]
+
+
+def _renamed(nodes: Any, rename: dict[str, str]) -> list[Any]:
+    import onnx
+
+    out = []
+    for n in nodes:
+        m = onnx.NodeProto()
+        m.CopyFrom(n)
+        m.input[:] = [rename.get(x, x) for x in m.input]
+        m.output[:] = [rename.get(x, x) for x in m.output]
+        out.append(m)
+    return out
+
+
+def _indexed_head(pooled: str, heads: ExitHeads) -> tuple[list[Any], list[Any]]:
+    """``logits = pooled · heads_w[exit_index]ᵀ + heads_b[exit_index]``: every exit ``k < L``
+    from one graph, the heads stacked once, the exit chosen by a fed index."""
+    import onnx
+    from onnx import numpy_helper
+
+    make = onnx.helper.make_node
+    nodes = [
+        make("Gather", [HEADS_W, EXIT_INDEX], ["early_exit.w"], axis=0, name="early_exit_w"),
+        make("Gather", [HEADS_B, EXIT_INDEX], ["early_exit.b"], axis=0, name="early_exit_b"),
+        make(
+            "Gemm", [pooled, "early_exit.w", "early_exit.b"], [LOGITS], transB=1, name="early_exit"
+        ),
+    ]
+    inits = [
+        numpy_helper.from_array(heads.weight, HEADS_W),
+        numpy_helper.from_array(heads.bias, HEADS_B),
+    ]
+    return nodes, inits
+
+
+def step_graph(
+    name: str,
+    embed: onnx.ModelProto | None,
+    layer: onnx.ModelProto,
+    exits: onnx.ModelProto,
+    pooled: str,
+    heads: ExitHeads,
+    model_head: str | None,
+) -> onnx.ModelProto:
+    """(``embed`` →) ``layer`` → the pooler → ``logits`` of the exit head ``exit_index``
+    picks (:func:`_indexed_head`) and, with ``model_head`` (the ``exits`` output that is the
+    model's own classifier), ``model_logits`` too: what the last step returns.
+
+    The nodes are the cut pieces' own, joined at their boundary tensors, so policy off
+    still runs exactly the full graph's nodes; initializers keep their names, so the
+    shared weights file stores each once however many graphs read it.
+    """
+    import onnx
+
+    nodes: list[Any] = []
+    if embed is not None:
+        nodes += _renamed(embed.graph.node, {HIDDEN_OUT: EMBEDDED})
+    nodes += _renamed(layer.graph.node, {HIDDEN_IN: EMBEDDED} if embed is not None else {})
+    wanted = [pooled] + ([model_head] if model_head else [])
+    rename = {HIDDEN_IN: HIDDEN_OUT, **({model_head: MODEL_LOGITS} if model_head else {})}
+    nodes += _renamed(_closure(exits, wanted, {HIDDEN_IN}), rename)
+    head_nodes, head_inits = _indexed_head(pooled, heads)
+    nodes += head_nodes
+    inits: dict[str, Any] = {i.name: i for i in head_inits}
+    used = {x for n in nodes for x in n.input if x}
+    for piece in (embed, layer, exits):
+        for init in piece.graph.initializer if piece is not None else ():
+            if init.name in used:
+                inits.setdefault(init.name, init)
+    inputs = list((embed or layer).graph.input)
+    names = {i.name for i in inputs}
+    inputs += [i for i in layer.graph.input if i.name not in names and i.name != HIDDEN_IN]
+    inputs.append(onnx.helper.make_tensor_value_info(EXIT_INDEX, onnx.TensorProto.INT64, []))
+    labels: list[str | int] = ["batch", int(heads.weight.shape[1])]
+    outputs = [*layer.graph.output]
+    for out in [LOGITS] + ([MODEL_LOGITS] if model_head else []):
+        outputs.append(onnx.helper.make_tensor_value_info(out, onnx.TensorProto.FLOAT, labels))
+    graph = onnx.helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits.values()))
+    model = onnx.helper.make_model(graph, opset_imports=list(layer.opset_import))
+    model.ir_version = layer.ir_version
+    return model
+
+
+def fold_steps(
+    parts: dict[str, onnx.ModelProto], cuts: Cuts, heads: ExitHeads, layers: int, groups: int
+) -> tuple[dict[str, Any], list[str]]:
+    """The step graphs and, per layer position, the graph that runs it: ``step_first``
+    (the embedding, layer 1, exit 1) and ``step_g<g>`` per hidden group (its layer, the
+    exit head ``exit_index`` picks, and the model's own head for the last position).
+
+    Why shared graphs and not one per position: ONNX Runtime keeps each session's own copy
+    of its weights (and its own thread pool), so stepping ``L`` different sessions reads
+    the shared layer from ``L`` places in memory; measured on the embedded model (int8,
+    policy off), one graph per position was 23-27 % slower than format 1's single layer
+    session. Here the layer is in memory twice (``step_first`` and its group's graph),
+    once per group beyond that, and the model's head, a ``labels x H`` product, runs at
+    every position (docs/early-exit.md has the side-by-side timing)."""
+    per_position: list[str] = []
+    graphs: dict[str, Any] = {}
+    for k in range(1, layers + 1):
+        g = layer_group(k, layers, groups)
+        first = k == 1
+        name = "step_first" if first else f"step_g{g}"
+        if name not in graphs:
+            graphs[name] = step_graph(
+                name,
+                parts["embed"] if first else None,
+                parts[f"layer_{g}"],
+                parts["exits"],
+                cuts.pooled,
+                heads,
+                None if first else f"logits_{layers}",
+            )
+        per_position.append(name)
+    return graphs, per_position

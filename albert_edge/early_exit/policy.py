@@ -16,6 +16,9 @@ The rules, for one row, after exit ``k`` (1-based, the head after layer ``k``) o
   ``patience`` consecutive steps, i.e. exits ``k - patience .. k`` all agree
   (``patience + 1`` heads). ``patience = t`` therefore never exits before layer ``t + 1``.
 
+* :class:`FixedDepth` (timing only, not in the Java core): every row stops at exit ``k``,
+  having computed every head on the way, as a row that a real policy stops there would.
+
 Whatever the policy, the last exit always stops the row. Argmax ties go to the lowest
 index (NumPy's and the Java loop's rule).
 """
@@ -30,7 +33,7 @@ from albert_edge.errors import UnsupportedError
 if TYPE_CHECKING:
     import numpy as np
 
-POLICY_KINDS = ("off", "confidence", "patience")
+POLICY_KINDS = ("off", "confidence", "patience", "depth")
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,29 @@ class Patience:
         return f"patience {self.patience}"
 
 
-ExitPolicy = Off | Confidence | Patience
+@dataclass(frozen=True)
+class FixedDepth:
+    """Every row stops at exit ``depth``, computing every exit head on the way.
+
+    Not a deployment policy (a truncated artifact does the same work with one call): it
+    is how ``bench --recommend`` times what a row that exits at ``depth`` costs under
+    confidence or patience (the same steps, the same head runs), so that a dynamic
+    artifact's latency is the exit-depth mix on labelled rows times these timed costs.
+    The Android core does not implement it.
+    """
+
+    depth: int
+    kind: str = "depth"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.depth, int) or self.depth < 1:
+            raise UnsupportedError(f"fixed exit depth {self.depth!r} must be an integer >= 1")
+
+    def describe(self) -> str:
+        return f"every row exits at {self.depth}"
+
+
+ExitPolicy = Off | Confidence | Patience | FixedDepth
 
 
 def parse_policy(text: str) -> ExitPolicy:
@@ -88,11 +113,13 @@ def parse_policy(text: str) -> ExitPolicy:
             return Confidence(float(value))
         if kind == "patience":
             return Patience(int(value))
+        if kind == "depth":
+            return FixedDepth(int(value))
     except ValueError:
         pass
     raise UnsupportedError(
-        f"unknown exit policy {text!r}; write off, confidence:TAU (e.g. confidence:0.9) "
-        "or patience:T (e.g. patience:2)"
+        f"unknown exit policy {text!r}; write off, confidence:TAU (e.g. confidence:0.9), "
+        "patience:T (e.g. patience:2) or, for timing only, depth:K"
     )
 
 
@@ -101,7 +128,20 @@ def policy_to_dict(policy: ExitPolicy) -> dict[str, Any]:
         return {"kind": "confidence", "threshold": policy.threshold}
     if isinstance(policy, Patience):
         return {"kind": "patience", "patience": policy.patience}
+    if isinstance(policy, FixedDepth):
+        return {"kind": "depth", "depth": policy.depth}
     return {"kind": "off"}
+
+
+def policy_text(policy: ExitPolicy) -> str:
+    """The spelling :func:`parse_policy` reads back (what an artifact's index records)."""
+    if isinstance(policy, Confidence):
+        return f"confidence:{policy.threshold!r}"
+    if isinstance(policy, Patience):
+        return f"patience:{policy.patience}"
+    if isinstance(policy, FixedDepth):
+        return f"depth:{policy.depth}"
+    return "off"
 
 
 def max_probability(logits: np.ndarray) -> np.ndarray:
@@ -150,6 +190,8 @@ class PolicyState:
             self.count[rows] = np.where(same, self.count[rows] + 1, 0)
             self.last[rows] = pred
             return np.asarray(self.count[rows] >= policy.patience)
+        if isinstance(policy, FixedDepth):
+            return np.full(len(rows), k >= policy.depth, dtype=bool)
         return np.zeros(len(rows), dtype=bool)
 
 

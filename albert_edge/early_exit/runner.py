@@ -9,21 +9,22 @@ rows still running. A row's result is therefore its own result, whichever rows i
 batched with, up to the float noise of a different batch shape (padding to the batch's
 longest row, as in any batched run).
 
-One ``InferenceSession`` per graph: the embedding graph once, then per layer the group's
-step graph and the exit graph. The exit graph computes every exit's logits from the
-shared pooler (each one a ``[H, labels]`` product, negligible beside a layer) and the
-runner reads exit ``k``'s.
+One ``run`` per step: step ``k`` returns the next hidden state and exit ``k``'s logits
+(the shared pooler and one ``[H, labels]`` product, negligible beside a layer; under
+policy off they are computed and ignored until the last step). One ``InferenceSession``
+per graph, shared by every position that graph runs (``exit_index`` says which exit
+head; the last position reads ``model_logits``, the model's own head).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from albert_edge.early_exit.policy import ExitPolicy, Off, PolicyState
+from albert_edge.early_exit.index import read_index
+from albert_edge.early_exit.policy import ExitPolicy, Off, PolicyState, parse_policy
 from albert_edge.errors import AlbertEdgeError
 
 if TYPE_CHECKING:
@@ -43,26 +44,6 @@ class ExitResult:
         return int(self.depth.sum())
 
 
-def read_index(path: str | Path) -> tuple[Path, dict[str, Any]]:
-    """The artifact directory and its ``early_exit.json``; one line if it is not one."""
-    from albert_edge.early_exit.artifact import FORMAT, INDEX
-
-    root = Path(path)
-    if root.is_file():
-        root = root.parent
-    index_path = root / INDEX
-    try:
-        index = json.loads(index_path.read_text())
-    except (OSError, ValueError):
-        raise AlbertEdgeError(
-            f"{index_path}: not a dynamic-exit artifact (no readable {INDEX}); build one "
-            "with albert_edge.early_exit.build_early_exit_artifact"
-        ) from None
-    if not isinstance(index, dict) or index.get("format") != FORMAT:
-        raise AlbertEdgeError(f"{index_path}: unknown format; expected {FORMAT}")
-    return root, index
-
-
 class EarlyExitRunner:
     """An ONNX dynamic-exit artifact: ``run(feeds, policy)`` → :class:`ExitResult`."""
 
@@ -72,26 +53,52 @@ class EarlyExitRunner:
         self.root, self.index = read_index(path)
         self.num_exits = int(self.index["num_exits"])
         self.threads = threads
-        self.embed = OrtRunner(self.root / self.index["embed"], threads)
-        self.exits = OrtRunner(self.root / self.index["exits"], threads)
-        steps = {name: OrtRunner(self.root / name, threads) for name in set(self.index["layers"])}
-        self.layers = [steps[name] for name in self.index["layers"]]
-        self.input_names = self.embed.input_names
-        mask = next(i for i in self.layers[0].session.get_inputs() if i.name == "attention_mask")
+        paths = self.index["steps"]
+        self.first = OrtRunner(self.root / paths[0], threads)
+        # one session per graph, shared by the positions it runs (hot weights, one pool)
+        sessions = {paths[0]: self.first.session}
+        for rel in paths[1:]:
+            if rel not in sessions:
+                sessions[rel] = OrtRunner(self.root / rel, threads).session
+        self.steps = [sessions[rel] for rel in paths]
+        self._token_dtypes = {
+            i.name: "int32" if i.type == "tensor(int32)" else "int64"
+            for i in self.first.session.get_inputs()
+            if i.name != "exit_index"
+        }
+        self.embed = self.first  # what callers read the token inputs and length limit from
+        self.input_names = tuple(n for n in self.first.input_names if n != "exit_index")
+        mask = next(i for i in self.steps[-1].get_inputs() if i.name == "attention_mask")
         self._mask_dtype = "int32" if mask.type == "tensor(int32)" else "int64"
-        self._exit_names = [f"logits_{k}" for k in range(1, self.num_exits + 1)]
+        # the artifact's own run-time default ("policy" in the index; absent: off)
+        self.policy: ExitPolicy = parse_policy(str(self.index.get("policy", "off")))
 
-    def _step(self, k: int, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        out = self.layers[k - 1].session.run(
-            None, {"hidden_states": hidden, "attention_mask": mask}
-        )
-        return out[0]
+    def _step(
+        self, k: int, hidden: np.ndarray | None, mask: np.ndarray, feeds: Mapping[str, Any]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Step ``k``: (the next hidden state, exit ``k``'s logits), one session run."""
+        import numpy as np
 
-    def _heads(self, hidden: np.ndarray) -> dict[str, np.ndarray]:
-        values = self.exits.session.run(None, {"hidden_states": hidden})
-        return dict(zip(self.exits.output_names, values, strict=True))
+        index = {"exit_index": np.asarray(min(k, self.num_exits - 1) - 1, dtype=np.int64)}
+        if k == 1:
+            missing = [n for n in self._token_dtypes if n not in feeds]
+            if missing:
+                raise AlbertEdgeError(
+                    f"{self.root}: the model needs input(s) {missing} that were not given; "
+                    f"given: {sorted(feeds)}"
+                )
+            step = {
+                n: np.ascontiguousarray(feeds[n], dtype=t) for n, t in self._token_dtypes.items()
+            }
+            step.update(index)
+        else:
+            assert hidden is not None, "steps after the first take the previous hidden state"
+            step = {"hidden_states": hidden, "attention_mask": mask, **index}
+        last = "model_logits" if k == self.num_exits else "logits"
+        hidden_out, logits = self.steps[k - 1].run(["hidden_states_out", last], step)
+        return hidden_out, np.asarray(logits, dtype=np.float32)
 
-    def _start(self, feeds: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    def _mask(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import numpy as np
 
         if "attention_mask" not in feeds:
@@ -99,26 +106,25 @@ class EarlyExitRunner:
                 f"{self.root}: a dynamic-exit run needs attention_mask (the steps read it); "
                 f"given: {sorted(feeds)}"
             )
-        hidden = self.embed.run(feeds)["hidden_states_out"]
-        mask = np.ascontiguousarray(feeds["attention_mask"], dtype=self._mask_dtype)
-        return hidden, mask
+        return np.ascontiguousarray(feeds["attention_mask"], dtype=self._mask_dtype)
 
     def run(self, feeds: Mapping[str, np.ndarray], policy: ExitPolicy | None = None) -> ExitResult:
-        """Run a batch under ``policy`` (None/:class:`Off`: every layer, the full model)."""
+        """Run a batch under ``policy`` (None: the artifact's recorded policy, which is
+        :class:`Off` — every layer, the full model — unless the index names another)."""
         import numpy as np
 
-        policy = policy or Off()
-        hidden, mask = self._start(feeds)
-        rows = hidden.shape[0]
+        policy = policy or self.policy
+        mask = self._mask(feeds)
+        hidden: np.ndarray | None = None
+        rows = mask.shape[0]
         state = PolicyState(policy, rows, self.num_exits)
         depth = np.zeros(rows, dtype=np.int64)
         logits: np.ndarray | None = None
         active = np.arange(rows)
         for k in range(1, self.num_exits + 1):
-            hidden = self._step(k, hidden, mask)
+            hidden, head = self._step(k, hidden, mask, feeds)
             if k < self.num_exits and isinstance(policy, Off):
                 continue
-            head = self._heads(hidden)[self._exit_names[k - 1]]
             if logits is None:
                 logits = np.zeros((rows, head.shape[1]), dtype=np.float32)
             stop = state.step(k, head, active)
@@ -136,9 +142,56 @@ class EarlyExitRunner:
         """Every exit's logits, ``[rows, L, labels]``: what thresholds are chosen from."""
         import numpy as np
 
-        hidden, mask = self._start(feeds)
+        mask = self._mask(feeds)
+        hidden: np.ndarray | None = None
         per_exit = []
         for k in range(1, self.num_exits + 1):
-            hidden = self._step(k, hidden, mask)
-            per_exit.append(self._heads(hidden)[self._exit_names[k - 1]])
+            hidden, head = self._step(k, hidden, mask, feeds)
+            per_exit.append(head)
         return np.stack(per_exit, axis=1).astype(np.float32)
+
+
+class PolicyRunner:
+    """An early-exit artifact as a :class:`albert_edge.runtime.Runner`: ``run(feeds)`` →
+    ``{"logits", "exit_depth"}`` under the artifact's recorded policy.
+
+    Why: ``open_runner`` is how the benchmark harness (and anything else written against
+    the Runner protocol) loads an artifact, so a dynamic-exit directory can be timed
+    interleaved beside one-graph artifacts without a harness of its own.
+    """
+
+    output_names = ("logits", "exit_depth")
+
+    def __init__(self, path: str | Path, threads: int = 2, backend: str = "auto") -> None:
+        if backend not in ("auto", "cpu"):
+            raise AlbertEdgeError(
+                f"{path}: a dynamic-exit artifact runs on ONNX Runtime's CPU provider only, "
+                f"not {backend!r}"
+            )
+        self.runner = EarlyExitRunner(path, threads)
+        self.path = self.runner.root
+        self.input_names = tuple(self.runner.input_names)
+        self.max_seq_len = int(self.runner.embed.max_seq_len)
+        self.policy = self.runner.policy
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        result = self.runner.run(feeds)
+        return {"logits": result.logits, "exit_depth": result.depth}
+
+
+def open_any_runner(path: str | Path, threads: int = 2, backend: str = "auto") -> Any:
+    """:func:`albert_edge.runtime.open_runner`, or a :class:`PolicyRunner` for a
+    dynamic-exit artifact (its directory or ``early_exit.json``).
+
+    Why here and not in ``open_runner``: the runtime layer sits below this package, so the
+    callers that may meet either kind (the benchmark worker, ``bench --recommend``) ask
+    here instead.
+    """
+    from albert_edge.early_exit.index import INDEX
+    from albert_edge.runtime import model_file, open_runner
+
+    p = Path(path)
+    if (p.is_dir() and (p / INDEX).is_file()) or p.name == INDEX:
+        model_file(p)  # the manifest's check: inside the artifact, sha256 as recorded
+        return PolicyRunner(p, threads=threads, backend=backend)
+    return open_runner(p, threads=threads, backend=backend)

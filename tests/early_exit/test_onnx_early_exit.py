@@ -125,20 +125,24 @@ def test_weights_are_stored_once_across_the_graphs(built):
     # the ~0.1 % of bytes the exit heads add, and nothing else beyond the floor
     assert sizes["exit_head_params"] == (3 - 1) * (2 * 32 + 2)
     assert sizes["ratio_to_floor"] <= 1.02, sizes
+    steps = ["step_first.onnx", "step_g0.onnx"]
     assert sizes["file_bytes"] == sum(
-        (art / "onnx" / f).stat().st_size
-        for f in ("embed.onnx", "layer_0.onnx", "exits.onnx", "weights.bin")
+        (art / "onnx" / f).stat().st_size for f in (*steps, "weights.bin")
     )
     import onnx
 
-    names = []
-    for f in ("embed", "layer_0", "exits"):
-        model = onnx.load(str(art / "onnx" / f"{f}.onnx"), load_external_data=False)
+    names = set()
+    for f in steps:
+        model = onnx.load(str(art / "onnx" / f), load_external_data=False)
         assert all(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
-        names += [i.name for i in model.graph.initializer]
-    assert len(names) == len(set(names)) == sizes["stored_tensors"]  # no graph repeats another's
+        for i in model.graph.initializer:
+            where = {e.key: e.value for e in i.external_data}
+            names.add((i.name, where["offset"]))  # a name read by both graphs: one offset
+    assert len(names) == len({n for n, _ in names}) == sizes["stored_tensors"]
     index = json.loads((art / "early_exit.json").read_text())
-    assert index["layers"] == ["onnx/layer_0.onnx"] * 3  # one shared layer, stepped 3 times
+    # one shared layer: the first step (with the embedding), then one graph stepped twice
+    assert index["steps"] == ["onnx/step_first.onnx"] + ["onnx/step_g0.onnx"] * 2
+    assert index["layer_groups"] == [0, 0, 0]
 
 
 def test_two_hidden_groups_step_their_own_layer(make_checkpoint, sst2_train, sst2_dev, tmp_path):
@@ -148,7 +152,10 @@ def test_two_hidden_groups_step_their_own_layer(make_checkpoint, sst2_train, sst
     art = tmp_path / "groups"
     manifest = build_early_exit_artifact(ckpt, art, heads, keep_reference=True, verify=False)
     index = manifest["early_exit"]
-    assert index["layers"] == ["onnx/layer_0.onnx"] * 2 + ["onnx/layer_1.onnx"] * 2
+    assert index["layer_groups"] == [0, 0, 1, 1]
+    assert index["steps"] == [
+        f"onnx/{g}.onnx" for g in ("step_first", "step_g0", "step_g1", "step_g1")
+    ]
     assert manifest["sizes"]["ratio_to_floor"] <= 1.02
     runner = EarlyExitRunner(art)
     _, feeds = _batch(ckpt, sst2_dev, 6)
@@ -188,7 +195,7 @@ def test_albert_base_random_init_end_to_end(
     sizes = manifest["sizes"]
     assert sizes["exit_head_params"] == 11 * (2 * 768 + 2)
     assert sizes["ratio_to_floor"] <= (1.02 if precision == "fp32" else 1.05), sizes
-    assert manifest["early_exit"]["layers"] == ["onnx/layer_0.onnx"] * 12
+    assert manifest["early_exit"]["layer_groups"] == [0] * 12
     runner = EarlyExitRunner(art)
     _, feeds = _batch(ckpt, sst2_dev, 4)
     want = OrtRunner(art / manifest["reference"]["model_file"]).run(feeds)["logits"]

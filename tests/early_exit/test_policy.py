@@ -50,3 +50,16 @@ def test_policies_parse_and_refuse():
     for bad in ("confidence:1.5", "confidence:x", "patience:0", "patience:1.5", "fast", "off:1"):
         with pytest.raises(UnsupportedError):
             parse_policy(bad)
+
+
+def test_fixed_depth_stops_every_row_at_its_exit_and_spellings_round_trip():
+    from albert_edge.early_exit.policy import FixedDepth, policy_text
+
+    per_exit = _logits([(9, -9), (0, 1), (0, 2)], [(0, 0), (1, 0), (2, 0)])
+    depth, out = simulate(per_exit, FixedDepth(2))
+    assert depth.tolist() == [2, 2] and out.tolist() == [[0, 1], [1, 0]]
+    assert simulate(per_exit, FixedDepth(9))[0].tolist() == [3, 3]  # the last exit stops
+    for policy in (Off(), Confidence(0.55), Confidence(0.975), Patience(2), FixedDepth(3)):
+        assert parse_policy(policy_text(policy)) == policy
+    with pytest.raises(UnsupportedError, match="integer >= 1"):
+        FixedDepth(0)

@@ -1,0 +1,39 @@
+"""What marks a directory as a dynamic-exit artifact: its ``early_exit.json`` and format.
+
+A module of its own because the builder (:mod:`~albert_edge.early_exit.artifact`) writes
+the index and the runner (:mod:`~albert_edge.early_exit.runner`) reads it; each imports it
+from here instead of from the other.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from albert_edge.errors import AlbertEdgeError
+
+INDEX = "early_exit.json"
+FORMAT = "albert-edge-early-exit/2"  # /1: separate embed, layer, exits graphs
+
+
+def read_index(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """The artifact directory and its ``early_exit.json``; one line if it is not one."""
+    root = Path(path)
+    if root.is_file():
+        root = root.parent
+    index_path = root / INDEX
+    try:
+        index = json.loads(index_path.read_text())
+    except (OSError, ValueError):
+        raise AlbertEdgeError(
+            f"{index_path}: not a dynamic-exit artifact (no readable {INDEX}); build one "
+            "with albert_edge.early_exit.build_early_exit_artifact"
+        ) from None
+    if not isinstance(index, dict) or index.get("format") != FORMAT:
+        found = index.get("format") if isinstance(index, dict) else None
+        raise AlbertEdgeError(
+            f"{index_path}: format {found!r}, this albert-edge runs {FORMAT}; rebuild the "
+            "artifact with `albert-edge early-exit`"
+        )
+    return root, index

@@ -1,0 +1,300 @@
+"""``albert-edge verify`` and ``inspect`` for dynamic-exit artifacts (``early_exit.json``).
+
+Why its own checks: a dynamic-exit directory is several ONNX graphs stepped by a host
+loop, not one model file, so the generic grid (one ``run`` against PyTorch's ``logits``)
+would test one policy's answer only. What the artifact promises is two things, and each
+is checked directly:
+
+1. **policy off is the full-depth artifact, bit for bit**: the stepped graphs with no
+   early exit give exactly the logits of the one-graph artifact they were cut from (the
+   ``reference/`` copy when the artifact kept one, else ``convert`` run again on the
+   reference checkpoint at the same precision: conversion is deterministic);
+2. **every exit is what PyTorch computes**: exit ``k``'s logits against
+   ``head_k(tanh(pooler(h_k[CLS])))`` of the reference model, the heads read back from the
+   artifact's own weights, under the precision's bar (``albert_edge.verify``'s: an
+   absolute-error cap at fp32, an SQNR floor at int8).
+
+Inputs: fixed sentences (:data:`albert_edge.data.FALLBACK_SENTENCES`) one at a time and
+as one padded batch, so the mask path is exercised.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from albert_edge.checkpoint import Checkpoint
+
+
+def is_early_exit(path: str | Path) -> bool:
+    """A directory (or its ``early_exit.json``) holding a dynamic-exit artifact."""
+    from albert_edge.early_exit.index import INDEX
+
+    p = Path(path)
+    return (p.is_dir() and (p / INDEX).is_file()) or (p.name == INDEX and p.is_file())
+
+
+def _checked_manifest(root: Path) -> dict[str, Any]:
+    """The sealed manifest, every file's sha256 checked (as ``verify`` does for any artifact)."""
+    from albert_edge.manifest import check_complete, check_files, load_sealed_manifest
+
+    manifest = load_sealed_manifest(root)
+    check_files(root, manifest)
+    check_complete(root, manifest)
+    return manifest.to_dict()
+
+
+def exit_heads_of(root: Path, index: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The exit heads' weights as stored in the artifact (stacked), by exit:
+    ``early_exit.head_k.weight`` / ``.bias`` for ``k = 1..L-1``."""
+    import onnx
+    from onnx import numpy_helper
+
+    from albert_edge.early_exit.onnx_graphs import HEADS_B, HEADS_W
+
+    stacked = {}
+    for rel in dict.fromkeys(index["steps"]):
+        model = onnx.load(str(root / rel), load_external_data=True)
+        for i in model.graph.initializer:
+            if i.name in (HEADS_W, HEADS_B):
+                stacked[i.name] = numpy_helper.to_array(i)
+    out = {}
+    for k in range(1, int(index["num_exits"])):
+        out[f"early_exit.head_{k}.weight"] = stacked[HEADS_W][k - 1]
+        out[f"early_exit.head_{k}.bias"] = stacked[HEADS_B][k - 1]
+    return out
+
+
+def reference_exits(ckpt: Checkpoint, heads: dict[str, np.ndarray], feeds: dict[str, Any]) -> Any:
+    """PyTorch's logits at every exit, ``[rows, L, labels]``: the model's own head at L."""
+    import numpy as np
+    import torch
+
+    base = ckpt.model.albert
+    with torch.no_grad():
+        hs = base(
+            **{k: torch.as_tensor(v) for k, v in feeds.items()},
+            output_hidden_states=True,
+            return_dict=True,
+        ).hidden_states
+        pooled = [torch.tanh(base.pooler(h[:, 0])).numpy() for h in hs[1:]]
+        last = ckpt.model.classifier(torch.as_tensor(pooled[-1])).numpy()
+    out = [
+        pooled[k - 1] @ heads[f"early_exit.head_{k}.weight"].T + heads[f"early_exit.head_{k}.bias"]
+        for k in range(1, len(pooled))
+    ]
+    return np.stack([*out, last], axis=1).astype(np.float32)
+
+
+def _compare(got: np.ndarray, want: np.ndarray) -> dict[str, float]:
+    """Error summary in the keys ``albert_edge.verify`` judges (max/mean abs, SQNR)."""
+    import numpy as np
+
+    err = got.astype(np.float64) - want.astype(np.float64)
+    noise = float((err**2).sum())
+    signal = float((want.astype(np.float64) ** 2).sum())
+    sqnr = math.inf if noise == 0 else 10 * math.log10(signal / noise) if signal else -math.inf
+    if not (np.isfinite(got).all() and np.isfinite(want).all()):
+        sqnr = math.nan
+    return {
+        "max_abs_err": float(np.abs(err).max()),
+        "mean_abs_err": float(np.abs(err).mean()),
+        "sqnr_db": sqnr,
+        "sqnr_db_min": sqnr,
+    }
+
+
+def _full_depth_logits(
+    root: Path, manifest: dict[str, Any], ckpt: Checkpoint, feeds_list: list[Any]
+) -> tuple[list[Any], str]:
+    """The one-graph artifact's logits on each feed: its kept copy, or ``convert`` again."""
+    from albert_edge.onnx.runtime import OrtRunner
+
+    kept = (manifest.get("reference") or {}).get("model_file")
+    if kept and (root / kept).is_file():
+        runner = OrtRunner(root / kept, threads=1)
+        return [runner.run(f)["logits"] for f in feeds_list], f"the kept {kept}"
+    from albert_edge.convert import convert
+    from albert_edge.options import ConvertOptions
+
+    with tempfile.TemporaryDirectory(prefix="albert-edge-ee-verify-") as tmp:
+        opts = ConvertOptions(precision=str(manifest["precision"]), verify=False)
+        full = convert(ckpt, Path(tmp) / "full", opts)
+        runner = OrtRunner(Path(tmp) / "full" / full["model_file"], threads=1)
+        logits = [runner.run(f)["logits"] for f in feeds_list]
+    return logits, f"{manifest['precision']} convert of the reference, run again"
+
+
+def _feeds(ckpt: Checkpoint) -> list[dict[str, Any]]:
+    from albert_edge.data import FALLBACK_SENTENCES
+
+    tok = ckpt.tokenizer()
+    texts = list(FALLBACK_SENTENCES)[:6]
+    singles = [tok.encode([t]).as_numpy() for t in texts[:3]]
+    return [*singles, tok.encode(texts).as_numpy()]
+
+
+def verify_early_exit(
+    artifact: str | Path, *, reference: str | Path | None = None, threads: int = 2
+) -> dict[str, Any]:
+    """Both checks of the module docstring; ``passed`` and one ``failures`` line each."""
+    import numpy as np
+
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.early_exit.policy import Off
+    from albert_edge.early_exit.runner import EarlyExitRunner, read_index
+    from albert_edge.verify import _check_reference_hash, _judge, _resolve_reference, tolerance_for
+
+    root, index = read_index(artifact)
+    manifest = _checked_manifest(root)
+    ref_path = _resolve_reference(root, manifest, reference)
+    ckpt = load_checkpoint(ref_path)
+    _check_reference_hash(ref_path, ckpt, manifest)
+    runner = EarlyExitRunner(root, threads=threads)
+    feeds_list = [{k: v for k, v in f.items() if k in runner.input_names} for f in _feeds(ckpt)]
+    full, full_from = _full_depth_logits(root, manifest, ckpt, feeds_list)
+    off = [runner.run(f, Off()).logits for f in feeds_list]
+    bitwise = all(np.array_equal(a, b) for a, b in zip(off, full, strict=True))
+    worst = max(float(np.abs(a - b).max()) for a, b in zip(off, full, strict=True))
+    heads = exit_heads_of(root, index)
+    tol = tolerance_for(str(manifest["precision"]))
+    got = np.concatenate([runner.all_exits(f) for f in feeds_list])
+    want = np.concatenate([reference_exits(ckpt, heads, f) for f in feeds_list])
+    exits = []
+    failures = []
+    if not bitwise:
+        failures.append(f"policy off differs from the full-depth artifact (max |diff| {worst:.3e})")
+    for k in range(1, runner.num_exits + 1):
+        summary = _compare(got[:, k - 1], want[:, k - 1])
+        reason = _judge(summary, tol)
+        exits.append({"exit": k, **summary, "passed": reason is None})
+        if reason:
+            failures.append(f"exit {k}: {reason}")
+    return {
+        "artifact": str(root),
+        "reference": str(ref_path),
+        "precision": manifest["precision"],
+        "policy": index.get("policy", "off"),
+        "rows": int(got.shape[0]),
+        "policy_off_bitwise": bitwise,
+        "policy_off_vs": full_from,
+        "policy_off_max_abs_diff": worst,
+        "tolerance": tol,
+        "exits": exits,
+        "failures": failures,
+        "passed": not failures,
+    }
+
+
+def inspect_early_exit(path: str | Path) -> dict[str, Any]:
+    """Bytes against the floor, the graphs and what each holds, the exits and the policy."""
+    import onnx
+
+    from albert_edge.early_exit.runner import read_index
+
+    root, index = read_index(path)
+    manifest = _checked_manifest(root)
+    sizes = manifest.get("sizes") or {}
+    graphs = {}
+    for rel in dict.fromkeys(index["steps"]):
+        model = onnx.load(str(root / rel), load_external_data=False)
+        graphs[rel] = {
+            "bytes": (root / rel).stat().st_size,
+            "nodes": len(model.graph.node),
+            "initializers": len(model.graph.initializer),
+            "inputs": [i.name for i in model.graph.input],
+            "outputs": [o.name for o in model.graph.output],
+        }
+    return {
+        "path": str(root),
+        "format": index["format"],
+        "target": manifest.get("target"),
+        "precision": manifest.get("precision"),
+        "file_bytes": sizes.get("file_bytes"),
+        "floor_bytes": sizes.get("floor_bytes"),
+        "ratio_to_floor": sizes.get("ratio_to_floor"),
+        "weights_bytes": sizes.get("weights_bytes"),
+        "stored_tensors": sizes.get("stored_tensors"),
+        "exit_head_bytes": sizes.get("exit_head_bytes"),
+        "num_exits": index["num_exits"],
+        "graph_per_step": index["steps"],
+        "layer_group_per_step": index["layer_groups"],
+        "policy": index.get("policy", "off"),
+        "graphs": graphs,
+        "standard_model_file": False,
+        "note": "ONNX graphs stepped by albert_edge.early_exit (EarlyExitRunner); optimum "
+        "and transformers.js cannot load this directory as written",
+    }
+
+
+def format_inspect(info: dict[str, Any]) -> str:
+    """The human report of :func:`inspect_early_exit`."""
+    lines = [
+        f"dynamic-exit artifact: {info['path']} ({info['precision']}, {info['num_exits']} exits, "
+        f"recorded policy {info['policy']})",
+        f"  bytes: {info['file_bytes']:,} = {info['ratio_to_floor']}x the floor "
+        f"({info['floor_bytes']:,}, exit heads' {info['exit_head_bytes']:,} included); "
+        f"{info['stored_tensors']} tensors stored once in {info['weights_bytes']:,} bytes of "
+        "weights.bin",
+        "  graphs:",
+    ]
+    for rel, g in info["graphs"].items():
+        lines.append(
+            f"    {rel}: {g['nodes']} nodes, {g['initializers']} initializers, "
+            f"{', '.join(g['inputs'])} -> {', '.join(g['outputs'])}"
+        )
+    lines.append(
+        f"  one session run per step; steps 1..{info['num_exits']} run "
+        + ", ".join(Path(g).stem for g in info["graph_per_step"])
+        + f" (hidden groups {info['layer_group_per_step']})"
+    )
+    lines.append(f"  note: {info['note']}")
+    return "\n".join(lines)
+
+
+def format_verify(report: dict[str, Any]) -> str:
+    """The human report: the bitwise check, then one line per exit."""
+    tol = report["tolerance"]
+    bar = (
+        f"max abs err <= {tol['max_abs_err']:.0e}"
+        if "max_abs_err" in tol
+        else f"SQNR >= {tol['min_sqnr_db']:.1f} dB"
+    )
+    lines = [
+        f"verify (dynamic exit): {report['artifact']} ({report['precision']}, recorded policy "
+        f"{report['policy']}) against {report['reference']}, {report['rows']} rows",
+        f"  policy off vs the full-depth artifact ({report['policy_off_vs']}): "
+        + (
+            "bitwise equal"
+            if report["policy_off_bitwise"]
+            else f"DIFFERENT (max |diff| {report['policy_off_max_abs_diff']:.3e})"
+        ),
+    ]
+    for e in report["exits"]:
+        lines.append(
+            f"  exit {e['exit']}: max abs err {e['max_abs_err']:.3e}, SQNR {e['sqnr_db']:.1f} dB "
+            f"vs PyTorch ({bar}): {'ok' if e['passed'] else 'FAILED'}"
+        )
+    lines.append("verify: PASSED" if report["passed"] else "verify: FAILED")
+    return "\n".join(lines)
+
+
+def run_verify_cli(artifact: Path, reference: str | None, threads: int, as_json: bool) -> int:
+    """``albert-edge verify DIR`` on a dynamic-exit artifact (dispatched from the CLI)."""
+    import json
+    import sys
+
+    report = verify_early_exit(artifact, reference=reference, threads=threads)
+    if as_json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        print(format_verify(report))
+    if not report["passed"]:
+        print("verify: FAILED: " + "; ".join(report["failures"]), file=sys.stderr)
+        return 1
+    return 0
