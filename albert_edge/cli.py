@@ -11,7 +11,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -752,32 +752,6 @@ def _read_text_inputs(args: argparse.Namespace) -> None:
             read_sst2(tsv, labels=range(2))
 
 
-@contextlib.contextmanager
-def _signals_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP stop a run as Ctrl-C does (issue 26): all three raise
-    :class:`Interrupted` (a ``KeyboardInterrupt``), so every ``finally`` removes its temp
-    directory, lock and scratch and kills bench children; one that arrives while such a
-    name is being created waits until its clean-up covers it
-    (:func:`albert_edge.io.signals_held`). A signal the caller ignores (``nohup``, a
-    background job's SIGINT) stays ignored; repeated SIGTERM/SIGHUP during the clean-up
-    are ignored."""
-    from albert_edge.io import STOP_SIGNALS, stop_or_defer
-
-    def handler(signum: int, frame: Any) -> None:
-        stop_or_defer(signum)
-
-    saved: dict[signal.Signals, Any] = {}
-    for sig in STOP_SIGNALS:
-        with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
-            if signal.getsignal(sig) != signal.SIG_IGN:
-                saved[sig] = signal.signal(sig, handler)
-    try:
-        yield
-    finally:
-        for sig, previous in saved.items():
-            signal.signal(sig, previous)
-
-
 def _stopped(command: str, exc: KeyboardInterrupt) -> int:
     signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
     with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
@@ -791,7 +765,9 @@ def _stopped(command: str, exc: KeyboardInterrupt) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     command = ""
-    with _signals_interrupt():
+    from albert_edge.io import signals_interrupt
+
+    with signals_interrupt():
         try:
             quiet_frameworks()
             parser = build_parser()

@@ -353,6 +353,31 @@ def signals_held() -> Iterator[None]:
             stop_or_defer(signum)
 
 
+@contextlib.contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP stop a run as Ctrl-C does (issue 26): all three raise
+    :class:`Interrupted` (a ``KeyboardInterrupt``), so every ``finally`` removes its temp
+    directory, lock and scratch and kills bench children; one that arrives while such a
+    name is being created waits until its clean-up covers it (:func:`signals_held`). A
+    signal the caller ignores (``nohup``, a background job's SIGINT) stays ignored;
+    repeated SIGTERM/SIGHUP during the clean-up are ignored. The CLI and
+    ``python -m albert_edge.train`` both run under it."""
+
+    def handler(signum: int, frame: object) -> None:
+        stop_or_defer(signum)
+
+    saved: dict[signal.Signals, object] = {}
+    for sig in STOP_SIGNALS:
+        with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
+            if signal.getsignal(sig) != signal.SIG_IGN:
+                saved[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, previous in saved.items():
+            signal.signal(sig, previous)  # type: ignore[arg-type]
+
+
 # --- lock ----------------------------------------------------------------------------
 
 

@@ -43,7 +43,6 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -589,7 +588,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m albert_edge.train``: ``albert-edge train`` with the same one-line errors."""
     from albert_edge.environment import quiet_frameworks
-    from albert_edge.io import run_scratch
+    from albert_edge.io import run_scratch, signals_interrupt
     from albert_edge.progress import set_enabled
 
     quiet_frameworks()
@@ -602,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     set_enabled(not args.quiet)
     try:
-        with _stop_signals(), run_scratch():
+        with signals_interrupt(), run_scratch():
             return run(args)
     except AlbertEdgeError as exc:
         print(f"albert-edge train: error: {exc}", file=sys.stderr)
@@ -616,30 +615,6 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         return 128 + signum
-
-
-@contextlib.contextmanager
-def _stop_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP stop ``python -m albert_edge.train`` as Ctrl-C does, as they stop
-    ``albert-edge train`` (whose CLI installs the same handlers; this module cannot import
-    the CLI): :func:`albert_edge.io.stop_or_defer` raises ``Interrupted`` so the atomic
-    output's ``finally`` removes the temp directory and lock. A signal the caller ignores
-    (``nohup``) stays ignored."""
-    from albert_edge.io import STOP_SIGNALS, stop_or_defer
-
-    def handler(signum: int, frame: Any) -> None:
-        stop_or_defer(signum)
-
-    saved: dict[signal.Signals, Any] = {}
-    for sig in STOP_SIGNALS:
-        with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
-            if signal.getsignal(sig) != signal.SIG_IGN:
-                saved[sig] = signal.signal(sig, handler)
-    try:
-        yield
-    finally:
-        for sig, previous in saved.items():
-            signal.signal(sig, previous)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ area that needs them, so that parallel work on separate areas never edits this f
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,20 @@ def make_checkpoint(
         return cache[key]
 
     return factory
+
+
+@pytest.fixture
+def signals_not_ignored() -> Iterator[None]:
+    """Under ``nohup`` or as a background job, SIGHUP / SIGINT arrive here ignored and the
+    CLI would inherit that (and rightly keep it). A Python handler in this process is
+    reset to the default in each child at exec, so the children see them as a user's
+    shell would deliver them."""
+    saved = {}
+    for sig in (signal.SIGHUP, signal.SIGINT):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            saved[sig] = signal.signal(sig, lambda signum, frame: None)
+    try:
+        yield
+    finally:
+        for sig, previous in saved.items():
+            signal.signal(sig, previous)

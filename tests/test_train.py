@@ -360,6 +360,7 @@ def test_train_without_exit_loss_writes_no_exit_heads(
     assert not (out / "exit_classifiers.safetensors").exists()
 
 
+@pytest.mark.usefixtures("signals_not_ignored")  # under nohup, SIGHUP arrives ignored
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_python_m_train_stops_cleanly_on_sigterm_and_sighup(
     tmp_path: Path, data: dict[str, Path], sig: signal.Signals

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -53,21 +53,7 @@ def _children(pid: int) -> list[int]:
     return [int(x) for x in text.split()]
 
 
-@pytest.fixture(autouse=True)
-def _signals_not_ignored() -> Iterator[None]:
-    """Under ``nohup`` or as a background job, SIGHUP / SIGINT arrive here ignored and the
-    CLI would inherit that (and rightly keep it). A Python handler in this process is
-    reset to the default in each child at exec, so the children see them as a user's
-    shell would deliver them."""
-    saved = {}
-    for sig in (signal.SIGHUP, signal.SIGINT):
-        if signal.getsignal(sig) == signal.SIG_IGN:
-            saved[sig] = signal.signal(sig, lambda signum, frame: None)
-    try:
-        yield
-    finally:
-        for sig, previous in saved.items():
-            signal.signal(sig, previous)
+pytestmark = pytest.mark.usefixtures("signals_not_ignored")
 
 
 SIGNALLED = [

@@ -39,7 +39,22 @@ def _fp32_artifact(model_path: Path) -> tuple[Path, Path, Manifest]:
             f"{model_path}: no such file or directory; pass an albert-edge ONNX artifact "
             "directory or its model.onnx"
         )
+    if not model_path.is_dir():  # a model file: name what is wrong with it first
+        from albert_edge.io import require_model_file
+
+        require_model_file(model_path, "ONNX")
+        if model_path.suffix != ".onnx":
+            raise UnsupportedError(
+                f"{model_path}: not an ONNX model ({model_path.suffix or 'no suffix'}); "
+                "albert-edge quantize takes an fp32 ONNX artifact (TFLite: convert --to "
+                "tflite --precision ...)"
+            )
     found = find_artifact(model_path)
+    if not model_path.is_dir() and not (found.root / "manifest.json").is_file():
+        raise AlbertEdgeError(
+            f"{model_path}: no manifest.json in its artifact directory; albert-edge "
+            "quantize takes an fp32 ONNX artifact written by albert-edge convert"
+        )
     manifest = load_manifest(found.root)  # refuses a missing or unreadable manifest
     m = manifest.to_dict()
     model_file = found.model or found.root / str(m.get("model_file", "model.onnx"))
