@@ -9,14 +9,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from albert_edge.environment import native_stderr_filtered, quiet_frameworks
-from albert_edge.errors import AlbertEdgeError, Interrupted
+from albert_edge.errors import AlbertEdgeError
 from albert_edge.options import (
     INT32_MAX,
     INT64_MAX,
@@ -752,17 +751,6 @@ def _read_text_inputs(args: argparse.Namespace) -> None:
             read_sst2(tsv, labels=range(2))
 
 
-def _stopped(command: str, exc: KeyboardInterrupt) -> int:
-    signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
-    with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
-        print(
-            f"albert-edge{command}: stopped by {signal.Signals(signum).name}; temp files and "
-            "lock removed, nothing half-written (the output is as it was, or complete)",
-            file=sys.stderr,
-        )
-    return 128 + signum
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     command = ""
     from albert_edge.io import signals_interrupt
@@ -775,7 +763,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = f" {args.command}"
             return _run(args)
         except KeyboardInterrupt as exc:
-            return _stopped(command, exc)
+            from albert_edge.io import report_stopped
+
+            return report_stopped(f"albert-edge{command}", exc)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -378,6 +378,21 @@ def signals_interrupt() -> Iterator[None]:
             signal.signal(sig, previous)  # type: ignore[arg-type]
 
 
+def report_stopped(prog: str, exc: KeyboardInterrupt) -> int:
+    """The one line a stopped run prints (``prog``: ``albert-edge convert``, ...) and its
+    exit status, 128 + the signal: the same for the CLI and ``python -m albert_edge.train``."""
+    import sys
+
+    signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
+    with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+        print(
+            f"{prog}: stopped by {signal.Signals(signum).name}; temp files and lock removed, "
+            "nothing half-written (the output is as it was, or complete)",
+            file=sys.stderr,
+        )
+    return 128 + signum
+
+
 # --- lock ----------------------------------------------------------------------------
 
 

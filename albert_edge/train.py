@@ -32,7 +32,6 @@ full disk leaves the previous output or nothing.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import math
@@ -40,7 +39,6 @@ import os
 import platform
 import re
 import shutil
-import signal
 import sys
 import time
 from pathlib import Path
@@ -588,7 +586,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m albert_edge.train``: ``albert-edge train`` with the same one-line errors."""
     from albert_edge.environment import quiet_frameworks
-    from albert_edge.io import run_scratch, signals_interrupt
+    from albert_edge.io import report_stopped, run_scratch, signals_interrupt
     from albert_edge.progress import set_enabled
 
     quiet_frameworks()
@@ -607,14 +605,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"albert-edge train: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
-        signum = getattr(exc, "signum", int(signal.SIGINT))
-        with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
-            print(
-                f"albert-edge train: stopped by {signal.Signals(signum).name}; temp files "
-                "and lock removed, nothing half-written (the output is as it was)",
-                file=sys.stderr,
-            )
-        return 128 + signum
+        return report_stopped("albert-edge train", exc)
 
 
 if __name__ == "__main__":
