@@ -353,17 +353,18 @@ def grid_seq_lens(runner: Runner, max_len: int) -> tuple[int, ...]:
     return tuple(sorted({*default_seq_lens(max_len), *bucket_seq_lens(buckets)}))
 
 
-def grid_memory_bytes(config: Any, batch: int, seq: int) -> int:
+def grid_memory_bytes(config: Any, batch: int, seq: int, *, models: int = 2) -> int:
     """A lower estimate of what one grid point holds at once: the widest activation
     (the FFN's B×S×I, plus B×S×H streams beside it) and the attention scores and
-    probabilities (B×heads×S×S), in fp32, for the reference and the artifact together.
+    probabilities (B×heads×S×S), in fp32, for each of ``models`` running side by side
+    (verify: the reference and the artifact; a bench child: the artifact alone).
     Why: a batch no machine can hold used to run for minutes and 16 GB before the kernel
     killed it; a bound read from the config refuses it in one line instead."""
     hidden = int(getattr(config, "hidden_size", 0) or 0)
     inner = int(getattr(config, "intermediate_size", 0) or 0)
     heads = int(getattr(config, "num_attention_heads", 1) or 1)
     per_model = batch * seq * (inner + 4 * hidden) * 4 + batch * heads * seq * seq * 4 * 2
-    return 2 * per_model
+    return models * per_model
 
 
 def check_grid_memory(

@@ -521,6 +521,14 @@ def pabee_lines(pb: dict[str, Any] | None) -> list[str]:
         "(interleaved); its held-out column is empty (it trained on those rows) and its dev "
         "interval is its accuracy's own.",
         "",
+    ]
+    return lines + table_lines(rep, dec) + pabee_heads_lines(pb) + pabee_bar_lines(pb)
+
+
+def table_lines(rep: dict[str, Any], dec: dict[str, Any]) -> list[str]:
+    """The depth × precision table both reports print: header, then a row per artifact
+    with the rule's verdict (today's artifact, timed beside them, is the reference row)."""
+    lines = [
         "| artifact | MB | size ÷ floor | held-out acc % | dev acc % (report only) | "
         "W2 med ms | seq 128 p50 / min ms | rule |",
         "|---|---|---|---|---|---|---|---|",
@@ -538,10 +546,12 @@ def pabee_lines(pb: dict[str, Any] | None) -> list[str]:
             )
         lines.append(
             f"| {r['artifact']} | {r['file_bytes'] / 1e6:.2f} | {r['ratio_to_floor']:.3f} | "
-            f"{held} | {dev} | {r['w2_median_ms']:.3f} | {lat['p50']:.3f} / {lat['min']:.3f} | "
+            f"{held} | {dev} | "
+            + (f"{r['w2_median_ms']:.3f}" if r.get("w2_median_ms") else "—")
+            + f" | {lat.get('p50', float('nan')):.3f} / {lat.get('min', float('nan')):.3f} | "
             f"{verdict} |"
         )
-    return lines + pabee_heads_lines(pb) + pabee_bar_lines(pb)
+    return lines
 
 
 def _acc_iv(r: dict[str, Any], key: str) -> str:
@@ -956,24 +966,8 @@ def markdown(rep: dict[str, Any]) -> str:
         f"own length, {rep['settings'].get('w2_rounds')} passes, every artifact in its own "
         "resident process, timed in turn block by block (`precisions.w2_latencies`).",
         "",
-        "| artifact | MB | size ÷ floor | held-out acc % | dev acc % (report only) | "
-        "W2 med ms | seq 128 p50 / min ms | rule |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    why = {e["artifact"]: e["why_not"] for e in dec["evidence"]}
-    chosen = (dec.get("chosen") or {}).get("artifact")
-    for r in rep["results"]:
-        lat = r.get("latency_ms") or {}
-        verdict = (
-            "**chosen**" if r["artifact"] == chosen else (why.get(r["artifact"]) or "admitted")
-        )
-        lines.append(
-            f"| {r['artifact']} | {r['file_bytes'] / 1e6:.2f} | {r['ratio_to_floor']:.3f} | "
-            f"{_pts(r, 'held_out')} | {_pts(r, 'dev')} | "
-            + (f"{r['w2_median_ms']:.3f}" if r.get("w2_median_ms") else "—")
-            + f" | {lat.get('p50', float('nan')):.3f} / {lat.get('min', float('nan')):.3f} | "
-            f"{verdict} |"
-        )
+    lines += table_lines(rep, dec)
     rule = dec["rule"]
     lines += [
         "",

@@ -555,3 +555,4 @@ def test_a_grid_no_machine_can_hold_is_refused_before_it_runs() -> None:
         check_grid_memory(tiny, (1, 10**9), (8, 128), "model.onnx")
     check_grid_memory(xxlarge, (1, 2), (16, 128), "model.onnx")  # the default grid fits
     assert grid_memory_bytes(tiny, 2, 128) == 2 * grid_memory_bytes(tiny, 1, 128)
+    assert grid_memory_bytes(tiny, 1, 128) == 2 * grid_memory_bytes(tiny, 1, 128, models=1)

@@ -302,7 +302,7 @@ def _check_memory(
             continue
         batch, seq = max(batches), max(runnable)
         config = SimpleNamespace(**t.config)
-        need = grid_memory_bytes(config, batch * choices_of(t), seq) // 2  # the artifact alone
+        need = grid_memory_bytes(config, batch * choices_of(t), seq, models=1)
         if need > available:
             raise BenchmarkError(
                 f"{t.path}: batch {batch} at sequence length {seq} needs at least "

@@ -183,14 +183,7 @@ def _subgraph(
         {i for i, _, _ in inputs},
     )
     rename = {old: new for old, new, _ in (*inputs, *outputs)}
-    new_nodes = []
-    for n in nodes:
-        m = onnx.NodeProto()
-        m.CopyFrom(n)
-        m.input[:] = [rename.get(x, x) for x in m.input]
-        m.output[:] = [rename.get(x, x) for x in m.output]
-        new_nodes.append(m)
-    new_nodes += list(extra_nodes)
+    new_nodes = _renamed(nodes, rename) + list(extra_nodes)
     used = {x for n in new_nodes for x in n.input if x}
     inits = [i for i in proto.graph.initializer if i.name in used] + list(extra_inits)
     produced = {o for n in new_nodes for o in n.output} | {i.name for i in inits}

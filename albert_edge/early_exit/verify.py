@@ -20,7 +20,6 @@ as one padded batch, so the mask path is exercised.
 
 from __future__ import annotations
 
-import math
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -92,21 +91,14 @@ def reference_exits(ckpt: Checkpoint, heads: dict[str, np.ndarray], feeds: dict[
 
 
 def _compare(got: np.ndarray, want: np.ndarray) -> dict[str, float]:
-    """Error summary in the keys ``albert_edge.verify`` judges (max/mean abs, SQNR)."""
-    import numpy as np
+    """Error summary in the keys ``albert_edge.verify`` judges (max/mean abs, SQNR):
+    :func:`albert_edge.verify.compare_arrays`, with the SQNR also as the per-output
+    minimum the judge reads."""
+    from albert_edge.verify import compare_arrays
 
-    err = got.astype(np.float64) - want.astype(np.float64)
-    noise = float((err**2).sum())
-    signal = float((want.astype(np.float64) ** 2).sum())
-    sqnr = math.inf if noise == 0 else 10 * math.log10(signal / noise) if signal else -math.inf
-    if not (np.isfinite(got).all() and np.isfinite(want).all()):
-        sqnr = math.nan
-    return {
-        "max_abs_err": float(np.abs(err).max()),
-        "mean_abs_err": float(np.abs(err).mean()),
-        "sqnr_db": sqnr,
-        "sqnr_db_min": sqnr,
-    }
+    s = compare_arrays(want, got)
+    keys = ("max_abs_err", "mean_abs_err", "sqnr_db")
+    return {**{key: s[key] for key in keys}, "sqnr_db_min": s["sqnr_db"]}
 
 
 def _full_depth_logits(

@@ -308,7 +308,7 @@ def test_memory_bound_is_verify_s_for_the_artifact_alone(
     _check_memory([Target(path=tmp_path, format="onnx", name="x")], (10**9,), (128,))  # no config
 
     # the threshold: one model's share of verify's estimate against what is available
-    one = grid_memory_bytes(SimpleNamespace(**tiny), 1000, 128) // 2
+    one = grid_memory_bytes(SimpleNamespace(**tiny), 1000, 128, models=1)
     available = 3 * one  # batch 3000 fits exactly; verify's two-model bound would refuse it
     monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=available))
     _check_memory([t], (3000,), (128,))
