@@ -65,17 +65,16 @@ def paired_delta(
     """Accuracy of a minus b in points on the same rows, with a paired bootstrap 95 % interval.
 
     Paired: both were scored on the same sentences, so most rows agree and the interval
-    is far narrower than two independent intervals would suggest.
+    is far narrower than two independent intervals would suggest. The bootstrap is the
+    depth search's (:func:`albert_edge.depth.paired_bootstrap`, same resampling and seed),
+    in points; no rows is no difference.
     """
-    import numpy as np
+    from albert_edge.depth.stats import paired_bootstrap
 
-    d = np.asarray(right_a, dtype=np.float64) - np.asarray(right_b, dtype=np.float64)
-    if d.size == 0:
+    if len(right_a) == 0:
         return {"points": 0.0, "low": 0.0, "high": 0.0}
-    idx = np.random.default_rng(seed).integers(0, d.size, size=(n_boot, d.size))
-    boots = d[idx].mean(axis=1) * 100.0
-    low, high = np.percentile(boots, [2.5, 97.5])
-    return {"points": float(d.mean() * 100.0), "low": float(low), "high": float(high)}
+    iv = paired_bootstrap(right_a, right_b, resamples=n_boot, seed=seed)
+    return {"points": iv.delta * 100.0, "low": iv.low * 100.0, "high": iv.high * 100.0}
 
 
 def per_row_outputs(
