@@ -223,11 +223,14 @@ def albert_metadata(ckpt: Checkpoint) -> dict[str, Any]:
     }
 
 
-def export_onnx(ckpt: Checkpoint, opset: int) -> onnx.ModelProto:
+def export_onnx(ckpt: Checkpoint, opset: int, *, infer_shapes: bool = False) -> onnx.ModelProto:
     """Export ``ckpt`` (its head's outputs, in HeadSpec order) as an in-memory ModelProto.
 
     Inputs ``input_ids``/``attention_mask``/``token_type_ids`` are int64 with dynamic
     ``batch`` and ``sequence`` axes (``choices`` too for multiple choice).
+    ``infer_shapes``: annotate every value with its shape (ONNX shape inference with data
+    propagation, run on the exporter's file before it is read: the fusion rules match on
+    these shapes, and inferring them here keeps the graph out of a second serialization).
     """
     import onnx
     import torch
@@ -258,6 +261,8 @@ def export_onnx(ckpt: Checkpoint, opset: int) -> onnx.ModelProto:
                     f"{ckpt.path}: torch.onnx.export failed at opset {opset} ({msg}); "
                     "try --opset 17"
                 ) from None
+            if infer_shapes:
+                onnx.shape_inference.infer_shapes_path(str(path), str(path), data_prop=True)
             model = onnx.load(str(path), load_external_data=True)
     rename_initializers(model, wrapper.model)
     model.producer_name = "albert-edge"

@@ -100,7 +100,7 @@ def optimize(ckpt: Checkpoint, options: ConvertOptions) -> tuple[ir.Model, list[
     from albert_edge.onnx.passes import run_passes
     from converters.onnx_export import export_onnx
 
-    proto = export_onnx(ckpt, options.opset)
+    proto = export_onnx(ckpt, options.opset, infer_shapes=options.optimize == "fuse")
     model = ir.from_proto(proto)
     del proto
     return run_passes(model, build_passes(ckpt, options))
@@ -164,6 +164,10 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
     path = Path(out_dir) / model_rel
     path.parent.mkdir(parents=True, exist_ok=True)
     file_bytes = write_model(model, path)
+    if quantization is not None:  # ONNX Runtime loads the bytes written, not a copy
+        from albert_edge.onnx.quant.check import check_runs
+
+        quantization["passes"].append(check_runs(path, options.precision))
     info = describe_onnx(
         model,
         path,

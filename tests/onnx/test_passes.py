@@ -313,9 +313,9 @@ def test_fuse_fuses_every_layer_and_stores_fused_weights_once(tiny_groups_export
 
 
 def test_fuse_postcondition_catches_per_layer_copies(tiny_groups_export, monkeypatch) -> None:
-    """Without the sharing at creation and the dedup step, ORT's per-node QKV
-    concatenation is caught by the postcondition."""
-    import albert_edge.onnx.passes.fuse as fuse_mod
+    """Stored per Attention node (the Q/K/V Concat folded per node, no CSE, no dedup), the
+    concatenated weights are L copies of G shared layers: the postcondition refuses."""
+    import albert_edge.onnx.passes.fuse_rules as rules
 
     class NoDedup:
         def __init__(self, **_: object) -> None:
@@ -324,8 +324,27 @@ def test_fuse_postcondition_catches_per_layer_copies(tiny_groups_export, monkeyp
         def __call__(self, model: ir.Model) -> None:
             return None
 
-    monkeypatch.setattr(fuse_mod, "DeduplicateHashedInitializersPass", NoDedup)
-    monkeypatch.setattr(fuse_mod, "share_created_initializers", lambda onnx_model: {})
+    def per_node(model: ir.Model) -> tuple[int, int]:
+        n = 0
+        for node in list(model.graph):
+            ins = node.inputs
+            if node.op_type != "Concat" or not all(
+                i is not None and i.is_initializer() for i in ins
+            ):
+                continue
+            arr = np.concatenate(
+                [i.const_value.numpy() for i in ins], axis=node.attributes.get_int("axis", 0)
+            )
+            v = ir.Value(name=f"copy_{n}", const_value=ir.tensor(arr, name=f"copy_{n}"))
+            model.graph.register_initializer(v)
+            ir.convenience.replace_all_uses_with(node.outputs[0], v)
+            model.graph.remove(node, safe=True)
+            n += 1
+        return n, n
+
+    monkeypatch.setattr(rules.common_passes, "DeduplicateHashedInitializersPass", NoDedup)
+    monkeypatch.setattr(rules.common_passes, "CommonSubexpressionEliminationPass", NoDedup)
+    monkeypatch.setattr(rules, "fold_concat_initializers", per_node)
     model, ckpt = tiny_groups_export
     with pytest.raises(PassError, match="fuse pass: fused weights stored more than once"):
         run_passes(clone(model), [_fuse_pass(ckpt.config)])

@@ -17,10 +17,10 @@ from albert_edge.onnx.passes import run_passes
 from albert_edge.onnx.quant import QUANT_PRECISIONS, RECIPES, QuantState, build_passes, recipe
 from albert_edge.onnx.quant.check import (
     DedupQuantizedPass,
-    RunsCheck,
     SaturationCheck,
     SharedWeightsOnceCheck,
     WeightsQuantizedCheck,
+    check_runs,
 )
 from albert_edge.onnx.quant.ort import OrtDynamicQuantPass
 from albert_edge.onnx.quant.plan import PlanPass
@@ -89,14 +89,14 @@ def test_every_precision_is_one_frozen_recipe() -> None:
         names = [p.name for p in build_passes(rec, st)]
         assert names[0] == "quant-prepare" and rec.quantizer in names
         checks = names[names.index("check-weights-quantized") :]
-        assert checks[:4] == [
+        assert checks[:3] == [
             "check-weights-quantized",
             "check-shared-weights-once",
             "check-no-saturation",
-            "check-runs",
         ]
+        assert "check-runs" not in names  # it loads the written file: check_runs
         # int4 for int8 kernels: packed after ORT's int8 pass, and ORT must fold it at load
-        assert (checks[4:] == ["check-int4-folds"]) == (name == "int4")
+        assert (checks[3:] == ["check-int4-folds"]) == (name == "int4")
         if name == "int4":
             assert names.index("quant-int4-stash") < names.index("quant-ort-dynamic")
             assert names.index("quant-ort-dynamic") < names.index("quant-int4-pack")
@@ -436,8 +436,10 @@ def test_saturation_check_fails_on_full_range_weights_for_portable_only() -> Non
     SaturationCheck(_state(runs_on="x86-vnni"))(_int8_weight(100))  # VNNI: int32 sums
 
 
-def test_runs_check_fails_on_a_graph_onnx_runtime_cannot_load() -> None:
-    RunsCheck(_state())(_two_matmuls())
+def test_runs_check_fails_on_a_graph_onnx_runtime_cannot_load(tmp_path) -> None:
+    good = tmp_path / "good.onnx"
+    good.write_bytes(ir.to_proto(_two_matmuls()).SerializeToString())
+    assert check_runs(good, "int8-dynamic") == {"name": "check-runs"}
     bad = _model(
         [helper.make_node("NoSuchOp", ["x"], ["y"], name="n", domain=MS)],
         [_f("x", 2)],
@@ -445,8 +447,12 @@ def test_runs_check_fails_on_a_graph_onnx_runtime_cannot_load() -> None:
         [],
         ms=True,
     )
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(ir.to_proto(bad).SerializeToString())
     with pytest.raises(UnsupportedError, match="cannot run the int8-dynamic graph"):
-        RunsCheck(_state())(bad)
+        check_runs(path, "int8-dynamic")
+    with pytest.raises(UnsupportedError, match="cannot run the int8-dynamic graph"):
+        check_runs(path.read_bytes(), "int8-dynamic")
 
 
 # --- the word and side tables ----------------------------------------------------------

@@ -3,7 +3,8 @@
 Order used by :mod:`albert_edge.onnx.pipeline`:
 
 1. :class:`CanonicalizeWeightsPass` — one initializer per weight, read directly;
-2. :class:`FuseTransformerPass` (``--optimize fuse``) — ORT's fusions, fused weights once;
+2. :class:`FuseTransformerPass` (``--optimize fuse``) — ORT's contrib-op fusions as
+   onnxscript rewrite rules on the IR (:mod:`~.fuse_rules`), fused weights once;
    then :class:`SplitSkipLayerNormPass` — Sum + LayerNormalization, ORT's CPU kernel for
    the fused op being ~6× slower;
 3. :class:`DedupInitializersPass` — content-hash safety net;

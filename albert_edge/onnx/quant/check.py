@@ -7,14 +7,19 @@
 * :class:`SharedWeightsOnceCheck` — the weights total at most 1.05 × the floor (a shared
   weight stored twice breaks it);
 * :class:`SaturationCheck` — a 7-bit (``reduce_range``) int8 recipe has no |w| > 64;
-* :class:`RunsCheck` — ONNX Runtime on this machine loads the result.
+* :func:`check_runs` — ONNX Runtime on this machine loads the written file.
 
 The checks change nothing; each raises :class:`~albert_edge.errors.QuantizationError`
 (or :class:`~albert_edge.errors.UnsupportedError` for a precision the runtime cannot
-run) from ``ensures``.
+run) from ``ensures``. :func:`check_runs` is not a pass: it loads the file the pipeline
+wrote (``convert``, ``quantize``), so ONNX Runtime reads the bytes the user gets and the
+graph is serialized once, for the file.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 import onnx_ir as ir
 from onnx_ir.passes.common import DeduplicateInitializersPass, RemoveUnusedNodesPass
@@ -155,25 +160,23 @@ class SaturationCheck(_Check):
             )
 
 
-class RunsCheck(_Check):
-    """ONNX Runtime (CPU) loads the result: a precision it cannot run fails here."""
+def check_runs(model: Path | bytes, precision: str) -> dict[str, Any]:
+    """ONNX Runtime (CPU) loads ``model`` (the written file, or its bytes): a precision it
+    cannot run fails here, not on a user's device. Returns the ``check-runs`` entry of the
+    recipe's pass log."""
+    import onnxruntime as ort
 
-    name = "check-runs"
-
-    def ensures(self, model: ir.Model) -> None:
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
-        so.log_severity_level = 3
-        try:
-            ort.InferenceSession(
-                ir.to_proto(model).SerializeToString(), so, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:
-            text = str(exc).strip()
-            first = text.splitlines()[0][:200] if text else type(exc).__name__
-            raise UnsupportedError(
-                f"ONNX Runtime {ort.__version__} cannot run the {self.state.precision} graph "
-                f"on this machine ({first}); choose another --precision"
-            ) from None
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    try:
+        source = model if isinstance(model, bytes) else str(model)
+        ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        text = str(exc).strip()
+        first = text.splitlines()[0][:200] if text else type(exc).__name__
+        raise UnsupportedError(
+            f"ONNX Runtime {ort.__version__} cannot run the {precision} graph "
+            f"on this machine ({first}); choose another --precision"
+        ) from None
+    return {"name": "check-runs"}

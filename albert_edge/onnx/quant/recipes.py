@@ -22,7 +22,8 @@ Why data and nothing else: ``albert_edge.options`` validates ``--target`` agains
    --keep-embeddings-wide): ``quant-word-table`` + ``quant-side-tables``;
 8. ``quant-dedup``, ``compact``;
 9. the postconditions: ``check-weights-quantized``, ``check-shared-weights-once``,
-   ``check-no-saturation``, ``check-runs`` (int4: ``check-int4-folds``).
+   ``check-no-saturation`` (int4: ``check-int4-folds``); once the file is written,
+   ``check-runs`` loads it in ONNX Runtime.
 """
 
 from __future__ import annotations
