@@ -11,7 +11,8 @@ adds only what ALBERT's TorchScript export needs and those rules lack, each a sm
   is what onnxscript's MHA rule matches. The position-ids ``Slice`` gets the sequence
   dimension it provably has (:func:`shape_prefix_slices`).
 * **rules onnxscript has no form of**: the three tanh-GELU forms HF/torch export
-  (→ FastGelu), FastGelu with its bias, EmbedLayerNormalization (with a check that the
+  (→ FastGelu), HF's ``gelu_python`` erf form (→ Gelu), ``quick_gelu`` (→ QuickGelu),
+  FastGelu with its bias, EmbedLayerNormalization (with a check that the
   position ids are ``0..S-1``), and the raw int32 2-D attention mask ONNX Runtime's own
   fuser emits with ``use_raw_attention_mask`` (right for left- and right-padded batches).
 * **one concatenated Q/K/V weight per distinct layer** (:func:`fold_concat_initializers`):
@@ -324,6 +325,40 @@ class HfGeluFast(RewriteRuleClassBase):
         return op.FastGelu(x, _domain=MS)
 
 
+class HfGeluErf(RewriteRuleClassBase):
+    """HF's ``gelu_python``: x·0.5·(1 + erf(x/√2)) → Gelu (onnxscript's erf rules match the
+    other two ways of writing it)."""
+
+    def pattern(self, op: Any, x: Any) -> Any:
+        return op.Mul(op.Mul(x, 0.5), op.Add(op.Erf(op.Div(x, math.sqrt(2.0))), 1.0))
+
+    def rewrite(self, op: Any, x: Any) -> Any:
+        return op.Gelu(x, _domain=MS)
+
+
+# ORT's FusionQuickGelu accepts this slope (x·sigmoid(1.702·x), HF's ``quick_gelu``).
+QUICK_GELU_ALPHA = 1.7021484375
+
+
+class QuickGelu(RewriteRuleClassBase):
+    """x·sigmoid(α·x) with α ≈ 1.702 → QuickGelu(x, alpha=α), as ORT's fuser emits it."""
+
+    def pattern(self, op: Any, x: Any, alpha: Any) -> Any:
+        return op.Mul(x, op.Sigmoid(op.Mul(x, alpha)))
+
+    def check(self, op: Any, *args: Any, **kw: Any) -> MatchResult:  # op: the match context
+        r = pattern.MatchResult()
+        a = _array(kw["alpha"])
+        if a is None or a.size != 1 or abs(float(a.reshape(-1)[0]) - QUICK_GELU_ALPHA) >= 1e-3:
+            return r.fail("not x * sigmoid(1.702 x)")
+        return r
+
+    def rewrite(self, op: Any, x: Any, alpha: Any) -> Any:
+        a = _array(alpha)
+        assert a is not None  # check() saw it
+        return op.QuickGelu(x, alpha=float(a.reshape(-1)[0]), _domain=MS)
+
+
 class FastGeluBias(RewriteRuleClassBase):
     """FastGelu(x + b) → FastGelu(x, b) for a 1-D constant bias."""
 
@@ -564,7 +599,7 @@ def _stage(node: ir.Node) -> int:
         len(node.inputs) > (4 if t == "SkipLayerNormalization" else 1)
         and node.inputs[-1] is not None
     )
-    if t == "Gelu" or (t == "FastGelu" and not biased):
+    if t in ("Gelu", "QuickGelu") or (t == "FastGelu" and not biased):
         return 1
     if t == "SkipLayerNormalization" and not biased:
         return 2
@@ -676,7 +711,10 @@ def fuse_albert(model: ir.Model, *, attention: bool = True) -> dict[str, int]:
     counts["fast_gelu"] = _ruleset(
         [HfGeluTanh.rule(), TorchGeluTanh.rule(), HfGeluFast.rule()], commute=False
     ).apply_to_model(model)
-    counts["erf_gelu"] = fuse_erfgelu(model)
+    counts["erf_gelu"] = fuse_erfgelu(model) + _ruleset(
+        [HfGeluErf.rule()], commute=False
+    ).apply_to_model(model)
+    counts["quick_gelu"] = _ruleset([QuickGelu.rule()], commute=False).apply_to_model(model)
     counts["gelu"] = fuse_gelu(model)
     counts["bias_gelu"] = fuse_bias_gelu(model)
     counts["fast_gelu_bias"] = _ruleset([FastGeluBias.rule()], commute=True).apply_to_model(model)
