@@ -353,7 +353,8 @@ def _add_verify(sub: Any) -> None:
 
 
 def _run_verify(a: argparse.Namespace) -> int:
-    from albert_edge.early_exit.verify import is_early_exit, run_verify_cli
+    from albert_edge.early_exit.index import is_early_exit
+    from albert_edge.early_exit.verify import run_verify_cli
     from albert_edge.report import print_verify_report
     from albert_edge.verify import verify
 
@@ -436,7 +437,8 @@ def _add_inspect(sub: Any) -> None:
 
 
 def _run_inspect(a: argparse.Namespace) -> int:
-    from albert_edge.early_exit.verify import format_inspect, inspect_early_exit, is_early_exit
+    from albert_edge.early_exit.index import is_early_exit
+    from albert_edge.early_exit.verify import format_inspect, inspect_early_exit
     from albert_edge.inspect import inspect_path
     from albert_edge.report import print_inspect_report
 

@@ -17,6 +17,12 @@ INDEX = "early_exit.json"
 FORMAT = "albert-edge-early-exit/2"  # /1: separate embed, layer, exits graphs
 
 
+def is_early_exit(path: str | Path) -> bool:
+    """A directory (or its ``early_exit.json``) holding a dynamic-exit artifact."""
+    p = Path(path)
+    return (p.is_dir() and (p / INDEX).is_file()) or (p.name == INDEX and p.is_file())
+
+
 def read_index(path: str | Path) -> tuple[Path, dict[str, Any]]:
     """The artifact directory and its ``early_exit.json``; one line if it is not one."""
     root = Path(path)

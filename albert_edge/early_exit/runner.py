@@ -187,11 +187,11 @@ def open_any_runner(path: str | Path, threads: int = 2, backend: str = "auto") -
     callers that may meet either kind (the benchmark worker, ``bench --recommend``) ask
     here instead.
     """
-    from albert_edge.early_exit.index import INDEX
+    from albert_edge.early_exit.index import INDEX, is_early_exit
     from albert_edge.runtime import model_file, open_runner
 
     p = Path(path)
-    if (p.is_dir() and (p / INDEX).is_file()) or p.name == INDEX:
+    if is_early_exit(p) or p.name == INDEX:  # a missing early_exit.json: the manifest says so
         model_file(p)  # the manifest's check: inside the artifact, sha256 as recorded
         return PolicyRunner(p, threads=threads, backend=backend)
     return open_runner(p, threads=threads, backend=backend)

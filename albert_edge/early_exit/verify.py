@@ -30,14 +30,6 @@ if TYPE_CHECKING:
     from albert_edge.checkpoint import Checkpoint
 
 
-def is_early_exit(path: str | Path) -> bool:
-    """A directory (or its ``early_exit.json``) holding a dynamic-exit artifact."""
-    from albert_edge.early_exit.index import INDEX
-
-    p = Path(path)
-    return (p.is_dir() and (p / INDEX).is_file()) or (p.name == INDEX and p.is_file())
-
-
 def _checked_manifest(root: Path) -> dict[str, Any]:
     """The sealed manifest, every file's sha256 checked (as ``verify`` does for any artifact)."""
     from albert_edge.manifest import check_complete, check_files, load_sealed_manifest

@@ -164,10 +164,10 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
     path = Path(out_dir) / model_rel
     path.parent.mkdir(parents=True, exist_ok=True)
     file_bytes = write_model(model, path)
-    if quantization is not None:  # ONNX Runtime loads the bytes written, not a copy
-        from albert_edge.onnx.quant.check import check_runs
+    if quantization is not None:  # ONNX Runtime reads the bytes written, not a copy
+        from albert_edge.onnx.quant.check import check_written
 
-        quantization["passes"].append(check_runs(path, options.precision))
+        quantization["passes"] += check_written(path, model, options)
     info = describe_onnx(
         model,
         path,

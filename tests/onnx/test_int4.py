@@ -8,7 +8,7 @@ What :mod:`albert_edge.onnx.quant.int4` promises, each checked so it can fail:
 * the model-local functions ``albert_edge.Int4Weight`` / ``Int4Rows`` / ``Int4Scales``
   compute in ONNX Runtime what their numpy references compute;
 * ONNX Runtime folds them at load: the graph it runs reads stored int8 weights, and
-  ``Int4FoldsCheck`` fails where it cannot;
+  ``check_int4_folds`` fails where it cannot;
 * ``PackInt4Pass`` leaves no weight in int8, and its postcondition fails where one is left;
 * end to end on a tiny random checkpoint: manifest, inspector and the graph ORT runs.
 """
@@ -34,8 +34,8 @@ from albert_edge.onnx.quant.int4 import (
     OP,
     ROWS_OP,
     SCALES_OP,
-    Int4FoldsCheck,
     PackInt4Pass,
+    check_int4_folds,
     codes_block,
     codes_of,
     declare,
@@ -304,10 +304,9 @@ def test_onnx_runtime_folds_int4_weight_to_a_stored_int8_tensor() -> None:
     # same result folded or not
     sess = ort.InferenceSession(ran.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], before, rtol=1e-6, atol=1e-6)
-    # the pass that proves it on every artifact
-    check = Int4FoldsCheck(_state("int4"))
-    check(model)
-    assert check.report == {"runtime_int8_weight_ops": 1, "int8_weight_ops": 1}
+    # the check that proves it on every artifact, on the bytes written
+    entry = check_int4_folds(model, ir.to_proto(model).SerializeToString())
+    assert entry == {"name": "check-int4-folds", "runtime_int8_weight_ops": 1, "int8_weight_ops": 1}
 
 
 def test_int4_folds_check_fails_when_the_codes_are_not_constant() -> None:
@@ -315,8 +314,8 @@ def test_int4_folds_check_fails_when_the_codes_are_not_constant() -> None:
     # ORT inlines the call but cannot fold it: the weight is computed at every run
     ran = ort_optimized_model(ir.to_proto(model), level="all")
     assert {"Mod", "Reshape"} <= {n.op_type for n in ran.graph.node}
-    with pytest.raises(PassError, match="check-int4-folds pass: ONNX Runtime runs 0 weight op"):
-        Int4FoldsCheck(_state("int4"))(model)
+    with pytest.raises(QuantizationError, match="check-int4-folds: ONNX Runtime runs 0 weight op"):
+        check_int4_folds(model, ir.to_proto(model).SerializeToString())
 
 
 # --- PackInt4Pass ------------------------------------------------------------------------
@@ -350,7 +349,7 @@ def test_int4_recipe_end_to_end_on_a_shared_weight() -> None:
     assert codes.shape == (1, 8, 16) and np.abs(decode(codes, mult).astype(int)).max() == 63
     pack_log = next(e for e in log if e["name"] == "quant-int4-pack")
     assert pack_log["weights"] == 1 and pack_log["blocks"] == {"W": 16}
-    folds = next(e for e in log if e["name"] == "check-int4-folds")
+    folds = check_int4_folds(out, ir.to_proto(out).SerializeToString())  # what convert runs
     assert folds["runtime_int8_weight_ops"] == folds["int8_weight_ops"] == 2
     after = run_ort(out, {"x": x})[0]
     sqnr = 10 * np.log10(np.sum(before**2) / np.sum((before - after) ** 2))

@@ -150,7 +150,7 @@ def quantize_artifact(
     from albert_edge.layout import onnx_model_file, set_config_dtype
     from albert_edge.manifest import artifact_record, check_files
     from albert_edge.onnx.pipeline import write_model
-    from albert_edge.onnx.quant.check import check_runs
+    from albert_edge.onnx.quant.check import check_written
     from albert_edge.onnx.requirements import artifact_requirements
     from albert_edge.progress import step
     from albert_edge.verify import artifact_tokenizer
@@ -180,7 +180,7 @@ def quantize_artifact(
         qpath = tmp / model_rel
         qpath.parent.mkdir(parents=True, exist_ok=True)
         file_bytes = write_model(model, qpath)
-        report["passes"].append(check_runs(qpath, options.precision))  # the bytes written
+        report["passes"] += check_written(qpath, model, options)  # on the bytes written
         files = _copy_companions(folder, tmp, manifest, model_file)
         if "config.json" in files:
             set_config_dtype(tmp / "config.json", options.precision)

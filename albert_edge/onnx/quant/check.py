@@ -7,19 +7,20 @@
 * :class:`SharedWeightsOnceCheck` — the weights total at most 1.05 × the floor (a shared
   weight stored twice breaks it);
 * :class:`SaturationCheck` — a 7-bit (``reduce_range``) int8 recipe has no |w| > 64;
-* :func:`check_runs` — ONNX Runtime on this machine loads the written file.
+* :func:`check_runs` — ONNX Runtime on this machine loads the written file
+  (:func:`check_written` runs it, and int4's fold check, on what was written).
 
 The checks change nothing; each raises :class:`~albert_edge.errors.QuantizationError`
 (or :class:`~albert_edge.errors.UnsupportedError` for a precision the runtime cannot
-run) from ``ensures``. :func:`check_runs` is not a pass: it loads the file the pipeline
-wrote (``convert``, ``quantize``), so ONNX Runtime reads the bytes the user gets and the
+run) from ``ensures``. :func:`check_written` is not a pass: it hands ONNX Runtime the file
+the pipeline wrote (``convert``, ``quantize``), so ORT reads the bytes the user gets and the
 graph is serialized once, for the file.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx_ir as ir
 from onnx_ir.passes.common import DeduplicateInitializersPass, RemoveUnusedNodesPass
@@ -29,6 +30,9 @@ from albert_edge.onnx.passes.base import AlbertInPlacePass
 from albert_edge.onnx.quant.prepare import _NO_LIMIT, ensure_ms_opset
 from albert_edge.onnx.quant.recipes import SATURATION_FREE_MAX_ABS, int8_recipe
 from albert_edge.onnx.quant.state import QuantState
+
+if TYPE_CHECKING:
+    from albert_edge.options import ConvertOptions
 
 SIZE_SLACK = 1.05  # artifact weights ≤ 1.05 × floor
 
@@ -180,3 +184,21 @@ def check_runs(model: Path | bytes, precision: str) -> dict[str, Any]:
             f"on this machine ({first}); choose another --precision"
         ) from None
     return {"name": "check-runs"}
+
+
+def check_written(
+    model_file: Path | bytes, model: ir.Model, options: ConvertOptions
+) -> list[dict[str, Any]]:
+    """The checks that need ONNX Runtime, run on what was written (the file, or its bytes)
+    rather than on a serialized copy: :func:`check_runs`, and for int4 on int8 kernels
+    :func:`~albert_edge.onnx.quant.int4.check_int4_folds`. Returns their pass-log entries
+    (the recipe's report appends them)."""
+    from albert_edge.onnx.quant.recipes import recipe
+
+    entries = [check_runs(model_file, options.precision)]
+    if recipe(options.precision, options.int4_kernel).name == "int4":
+        from albert_edge.onnx.quant.int4 import check_int4_folds
+
+        data = model_file if isinstance(model_file, bytes) else Path(model_file).read_bytes()
+        entries.append(check_int4_folds(model, data))
+    return entries

@@ -20,7 +20,7 @@ result:
    :func:`~albert_edge.onnx.quant.plan.stored_weights_floor`);
 4. the written file loads in ONNX Runtime on this machine (a precision the runtime
    cannot run fails at convert, not on a user's device; checked on the file itself,
-   :func:`~albert_edge.onnx.quant.check.check_runs`).
+   :func:`~albert_edge.onnx.quant.check.check_written`).
 
 Any broken postcondition raises :class:`QuantizationError`; nothing is written. This
 module is the front: options, the pass list, the manifest's report
@@ -174,8 +174,8 @@ def quantize_model(
 
     An ``onnx_ir.Model`` (what convert and quantize hand over) is quantized in place and
     returned: the graph stays in onnx_ir from export to the written file, and whoever
-    writes it runs :func:`~albert_edge.onnx.quant.check.check_runs` on the file (convert
-    and quantize do). A ``ModelProto`` (tests, scripts) is not modified; a new proto is
+    writes it runs :func:`~albert_edge.onnx.quant.check.check_written` on the file
+    (convert and quantize do). A ``ModelProto`` (tests, scripts) is not modified; a new proto is
     returned, already loaded once in ONNX Runtime. ``ckpt``
     (optional) supplies the vocabulary size and the tokenizer for int8-static;
     ``tokenizer``/``calibration_texts`` override them (``albert-edge quantize`` passes the
@@ -191,10 +191,10 @@ def quantize_model(
     # (mypy checks each constraint of M apart: one branch is foreign to each)
     if isinstance(model, ir.Model):
         return result, report  # type: ignore[return-value,unused-ignore]
-    from albert_edge.onnx.quant.check import check_runs
+    from albert_edge.onnx.quant.check import check_written
 
     proto = ir.to_proto(result)
-    report["passes"].append(check_runs(proto.SerializeToString(), options.precision))
+    report["passes"] += check_written(proto.SerializeToString(), result, options)
     return proto, report  # type: ignore[return-value,unused-ignore]
 
 
@@ -370,6 +370,4 @@ def build_passes(
         check.SharedWeightsOnceCheck(state),
         check.SaturationCheck(state),
     ]
-    if r.name == "int4":
-        passes.append(int4.Int4FoldsCheck(state))
     return passes

@@ -26,7 +26,7 @@ int32-accumulating targets.
 
 ONNX Runtime inlines the function and constant-folds it when it loads the model (every
 input is an initializer), then fuses MatMulInteger into DynamicQuantizeMatMul as for any
-int8 graph: :class:`Int4FoldsCheck` proves it on the graph ORT runs. Standard ops only
+int8 graph: :func:`check_int4_folds` proves it on the graph ORT runs from the written file. Standard ops only
 (Cast, Mod, Div, Concat, Sub, Mul, Shape, Reshape at opset 13+, on uint8/int8), so
 ONNX Runtime builds on every platform read it; memory at run time is the int8 model's.
 """
@@ -34,7 +34,7 @@ ONNX Runtime builds on every platform read it; memory at run time is the int8 mo
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import onnx_ir as ir
 
@@ -388,31 +388,28 @@ class PackInt4Pass(AlbertInPlacePass):
                     self.fail(f"{node.name}: |w| {int(np.abs(w8).max())} > {self.limit}")
 
 
-class Int4FoldsCheck(AlbertInPlacePass):
-    """ONNX Runtime folds every ``Int4Weight`` at load: the graph it runs reads each
-    weight as a stored int8 tensor, quantized, with no decode op left. Changes nothing."""
+def check_int4_folds(model: ir.Model, written: bytes) -> dict[str, Any]:
+    """ONNX Runtime folds every ``Int4Weight`` at load: the graph it runs from ``written``
+    (the file's bytes) reads each weight as a stored int8 tensor, quantized, with no decode
+    op left. ``model`` is the same graph on the IR (it counts the weight ops expected).
+    Returns the ``check-int4-folds`` entry of the recipe's pass log."""
+    from albert_edge.onnx.inspect import ort_optimized_model, weight_matmuls
 
-    name = "check-int4-folds"
-
-    def __init__(self, state: QuantState) -> None:
-        super().__init__()
-        self.state = state
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        return ir.passes.PassResult(model, modified=False)
-
-    def ensures(self, model: ir.Model) -> None:
-        from albert_edge.onnx.inspect import ort_optimized_model, weight_matmuls
-
-        expected = sum(1 for n in model.graph if n.op_type in _WEIGHT_INPUT and n.domain != DOMAIN)
-        ran = ir.from_proto(ort_optimized_model(model, level="all"))
-        left = [n.name for n in ran.graph if n.op_type == OP or n.domain == DOMAIN]
-        if left:
-            self.fail(f"ONNX Runtime did not fold {len(left)} Int4Weight node(s)")
-        uses = [u for u in weight_matmuls(ran) if u.quantized and u.how == "int8" and not u.chain]
-        self.report = {"runtime_int8_weight_ops": len(uses), "int8_weight_ops": expected}
-        if len(uses) < expected:
-            self.fail(
-                f"ONNX Runtime runs {len(uses)} weight op(s) on stored int8 weights, "
-                f"expected {expected}"
-            )
+    expected = sum(1 for n in model.graph if n.op_type in _WEIGHT_INPUT and n.domain != DOMAIN)
+    ran = ir.from_proto(ort_optimized_model(written, level="all"))
+    left = [n.name for n in ran.graph if n.op_type == OP or n.domain == DOMAIN]
+    if left:
+        raise QuantizationError(
+            f"check-int4-folds: ONNX Runtime did not fold {len(left)} Int4Weight node(s)"
+        )
+    uses = [u for u in weight_matmuls(ran) if u.quantized and u.how == "int8" and not u.chain]
+    if len(uses) < expected:
+        raise QuantizationError(
+            f"check-int4-folds: ONNX Runtime runs {len(uses)} weight op(s) on stored int8 "
+            f"weights, expected {expected}"
+        )
+    return {
+        "name": "check-int4-folds",
+        "runtime_int8_weight_ops": len(uses),
+        "int8_weight_ops": expected,
+    }

@@ -22,8 +22,8 @@ Why data and nothing else: ``albert_edge.options`` validates ``--target`` agains
    --keep-embeddings-wide): ``quant-word-table`` + ``quant-side-tables``;
 8. ``quant-dedup``, ``compact``;
 9. the postconditions: ``check-weights-quantized``, ``check-shared-weights-once``,
-   ``check-no-saturation`` (int4: ``check-int4-folds``); once the file is written,
-   ``check-runs`` loads it in ONNX Runtime.
+   ``check-no-saturation``; once the file is written, ONNX Runtime reads it:
+   ``check-runs`` (and for int4, ``check-int4-folds``).
 """
 
 from __future__ import annotations
