@@ -416,28 +416,12 @@ class EmbedLayerNorm(RewriteRuleClassBase):
             return r.fail("position ids are not 0..S-1")
         return r
 
-    def rewrite(
-        self,
-        op: Any,
-        ids: Any,
-        seg: Any,
-        word: Any,
-        tok: Any,
-        pos: Any,
-        ln: Any,
-        gamma: Any,
-        beta: Any,
-        **_: Any,
-    ) -> Any:
-        eps = ln.producer().attributes.get_float("epsilon", 1e-5)
+    def rewrite(self, op: Any, **kw: Any) -> Any:
+        eps = kw["ln"].producer().attributes.get_float("epsilon", 1e-5)
         out, _mask = op.EmbedLayerNormalization(
-            op.Cast(ids, to=ir.DataType.INT32),
-            op.Cast(seg, to=ir.DataType.INT32),
-            word,
-            pos,
-            tok,
-            gamma,
-            beta,
+            op.Cast(kw["ids"], to=ir.DataType.INT32),
+            op.Cast(kw["seg"], to=ir.DataType.INT32),
+            *(kw[k] for k in ("word", "pos", "tok", "gamma", "beta")),  # ORT's input order
             epsilon=eps,
             _domain=MS,
             _outputs=2,
