@@ -51,6 +51,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -281,7 +282,6 @@ def ir_proto_crossings(root: Path) -> dict[str, Any]:
     import onnx
     import onnx_ir as ir
 
-    counts: dict[str, int] = {}
     calls: list[tuple[str, str]] = []  # (entry point, the albert-edge function that called it)
     depth = [0]
 
@@ -300,7 +300,6 @@ def ir_proto_crossings(root: Path) -> dict[str, Any]:
         def counted(*args: Any, **kwargs: Any) -> Any:
             top = depth[0] == 0 and (not args or is_model(args[0]))
             if top:
-                counts[label] = counts.get(label, 0) + 1
                 calls.append((label, caller()))
             depth[0] += 1
             try:
@@ -333,9 +332,9 @@ def ir_proto_crossings(root: Path) -> dict[str, Any]:
     ends = int(bool(calls) and calls[0][0].startswith(("proto -> IR", "file -> IR")))
     ends += int(len(calls) > ends and calls[-1][0].startswith(("IR -> proto", "IR -> file")))
     return {
-        "total": sum(counts.values()),
-        "between": sum(counts.values()) - ends,
-        "by_entry_point": dict(sorted(counts.items())),
+        "total": len(calls),
+        "between": len(calls) - ends,
+        "by_entry_point": dict(sorted(Counter(label for label, _ in calls).items())),
         "in_order": [f"{label} in {who}" for label, who in calls],
     }
 

@@ -350,6 +350,22 @@ def test_fuse_postcondition_catches_per_layer_copies(tiny_groups_export, monkeyp
         run_passes(clone(model), [_fuse_pass(ckpt.config)])
 
 
+def test_fuse_postcondition_checks_heads_and_width_against_the_config(tiny_groups_export) -> None:
+    """The head count and Q/K/V width the rules read off the graph's reshapes must be the
+    config's: a pass told another head count refuses the fused graph."""
+    model, ckpt = tiny_groups_export
+    c = ckpt.config
+    wrong = FuseTransformerPass(
+        num_heads=c.num_attention_heads * 2,
+        hidden_size=c.hidden_size,
+        num_layers=c.num_hidden_layers * c.inner_group_num,
+        distinct_layers=c.num_hidden_groups * c.inner_group_num,
+    )
+    with pytest.raises(PassError, match=r"fuse pass: Attention node .* heads over hidden size"):
+        run_passes(clone(model), [wrong])
+    run_passes(clone(model), [_fuse_pass(c)])  # the config's own numbers pass
+
+
 def test_split_skip_ln_on_the_fused_albert_keeps_results(tiny_groups_export) -> None:
     """Every fused SkipLayerNormalization becomes Sum + LayerNormalization; the graph
     computes the same, and ORT's session-level fusion does not fuse it back (the split

@@ -153,9 +153,17 @@ class FuseTransformerPass(AlbertFunctionalPass):
         for node in model.graph:
             if node.op_type == "Attention" and node.domain == MS_DOMAIN:
                 w = node.inputs[1] if len(node.inputs) > 1 else None
-                if w is None or not w.is_initializer():
+                if w is None or not w.is_initializer() or w.const_value is None:
                     self.fail(
                         f"Attention node {node.name!r} does not read its QKV weight from an initializer"
+                    )
+                # the head count and Q/K/V width the rules read off the reshapes are the config's
+                heads = node.attributes.get_int("num_heads", 0)
+                shape = tuple(w.const_value.shape)
+                if heads != self.num_heads or shape != (self.hidden_size, 3 * self.hidden_size):
+                    self.fail(
+                        f"Attention node {node.name!r}: {heads} heads, QKV weight {shape}; the "
+                        f"config has {self.num_heads} heads over hidden size {self.hidden_size}"
                     )
                 weights.add(id(w))
         if weights and len(attention) != self.num_layers:

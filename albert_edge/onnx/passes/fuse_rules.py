@@ -196,13 +196,16 @@ def materialize_reshapes(model: ir.Model) -> int:
     return count
 
 
-def clear_intermediate_shapes(model: ir.Model) -> None:
-    """Forget node outputs' shapes (stale after the rewrites; re-derived node by node)."""
+def clear_intermediate_shapes(model: ir.Model, *, types: bool = False) -> None:
+    """Forget node outputs' shapes (stale after the rewrites; re-derived node by node), and
+    with ``types`` their types too (ORT's fuser wrote none); graph outputs keep theirs."""
     outs = set(model.graph.outputs)
     for node in model.graph:
         for v in node.outputs:
             if v not in outs:
                 v.shape = None
+                if types:
+                    v.type = None
 
 
 def shape_prefix_slices(model: ir.Model) -> int:
@@ -631,13 +634,9 @@ def ort_layout(
     for n in current:
         g.remove(n)
     g.extend(order)
-    outs = {id(v) for v in g.outputs}
     for n in g:
         n.metadata_props.pop(RULE_NAME_TAG, None)
-        for o in n.outputs:
-            if id(o) not in outs:
-                o.type = None
-                o.shape = None
+    clear_intermediate_shapes(model, types=True)
     created: list[ir.Value] = []
     known = set(original_initializers)
     for k, n in enumerate(x for x in g if x.op_type == "Attention"):
@@ -660,10 +659,6 @@ def ort_layout(
 
 
 # --- the sequence -------------------------------------------------------------------------
-
-
-def _ruleset(rules: list[Any], *, commute: bool) -> RewriteRuleSet:
-    return RewriteRuleSet(rules, commute=commute)
 
 
 def prepare_shapes(model: ir.Model) -> dict[str, int]:
@@ -689,19 +684,21 @@ def fuse_albert(model: ir.Model, *, attention: bool = True) -> dict[str, int]:
     """Run every fusion on ``model`` in place; returns what each step changed."""
     counts = prepare_shapes(model)
     swapped = order_bias_adds(model)
-    counts["embed_layer_norm"] = _ruleset([EmbedLayerNorm.rule()], commute=True).apply_to_model(
-        model
-    )
-    counts["fast_gelu"] = _ruleset(
+    counts["embed_layer_norm"] = RewriteRuleSet(
+        [EmbedLayerNorm.rule()], commute=True
+    ).apply_to_model(model)
+    counts["fast_gelu"] = RewriteRuleSet(
         [HfGeluTanh.rule(), TorchGeluTanh.rule(), HfGeluFast.rule()], commute=False
     ).apply_to_model(model)
-    counts["erf_gelu"] = fuse_erfgelu(model) + _ruleset(
+    counts["erf_gelu"] = fuse_erfgelu(model) + RewriteRuleSet(
         [HfGeluErf.rule()], commute=False
     ).apply_to_model(model)
-    counts["quick_gelu"] = _ruleset([QuickGelu.rule()], commute=False).apply_to_model(model)
+    counts["quick_gelu"] = RewriteRuleSet([QuickGelu.rule()], commute=False).apply_to_model(model)
     counts["gelu"] = fuse_gelu(model)
     counts["bias_gelu"] = fuse_bias_gelu(model)
-    counts["fast_gelu_bias"] = _ruleset([FastGeluBias.rule()], commute=True).apply_to_model(model)
+    counts["fast_gelu_bias"] = RewriteRuleSet([FastGeluBias.rule()], commute=True).apply_to_model(
+        model
+    )
     counts["skip_layer_norm"] = skip_layer_normalization_ruleset.apply_to_model(model)
     if attention:
         counts["sdpa"] = fuse_sdpa(model)
@@ -714,7 +711,7 @@ def fuse_albert(model: ir.Model, *, attention: bool = True) -> dict[str, int]:
             RawMaskAttention.rule(),
             RawMaskAttention.rule("RawMaskAttention2", double=True),
         ]
-        counts["raw_mask"] = _ruleset(raw_mask, commute=False).apply_to_model(model)
+        counts["raw_mask"] = RewriteRuleSet(raw_mask, commute=False).apply_to_model(model)
     common_passes.CommonSubexpressionEliminationPass()(model)
     counts["concats_folded"], counts["qkv_weights_created"] = fold_concat_initializers(model)
     common_passes.RemoveUnusedNodesPass()(model)
