@@ -10,6 +10,10 @@ from dataclasses import dataclass
 
 from albert_edge.errors import UnsupportedError
 
+# Where ``albert-edge train --exit-loss pabee`` writes the exit classifiers beside the model
+# (read by albert_edge.depth and albert_edge.early_exit).
+EXIT_HEADS_FILE = "exit_classifiers.safetensors"
+
 
 @dataclass(frozen=True)
 class HeadSpec:

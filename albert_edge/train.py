@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.errors import AlbertEdgeError, ConfigError
+from albert_edge.heads import EXIT_HEADS_FILE
 from albert_edge.io import OutputKind, atomic_output_dir, check_output
 from albert_edge.options import int_at_least as _at_least
 from albert_edge.options import thread_count
@@ -169,6 +170,17 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     The output is checked before any work (a refusal costs nothing), locked for the whole
     run, and written atomically: see the module docstring.
     """
+    if getattr(args, "init", None) is not None:
+        from albert_edge.learn.command import from_args
+        from albert_edge.learn.finetune import fine_tune
+
+        return fine_tune(from_args(args, " ".join(["albert-edge train", *_given_args()])))
+    if hasattr(args, "init"):
+        from albert_edge.learn.command import check_scratch
+
+        check_scratch(args)
+    if args.lr is None:
+        args.lr = 1e-3
     out = Path(args.out)
     inputs = [Path(args.train), Path(args.dev), Path(args.spiece)]
     _overrides(args)  # a bad --config fails before any work
@@ -228,7 +240,6 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 EXIT_LOSSES = ("none", "pabee")
-EXIT_HEADS_FILE = "exit_classifiers.safetensors"
 
 
 def pabee_weights(layers: int) -> list[float]:
@@ -551,7 +562,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--epochs", type=_at_least(1), default=3, help="passes over --train")
     p.add_argument("--batch-size", type=_at_least(1), default=64, help="examples per step")
-    p.add_argument("--lr", type=float, default=1e-3, help="peak AdamW learning rate")
+    p.add_argument(
+        "--lr", type=float, default=None, help="peak AdamW learning rate (1e-3; --init: 1e-4)"
+    )
     p.add_argument("--warmup", type=float, default=0.06, help="warmup, fraction of all steps")
     p.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay")
     p.add_argument("--max-len", type=_at_least(2), default=64, help="tokens per example")
@@ -573,12 +586,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(default: %(default)s)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")
+    from albert_edge.learn.command import add_arguments as add_learn_arguments
+
+    add_learn_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
     """Train and print the headline figures (one JSON line on stdout)."""
     summary = train(args)
-    headline = {k: summary[k] for k in ("dev_accuracy", "wall_time_s", "parameters")}
+    if not summary:  # a data-parallel process other than rank 0: it wrote nothing
+        return 0
+    headline = {k: summary.get(k) for k in ("dev_accuracy", "wall_time_s", "parameters")}
+    if "held_out_accuracy" in summary:
+        headline["held_out_accuracy"] = summary["held_out_accuracy"]["accuracy"]
     print(json.dumps(headline, allow_nan=False))
     return 0
 

@@ -1,0 +1,36 @@
+"""Compression that learns: fine-tune, distil and quantization-aware training from a
+checkpoint the user already has (``albert-edge train --init CKPT``).
+
+* :func:`fine_tune` / :class:`FineTune` — the run (``finetune``), its loop (``loop``),
+  resumable state (``resume``), data-parallel processes (``ddp``);
+* :mod:`.distil` — logit and hidden-state distillation losses;
+* :mod:`.qat` — convert's weight quantizers as fake quantization in the loop;
+* :mod:`.source` — what a run starts from (init, student at ``--depth``, teacher checks);
+* :mod:`.split` — the seeded held-out split the epoch is chosen on.
+
+``docs/training.md`` has the commands and the measured trade.
+"""
+
+from __future__ import annotations
+
+from albert_edge.learn.distil import DistilSettings, kd_term, layer_map
+from albert_edge.learn.errors import LearnError
+from albert_edge.learn.finetune import FineTune, fine_tune, prepare
+from albert_edge.learn.qat import QatSpec, fake_int4, fake_int8, fake_quantized, qat_spec
+from albert_edge.learn.split import HeldOut
+
+__all__ = [
+    "DistilSettings",
+    "FineTune",
+    "HeldOut",
+    "LearnError",
+    "QatSpec",
+    "fake_int4",
+    "fake_int8",
+    "fake_quantized",
+    "fine_tune",
+    "kd_term",
+    "layer_map",
+    "prepare",
+    "qat_spec",
+]
