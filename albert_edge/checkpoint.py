@@ -171,6 +171,8 @@ def load_checkpoint(path: str | Path | None = None) -> Checkpoint:
     )
     if (p / "truncation.json").is_file():  # written by albert_edge.depth; convert records it
         ckpt.extra_files["truncation"] = p / "truncation.json"
+    if (p / "training.json").is_file():  # albert-edge train's record; convert reads its qat
+        ckpt.extra_files["training"] = p / "training.json"
     if ckpt.spiece_model is not None:
         ckpt.tokenizer().check_vocab_size(config.vocab_size, config_path)
     return check_finite(ckpt, weights)

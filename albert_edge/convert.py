@@ -52,6 +52,22 @@ def read_truncation(path: Path) -> dict[str, Any]:
     return data
 
 
+def read_trained_for(path: Path, precision: str) -> dict[str, Any] | None:
+    """The ``qat`` record of a checkpoint's ``training.json`` (trained with convert's
+    quantizer in the loop), with whether this artifact's precision is the one it was
+    trained for; None when the checkpoint was not trained for a precision."""
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    qat = data.get("qat") if isinstance(data, dict) else None
+    if not isinstance(qat, dict):
+        return None
+    return {**qat, "matches_this_artifact": qat.get("convert_precision") == precision}
+
+
 def convert(
     checkpoint: str | Path | Checkpoint | None,
     output: str | Path,
@@ -129,6 +145,10 @@ def finish_artifact(
         manifest["verification"] = skipped or {"skipped": "--no-verify"}
     if ckpt is not None and "truncation" in ckpt.extra_files:  # depth-truncated: how, why
         manifest["depth"] = read_truncation(ckpt.extra_files["truncation"])
+    if ckpt is not None and "training" in ckpt.extra_files:  # trained for a precision (QAT)
+        trained_for = read_trained_for(ckpt.extra_files["training"], options.precision)
+        if trained_for is not None:
+            manifest["trained_for"] = trained_for
     manifest["files"] = [*manifest.get("files", []), "README.md"]
     write_model_card(out_dir, manifest)
     write_manifest(out_dir, manifest)

@@ -60,6 +60,7 @@ class QatSpec:
         name = "int8-dynamic" if self.precision == "int8" else "int4"
         return {
             "precision": self.precision,
+            "convert_precision": name,
             "target": self.target,
             "recipe": RECIPES[name].description,
             "weights": ("per output channel" if self.per_channel() else "per tensor")

@@ -47,6 +47,7 @@ def artifact_kind(path: Path) -> str | None:
     if not isinstance(data, dict):
         return "albert-edge artifact"
     target = str(data.get("target") or data.get("format") or "converted")
+    target = {"onnx": "ONNX", "tflite": "TFLite"}.get(target, target)
     precision = data.get("precision")
     what = "early-exit" if "early_exit" in data or "exits" in data else target
     return f"{what} artifact" + (f" ({precision})" if precision else "")
@@ -60,7 +61,7 @@ def load_init(path: str | Path, flag: str = "--init") -> Checkpoint:
     kind = artifact_kind(p)
     if kind is not None:
         raise LearnError(
-            f"{flag} {p}: this is an {kind}, not a checkpoint (its weights are converted); "
+            f"{flag} {p}: this is an albert-edge {kind}, not a checkpoint (its weights are converted); "
             "pass the checkpoint it was converted from"
         )
     ckpt = load_checkpoint(p)

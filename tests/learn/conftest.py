@@ -1,0 +1,49 @@
+"""Fixtures of the fine-tune tests: tiny random checkpoints and small SST-2 cuts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("USE_TF", "0")
+
+
+@pytest.fixture(scope="session")
+def rows200(tmp_path_factory: pytest.TempPathFactory, sst2_train: Path) -> Path:
+    """The first 200 SST-2 train rows."""
+    lines = sst2_train.read_text().splitlines()
+    out = tmp_path_factory.mktemp("learn-data") / "train200.tsv"
+    out.write_text("\n".join(lines[:201]) + "\n")
+    return out
+
+
+@pytest.fixture(scope="session")
+def dev60(tmp_path_factory: pytest.TempPathFactory, sst2_dev: Path) -> Path:
+    lines = sst2_dev.read_text().splitlines()
+    out = tmp_path_factory.mktemp("learn-dev") / "dev60.tsv"
+    out.write_text("\n".join(lines[:61]) + "\n")
+    return out
+
+
+@pytest.fixture(scope="session")
+def no_dropout(tmp_path_factory: pytest.TempPathFactory, spiece_path: Path) -> Path:
+    """A tiny random classifier without dropout (runs that must agree across processes)."""
+    from albert_edge.configs import make_config, make_random_checkpoint
+
+    cfg = make_config(
+        "tiny",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        classifier_dropout_prob=0.0,
+    )
+    return make_random_checkpoint(
+        tmp_path_factory.mktemp("nodrop"), cfg, spiece_model=spiece_path
+    )
+
+
+def cli(*argv: str | Path) -> int:
+    from albert_edge.cli import main
+
+    return main(["train", "-q", *map(str, argv)])

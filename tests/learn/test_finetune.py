@@ -1,0 +1,80 @@
+"""train --init: outputs convert/depth take, identities recorded, exits added or continued,
+distilled shallow students."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.learn.conftest import cli
+
+
+def _record(out: Path) -> dict:
+    return json.loads((out / "training.json").read_text())
+
+
+def test_finetune_adds_exits_and_records_identities(make_checkpoint, rows200, dev60, tmp_path):
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.depth.features import trained_exit_heads
+    from albert_edge.manifest import sha256_file
+    from albert_edge.train import is_training_output
+
+    init = make_checkpoint()
+    out = tmp_path / "ft"
+    assert cli("--init", init, "--train", rows200, "--dev", dev60, "-o", out,
+               "--epochs", "2", "--batch-size", "16", "--exit-loss", "pabee", "--lr", "1e-3") == 0
+    rec = _record(out)
+    assert is_training_output(out)
+    assert rec["init"]["weights_sha256"] == sha256_file(init / "model.safetensors")
+    assert rec["data"]["train"]["sha256"] == sha256_file(rows200)
+    assert rec["data"]["held_out"]["rows"] == 32 and rec["data"]["held_out"]["trained_rows"] == 168
+    assert rec["selected"]["epoch"] in (1, 2)
+    assert rec["student"]["exits"] == "new"
+    ckpt = load_checkpoint(out)
+    assert ckpt.config.to_dict()["hidden_size"] == 32
+    heads = trained_exit_heads(ckpt)
+    assert heads is not None and sorted(heads) == [1, 2, 3]
+    # the weights moved (a fine-tune, not a copy)
+    before = load_checkpoint(init).model.state_dict()
+    after = ckpt.model.state_dict()
+    assert any(not bool((before[k] == after[k]).all()) for k in before)
+
+    again = tmp_path / "ft2"
+    assert cli("--init", out, "--train", rows200, "-o", again, "--epochs", "1",
+               "--batch-size", "32", "--exit-loss", "pabee") == 0
+    assert _record(again)["student"]["exits"] == "init"
+
+
+def test_distilled_shallow_student_converts(make_checkpoint, rows200, tmp_path):
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.convert import convert
+    from albert_edge.options import ConvertOptions
+
+    init = make_checkpoint("tiny-groups")  # 4 layers in 2 groups
+    out = tmp_path / "student"
+    assert cli("--init", init, "--train", rows200, "-o", out, "--epochs", "1",
+               "--batch-size", "32", "--depth", "2", "--distil", "--distil-hidden",
+               "--alpha", "0.3", "--temperature", "3") == 0
+    rec = _record(out)
+    assert rec["student"]["layers"] == 2 and rec["student"]["num_hidden_groups"] == 1
+    assert rec["teacher"]["weights_sha256"] == rec["init"]["weights_sha256"]
+    assert rec["teacher"]["alpha"] == 0.3 and rec["teacher"]["hidden"] == 1.0
+    ckpt = load_checkpoint(out)
+    assert int(ckpt.config.num_hidden_layers) == 2
+    manifest = convert(out, tmp_path / "art", ConvertOptions(precision="fp32"))
+    assert manifest["verification"]
+
+
+def test_kd_term_matches_definition():
+    import torch
+
+    from albert_edge.learn.distil import DistilSettings, kd_term, layer_map
+
+    torch.manual_seed(0)
+    s, t, y = torch.randn(5, 3), torch.randn(5, 3), torch.tensor([0, 1, 2, 0, 1])
+    cfg = DistilSettings(alpha=0.25, temperature=2.0)
+    p_t = torch.softmax(t / 2, -1)
+    kl = (p_t * (p_t.log() - torch.log_softmax(s / 2, -1))).sum(-1).mean()
+    want = 0.25 * torch.nn.functional.cross_entropy(s, y) + 0.75 * 4 * kl
+    assert torch.allclose(kd_term(s, t, y, cfg), want, atol=1e-6)
+    assert layer_map(2, 4) == [2, 4] and layer_map(3, 12) == [4, 8, 12]
