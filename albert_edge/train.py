@@ -32,499 +32,87 @@ full disk leaves the previous output or nothing.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import math
-import os
-import platform
-import re
-import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from albert_edge.errors import AlbertEdgeError, ConfigError
-from albert_edge.heads import EXIT_HEADS_FILE
-from albert_edge.io import OutputKind, atomic_output_dir, check_output
+from albert_edge.errors import AlbertEdgeError
+from albert_edge.learn.scratch import (  # re-exported: the public names of train
+    DEFAULTS,
+    EXIT_HEADS_FILE,
+    EXIT_LOSSES,
+    TRAINING_OUTPUT,
+    TRAINING_RECORD,
+    _batches,
+    _check_finite_hyperparameters,
+    _check_finite_step,
+    _collate,
+    _encode,
+    _fit,
+    _given_args,
+    _optimizer,
+    _overrides,
+    _own_files,
+    _save_model,
+    _summary,
+    _write_output,
+    evaluate,
+    evaluate_exits,
+    exit_logits,
+    is_training_output,
+    make_exit_classifiers,
+    pabee_loss,
+    pabee_weights,
+)
+from albert_edge.learn.scratch import train as train_from_scratch
 from albert_edge.options import int_at_least as _at_least
 from albert_edge.options import thread_count
 
-TRAINING_RECORD = "training.json"
-
-DEFAULTS: dict[str, Any] = dict(
-    vocab_size=30000,
-    embedding_size=64,
-    hidden_size=128,
-    num_hidden_layers=4,
-    num_attention_heads=4,
-    intermediate_size=512,
-    num_hidden_groups=1,
-    inner_group_num=1,
-    max_position_embeddings=512,
-    hidden_act="gelu_new",
-    hidden_dropout_prob=0.1,
-    attention_probs_dropout_prob=0.1,
-    classifier_dropout_prob=0.1,
-)
-
-
-def _batches(
-    examples: list[tuple[list[int], int]], batch_size: int, generator: Any, shuffle: bool
-) -> list[list[tuple[list[int], int]]]:
-    """Length-bucketed batches: sort within shuffled chunks so padding stays small."""
-    import torch
-
-    order = (
-        torch.randperm(len(examples), generator=generator).tolist()
-        if shuffle
-        else list(range(len(examples)))
-    )
-    chunk = batch_size * 50
-    batches = []
-    for i in range(0, len(order), chunk):
-        part = sorted(order[i : i + chunk], key=lambda j: len(examples[j][0]))
-        batches += [
-            [examples[j] for j in part[k : k + batch_size]] for k in range(0, len(part), batch_size)
-        ]
-    if shuffle:
-        perm = torch.randperm(len(batches), generator=generator).tolist()
-        batches = [batches[j] for j in perm]
-    return batches
-
-
-def _collate(batch: list[tuple[list[int], int]]) -> tuple[Any, Any, Any]:
-    import torch
-
-    width = max(len(ids) for ids, _ in batch)
-    ids = torch.zeros(len(batch), width, dtype=torch.long)
-    mask = torch.zeros(len(batch), width, dtype=torch.long)
-    for r, (x, _) in enumerate(batch):
-        ids[r, : len(x)] = torch.tensor(x)
-        mask[r, : len(x)] = 1
-    labels = torch.tensor([y for _, y in batch])
-    return ids, mask, labels
-
-
-def evaluate(model: Any, examples: list[tuple[list[int], int]], batch_size: int = 128) -> float:
-    import torch
-
-    model.eval()
-    correct = 0
-    with torch.no_grad():
-        for batch in _batches(examples, batch_size, None, shuffle=False):
-            ids, mask, labels = _collate(batch)
-            logits = model(input_ids=ids, attention_mask=mask).logits
-            correct += int((logits.argmax(-1) == labels).sum())
-    return correct / len(examples)
-
-
-def _own_files(out_dir: Path) -> dict[str, str] | None:
-    """sha256 of every file under ``out_dir`` but the record; None if a symlink is there
-    (a training output holds none: a link could point at anything)."""
-    sums = {}
-    for root, dirs, files in os.walk(out_dir):
-        for name in files + dirs:
-            path = Path(root, name)
-            if path.is_symlink():
-                return None
-            rel = path.relative_to(out_dir).as_posix()
-            if name in files and rel != TRAINING_RECORD:
-                h = hashlib.sha256()
-                with open(path, "rb") as f:
-                    for chunk in iter(lambda: f.read(1 << 20), b""):
-                        h.update(chunk)
-                sums[rel] = h.hexdigest()
-    return dict(sorted(sums.items()))
-
-
-def is_training_output(path: Path) -> bool:
-    """True when ``path`` holds exactly what ``albert-edge train`` wrote there, unchanged.
-
-    The test is ``training.json``'s ``sha256``: it must name every other file the directory
-    holds (walked, not taken from the record) with its current hash. A checkpoint trained
-    elsewhere, one fine-tuned in place since, or a directory with a file of the user's fails
-    it, so ``--overwrite`` cannot delete their work.
-    """
-    if not path.is_dir() or path.is_symlink():
-        return False
-    try:
-        record = json.loads((path / TRAINING_RECORD).read_text())
-        recorded = record.get("sha256") if isinstance(record, dict) else None
-        return isinstance(recorded, dict) and bool(recorded) and _own_files(path) == recorded
-    except (OSError, ValueError):
-        return False
-
-
-TRAINING_OUTPUT = OutputKind(
-    "training output",
-    is_training_output,
-    f"no {TRAINING_RECORD} recording the sha256 of each of them: a checkpoint albert-edge "
-    "did not train, or files changed since",
-)
+__all__ = [
+    "DEFAULTS",
+    "EXIT_HEADS_FILE",
+    "EXIT_LOSSES",
+    "TRAINING_OUTPUT",
+    "TRAINING_RECORD",
+    "_batches",
+    "_check_finite_hyperparameters",
+    "_check_finite_step",
+    "_collate",
+    "_encode",
+    "_fit",
+    "_given_args",
+    "_optimizer",
+    "_overrides",
+    "_own_files",
+    "_save_model",
+    "_summary",
+    "_write_output",
+    "add_arguments",
+    "evaluate",
+    "evaluate_exits",
+    "exit_logits",
+    "is_training_output",
+    "main",
+    "make_exit_classifiers",
+    "pabee_loss",
+    "pabee_weights",
+    "run",
+    "train",
+]
 
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
-    """Train into ``args.out``; return the summary written to its ``training.json``.
+    """Train into ``args.out`` and return the summary written to its ``training.json``:
+    from ``--init`` (:func:`albert_edge.learn.fine_tune`) or from scratch."""
+    from albert_edge.learn.command import check_scratch, from_args
 
-    The output is checked before any work (a refusal costs nothing), locked for the whole
-    run, and written atomically: see the module docstring.
-    """
     if getattr(args, "init", None) is not None:
-        from albert_edge.learn.command import from_args
         from albert_edge.learn.finetune import fine_tune
 
         return fine_tune(from_args(args, " ".join(["albert-edge train", *_given_args()])))
-    if hasattr(args, "init"):
-        from albert_edge.learn.command import check_scratch
-
-        check_scratch(args)
-    if args.lr is None:
-        args.lr = 1e-3
-    out = Path(args.out)
-    inputs = [Path(args.train), Path(args.dev), Path(args.spiece)]
-    _overrides(args)  # a bad --config fails before any work
-    _check_finite_hyperparameters(args)
-    check_output(out, overwrite=args.overwrite, inputs=inputs, kind=TRAINING_OUTPUT)
-    with atomic_output_dir(
-        out, overwrite=args.overwrite, inputs=inputs, kind=TRAINING_OUTPUT
-    ) as tmp:
-        model, exits, summary = _fit(args)
-        _write_output(tmp, model, summary, args, exits)
-    return summary
-
-
-def _check_finite_hyperparameters(args: argparse.Namespace) -> None:
-    """``--lr inf`` trains every tensor to NaN and used to exit 0: refuse it up front."""
-    for flag in ("lr", "warmup", "weight_decay"):
-        value = getattr(args, flag, None)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(
-                f"--{flag.replace('_', '-')} {value}: not a finite number; pass a finite value"
-            )
-
-
-def _check_finite_step(loss: Any, model: Any, epoch: int, step: int) -> None:
-    """Stop at the first non-finite loss (or, after the last step, weight), naming the
-    step: a diverged run must not be saved as a model that predicts NaN."""
-    import torch
-
-    if loss is not None and not bool(torch.isfinite(loss.detach()).all()):
-        raise ConfigError(
-            f"training diverged: the loss is {float(loss.detach())} at epoch {epoch}, step "
-            f"{step}; lower --lr or check the data; nothing was written"
-        )
-    if loss is None:
-        for name, param in model.named_parameters():
-            if not bool(torch.isfinite(param.detach()).all()):
-                raise ConfigError(
-                    f"training diverged: weight {name} is not finite after step {step}; "
-                    "lower --lr or check the data; nothing was written"
-                )
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """``--config`` as a dict of config keys, or one line saying why not."""
-    try:
-        overrides = json.loads(args.config) if args.config else {}
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"--config {args.config!r}: not JSON ({exc}); pass a JSON object"
-        ) from None
-    if not isinstance(overrides, dict):
-        raise ConfigError(f"--config {args.config!r}: expected a JSON object of config keys")
-    from albert_edge.configs import check_config_overrides
-
-    check_config_overrides(overrides, DEFAULTS)  # a typo is named, not silently ignored
-    return overrides
-
-
-EXIT_LOSSES = ("none", "pabee")
-
-
-def pabee_weights(layers: int) -> list[float]:
-    """PABEE's exit weights (Zhou et al. 2020, eq. 6): exit ``j`` of ``L`` weighs
-    ``j / sum(1..L)``, so deeper exits, which see more of the input, count for more and
-    the full-depth classifier is not sacrificed to the shallow ones."""
-    total = layers * (layers + 1) / 2
-    return [j / total for j in range(1, layers + 1)]
-
-
-def pabee_loss(exit_logits: list[Any], labels: Any) -> Any:
-    """``sum_j j * CE(logits_j, labels) / sum_j j`` over the exits after layers ``1..L``."""
-    import torch
-
-    weights = pabee_weights(len(exit_logits))
-    return sum(
-        w * torch.nn.functional.cross_entropy(lg, labels)
-        for w, lg in zip(weights, exit_logits, strict=True)
-    )
-
-
-def make_exit_classifiers(config: Any) -> Any:
-    """One ``num_labels × H`` linear per layer ``1..L-1``; the exit after layer ``L`` is the
-    model's own classifier. The pooler is the model's own, shared by every exit: the shape
-    :mod:`albert_edge.early_exit.heads` and :mod:`albert_edge.depth` read."""
-    import torch
-
-    exits = torch.nn.ModuleList(
-        torch.nn.Linear(int(config.hidden_size), int(config.num_labels))
-        for _ in range(int(config.num_hidden_layers) - 1)
-    )
-    for lin in exits:  # the initialisation transformers gives the model's classifier
-        torch.nn.init.normal_(lin.weight, std=float(config.initializer_range))
-        torch.nn.init.zeros_(lin.bias)
-    return exits
-
-
-def exit_logits(model: Any, exits: Any, ids: Any, mask: Any) -> list[Any]:
-    """Logits of every exit, as AlbertForSequenceClassification computes its own: pooler
-    (tanh) on the [CLS] state after layer ``j``, dropout, then exit ``j``'s linear."""
-    import torch
-
-    hs = model.albert(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
-    pooler = model.albert.pooler
-    heads = [*exits, model.classifier]
-    return [
-        head(model.dropout(torch.tanh(pooler(h[:, 0]))))
-        for head, h in zip(heads, hs[1:], strict=True)
-    ]
-
-
-def _encode(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
-    """(train, dev) as (token ids, label) pairs."""
-    from albert_edge.data import read_sst2
-    from albert_edge.progress import track
-    from albert_edge.tokenizer import AlbertTokenizer
-
-    tok = AlbertTokenizer(args.spiece)
-
-    def encode(rows: list[tuple[int, str]]) -> list[tuple[list[int], int]]:
-        out = []
-        for label, text in track(rows, total=len(rows), description="tokenize"):
-            ids = tok.encode(text, max_length=args.max_len, padding="none").input_ids[0]
-            out.append((ids, label))
-        return out
-
-    return encode(read_sst2(args.train, labels=range(2))), encode(
-        read_sst2(args.dev, labels=range(2))
-    )
-
-
-def _optimizer(params: list[tuple[str, Any]], args: argparse.Namespace, total: int) -> Any:
-    """AdamW (no decay on biases, norms and embeddings) and linear warmup then decay."""
-    import torch
-
-    decay = [p for n, p in params if p.ndim >= 2 and "embeddings" not in n]
-    no_decay = [p for n, p in params if not (p.ndim >= 2 and "embeddings" not in n)]
-    opt = torch.optim.AdamW(
-        [
-            {"params": decay, "weight_decay": args.weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
-        ],
-        lr=args.lr,
-        betas=(0.9, 0.98),
-        eps=1e-6,
-    )
-    warmup = int(total * args.warmup)
-
-    def lr_at(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return max(0.0, (total - step) / max(1, total - warmup))
-
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
-
-
-def _fit(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
-    """(model, exit classifiers or None, summary): the whole training run."""
-    import torch
-    from transformers import AlbertConfig, AlbertForSequenceClassification
-
-    from albert_edge.progress import enabled as progress_enabled
-    from albert_edge.progress import track
-
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
-    torch.use_deterministic_algorithms(True)
-    t0 = time.time()
-    train_ex, dev_ex = _encode(args)
-    overrides = _overrides(args)
-    config = AlbertConfig(**{**DEFAULTS, **overrides, "num_labels": 2})
-    config.architectures = ["AlbertForSequenceClassification"]
-    config.id2label = {0: "negative", 1: "positive"}
-    config.label2id = {"negative": 0, "positive": 1}
-    model = AlbertForSequenceClassification(config)
-    pabee = getattr(args, "exit_loss", "none") == "pabee"
-    exits = make_exit_classifiers(config) if pabee else None
-    params = list(model.named_parameters())
-    params += [(f"exits.{n}", p) for n, p in exits.named_parameters()] if exits else []
-    gen = torch.Generator().manual_seed(args.seed)
-    total = math.ceil(len(train_ex) / args.batch_size) * args.epochs
-    opt, sched = _optimizer(params, args, total)
-    log: list[dict[str, Any]] = []
-    step = 0
-    for epoch in range(args.epochs):
-        model.train()
-        running, seen = 0.0, 0
-        batches = list(_batches(train_ex, args.batch_size, gen, shuffle=True))
-        for batch in track(batches, total=len(batches), description=f"epoch {epoch + 1}"):
-            ids, mask, labels = _collate(batch)
-            if exits is None:
-                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-            else:
-                loss = pabee_loss(exit_logits(model, exits, ids, mask), labels)
-            _check_finite_step(loss, model, epoch + 1, step + 1)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for _, p in params], 1.0)
-            opt.step()
-            sched.step()
-            step += 1
-            running += loss.item() * len(batch)
-            seen += len(batch)
-        entry: dict[str, Any] = {
-            "epoch": epoch + 1,
-            "step": step,
-            "train_loss": round(running / seen, 5),
-            "dev_accuracy": round(evaluate(model, dev_ex), 5),
-            "elapsed_s": round(time.time() - t0, 1),
-        }
-        if exits is not None:
-            entry["dev_exit_accuracy"] = [round(a, 5) for a in evaluate_exits(model, exits, dev_ex)]
-        log.append(entry)
-        if progress_enabled():  # progress, like the bars: --quiet leaves stderr to errors
-            print(json.dumps(entry), file=sys.stderr)
-
-    _check_finite_step(None, model, args.epochs, step)
-    model.eval()
-    summary = _summary(args, model, exits, overrides, (len(train_ex), len(dev_ex)), log, t0)
-    return model, exits, summary
-
-
-def evaluate_exits(model: Any, exits: Any, examples: list[tuple[list[int], int]]) -> list[float]:
-    """Accuracy of every exit ``1..L`` (eval mode) on ``examples``."""
-    import torch
-
-    model.eval()
-    correct: list[int] = []
-    with torch.no_grad():
-        for batch in _batches(examples, 128, None, shuffle=False):
-            ids, mask, labels = _collate(batch)
-            hits = [
-                int((lg.argmax(-1) == labels).sum()) for lg in exit_logits(model, exits, ids, mask)
-            ]
-            correct = [a + b for a, b in zip(correct, hits, strict=True)] if correct else hits
-    return [c / len(examples) for c in correct]
-
-
-def _summary(
-    args: argparse.Namespace,
-    model: Any,
-    exits: Any,
-    overrides: dict[str, Any],
-    sizes: tuple[int, int],
-    log: list[dict[str, Any]],
-    t0: float,
-) -> dict[str, Any]:
-    """What ``training.json`` records (beside the files' sha256, added at the write)."""
-    import torch
-
-    summary: dict[str, Any] = {
-        "task": "SST-2 (GLUE), binary sentiment",
-        "dev_accuracy": log[-1]["dev_accuracy"],
-        "dev_examples": sizes[1],
-        "train_examples": sizes[0],
-        "wall_time_s": round(time.time() - t0, 1),
-        "seed": args.seed,
-        "threads": args.threads,
-        "hyperparameters": {
-            k: getattr(args, k)
-            for k in ("epochs", "batch_size", "lr", "warmup", "weight_decay", "max_len")
-        },
-        "config_overrides": overrides,
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "machine": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "processor": platform.processor() or platform.machine(),
-        },
-        "command": " ".join(["albert-edge train", *_given_args()]),
-        "log": log,
-    }
-    if exits is not None:
-        layers = int(model.config.num_hidden_layers)
-        summary["exit_loss"] = {
-            "kind": "pabee",
-            "reference": "Zhou et al. 2020, BERT Loses Patience (PABEE), weighted exit loss",
-            "loss": "sum_j j * CE_j / sum_j j over exits after layers 1..L",
-            "weights": [round(w, 6) for w in pabee_weights(layers)],
-            "file": EXIT_HEADS_FILE,
-            "keys": [f"depth{k}.classifier.weight|bias" for k in range(1, layers)],
-            "pooler": "shared: the model's own albert.pooler (tanh), as the full-depth head",
-            "exit_at_full_depth": "the model's own classifier (in model.safetensors)",
-            "parameters": sum(p.numel() for p in exits.parameters()),
-            "dev_exit_accuracy": log[-1]["dev_exit_accuracy"],
-        }
-    return summary
-
-
-def _given_args() -> list[str]:
-    """The arguments of this run as typed (``albert-edge train ...`` or ``python -m``)."""
-    argv = sys.argv[1:]
-    return argv[1:] if argv[:1] == ["train"] else argv
-
-
-def _save_model(model: Any, out_dir: Path) -> None:
-    """``save_pretrained``, with safetensors' I/O errors as the ``OSError`` they are.
-
-    safetensors (Rust) raises a bare ``SafetensorError`` on a full disk ("... (os error
-    28)"); as an ``OSError`` it becomes the one-line "no space left" of every other write.
-    """
-    try:
-        model.save_pretrained(str(out_dir), safe_serialization=True)
-    except Exception as exc:
-        if isinstance(exc, OSError | AlbertEdgeError):
-            raise
-        m = re.search(r"os error (\d+)", str(exc))
-        if m is None:
-            raise
-        code = int(m.group(1))
-        raise OSError(code, os.strerror(code), str(out_dir / "model.safetensors")) from None
-
-
-def _write_output(
-    tmp: Path, model: Any, summary: dict[str, Any], args: argparse.Namespace, exits: Any = None
-) -> None:
-    """The checkpoint directory; ``training.json`` last, with the sha256 of every other
-    file (what makes it recognisable as ours: :func:`is_training_output`). With
-    ``--exit-loss pabee`` the exit classifiers go to their own file beside the model, so
-    ``model.safetensors`` stays an ordinary AlbertForSequenceClassification."""
-    _save_model(model, tmp)
-    if exits is not None:
-        from safetensors.torch import save_file
-
-        tensors = {
-            f"depth{k + 1}.classifier.{name}": t.detach().contiguous()
-            for k, lin in enumerate(exits)
-            for name, t in (("weight", lin.weight), ("bias", lin.bias))
-        }
-        save_file(tensors, str(tmp / EXIT_HEADS_FILE))
-    shutil.copyfile(args.spiece, tmp / "spiece.model")
-    (tmp / "tokenizer_config.json").write_text(
-        json.dumps(
-            {
-                "tokenizer_class": "AlbertTokenizer",
-                "do_lower_case": True,
-                "keep_accents": False,
-                "model_max_length": args.max_len,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
-    summary["sha256"] = _own_files(tmp)
-    (tmp / TRAINING_RECORD).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    check_scratch(args)
+    return train_from_scratch(args)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

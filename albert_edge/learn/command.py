@@ -14,7 +14,14 @@ from typing import Any
 from albert_edge.learn.errors import LearnError
 
 LEARN_ONLY = (
-    "teacher", "distil", "alpha", "temperature", "distil_hidden", "depth", "qat", "resume",
+    "teacher",
+    "distil",
+    "alpha",
+    "temperature",
+    "distil_hidden",
+    "depth",
+    "qat",
+    "resume",
     "max_train_rows",
 )
 
@@ -24,36 +31,81 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from albert_edge.options import int_at_least
 
     g = p.add_argument_group("fine-tune, distil, QAT (from a checkpoint; docs/training.md)")
-    g.add_argument("--init", type=Path, default=None,
-                   help="start from this checkpoint (HF dir, TF1 checkpoint, albert-edge "
-                   "training output), keeping its config, tokenizer and head")
-    g.add_argument("--held-out", type=float, default=0.1,
-                   help="fraction of --train rows held out (seeded by --split-seed) to choose "
-                   "the epoch on (default: %(default)s)")
+    g.add_argument(
+        "--init",
+        type=Path,
+        default=None,
+        help="start from this checkpoint (HF dir, TF1 checkpoint, albert-edge "
+        "training output), keeping its config, tokenizer and head",
+    )
+    g.add_argument(
+        "--held-out",
+        type=float,
+        default=0.1,
+        help="fraction of --train rows held out (seeded by --split-seed) to choose "
+        "the epoch on (default: %(default)s)",
+    )
     g.add_argument("--split-seed", type=int, default=27, help="seed of the held-out split")
-    g.add_argument("--max-train-rows", type=int_at_least(1), default=None,
-                   help="train on at most this many of the rows outside the held-out split")
-    g.add_argument("--teacher", type=Path, default=None,
-                   help="distil from this checkpoint (frozen); with --distil and no --teacher: "
-                   "the --init checkpoint")
+    g.add_argument(
+        "--max-train-rows",
+        type=int_at_least(1),
+        default=None,
+        help="train on at most this many of the rows outside the held-out split",
+    )
+    g.add_argument(
+        "--teacher",
+        type=Path,
+        default=None,
+        help="distil from this checkpoint (frozen); with --distil and no --teacher: "
+        "the --init checkpoint",
+    )
     g.add_argument("--distil", action="store_true", help="distil (teacher: --teacher or --init)")
     g.add_argument("--alpha", type=float, default=0.5, help="weight of the labels' CE")
     g.add_argument("--temperature", type=float, default=2.0, help="distillation temperature T")
-    g.add_argument("--distil-hidden", type=float, nargs="?", const=1.0, default=0.0,
-                   metavar="WEIGHT", help="add hidden-state MSE on mapped layers (weight 1)")
-    g.add_argument("--depth", type=int_at_least(1), default=None,
-                   help="student: the first K layers of --init (as `depth truncate`)")
-    g.add_argument("--qat", choices=("int8", "int4", "int8-static", "fp16"), default=None,
-                   help="train with convert's quantizer for this precision in the loop "
-                   "(int8, int4; the others have no trainable quantizer and are refused)")
-    g.add_argument("--qat-target", default="portable",
-                   help="the int8 --target recipe convert will use (default: %(default)s)")
-    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                   help="auto: CUDA when PyTorch sees one (default: %(default)s)")
-    g.add_argument("--amp", choices=("auto", "bf16", "fp16", "none"), default="auto",
-                   help="autocast on CUDA (auto: bf16); CPU runs fp32")
-    g.add_argument("--resume", action="store_true",
-                   help="continue a stopped run of the same command from its saved state")
+    g.add_argument(
+        "--distil-hidden",
+        type=float,
+        nargs="?",
+        const=1.0,
+        default=0.0,
+        metavar="WEIGHT",
+        help="add hidden-state MSE on mapped layers (weight 1)",
+    )
+    g.add_argument(
+        "--depth",
+        type=int_at_least(1),
+        default=None,
+        help="student: the first K layers of --init (as `depth truncate`)",
+    )
+    g.add_argument(
+        "--qat",
+        choices=("int8", "int4", "int8-static", "fp16"),
+        default=None,
+        help="train with convert's quantizer for this precision in the loop "
+        "(int8, int4; the others have no trainable quantizer and are refused)",
+    )
+    g.add_argument(
+        "--qat-target",
+        default="portable",
+        help="the int8 --target recipe convert will use (default: %(default)s)",
+    )
+    g.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="auto: CUDA when PyTorch sees one (default: %(default)s)",
+    )
+    g.add_argument(
+        "--amp",
+        choices=("auto", "bf16", "fp16", "none"),
+        default="auto",
+        help="autocast on CUDA (auto: bf16); CPU runs fp32",
+    )
+    g.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a stopped run of the same command from its saved state",
+    )
 
 
 def from_args(args: argparse.Namespace, command: str) -> Any:
@@ -95,9 +147,17 @@ def from_args(args: argparse.Namespace, command: str) -> Any:
 
 def check_scratch(args: argparse.Namespace) -> None:
     """Refuse the fine-tune flags without ``--init`` (they would be ignored)."""
-    defaults = {"teacher": None, "distil": False, "alpha": 0.5, "temperature": 2.0,
-                "distil_hidden": 0.0, "depth": None, "qat": None, "resume": False,
-                "max_train_rows": None}
+    defaults = {
+        "teacher": None,
+        "distil": False,
+        "alpha": 0.5,
+        "temperature": 2.0,
+        "distil_hidden": 0.0,
+        "depth": None,
+        "qat": None,
+        "resume": False,
+        "max_train_rows": None,
+    }
     given = [k for k in LEARN_ONLY if getattr(args, k, defaults[k]) != defaults[k]]
     if given:
         flag = "--" + given[0].replace("_", "-")

@@ -7,7 +7,7 @@ Per exit ``j`` of the student::
 
 where ``t`` is the teacher's final logits (frozen, eval mode): every exit learns from the
 teacher's full-depth answer, the self-distillation of early-exit training. The exits'
-terms are weighted as PABEE weighs them (:func:`albert_edge.train.pabee_weights`). The
+terms are weighted as PABEE weighs them (:func:`albert_edge.learn.scratch.pabee_weights`). The
 ``T^2`` keeps the soft term's gradient scale independent of ``T`` (Hinton et al.).
 """
 

@@ -10,7 +10,7 @@ held-out split, prints the ``--dev`` report, and writes a checkpoint directory t
 (``exit_classifiers.safetensors``) with ``--exit-loss pabee``, and ``training.json``
 recording the identities (sha256) of the init, teacher and data files, the split, the
 flags and the evidence, as every ``albert-edge train`` output does
-(:func:`albert_edge.train.is_training_output`).
+(:func:`albert_edge.learn.scratch.is_training_output`).
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def fine_tune(ft: FineTune) -> dict[str, Any]:
     from albert_edge.io import atomic_output_dir, check_output
     from albert_edge.learn import ddp, resume
     from albert_edge.learn.loop import train_loop
-    from albert_edge.train import TRAINING_OUTPUT
+    from albert_edge.learn.scratch import TRAINING_OUTPUT
 
     t0 = time.time()
     device = ddp.resolve_device(ft.device)
@@ -230,7 +230,7 @@ def _summary(prep: Prepared, result: Any, w: Any, device: str, t0: float) -> dic
     if prep.qat is not None:
         s["qat"] = prep.qat.record()
     if st.exits is not None:
-        from albert_edge.train import EXIT_HEADS_FILE, pabee_weights
+        from albert_edge.learn.scratch import EXIT_HEADS_FILE, pabee_weights
 
         s["exit_loss"] = {
             "kind": "pabee",
@@ -247,8 +247,8 @@ def _write(tmp: Path, prep: Prepared, result: Any, summary: dict[str, Any]) -> N
     import json
     import shutil
 
+    from albert_edge.learn.scratch import EXIT_HEADS_FILE, TRAINING_RECORD, _own_files, _save_model
     from albert_edge.manifest import dumps_strict
-    from albert_edge.train import EXIT_HEADS_FILE, TRAINING_RECORD, _own_files, _save_model
 
     st = prep.student
     _save_model(st.model, tmp)

@@ -1,7 +1,7 @@
 """The fine-tune loop: seeded batches, the loss, held-out selection, resumable state.
 
 Deterministic given ``--seed`` and ``--threads`` on CPU (``torch.use_deterministic_algorithms``):
-batches come from :func:`albert_edge.train._batches` with a seeded generator, dropout
+batches come from :func:`albert_edge.learn.scratch._batches` with a seeded generator, dropout
 from the seeded global RNG. Each step runs with the stop signals held
 (:func:`albert_edge.io.signals_held`), so SIGINT/SIGTERM land between steps, where
 :mod:`albert_edge.learn.resume` saves a consistent state before the run stops.
@@ -50,7 +50,7 @@ def _loss(trainee: Any, teacher: Any, batch: Any, prep: Prepared, device: str) -
     import torch.nn.functional as F
 
     from albert_edge.learn.distil import hidden_term, kd_term
-    from albert_edge.train import _collate, pabee_weights
+    from albert_edge.learn.scratch import _collate, pabee_weights
 
     ids, mask, labels = (t.to(device) for t in _collate(batch))
     s = prep.ft.distil_settings
@@ -80,7 +80,7 @@ def correct_vectors(trainee: Any, examples: list[Any], device: str) -> list[Any]
     import numpy as np
     import torch
 
-    from albert_edge.train import _batches, _collate
+    from albert_edge.learn.scratch import _batches, _collate
 
     trainee.eval()
     out: list[list[bool]] = []
@@ -101,7 +101,7 @@ def correct_vectors(trainee: Any, examples: list[Any], device: str) -> list[Any]
 
 
 def _chunks(examples: list[Any]) -> list[list[int]]:
-    """The row order :func:`albert_edge.train._batches` visits without shuffling."""
+    """The row order :func:`albert_edge.learn.scratch._batches` visits without shuffling."""
     chunk = 128 * 50
     return [
         sorted(range(i, min(i + chunk, len(examples))), key=lambda j: len(examples[j][0]))
@@ -121,8 +121,12 @@ def _progress(epoch: int, step: int, n: int, loss: float, t_start: float, done0:
     rate = (time.time() - t_start) / max(1, step - done0)
     print(
         json.dumps(
-            {"epoch": epoch, "step": f"{step}/{n}", "loss": round(loss, 4),
-             "eta_s": round(rate * (n - step), 1)}
+            {
+                "epoch": epoch,
+                "step": f"{step}/{n}",
+                "loss": round(loss, 4),
+                "eta_s": round(rate * (n - step), 1),
+            }
         ),
         file=sys.stderr,
     )
@@ -133,9 +137,9 @@ def train_loop(prep: Prepared, w: World, device: str) -> LoopResult:
     ``prep.student`` (the chosen epoch's, on CPU)."""
     import torch
 
-    from albert_edge.learn import ddp, resume
+    from albert_edge.learn import ddp
+    from albert_edge.learn.scratch import _optimizer
     from albert_edge.learn.trainee import Trainee
-    from albert_edge.train import _optimizer
 
     ft, st = prep.ft, prep.student
     trainee = Trainee(st.model, st.exits, prep.qat).to(device)
@@ -151,8 +155,12 @@ def train_loop(prep: Prepared, w: World, device: str) -> LoopResult:
     run = _Run(prep, w, device, trainee, model, teacher, opt, sched, scaler, gen, steps_per_epoch)
     run.restore()
     t0 = time.time()
-    for epoch in range(run.epoch, ft.epochs):
-        run.one_epoch(epoch)
+    try:
+        for epoch in range(run.epoch, ft.epochs):
+            run.one_epoch(epoch)
+    except KeyboardInterrupt:  # between steps (they hold the signals): a consistent state
+        run.save()
+        raise
     trainee.load_state_dict(run.best["weights"])
     trainee.to("cpu")
     report = _report(prep, trainee, w)
@@ -162,21 +170,44 @@ def train_loop(prep: Prepared, w: World, device: str) -> LoopResult:
 class _Run:
     """The mutable state of one loop (what :mod:`.resume` saves)."""
 
-    def __init__(self, prep: Prepared, w: World, device: str, trainee: Any, model: Any,
-                 teacher: Any, opt: Any, sched: Any, scaler: Any, gen: Any, n: int) -> None:
+    def __init__(
+        self,
+        prep: Prepared,
+        w: World,
+        device: str,
+        trainee: Any,
+        model: Any,
+        teacher: Any,
+        opt: Any,
+        sched: Any,
+        scaler: Any,
+        gen: Any,
+        n: int,
+    ) -> None:
         from albert_edge.learn import resume
 
         self.prep, self.w, self.device, self.trainee, self.model = prep, w, device, trainee, model
         self.teacher, self.opt, self.sched, self.scaler, self.gen, self.n = (
-            teacher, opt, sched, scaler, gen, n)
+            teacher,
+            opt,
+            sched,
+            scaler,
+            gen,
+            n,
+        )
         self.epoch, self.in_epoch, self.step = 0, 0, 0
         self.gen_state = gen.get_state()
         self.log: list[dict[str, Any]] = []
         self.best: dict[str, Any] = {}
         self.dir = resume.state_dir(prep.ft.out)
         self.fp = resume.fingerprint(
-            {"init": prep.student.init.path.name, "data": prep.data, "flags": prep.ft.flags(),
-             "world": w.size, "init_sha": _init_sha(prep)}
+            {
+                "init": prep.student.init.path.name,
+                "data": prep.data,
+                "flags": {k: v for k, v in prep.ft.flags().items() if k != "resume"},
+                "world": w.size,
+                "init_sha": _init_sha(prep),
+            }
         )
 
     def restore(self) -> None:
@@ -203,17 +234,23 @@ class _Run:
         best["selected_json"] = json.dumps(self.best.get("selected", {}))
         best["held_out_json"] = json.dumps(self.best.get("held_out", {}))
         state = {
-            "fingerprint": self.fp, "weights": _snapshot(self.trainee),
-            "opt": self.opt.state_dict(), "sched": self.sched.state_dict(),
-            "epoch": self.epoch, "in_epoch": self.in_epoch, "step": self.step,
-            "gen": self.gen_state, "gen_next": self.gen.get_state(),
-            "log": json.dumps(self.log), "best": best,
+            "fingerprint": self.fp,
+            "weights": _snapshot(self.trainee),
+            "opt": self.opt.state_dict(),
+            "sched": self.sched.state_dict(),
+            "epoch": self.epoch,
+            "in_epoch": self.in_epoch,
+            "step": self.step,
+            "gen": self.gen_state,
+            "gen_next": self.gen.get_state(),
+            "log": json.dumps(self.log),
+            "best": best,
         }
         resume.save(self.dir, state, self.w.rank, self.w.main)
 
     def one_epoch(self, epoch: int) -> None:
         from albert_edge.io import signals_held
-        from albert_edge.train import _batches
+        from albert_edge.learn.scratch import _batches
 
         if epoch != self.epoch or self.in_epoch == 0:
             self.epoch, self.in_epoch, self.gen_state = epoch, 0, self.gen.get_state()
@@ -221,16 +258,12 @@ class _Run:
         batches = _batches(self.prep.train_ex, self.prep.ft.batch_size, self.gen, shuffle=True)
         t_start, done0 = time.time(), self.in_epoch
         every = max(1, len(batches) // 10)
-        try:
-            for i in range(self.in_epoch, len(batches)):
-                with signals_held():
-                    loss = self._step(batches[i], epoch)
-                    self.in_epoch = i + 1
-                if (i + 1) % every == 0 or i + 1 == len(batches):
-                    _progress(epoch + 1, i + 1, len(batches), loss, t_start, done0)
-        except KeyboardInterrupt:
-            self.save()
-            raise
+        for i in range(self.in_epoch, len(batches)):
+            with signals_held():
+                loss = self._step(batches[i], epoch)
+                self.in_epoch = i + 1
+            if (i + 1) % every == 0 or i + 1 == len(batches):
+                _progress(epoch + 1, i + 1, len(batches), loss, t_start, done0)
         self._end_epoch(epoch)
 
     def _step(self, batch: Any, epoch: int) -> float:
@@ -254,12 +287,19 @@ class _Run:
         return float(loss.detach())
 
     def _end_epoch(self, epoch: int) -> None:
-        from albert_edge.depth.stats import accuracy_interval
+        from albert_edge.io import signals_held
 
         vecs = correct_vectors(self.trainee, self.prep.held_ex, self.device)
+        with signals_held():  # the record, the choice and the saved state change together
+            self._record_epoch(epoch, vecs)
+
+    def _record_epoch(self, epoch: int, vecs: list[Any]) -> None:
+        from albert_edge.depth.stats import accuracy_interval
+
         iv = accuracy_interval(vecs[-1])
         entry = {
-            "epoch": epoch + 1, "step": self.step,
+            "epoch": epoch + 1,
+            "step": self.step,
             "held_out_accuracy": round(iv.delta, 5),
             "held_out_exit_accuracy": [round(float(v.mean()), 5) for v in vecs],
         }
@@ -267,11 +307,18 @@ class _Run:
         if not self.best or iv.delta > self.best["held_out"]["accuracy"]:
             self.best = {
                 "weights": _snapshot(self.trainee),
-                "selected": {"epoch": epoch + 1, "by": "full-depth accuracy on the held-out "
-                             "split (ties: the earlier epoch)"},
-                "held_out": {"accuracy": iv.delta, "low": iv.low, "high": iv.high,
-                             "rows": len(vecs[-1]), "exit_accuracy": entry["held_out_exit_accuracy"],
-                             "interval": "bootstrap 95 % (albert_edge.depth.stats)"},
+                "selected": {
+                    "epoch": epoch + 1,
+                    "by": "full-depth accuracy on the held-out split (ties: the earlier epoch)",
+                },
+                "held_out": {
+                    "accuracy": iv.delta,
+                    "low": iv.low,
+                    "high": iv.high,
+                    "rows": len(vecs[-1]),
+                    "exit_accuracy": entry["held_out_exit_accuracy"],
+                    "interval": "bootstrap 95 % (albert_edge.depth.stats)",
+                },
             }
         self.epoch, self.in_epoch = epoch + 1, 0
         self.save()
@@ -302,7 +349,9 @@ def _report(prep: Prepared, trainee: Any, w: World) -> dict[str, Any] | None:
     d = paired_bootstrap(vecs[-1], ref)
     return {
         "file": prep.data["report"]["file"],
-        "accuracy": iv.delta, "low": iv.low, "high": iv.high,
+        "accuracy": iv.delta,
+        "low": iv.low,
+        "high": iv.high,
         "exit_accuracy": [float(v.mean()) for v in vecs],
         "init_accuracy": float(ref.mean()),
         "vs_init": {**d.to_dict(), "interval": "paired bootstrap 95 % (albert_edge.depth.stats)"},

@@ -65,13 +65,19 @@ class QatSpec:
             "recipe": RECIPES[name].description,
             "weights": ("per output channel" if self.per_channel() else "per tensor")
             + f", |q| <= {self.limit()}"
-            + (f", 4-bit codes in blocks of <= {self.block_size} input rows" if self.precision == "int4" else ""),
+            + (
+                f", 4-bit codes in blocks of <= {self.block_size} input rows"
+                if self.precision == "int4"
+                else ""
+            ),
             "simulated": "every Linear weight (Q/K/V one scale); not the embedding tables or "
             "run-time activation quantization",
         }
 
 
-def qat_spec(precision: str | None, target: str = "portable", block_size: int = 256) -> QatSpec | None:
+def qat_spec(
+    precision: str | None, target: str = "portable", block_size: int = 256
+) -> QatSpec | None:
     """The spec for ``--qat``, or a :class:`LearnError` for a precision with no trainable
     quantizer here."""
     if precision in (None, "", "none"):

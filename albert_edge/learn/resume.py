@@ -89,9 +89,11 @@ def discard(directory: Path) -> None:
     if not directory.is_dir():
         return
     for p in directory.iterdir():
-        if p.name == STATE_FILE or (p.name.startswith("rng-") and p.suffix in (".pt", ".tmp")):
-            p.unlink(missing_ok=True)
-        elif p.name.endswith(".pt.tmp"):
+        if (
+            p.name == STATE_FILE
+            or (p.name.startswith("rng-") and p.suffix in (".pt", ".tmp"))
+            or p.name.endswith(".pt.tmp")
+        ):
             p.unlink(missing_ok=True)
     if not any(directory.iterdir()):
         shutil.rmtree(directory, ignore_errors=True)

@@ -96,7 +96,7 @@ def build_student(ckpt: Checkpoint, depth: int | None, pabee: bool) -> Student:
     from albert_edge.checkpoint import build_model, load_state_dict_strict
     from albert_edge.depth.features import own_head, trained_exit_heads
     from albert_edge.depth.truncate import truncated_state
-    from albert_edge.train import make_exit_classifiers
+    from albert_edge.learn.scratch import make_exit_classifiers
 
     layers = int(ckpt.config.num_hidden_layers)
     k = layers if depth is None else depth
@@ -123,7 +123,9 @@ def build_student(ckpt: Checkpoint, depth: int | None, pabee: bool) -> Student:
         else:
             source = "new"
     elif init_exit_heads(ckpt) is not None:
-        notes.append("the init's exit classifiers are not trained without --exit-loss pabee; dropped")
+        notes.append(
+            "the init's exit classifiers are not trained without --exit-loss pabee; dropped"
+        )
     return Student(model, exits, ckpt, k, source, notes)
 
 
@@ -159,12 +161,12 @@ def check_teacher(teacher: Checkpoint, student: Checkpoint, hidden: bool) -> Non
             f"{where}: vocabulary of {t.vocab_size} tokens, the student's has {s.vocab_size}; "
             "a teacher must read the student's token ids"
         )
-    if teacher.spiece_model and student.spiece_model:
-        if sha256_file(teacher.spiece_model) != sha256_file(student.spiece_model):
-            raise LearnError(
-                f"{where}: its spiece.model differs from the student's; a teacher must use "
-                "the same tokenizer"
-            )
+    ts, ss = teacher.spiece_model, student.spiece_model
+    if ts and ss and sha256_file(ts) != sha256_file(ss):
+        raise LearnError(
+            f"{where}: its spiece.model differs from the student's; a teacher must use "
+            "the same tokenizer"
+        )
     if int(t.num_labels) != int(s.num_labels) or _labels(t) != _labels(s):
         raise LearnError(
             f"{where}: labels {_labels(t)}, the student's are {_labels(s)}; distil from a "

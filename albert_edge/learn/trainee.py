@@ -50,6 +50,6 @@ class Trainee(torch.nn.Module):
 
 def exit_weights(n: int) -> list[float]:
     """PABEE's exit weights for ``n`` exits (one exit: weight 1)."""
-    from albert_edge.train import pabee_weights
+    from albert_edge.learn.scratch import pabee_weights
 
     return pabee_weights(n)

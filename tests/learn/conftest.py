@@ -38,9 +38,7 @@ def no_dropout(tmp_path_factory: pytest.TempPathFactory, spiece_path: Path) -> P
         attention_probs_dropout_prob=0.0,
         classifier_dropout_prob=0.0,
     )
-    return make_random_checkpoint(
-        tmp_path_factory.mktemp("nodrop"), cfg, spiece_model=spiece_path
-    )
+    return make_random_checkpoint(tmp_path_factory.mktemp("nodrop"), cfg, spiece_model=spiece_path)
 
 
 def cli(*argv: str | Path) -> int:

@@ -21,8 +21,27 @@ def test_finetune_adds_exits_and_records_identities(make_checkpoint, rows200, de
 
     init = make_checkpoint()
     out = tmp_path / "ft"
-    assert cli("--init", init, "--train", rows200, "--dev", dev60, "-o", out,
-               "--epochs", "2", "--batch-size", "16", "--exit-loss", "pabee", "--lr", "1e-3") == 0
+    assert (
+        cli(
+            "--init",
+            init,
+            "--train",
+            rows200,
+            "--dev",
+            dev60,
+            "-o",
+            out,
+            "--epochs",
+            "2",
+            "--batch-size",
+            "16",
+            "--exit-loss",
+            "pabee",
+            "--lr",
+            "1e-3",
+        )
+        == 0
+    )
     rec = _record(out)
     assert is_training_output(out)
     assert rec["init"]["weights_sha256"] == sha256_file(init / "model.safetensors")
@@ -40,8 +59,23 @@ def test_finetune_adds_exits_and_records_identities(make_checkpoint, rows200, de
     assert any(not bool((before[k] == after[k]).all()) for k in before)
 
     again = tmp_path / "ft2"
-    assert cli("--init", out, "--train", rows200, "-o", again, "--epochs", "1",
-               "--batch-size", "32", "--exit-loss", "pabee") == 0
+    assert (
+        cli(
+            "--init",
+            out,
+            "--train",
+            rows200,
+            "-o",
+            again,
+            "--epochs",
+            "1",
+            "--batch-size",
+            "32",
+            "--exit-loss",
+            "pabee",
+        )
+        == 0
+    )
     assert _record(again)["student"]["exits"] == "init"
 
 
@@ -52,9 +86,29 @@ def test_distilled_shallow_student_converts(make_checkpoint, rows200, tmp_path):
 
     init = make_checkpoint("tiny-groups")  # 4 layers in 2 groups
     out = tmp_path / "student"
-    assert cli("--init", init, "--train", rows200, "-o", out, "--epochs", "1",
-               "--batch-size", "32", "--depth", "2", "--distil", "--distil-hidden",
-               "--alpha", "0.3", "--temperature", "3") == 0
+    assert (
+        cli(
+            "--init",
+            init,
+            "--train",
+            rows200,
+            "-o",
+            out,
+            "--epochs",
+            "1",
+            "--batch-size",
+            "32",
+            "--depth",
+            "2",
+            "--distil",
+            "--distil-hidden",
+            "--alpha",
+            "0.3",
+            "--temperature",
+            "3",
+        )
+        == 0
+    )
     rec = _record(out)
     assert rec["student"]["layers"] == 2 and rec["student"]["num_hidden_groups"] == 1
     assert rec["teacher"]["weights_sha256"] == rec["init"]["weights_sha256"]

@@ -27,8 +27,15 @@ def test_init_artifact_named(make_checkpoint, rows200, tmp_path, capsys):
     art = tmp_path / "art"
     convert(make_checkpoint(), art, ConvertOptions(precision="fp32", verify=False))
     capsys.readouterr()  # convert's own progress lines
-    _refused(capsys, tmp_path / "o", "--init", art, "--train", rows200,
-             expect="ONNX artifact (fp32), not a checkpoint")
+    _refused(
+        capsys,
+        tmp_path / "o",
+        "--init",
+        art,
+        "--train",
+        rows200,
+        expect="ONNX artifact (fp32), not a checkpoint",
+    )
 
 
 @pytest.mark.parametrize(
@@ -37,8 +44,17 @@ def test_init_artifact_named(make_checkpoint, rows200, tmp_path, capsys):
 )
 def test_teacher_mismatch(make_checkpoint, rows200, tmp_path, capsys, teacher_kw, expect):
     teacher = make_checkpoint(**teacher_kw)
-    _refused(capsys, tmp_path / "o", "--init", make_checkpoint(), "--teacher", teacher,
-             "--train", rows200, expect=expect)
+    _refused(
+        capsys,
+        tmp_path / "o",
+        "--init",
+        make_checkpoint(),
+        "--teacher",
+        teacher,
+        "--train",
+        rows200,
+        expect=expect,
+    )
 
 
 def test_teacher_other_vocab(make_checkpoint, rows200, tmp_path, capsys):
@@ -46,8 +62,17 @@ def test_teacher_other_vocab(make_checkpoint, rows200, tmp_path, capsys):
 
     cfg = make_config("tiny", vocab_size=1000)
     teacher = make_random_checkpoint(tmp_path / "t", cfg)
-    _refused(capsys, tmp_path / "o", "--init", make_checkpoint(), "--teacher", teacher,
-             "--train", rows200, expect="vocabulary")
+    _refused(
+        capsys,
+        tmp_path / "o",
+        "--init",
+        make_checkpoint(),
+        "--teacher",
+        teacher,
+        "--train",
+        rows200,
+        expect="vocabulary",
+    )
 
 
 def test_depth_not_expressible(make_checkpoint, rows200, tmp_path, capsys):
@@ -57,21 +82,46 @@ def test_depth_not_expressible(make_checkpoint, rows200, tmp_path, capsys):
 
     cfg = make_config("tiny", num_hidden_layers=6, num_hidden_groups=4)
     init = make_random_checkpoint(tmp_path / "g3", cfg, spiece_model=SPIECE)
-    _refused(capsys, tmp_path / "o", "--init", init, "--depth", "5", "--train", rows200,
-             expect="choose one of")
+    _refused(
+        capsys,
+        tmp_path / "o",
+        "--init",
+        init,
+        "--depth",
+        "5",
+        "--train",
+        rows200,
+        expect="choose one of",
+    )
 
 
 def test_too_few_rows(make_checkpoint, rows200, tmp_path, capsys):
     few = tmp_path / "few.tsv"
     few.write_text("\n".join(rows200.read_text().splitlines()[:41]) + "\n")
-    _refused(capsys, tmp_path / "o", "--init", make_checkpoint(), "--train", few,
-             expect="give at least 64")
+    _refused(
+        capsys,
+        tmp_path / "o",
+        "--init",
+        make_checkpoint(),
+        "--train",
+        few,
+        expect="give at least 64",
+    )
 
 
 @pytest.mark.parametrize("precision", ["fp16", "int8-static"])
 def test_qat_without_quantizer(make_checkpoint, rows200, tmp_path, capsys, precision):
-    _refused(capsys, tmp_path / "o", "--init", make_checkpoint(), "--qat", precision,
-             "--train", rows200, expect="no trainable quantizer")
+    _refused(
+        capsys,
+        tmp_path / "o",
+        "--init",
+        make_checkpoint(),
+        "--qat",
+        precision,
+        "--train",
+        rows200,
+        expect="no trainable quantizer",
+    )
 
 
 def test_learn_flags_need_init(rows200, tmp_path, capsys):
