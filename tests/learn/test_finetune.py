@@ -58,6 +58,13 @@ def test_finetune_adds_exits_and_records_identities(make_checkpoint, rows200, de
     after = ckpt.model.state_dict()
     assert any(not bool((before[k] == after[k]).all()) for k in before)
 
+    from albert_edge.depth import FitSettings, SplitSettings, search_depths
+
+    search = search_depths(
+        out, rows200, split=SplitSettings(100, 50, max_length=32), fit=FitSettings(epochs=0)
+    )
+    assert search.representable == [1, 2, 3] and "trained exit heads" in str(search.settings)
+
     again = tmp_path / "ft2"
     assert (
         cli(
