@@ -495,7 +495,9 @@ def _md_d(p: dict[str, Any]) -> list[str]:
         "",
         f"Largest weight difference 2 vs 1 process: {p['max_abs_weight_diff']:.2e} (largest "
         f"change by training: {p['max_abs_weight_change_1_process']:.2e}); not bitwise because "
-        f"{p['why_not_bitwise']}. Two processes share the VM's two cores with each other.",
+        f"{p['why_not_bitwise']}. The wall times come from runs one after the other on a VM "
+        "whose load changed meanwhile (other benchmarks ran beside the 1-process run): they "
+        "do not measure a speed-up.",
     ]
 
 
