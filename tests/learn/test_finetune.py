@@ -139,3 +139,32 @@ def test_kd_term_matches_definition():
     want = 0.25 * torch.nn.functional.cross_entropy(s, y) + 0.75 * 4 * kl
     assert torch.allclose(kd_term(s, t, y, cfg), want, atol=1e-6)
     assert layer_map(2, 4) == [2, 4] and layer_map(3, 12) == [4, 8, 12]
+
+
+def test_three_labels_kept(make_checkpoint, rows200, tmp_path):
+    """The init's head decides the labels (not SST-2's two)."""
+    from albert_edge.checkpoint import load_checkpoint
+
+    lines = rows200.read_text().splitlines()
+    three = tmp_path / "three.tsv"
+    body = [f"{i % 3}\t{line.split(chr(9), 1)[1]}" for i, line in enumerate(lines[1:])]
+    three.write_text("\n".join([lines[0], *body]) + "\n")
+    out = tmp_path / "o"
+    assert (
+        cli(
+            "--init",
+            make_checkpoint(num_labels=3),
+            "--train",
+            three,
+            "--dev",
+            three,
+            "-o",
+            out,
+            "--epochs",
+            "1",
+            "--batch-size",
+            "32",
+        )
+        == 0
+    )
+    assert int(load_checkpoint(out).config.num_labels) == 3
