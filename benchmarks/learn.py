@@ -9,7 +9,7 @@ accuracy below is measured on unless it says dev; fine-tunes train on at most ``
 of the other rows. Intervals: bootstrap 95 %, paired where two models are compared on the
 same rows (:mod:`albert_edge.depth.stats`, the one implementation).
 
-Parts (``--parts a,b,c,d``):
+Parts (``--parts a,b,c,d``; ``w``: part a's W2 timing, run on its own):
 
 a. fine-tune <= 1 epoch with PABEE exits; the depth the rule admits
    (:func:`albert_edge.depth.choose` on the exits' held-out evidence, heads as trained);
@@ -322,7 +322,44 @@ def part_d(work: Path, rows: int, held: list[tuple[int, str]]) -> dict[str, Any]
     }
 
 
-PARTS = {"a": part_a, "b": part_b, "c": part_c, "d": part_d}
+def part_w(work: Path, rows: int, held: list[tuple[int, str]]) -> dict[str, Any]:
+    """W2 of part a's admitted depth (int8-dynamic) vs today's full-depth int8 artifact,
+    interleaved in one run (``benchmarks.precisions.w2_latencies``). Part a's fine-tune is
+    re-run with the same seed and settings (deterministic: the same weights)."""
+    from albert_edge.checkpoint import DEFAULT_MODEL
+    from albert_edge.convert import convert
+    from albert_edge.depth import FitSettings, SplitSettings, convert_at_depth, search_depths
+    from albert_edge.options import ConvertOptions
+    from benchmarks.precisions import w2_latencies
+
+    out, _ = _ft(work, "pabee", rows, exit_loss="pabee")
+    tsv = work / "held_out.tsv"
+    tsv.write_text("label\tsentence\n" + "".join(f"{y}\t{t}\n" for y, t in held))
+    split = SplitSettings(fit_rows=0, held_out_rows=len(held), max_length=64)
+    search = search_depths(out, tsv, split=split, fit=FitSettings(epochs=0))
+    opts = ConvertOptions(precision="int8-dynamic")
+    today, shallow = work / "today-int8", work / "pabee-depth-int8"
+    convert(DEFAULT_MODEL, today, opts)
+    m = convert_at_depth(out, shallow, opts, search, "auto")
+    w2 = w2_latencies([("today int8 (depth 4/4)", today), ("fine-tuned", shallow)], 300, 1, 5)
+    base, new = w2.get("today int8 (depth 4/4)"), w2.get("fine-tuned")
+    return {
+        "depth": m.get("depth", {}).get("layers"),
+        "w2_ms": w2,
+        "speedup": round(base / new, 2) if base and new else None,
+        "how": "median ms over 300 SST-2 dev sentences at their own length, 5 passes, each "
+        "artifact in its own resident process, 1 thread, timed in turn block by block",
+    }
+
+
+def _md_w(p: dict[str, Any]) -> list[str]:
+    return [
+        f"Depth {p['depth']} int8-dynamic artifact of the PABEE fine-tune vs today's full-depth "
+        f"int8-dynamic artifact: W2 {p['w2_ms']} ms → **{p['speedup']}×** ({p['how']}).",
+    ]
+
+
+PARTS = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "w": part_w}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -501,7 +538,7 @@ def _md_d(p: dict[str, Any]) -> list[str]:
     ]
 
 
-_PART_MD = {"a": _md_a, "b": _md_b, "c": _md_c, "d": _md_d}
+_PART_MD = {"a": _md_a, "b": _md_b, "c": _md_c, "d": _md_d, "w": _md_w}
 
 
 if __name__ == "__main__":
