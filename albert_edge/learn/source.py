@@ -185,7 +185,19 @@ def _labels(config: Any) -> list[str]:
 
 
 def identity(ckpt: Checkpoint) -> dict[str, Any]:
-    """The checkpoint's identity for ``training.json``: name and weights sha256, no path."""
+    """The checkpoint's identity for ``training.json``: name, weights sha256 (as every
+    manifest's ``source``) and the sha256 of each file it was loaded from; no path."""
     from albert_edge.layout import source_record
+    from albert_edge.manifest import sha256_file
 
-    return source_record(ckpt)
+    p = Path(ckpt.path)
+    names = (
+        "config.json",
+        "model.safetensors",
+        "pytorch_model.bin",
+        "spiece.model",
+        "exit_classifiers.safetensors",
+        "albert_config.json",
+    )
+    files = {n: sha256_file(p / n) for n in names if p.is_dir() and (p / n).is_file()}
+    return {**source_record(ckpt), "files": files}

@@ -45,6 +45,7 @@ def test_finetune_adds_exits_and_records_identities(make_checkpoint, rows200, de
     rec = _record(out)
     assert is_training_output(out)
     assert rec["init"]["weights_sha256"] == sha256_file(init / "model.safetensors")
+    assert rec["init"]["files"]["spiece.model"] == sha256_file(init / "spiece.model")
     assert rec["data"]["train"]["sha256"] == sha256_file(rows200)
     assert rec["data"]["held_out"]["rows"] == 32 and rec["data"]["held_out"]["trained_rows"] == 168
     assert rec["selected"]["epoch"] in (1, 2)
