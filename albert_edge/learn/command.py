@@ -23,6 +23,7 @@ LEARN_ONLY = (
     "qat",
     "resume",
     "max_train_rows",
+    "groups",
 )
 
 
@@ -76,6 +77,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int_at_least(1),
         default=None,
         help="student: the first K layers of --init (as `depth truncate`)",
+    )
+    g.add_argument(
+        "--groups",
+        type=int_at_least(1),
+        default=None,
+        help="student: only the first G layer groups of --init (fewer than it has)",
     )
     g.add_argument(
         "--qat",
@@ -135,6 +142,7 @@ def from_args(args: argparse.Namespace, command: str) -> Any:
         distil=args.distil,
         distil_settings=DistilSettings(args.alpha, args.temperature, args.distil_hidden),
         depth=args.depth,
+        groups=args.groups,
         qat=args.qat,
         qat_target=args.qat_target,
         device=args.device,
@@ -157,6 +165,7 @@ def check_scratch(args: argparse.Namespace) -> None:
         "qat": None,
         "resume": False,
         "max_train_rows": None,
+        "groups": None,
     }
     given = [k for k in LEARN_ONLY if getattr(args, k, defaults[k]) != defaults[k]]
     if given:

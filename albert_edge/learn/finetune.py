@@ -50,6 +50,7 @@ class FineTune:
     distil: bool = False
     distil_settings: DistilSettings = field(default_factory=DistilSettings)
     depth: int | None = None
+    groups: int | None = None
     qat: str | None = None
     qat_target: str = "portable"
     device: str = "auto"
@@ -94,7 +95,13 @@ def _file(path: Path, rows: int) -> dict[str, Any]:
 def prepare(ft: FineTune) -> Prepared:
     """Load and check every input; raise one :class:`LearnError` line on bad input."""
     from albert_edge.data import read_sst2
-    from albert_edge.learn.source import build_student, check_depth_flag, check_teacher, load_init
+    from albert_edge.learn.source import (
+        build_student,
+        check_depth_flag,
+        check_groups_flag,
+        check_teacher,
+        load_init,
+    )
     from albert_edge.tokenizer import AlbertTokenizer
 
     spec = qat_spec(ft.qat, ft.qat_target)
@@ -104,6 +111,7 @@ def prepare(ft: FineTune) -> Prepared:
         raise LearnError("--alpha must lie in [0, 1] and --temperature be positive")
     ckpt = load_init(ft.init)
     check_depth_flag(ckpt, ft.depth)
+    check_groups_flag(ckpt, ft.depth, ft.groups)
     distilling = ft.distil or ft.teacher is not None or ft.distil_settings.hidden > 0
     teacher = None
     if distilling:
@@ -120,7 +128,7 @@ def prepare(ft: FineTune) -> Prepared:
         raise LearnError(f"--init {ft.init}: no spiece.model beside it; pass --spiece")
     tok = AlbertTokenizer(spiece, do_lower_case=ckpt.do_lower_case)
     tok.check_vocab_size(ckpt.config.vocab_size, Path(spiece))
-    student = build_student(ckpt, ft.depth, ft.exit_loss == "pabee")
+    student = build_student(ckpt, ft.depth, ft.exit_loss == "pabee", ft.groups)
     data = {
         "train": _file(ft.train, len(rows)),
         "held_out": {

@@ -88,9 +88,12 @@ def init_exit_heads(ckpt: Checkpoint) -> dict[str, torch.Tensor] | None:
     }
 
 
-def build_student(ckpt: Checkpoint, depth: int | None, pabee: bool) -> Student:
+def build_student(
+    ckpt: Checkpoint, depth: int | None, pabee: bool, groups: int | None = None
+) -> Student:
     """The student: ``ckpt`` itself (a copy), or its first ``depth`` layers with the head
-    trained for that depth when the init has exit heads, else the model's own head."""
+    trained for that depth when the init has exit heads, else the model's own head; with
+    ``groups``, only its first ``groups`` layer groups (see :func:`fewer_groups`)."""
     import copy
 
     from albert_edge.checkpoint import build_model, load_state_dict_strict
@@ -113,6 +116,12 @@ def build_student(ckpt: Checkpoint, depth: int | None, pabee: bool) -> Student:
         config, state = truncated_state(ckpt, k, head)
         model = build_model(config, ckpt.head)
         load_state_dict_strict(model, state, Path(ckpt.path))
+    if groups is not None and groups < int(config.num_hidden_groups):
+        notes.append(
+            f"student: {groups} of {config.num_hidden_groups} layer groups (the first ones; "
+            "every layer runs them as transformers assigns layers to groups)"
+        )
+        model, config = fewer_groups(model, config, groups, ckpt.head, Path(ckpt.path))
     exits, source = None, "none"
     if pabee:
         exits = make_exit_classifiers(config)
@@ -127,6 +136,49 @@ def build_student(ckpt: Checkpoint, depth: int | None, pabee: bool) -> Student:
             "the init's exit classifiers are not trained without --exit-loss pabee; dropped"
         )
     return Student(model, exits, ckpt, k, source, notes)
+
+
+_GROUPS_PREFIX = "albert.encoder.albert_layer_groups."
+
+
+def fewer_groups(model: Any, config: Any, groups: int, head: Any, where: Path) -> tuple[Any, Any]:
+    """(model, config) with ``num_hidden_groups = groups``, initialised from the first
+    ``groups`` groups of ``model`` (the others dropped): a smaller student of the same depth."""
+    import copy
+
+    from albert_edge.checkpoint import build_model, load_state_dict_strict
+
+    cfg = copy.deepcopy(config)
+    cfg.num_hidden_groups = groups
+    n = len(_GROUPS_PREFIX)
+    state = {
+        k: v
+        for k, v in model.state_dict().items()
+        if not (k.startswith(_GROUPS_PREFIX) and int(k[n:].split(".")[0]) >= groups)
+    }
+    new = build_model(cfg, head)
+    load_state_dict_strict(new, state, where)
+    return new, cfg
+
+
+def check_groups_flag(ckpt: Checkpoint, depth: int | None, groups: int | None) -> None:
+    """Refuse a ``--groups`` that is not fewer than the student's groups, or that
+    transformers cannot run with the student's layers and inner groups."""
+    from albert_edge.depth.groups import runs_in_transformers, truncated_num_groups
+
+    if groups is None:
+        return
+    c = ckpt.config
+    layers, inner = int(c.num_hidden_layers), int(c.inner_group_num)
+    k = layers if depth is None else depth
+    have = truncated_num_groups(layers, int(c.num_hidden_groups), k, inner) or 0
+    ok = [g for g in range(1, have) if runs_in_transformers(k, g, inner)]
+    if groups not in ok:
+        raise LearnError(
+            f"--groups {groups}: the student ({k} layers, {have} group(s) of {inner} inner "
+            "layer(s)) can have "
+            + (f"one of: {', '.join(map(str, ok))} groups" if ok else "no fewer groups")
+        )
 
 
 def check_depth_flag(ckpt: Checkpoint, depth: int | None) -> None:

@@ -169,3 +169,30 @@ def test_three_labels_kept(make_checkpoint, rows200, tmp_path):
         == 0
     )
     assert int(load_checkpoint(out).config.num_labels) == 3
+
+
+def test_fewer_groups_student(make_checkpoint, rows200, tmp_path):
+    from albert_edge.checkpoint import load_checkpoint
+
+    init = make_checkpoint("tiny-groups")  # 4 layers in 2 groups of 2 inner layers
+    out = tmp_path / "g1"
+    assert (
+        cli(
+            "--init",
+            init,
+            "--train",
+            rows200,
+            "-o",
+            out,
+            "--epochs",
+            "1",
+            "--batch-size",
+            "32",
+            "--groups",
+            "1",
+            "--distil",
+        )
+        == 0
+    )
+    c = load_checkpoint(out).config
+    assert int(c.num_hidden_groups) == 1 and int(c.num_hidden_layers) == 4

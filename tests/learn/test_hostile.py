@@ -142,3 +142,17 @@ def test_diverged_loss_names_the_step(make_checkpoint, rows200, tmp_path, capsys
         "16",
         expect="training diverged: the loss is",
     )
+
+
+def test_groups_not_fewer(make_checkpoint, rows200, tmp_path, capsys):
+    _refused(
+        capsys,
+        tmp_path / "o",
+        "--init",
+        make_checkpoint(),
+        "--groups",
+        "1",
+        "--train",
+        rows200,
+        expect="no fewer groups",
+    )
