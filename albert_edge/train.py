@@ -18,6 +18,11 @@ comes from a seeded generator and ``torch.use_deterministic_algorithms`` is on.
 PABEE's weighted loss and written beside the model (``exit_classifiers.safetensors``);
 ``albert-edge depth search`` starts its per-depth heads from them (``docs/depth.md``).
 
+``--init CKPT`` trains from a checkpoint the user has instead (fine-tune, distillation,
+QAT, ``--resume``, ``torchrun`` data parallel): :mod:`albert_edge.learn`,
+``docs/training.md``. This module is the entry of both: the flags, :func:`train`'s
+dispatch, ``main``; the from-scratch recipe lives in :mod:`albert_edge.learn.scratch`.
+
 (``python -m albert_edge.train`` is the same command, SIGTERM/SIGHUP handled alike.) The output follows the rules of every
 albert-edge output (:mod:`albert_edge.io`): ``-o`` is required (no default that writes into
 the installed package), an existing directory is replaced only with ``--overwrite`` and only
