@@ -262,7 +262,7 @@ class _Run:
             with signals_held():
                 loss = self._step(batches[i], epoch)
                 self.in_epoch = i + 1
-            if (i + 1) % every == 0 or i + 1 == len(batches):
+            if self.w.main and ((i + 1) % every == 0 or i + 1 == len(batches)):
                 _progress(epoch + 1, i + 1, len(batches), loss, t_start, done0)
         self._end_epoch(epoch)
 
