@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import CheckpointError, ConfigError
 from albert_edge.heads import head_from_architectures
+from albert_edge.vocab.record import TRIM_FILE, check_trimmed_tokenizer, read_trim_record
 
 # Re-exported: the reference model and its builders live in albert_edge.torch_model.
 from albert_edge.torch_model import (
@@ -173,6 +174,9 @@ def load_checkpoint(path: str | Path | None = None) -> Checkpoint:
         ckpt.extra_files["truncation"] = p / "truncation.json"
     if ckpt.spiece_model is not None:
         ckpt.tokenizer().check_vocab_size(config.vocab_size, config_path)
+    if (p / TRIM_FILE).is_file():  # written by albert_edge.vocab; convert records it
+        check_trimmed_tokenizer(read_trim_record(p / TRIM_FILE), ckpt.spiece_model, p)
+        ckpt.extra_files["trim"] = p / TRIM_FILE
     return check_finite(ckpt, weights)
 
 

@@ -129,6 +129,10 @@ def finish_artifact(
         manifest["verification"] = skipped or {"skipped": "--no-verify"}
     if ckpt is not None and "truncation" in ckpt.extra_files:  # depth-truncated: how, why
         manifest["depth"] = read_truncation(ckpt.extra_files["truncation"])
+    if ckpt is not None and "trim" in ckpt.extra_files:  # vocabulary-trimmed: what was kept
+        from albert_edge.vocab.record import read_trim_record
+
+        manifest["vocabulary"] = read_trim_record(ckpt.extra_files["trim"])
     manifest["files"] = [*manifest.get("files", []), "README.md"]
     write_model_card(out_dir, manifest)
     write_manifest(out_dir, manifest)
