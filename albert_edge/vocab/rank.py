@@ -44,11 +44,14 @@ _HELD_OUT_SENTENCES = 512
 _MAX_LEN = 64
 
 
-def _ids(tok: AlbertTokenizer, sentences: Sequence[str], new_of: dict[int, int]) -> list[list[int]]:
-    """Trimmed ids of each sentence ([CLS] a [SEP]); a dropped piece reads as ``<unk>``."""
+def _ids(
+    tok: AlbertTokenizer, pieces: Sequence[list[int]], new_of: dict[int, int]
+) -> list[list[int]]:
+    """Trimmed ids of each tokenized sentence ([CLS] a [SEP]); a dropped piece reads as
+    ``<unk>``."""
     out = []
-    for s in sentences:
-        ids, _ = tok.build(tok.tokenize_ids(s)[: _MAX_LEN - 2])
+    for p in pieces:
+        ids, _ = tok.build(p[: _MAX_LEN - 2])
         out.append([new_of.get(i, tok.unk_id) for i in ids])
     return out
 
@@ -118,12 +121,17 @@ def factor_embedding(
     cfg: Any,
     state: dict[str, Any],
     rank: int,
+    fit_ids: Sequence[list[int]],
     text: Corpus,
     before: AlbertTokenizer,
     old_ids: Sequence[int],
     steps: int,
 ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """(config, state, record) of the trimmed model with its word table at ``rank``."""
+    """(config, state, record) of the trimmed model with its word table at ``rank``.
+
+    ``fit_ids``: the original tokenizer's ids of ``text.fit`` (already computed to count
+    pieces); the re-fit samples sentences from them, the error is measured on
+    ``text.held_out``."""
     import torch
 
     from albert_edge.checkpoint import build_model, load_state_dict_strict
@@ -147,10 +155,11 @@ def factor_embedding(
     load_state_dict_strict(model, new_state, ckpt.path)
     new_of = {old: new for new, old in enumerate(old_ids)}
     rng = random.Random(0)
-    fit_text = list(text.fit)
-    rng.shuffle(fit_text)
-    fit = _ids(before, fit_text[:_FIT_SENTENCES], new_of)
-    held = _ids(before, text.held_out[:_HELD_OUT_SENTENCES], new_of)
+    order = list(range(len(fit_ids)))
+    rng.shuffle(order)
+    fit = _ids(before, [fit_ids[i] for i in order[:_FIT_SENTENCES]], new_of)
+    held_text = text.held_out[:_HELD_OUT_SENTENCES]
+    held = _ids(before, [before.tokenize_ids(s) for s in held_text], new_of)
     fold_error = _relative_error(model, ref, held)
     _refit(model, ref, fit, steps, rng)
     record = {

@@ -91,9 +91,14 @@ class TrimOptions:
 def count_pieces(tok: AlbertTokenizer, sentences: Iterable[str]) -> Counter[int]:
     """How often each piece id occurs in the tokenization of ``sentences``."""
     counts: Counter[int] = Counter()
-    for s in sentences:
-        counts.update(tok.tokenize_ids(s))
+    for ids in tokenize_all(tok, sentences):
+        counts.update(ids)
     return counts
+
+
+def tokenize_all(tok: AlbertTokenizer, sentences: Iterable[str]) -> list[list[int]]:
+    """Piece ids of each sentence (no [CLS]/[SEP])."""
+    return [tok.tokenize_ids(s) for s in sentences]
 
 
 def choose_pieces(
@@ -195,7 +200,9 @@ def trim_checkpoint(
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
     before = ckpt.tokenizer()
     proto = read_model(before.path)
-    kept = choose_pieces(proto, count_pieces(before, text.fit), options.keep, options.coverage)
+    fit_ids = tokenize_all(before, text.fit)
+    counts: Counter[int] = Counter(i for ids in fit_ids for i in ids)
+    kept = choose_pieces(proto, counts, options.keep, options.coverage)
     new_proto, old_ids = trimmed_model(proto, kept)
     cfg, state = trimmed_state(ckpt, old_ids)
     rank_record = None
@@ -203,7 +210,7 @@ def trim_checkpoint(
         from albert_edge.vocab.rank import factor_embedding
 
         cfg, state, rank_record = factor_embedding(
-            ckpt, cfg, state, options.embedding_rank, text, before, old_ids, options.refit_steps
+            ckpt, cfg, state, options.embedding_rank, fit_ids, text, before, old_ids, options.refit_steps
         )
     return _write(ckpt, out, options, cfg, state, new_proto, old_ids, text, rank_record)
 
