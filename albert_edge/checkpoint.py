@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import CheckpointError, ConfigError
 from albert_edge.heads import head_from_architectures
-from albert_edge.vocab.record import TRIM_FILE, check_trimmed_tokenizer, read_trim_record
 
 # Re-exported: the reference model and its builders live in albert_edge.torch_model.
 from albert_edge.torch_model import (
@@ -22,6 +21,7 @@ from albert_edge.torch_model import (
     load_state_dict_strict,
     validate_config,
 )
+from albert_edge.vocab.record import TRIM_FILE, check_trimmed_tokenizer, read_trim_record
 
 if TYPE_CHECKING:
     import torch

@@ -104,7 +104,9 @@ def svd_fold(state: dict[str, Any], rank: int) -> dict[str, Any]:
     gamma = state[_E + "LayerNorm.weight"].float()
     out = dict(state)
     out[_E + "word_embeddings.weight"] = (u[:, :rank] * s[:rank]).contiguous()
-    out[_E + "position_embeddings.weight"] = (state[_E + "position_embeddings.weight"] @ b.T).contiguous()
+    out[_E + "position_embeddings.weight"] = (
+        state[_E + "position_embeddings.weight"] @ b.T
+    ).contiguous()
     out[_E + "token_type_embeddings.weight"] = (
         state[_E + "token_type_embeddings.weight"] @ b.T
     ).contiguous()
@@ -132,7 +134,6 @@ def factor_embedding(
     ``fit_ids``: the original tokenizer's ids of ``text.fit`` (already computed to count
     pieces); the re-fit samples sentences from them, the error is measured on
     ``text.held_out``."""
-    import torch
 
     from albert_edge.checkpoint import build_model, load_state_dict_strict
 
@@ -184,7 +185,10 @@ def _refit(model: Any, ref: Any, rows: Sequence[list[int]], steps: int, rng: ran
     torch.manual_seed(0)
     for p in model.parameters():
         p.requires_grad_(False)
-    params = [*model.albert.embeddings.parameters(), *model.albert.encoder.embedding_hidden_mapping_in.parameters()]
+    params = [
+        *model.albert.embeddings.parameters(),
+        *model.albert.encoder.embedding_hidden_mapping_in.parameters(),
+    ]
     for p in params:
         p.requires_grad_(True)
     opt = torch.optim.Adam(params, lr=1e-3)

@@ -130,7 +130,10 @@ def choose_pieces(
 
 
 def segmentation_report(
-    before: AlbertTokenizer, after: AlbertTokenizer, old_ids: Sequence[int], sentences: Sequence[str]
+    before: AlbertTokenizer,
+    after: AlbertTokenizer,
+    old_ids: Sequence[int],
+    sentences: Sequence[str],
 ) -> dict[str, Any]:
     """How the trimmed tokenizer treats ``sentences`` (held-out text) against the original:
     the share of original tokens whose piece was kept, the share of sentences segmented
@@ -210,7 +213,15 @@ def trim_checkpoint(
         from albert_edge.vocab.rank import factor_embedding
 
         cfg, state, rank_record = factor_embedding(
-            ckpt, cfg, state, options.embedding_rank, fit_ids, text, before, old_ids, options.refit_steps
+            ckpt,
+            cfg,
+            state,
+            options.embedding_rank,
+            fit_ids,
+            text,
+            before,
+            old_ids,
+            options.refit_steps,
         )
     return _write(ckpt, out, options, cfg, state, new_proto, old_ids, text, rank_record)
 
@@ -236,7 +247,9 @@ def _write(
     from albert_edge.tokenizer import AlbertTokenizer
     from albert_edge.vocab.spm_surgery import id_map_sha256
 
-    with atomic_output_dir(out, overwrite=options.overwrite, inputs=[ckpt.path], kind=TRIMMED) as tmp:
+    with atomic_output_dir(
+        out, overwrite=options.overwrite, inputs=[ckpt.path], kind=TRIMMED
+    ) as tmp:
         load_state_dict_strict(build_model(cfg, ckpt.head), state, tmp)  # refuses any mismatch
         data = cfg.to_dict()
         data.pop("_name_or_path", None)

@@ -27,7 +27,9 @@ def corpus_file(tmp_path_factory: pytest.TempPathFactory, sst2_train: Path) -> P
 
 @pytest.fixture(scope="session")
 def trimmed_tiny(
-    tmp_path_factory: pytest.TempPathFactory, make_checkpoint: Callable[..., Path], corpus_file: Path
+    tmp_path_factory: pytest.TempPathFactory,
+    make_checkpoint: Callable[..., Path],
+    corpus_file: Path,
 ) -> tuple[Path, Path, dict]:
     """(source, trimmed checkpoint, trim record): a tiny random classifier trimmed for the corpus."""
     from albert_edge.vocab.trim import trim_checkpoint

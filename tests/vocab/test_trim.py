@@ -54,7 +54,9 @@ def test_trim_record(trimmed_tiny, corpus_file: Path) -> None:
     on_disk = json.loads((out / TRIM_FILE).read_text())
     assert on_disk == record
     assert record["corpus"]["sha256"] == hashlib.sha256(corpus_file.read_bytes()).hexdigest()
-    assert record["spiece_sha256"] == hashlib.sha256((out / "spiece.model").read_bytes()).hexdigest()
+    assert (
+        record["spiece_sha256"] == hashlib.sha256((out / "spiece.model").read_bytes()).hexdigest()
+    )
     h = record["held_out"]
     assert h["sentences"] == 400 and 0.9 < h["token_coverage"] <= 1.0
     assert 0.5 < h["exact_segmentation_share"] <= 1.0
@@ -74,7 +76,9 @@ def test_trim_record(trimmed_tiny, corpus_file: Path) -> None:
     )
 
 
-def test_keep_and_coverage(make_checkpoint: Callable[..., Path], corpus_file: Path, tmp_path) -> None:
+def test_keep_and_coverage(
+    make_checkpoint: Callable[..., Path], corpus_file: Path, tmp_path
+) -> None:
     src = make_checkpoint("tiny")
     small = trim_checkpoint(src, corpus_file, tmp_path / "k", TrimOptions(keep=500))
     assert small["pieces_kept"] == 500 and small["rule"] == "--keep 500"
@@ -87,10 +91,10 @@ def test_keep_and_coverage(make_checkpoint: Callable[..., Path], corpus_file: Pa
     with pytest.raises(TrimError, match=r"--keep 10 is below the \d+ pieces every trim keeps"):
         trim_checkpoint(src, corpus_file, tmp_path / "x", TrimOptions(keep=10))
     assert not (tmp_path / "x").exists()
-    with pytest.raises(OutputExistsError):  # never over what trim did not write
-        trim_checkpoint(src, corpus_file, tmp_path / "x", TrimOptions()) if (
-            tmp_path / "x"
-        ).mkdir() or (tmp_path / "x" / "mine.txt").write_text("keep") else None
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "mine.txt").write_text("keep")
+    with pytest.raises(OutputExistsError, match="did not write"):  # never over a user's files
+        trim_checkpoint(src, corpus_file, tmp_path / "x", TrimOptions(overwrite=True))
     assert (tmp_path / "x" / "mine.txt").read_text() == "keep"
     again = trim_checkpoint(src, corpus_file, tmp_path / "k", TrimOptions(keep=600, overwrite=True))
     assert again["pieces_kept"] == 600
@@ -130,12 +134,14 @@ def test_embedding_rank_is_an_ordinary_albert(trimmed_tiny, corpus_file: Path, t
         trim_checkpoint(src, corpus_file, tmp_path / "r99", TrimOptions(embedding_rank=16))
 
 
-def test_a_tokenizer_other_than_the_trimmed_one_is_refused(trimmed_tiny, spiece_path, tmp_path) -> None:
+def test_a_tokenizer_other_than_the_trimmed_one_is_refused(
+    trimmed_tiny, spiece_path, tmp_path
+) -> None:
     _, out, _ = trimmed_tiny
     swapped = tmp_path / "swapped"
     shutil.copytree(out, swapped)
     shutil.copyfile(spiece_path, swapped / "spiece.model")  # the untrimmed 30,000 pieces
-    with pytest.raises(TokenizerError, match="30000 pieces but .*vocab_size="):
+    with pytest.raises(TokenizerError, match=r"30000 pieces but .*vocab_size="):
         load_checkpoint(swapped)
     # same size, other pieces: caught by the trim record's hash
     from albert_edge.vocab.spm_surgery import read_model
