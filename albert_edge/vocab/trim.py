@@ -160,6 +160,17 @@ def segmentation_report(
     }
 
 
+def old_ids_of(before: AlbertTokenizer, after: AlbertTokenizer) -> list[int]:
+    """``old_ids[new] = old`` for a trimmed tokenizer ``after`` of ``before`` (by piece)."""
+    index = {before.sp.IdToPiece(i): i for i in range(before.vocab_size)}
+    try:
+        return [index[after.sp.IdToPiece(i)] for i in range(after.vocab_size)]
+    except KeyError as exc:
+        raise TrimError(
+            f"{after.path}: piece {exc} is not in {before.path}; not a trim of that model"
+        ) from None
+
+
 def trimmed_state(ckpt: Checkpoint, old_ids: Sequence[int]) -> tuple[Any, dict[str, Any]]:
     """(config, state dict) with every per-piece tensor re-indexed to ``old_ids``; the
     tied decoder weight is left to the tie (it is the word table)."""

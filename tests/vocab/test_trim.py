@@ -166,3 +166,19 @@ def test_corpus_formats_and_refusals(tmp_path: Path, sst2_dev: Path) -> None:
     (tmp_path / "l1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
     with pytest.raises(DataError, match=r"l1\.txt: corpus file is not UTF-8"):
         read_sentences(tmp_path / "l1.txt")
+
+
+def test_transformers_loads_the_trimmed_directory_as_written(trimmed_tiny) -> None:
+    """An ordinary HF checkpoint: AutoTokenizer and the model class read it, and agree
+    with albert_edge's tokenizer and model."""
+    from transformers import AlbertForSequenceClassification, AutoTokenizer
+
+    _, out, _ = trimmed_tiny
+    hf_tok = AutoTokenizer.from_pretrained(str(out))
+    hf_model = AlbertForSequenceClassification.from_pretrained(str(out)).eval()
+    ours = load_checkpoint(out)
+    text = "a gripping , tender film about grief ."
+    enc = hf_tok(text, return_tensors="pt")
+    assert enc["input_ids"][0].tolist() == ours.tokenizer().encode(text).input_ids[0]
+    with torch.no_grad():
+        torch.testing.assert_close(hf_model(**enc).logits, ours.model(**enc).logits)
