@@ -174,6 +174,13 @@ def render(r: dict[str, Any]) -> str:
     ]
     for name, block in r.get("models", {}).items():
         lines += [f"## {name}", ""]
+        if name != "embedded":
+            lines += [
+                "Random weights: only the bytes mean anything here; the rank re-fit ran "
+                f"{r.get('base_refit_steps', 20)} steps on random tables, so its errors say "
+                "nothing about a trained albert-base.",
+                "",
+            ]
         trims = block.get("trim", {})
         if trims:
             lines += [
@@ -278,10 +285,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-base", action="store_true", help="only the embedded model")
     p.add_argument("--refit-steps", type=int, default=300, help="embedded model's rank re-fit")
     p.add_argument("--base-refit-steps", type=int, default=20, help="albert-base shape's re-fit")
+    p.add_argument("--render", action="store_true", help="re-render the Markdown from the JSON")
     a = p.parse_args(argv)
+    if a.render:
+        save(json.loads((RESULTS / "vocab_trim.json").read_text()))
+        return 0
     work = a.work or Path(tempfile.mkdtemp(prefix="vocab-trim-"))
     work.mkdir(parents=True, exist_ok=True)
-    result: dict[str, Any] = {"machine": machine(), "started": time.time(), "models": {}}
+    result: dict[str, Any] = {
+        "machine": machine(),
+        "started": time.time(),
+        "base_refit_steps": a.base_refit_steps,
+        "models": {},
+    }
     from albert_edge.checkpoint import DEFAULT_MODEL
     from albert_edge.configs import make_random_checkpoint
 
