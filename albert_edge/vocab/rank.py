@@ -1,8 +1,8 @@
 """A smaller factorized embedding: the V x E word table as V x R, the model still an ALBERT.
 
-The truncated SVD ``table = A @ B`` (A: V x R = U_R S_R, B: R x E = V_R^T) would fold
-exactly into the E -> H projection (``W' = W @ B^T``-side algebra) if the word vector went
-straight into that projection. In ALBERT it does not: the embedding output is
+The truncated SVD ``table ≈ A @ B`` (A: V x R = U_R S_R, B: R x E = V_R^T) would fold
+exactly into the E -> H projection if the word vector went straight into it: a word row
+is ``a @ B``, so ``W_proj (a B)ᵀ = (W_proj Bᵀ) aᵀ`` and ``W_proj' = W_proj Bᵀ`` (H x R). In ALBERT it does not: the embedding output is
 ``W_proj · LayerNorm_E(word + position + token_type) + b``, and the LayerNorm's mean and
 variance are taken over all E coordinates of the SUM, so neither the position/type rows
 (which need not lie in B's row space) nor the normalisation commute with B. The fold is
@@ -70,12 +70,12 @@ def _batch(rows: Sequence[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _embed(model: Any, ids: torch.Tensor) -> torch.Tensor:
     """The embedding block's output (after the E -> H projection), token type 0."""
-    emb = model.albert.embeddings(input_ids=ids, token_type_ids=torch_zeros_like(ids))
+    emb = model.albert.embeddings(input_ids=ids, token_type_ids=_zeros_like(ids))
     out: torch.Tensor = model.albert.encoder.embedding_hidden_mapping_in(emb)
     return out
 
 
-def torch_zeros_like(t: torch.Tensor) -> torch.Tensor:
+def _zeros_like(t: torch.Tensor) -> torch.Tensor:
     import torch
 
     return torch.zeros_like(t)
