@@ -182,3 +182,16 @@ def test_transformers_loads_the_trimmed_directory_as_written(trimmed_tiny) -> No
     assert enc["input_ids"][0].tolist() == ours.tokenizer().encode(text).input_ids[0]
     with torch.no_grad():
         torch.testing.assert_close(hf_model(**enc).logits, ours.model(**enc).logits)
+
+
+def test_held_out_file(
+    make_checkpoint: Callable[..., Path], corpus_file: Path, sst2_dev, tmp_path
+) -> None:
+    """--held-out: the whole corpus is counted, the record measures the named file."""
+    rec = trim_checkpoint(
+        make_checkpoint("tiny"), corpus_file, tmp_path / "h", TrimOptions(held_out=sst2_dev)
+    )
+    h = rec["held_out"]
+    assert h["from"] == "dev.tsv" and h["sentences"] == 872
+    assert rec["corpus"]["sentences"] == 4000
+    assert 0.1 < h["exact_segmentation_share"] < 1.0 and h["unk_after"] <= h["unk_before"]
