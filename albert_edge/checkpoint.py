@@ -21,6 +21,7 @@ from albert_edge.torch_model import (
     load_state_dict_strict,
     validate_config,
 )
+from albert_edge.vocab.record import TRIM_FILE, check_trimmed_tokenizer, read_trim_record
 
 if TYPE_CHECKING:
     import torch
@@ -175,6 +176,9 @@ def load_checkpoint(path: str | Path | None = None) -> Checkpoint:
         ckpt.extra_files["training"] = p / "training.json"
     if ckpt.spiece_model is not None:
         ckpt.tokenizer().check_vocab_size(config.vocab_size, config_path)
+    if (p / TRIM_FILE).is_file():  # written by albert_edge.vocab; convert records it
+        check_trimmed_tokenizer(read_trim_record(p / TRIM_FILE), ckpt.spiece_model, p)
+        ckpt.extra_files["trim"] = p / TRIM_FILE
     return check_finite(ckpt, weights)
 
 

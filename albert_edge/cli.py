@@ -672,6 +672,9 @@ def build_parser() -> argparse.ArgumentParser:
     from albert_edge.early_exit.command import add_parser as _add_early_exit
 
     _add_early_exit(sub, _add_quiet)
+    from albert_edge.vocab.command import add_parser as _add_trim
+
+    _add_trim(sub, _add_quiet)
     return parser
 
 

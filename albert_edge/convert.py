@@ -149,6 +149,10 @@ def finish_artifact(
         trained_for = read_trained_for(ckpt.extra_files["training"], options.precision)
         if trained_for is not None:
             manifest["trained_for"] = trained_for
+    if ckpt is not None and "trim" in ckpt.extra_files:  # vocabulary-trimmed: what was kept
+        from albert_edge.vocab.record import read_trim_record
+
+        manifest["vocabulary"] = read_trim_record(ckpt.extra_files["trim"])
     manifest["files"] = [*manifest.get("files", []), "README.md"]
     write_model_card(out_dir, manifest)
     write_manifest(out_dir, manifest)

@@ -44,7 +44,13 @@ def _read_text(path: Path, what: str) -> str:
     return text
 
 
-_TEXT_COLUMNS = ("sentence", "content", "text", "sentence1")
+def read_text(path: str | Path, what: str) -> str:
+    """The UTF-8 text of ``path``, or a :class:`DataError` naming it (binary, UTF-16, not
+    UTF-8, empty, missing); ``what`` names the file's role in the message."""
+    return _read_text(Path(path), what)
+
+
+TEXT_COLUMNS = _TEXT_COLUMNS = ("sentence", "content", "text", "sentence1")
 
 
 def read_sst2(path: str | Path, labels: range | None = None) -> list[tuple[int, str]]:
