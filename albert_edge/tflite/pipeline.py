@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 
 MODEL_FILE = "model.tflite"
 DEFAULT_BUCKET = 128
+# Short buckets every default artifact carries below its longest one: a sentence runs the
+# smallest signature that holds it, so a 20-token input pays for 32 positions, not 128.
+# Each extra signature repeats the graph tables (ops, tensors), never a weight; its bytes
+# are in the manifest (``sizes.signature_bytes``).
+SHORT_BUCKETS = (16, 32, 64)
 
 # Chosen per precision by measurement (benchmarks/tflite_routes.py on an albert-base shape;
 # the figures and why: docs/tflite.md): size, XNNPACK latency, error vs PyTorch.
@@ -64,7 +69,16 @@ ROUTES: dict[str, tuple[str, str]] = {
 
 
 def default_seq_lens(ckpt: Checkpoint) -> tuple[int, ...]:
-    return (min(DEFAULT_BUCKET, int(ckpt.config.max_position_embeddings)),)
+    """The signature buckets when ``--seq-lens`` is not given: :data:`SHORT_BUCKETS` below
+    the longest, which is 128 positions or the model's ``max_position_embeddings`` if
+    fewer."""
+    return default_buckets(int(ckpt.config.max_position_embeddings))
+
+
+def default_buckets(max_positions: int) -> tuple[int, ...]:
+    """:data:`SHORT_BUCKETS` shorter than ``min(128, max_positions)``, then that length."""
+    longest = min(DEFAULT_BUCKET, int(max_positions))
+    return (*(b for b in SHORT_BUCKETS if b < longest), longest)
 
 
 def _check_seq_lens(ckpt: Checkpoint, seq_lens: tuple[int, ...]) -> tuple[int, ...]:
@@ -281,15 +295,25 @@ def size_figures(
     """TFLite's own ``sizes`` figures, beside the shared ones: the byte accounting against
     the floor, what stayed wide and why, and the zip tail's bytes."""
     from albert_edge.facts import tflite_size_note
-    from albert_edge.tflite.inspect import byte_accounting
+    from albert_edge.tflite.inspect import byte_accounting, signature_bytes
 
     file_bytes = int(report["file_bytes"])
     accounting = byte_accounting(final, file_bytes, precision, report["associated_files_bytes"])
+    sigs = signature_bytes(final)
+    floor = facts.get("floor_bytes")
+    model_bytes = file_bytes - int(report["associated_files_bytes"])
     return {
         "model_unique_params": model_unique_params(ckpt),
         "associated_files_bytes": report["associated_files_bytes"],
         "accounting": {k: v for k, v in accounting.items() if k != "buffers"},
         "kept_wide": [r["name"] for r in accounting["buffers"] if r["kept_wide"]],
+        # What each sequence bucket adds (graph tables, never a weight) and the ratio a
+        # one-signature file of the longest bucket would have: the bar the weights meet.
+        "signature_bytes": sigs["bytes"],
+        "extra_signature_bytes": sigs["extra_bytes"],
+        "ratio_to_floor_without_extra_signatures": (
+            round((model_bytes - sigs["extra_bytes"]) / floor, 4) if floor else None
+        ),
         "note": tflite_size_note(facts, accounting, len(report["signatures"])),
     }
 
