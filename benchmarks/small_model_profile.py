@@ -155,11 +155,11 @@ def ort_profile(path: Path, threads: int, runs: int, seq: int = 128) -> dict[str
     wall_ms = (time.perf_counter() - t0) * 1e3 / (runs + 10)
     trace = json.loads(Path(sess.end_profiling()).read_text())
     nodes = [e for e in trace if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
-    per_op: dict[str, float] = Counter()
+    per_op: Counter[str] = Counter()
     names: dict[str, set[str]] = {}
     for e in nodes:
         op = e["args"].get("op_name", "?")
-        per_op[op] += float(e["dur"])
+        per_op[op] += int(e["dur"])
         names.setdefault(op, set()).add(e["name"])
     calls = runs + 10
     total = sum(per_op.values()) / calls
@@ -223,7 +223,8 @@ def profile_model(label: str, arts: dict[str, Path], a: argparse.Namespace) -> d
 
 def machine() -> dict[str, Any]:
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    flags = re.search(r"avx512_vnni|avx2", text)
+    # the kernel family the int8 kernels pick: avx512_vnni where present, else avx2
+    flags = re.search(r"avx512_vnni", text) or re.search(r"avx2", text)
     model = re.search(r"model name\s*:\s*(.*)", text)
     return {
         "cpu": model.group(1) if model else platform.processor(),

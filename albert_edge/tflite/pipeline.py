@@ -4,7 +4,8 @@ Stages: export (litert-torch, one signature per sequence bucket), then the passe
 :func:`tflite_passes`, each a :class:`~albert_edge.tflite.passes.TflitePass` with its
 postcondition (re-tie the MLM decoder to the word table, share position-embedding
 prefixes, dedup buffers, compact names, [GPU-clean], quantize with ai-edge-quantizer,
-dedup again, narrow the constants the quantizer cannot reach, float or int8 outputs,
+dedup again, narrow the constants the quantizer cannot reach, [int8: move the ops that
+read only constants next to their readers], float or int8 outputs,
 drop unused buffers, strip activation names, share weight names, record the config) →
 artifact postconditions (no duplicate buffers, factorized embedding intact, no weight
 stored twice) → the record. Verification against PyTorch (every signature bucket, batch 2)
@@ -197,6 +198,11 @@ def tflite_passes(
             ),
             tp.DedupAfterQuantizePass(),
             tp.NarrowConstantsPass(options.precision),
+        ]
+        if options.precision.startswith("int8"):
+            # the narrowed tables' DEQUANTIZE next to its reader: one XNNPACK partition fewer
+            passes.append(tp.SinkConstantOpsPass())
+        passes += [
             tp.Int8OutputsPass() if options.int8_io else tp.FloatOutputsPass(),
             tp.DropUnusedBuffersPass(),
         ]

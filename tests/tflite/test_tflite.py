@@ -291,9 +291,9 @@ def test_batch_policy_batch_1_signatures(small_fp32: tuple[Path, dict], small_ck
     assert BATCH_POLICY in (out / "README.md").read_text()  # the model card
 
     it = Interpreter(model_path=str(path))
-    for d in it.get_input_details():  # subgraph 0: seq_16
-        assert list(d["shape"]) == [1, 16]
-        it.resize_tensor_input(d["index"], [2, 16])
+    for d in it.get_input_details():  # subgraph 0: seq_32, the longest bucket
+        assert list(d["shape"]) == [1, 32]
+        it.resize_tensor_input(d["index"], [2, 32])
     with pytest.raises(RuntimeError, match="RESHAPE"):
         it.allocate_tensors()
     cm = CompiledModel.from_file(str(path), hardware_accel=HardwareAccelerator.CPU)
