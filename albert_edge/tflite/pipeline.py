@@ -69,11 +69,14 @@ ROUTES: dict[str, tuple[str, str]] = {
 }
 
 
-def default_seq_lens(ckpt: Checkpoint) -> tuple[int, ...]:
+def default_seq_lens(ckpt: Checkpoint, *, gpu: bool = False) -> tuple[int, ...]:
     """The signature buckets when ``--seq-lens`` is not given: :data:`SHORT_BUCKETS` below
     the longest, which is 128 positions or the model's ``max_position_embeddings`` if
-    fewer."""
-    return default_buckets(int(ckpt.config.max_position_embeddings))
+    fewer. ``--target gpu`` keeps the longest only: a short bucket reads a prefix of the
+    shared position table (fp16 DEQUANTIZE, then SLICE), which LiteRT's GPU accelerator
+    leaves on the CPU, a second CPU-GPU boundary that target promises not to have."""
+    buckets = default_buckets(int(ckpt.config.max_position_embeddings))
+    return buckets[-1:] if gpu else buckets
 
 
 def default_buckets(max_positions: int) -> tuple[int, ...]:
@@ -418,7 +421,8 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
     from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite.inspect import analyze_model
 
-    seq_lens = _check_seq_lens(ckpt, tuple(options.seq_lens) or default_seq_lens(ckpt))
+    gpu = options.accelerator == "gpu"
+    seq_lens = _check_seq_lens(ckpt, tuple(options.seq_lens) or default_seq_lens(ckpt, gpu=gpu))
     calibration, calib_info = _calibration(ckpt, options, seq_lens)  # fail fast, before export
     with step(f"TFLite conversion ({options.precision}, seq {','.join(map(str, seq_lens))})"):
         data, stages = build_tflite(ckpt, options, seq_lens, calibration)
