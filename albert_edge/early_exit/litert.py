@@ -105,9 +105,8 @@ def build_litert_early_exit(
     from albert_edge.early_exit.onnx_graphs import layer_group
     from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite.inspect import analyze_model
-    from converters.onnx_export import eager_attention
-
     from albert_edge.tflite.pipeline import default_buckets
+    from converters.onnx_export import eager_attention
 
     check_checkpoint(ckpt)
     if seq_lens is None:
