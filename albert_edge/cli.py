@@ -203,8 +203,8 @@ def _add_convert(sub: Any) -> None:
         "--seq-lens",
         type=_ints,
         default=(),
-        help="tflite: comma-separated sequence-length buckets, one signature each "
-        "(default: 128, or max positions if smaller)",
+        help="tflite: comma-separated sequence-length buckets, one signature each; the "
+        "runner takes the smallest that fits (default: 16,32,64,128, capped at max positions)",
     )
     _add_quantization_flags(p)
     p.add_argument(

@@ -29,7 +29,7 @@ class ConvertOptions:
     precision: str = "fp32"
     optimize: str = "fuse"  # ONNX only
     opset: int = 17  # ONNX only
-    seq_lens: tuple[int, ...] = ()  # TFLite signatures; () = one bucket of 128 (or max pos.)
+    seq_lens: tuple[int, ...] = ()  # TFLite signatures; () = 16,32,64,128 (capped at max pos.)
     calibration: Path | None = None  # int8-static / int8-full: text or SST-2 style .tsv
     num_calibration: int = 128
     calibration_method: str = "minmax"

@@ -78,7 +78,11 @@ def export_litert_torch(
     *,
     quant_config: Any = None,
 ) -> bytes:
-    """Convert ``model`` to one flatbuffer with a ``seq_<L>`` signature per length."""
+    """Convert ``model`` to one flatbuffer with a ``seq_<L>`` signature per length.
+
+    The longest bucket is exported first, so it is subgraph 0: the one LiteRT's Task
+    Library runs and the LiteRT metadata describes (a reader that knows one subgraph then
+    sees every length the file accepts, not the shortest)."""
     import contextlib
     import io
     import logging
@@ -88,7 +92,7 @@ def export_litert_torch(
 
     wrapper = _wrapper(model, head)
     converter = None
-    for seq_len in sorted(set(seq_lens)):
+    for seq_len in sorted(set(seq_lens), reverse=True):
         kwargs = sample_inputs(seq_len, head)
         if converter is None:
             converter = litert_torch.signature(

@@ -177,6 +177,10 @@ def resolve_target(path: str | Path | None) -> Target:
         from albert_edge.runtime import model_file  # checked: inside the artifact, sha256
 
         return _artifact(p, model_file(p), manifest)
+    if p.is_dir() and not any((p / w).is_file() for w in WEIGHT_FILES):
+        model = _model_in_folder(p)
+        if model is not None:  # a peer tool's folder (optimum's: config.json + model.onnx)
+            return _artifact(p, model, None)
     if p.is_dir() and (p / "config.json").is_file():
         if not any((p / w).is_file() for w in WEIGHT_FILES):
             raise BenchmarkError(
@@ -208,6 +212,21 @@ def resolve_target(path: str | Path | None) -> Target:
         f"{p}: not a checkpoint (config.json + weights), an artifact directory "
         "(manifest.json) or a .onnx/.tflite file"
     )
+
+
+def _model_in_folder(folder: Path) -> Path | None:
+    """The one model file of a folder without a manifest (optimum writes ``model.onnx``,
+    or ``model_quantized.onnx``/``model_optimized.onnx`` after its quantize/optimize, with
+    ``config.json`` and the tokenizer beside). None when it holds no model file; several
+    are refused, since which one the user means cannot be told."""
+    found = sorted(f for f in folder.iterdir() if f.is_file() and f.suffix in FORMAT_BY_SUFFIX)
+    if len(found) > 1:
+        raise BenchmarkError(
+            f"{folder}: {len(found)} model files ({', '.join(f.name for f in found)}); pass "
+            "the one to time, e.g. "
+            f"{folder / found[0].name}"
+        )
+    return found[0] if found else None
 
 
 def _artifact(path: Path, model: Path, manifest: dict[str, Any] | None) -> Target:

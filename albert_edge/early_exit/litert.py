@@ -80,10 +80,14 @@ def build_litert_early_exit(
     heads: ExitHeads,
     path: str | Path,
     *,
-    seq_lens: tuple[int, ...] = (128,),
+    seq_lens: tuple[int, ...] | None = None,
     precision: str = "fp32",
 ) -> dict[str, Any]:
     """Write the ``.tflite`` (signatures above) to ``path``; returns its byte facts.
+
+    ``seq_lens``: the sequence buckets; None gives ``convert --to tflite``'s defaults
+    (:func:`albert_edge.tflite.pipeline.default_buckets`: short buckets below 128), so a
+    short sentence runs a short signature here too.
 
     ``precision="int8-dynamic"`` runs the project's own TFLite int8-dynamic quantization
     (:func:`albert_edge.tflite.quantize.quantize_flatbuffer`, the recipe ``convert --to
@@ -101,9 +105,12 @@ def build_litert_early_exit(
     from albert_edge.early_exit.onnx_graphs import layer_group
     from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite.inspect import analyze_model
+    from albert_edge.tflite.pipeline import default_buckets
     from converters.onnx_export import eager_attention
 
     check_checkpoint(ckpt)
+    if seq_lens is None:
+        seq_lens = default_buckets(int(ckpt.config.max_position_embeddings))
     if precision not in ("fp32", "int8-dynamic"):
         raise UnsupportedError(
             f"LiteRT dynamic exit is built at fp32 or int8-dynamic, not {precision!r}"

@@ -222,7 +222,8 @@ def _dequantized_constants(model: Any, sg: Any, const_ids: set[int]) -> set[int]
 
 def _signatures(model: Any, types: dict[int, str]) -> list[dict[str, Any]]:
     """Each signature's name, sequence length (``input_ids``' last dimension) and its
-    inputs and outputs: a fixed-length artifact runs one signature per length bucket."""
+    inputs and outputs: a fixed-length artifact runs one signature per length bucket.
+    Listed shortest first, whatever the subgraph order (the longest is subgraph 0)."""
     signatures = []
     for sd in model.signatureDefs or []:
         sg = model.subgraphs[sd.subgraphIndex]
@@ -243,7 +244,7 @@ def _signatures(model: Any, types: dict[int, str]) -> list[dict[str, Any]]:
                 "outputs": outs,
             }
         )
-    return signatures
+    return sorted(signatures, key=lambda s: int(s["seq_len"] or 0))
 
 
 def _factorized_embedding(shapes: set[tuple[int, ...]], meta: dict[str, Any]) -> bool | None:
@@ -416,4 +417,52 @@ def byte_accounting(
         - sum(metadata.values())
         - int(associated_files_bytes),
         "buffers": buffers,
+    }
+
+
+def signature_bytes(model: Any) -> dict[str, Any]:
+    """What each signature costs in the file: the bytes the flatbuffer would lose without
+    its subgraph (ops, tensors, names, quantization tables and the constants only it
+    reads; a weight every bucket shares is counted in none of them), measured by writing
+    the model without it. ``extra_bytes`` sums every signature but the longest: the price
+    of the short buckets over a one-signature file."""
+    from albert_edge.tflite import flatbuffer as fb
+
+    subgraphs, sigdefs = model.subgraphs, list(model.signatureDefs or [])
+    full = len(fb.write_model(model))
+    readers: dict[int, set[int]] = {}
+    for si, sg in enumerate(subgraphs):
+        for t in sg.tensors:
+            readers.setdefault(int(t.buffer), set()).add(si)
+    kept = {int(md.buffer) for md in model.metadata or []}
+    each: dict[str, int] = {}
+    lengths: dict[str, int] = {}
+    for sd in sigdefs:
+        si = int(sd.subgraphIndex)
+        name = sd.signatureKey.decode()
+        private = [b for b, s in readers.items() if s == {si} and b and b not in kept]
+        saved = [(b, model.buffers[b].data) for b in private]
+        index = [(d, int(d.subgraphIndex)) for d in sigdefs]
+        try:
+            for b in private:
+                model.buffers[b].data = None
+            model.subgraphs = [sg for i, sg in enumerate(subgraphs) if i != si]
+            model.signatureDefs = [d for d in sigdefs if d is not sd]
+            for d in model.signatureDefs:
+                d.subgraphIndex = int(d.subgraphIndex) - (int(d.subgraphIndex) > si)
+            each[name] = full - len(fb.write_model(model))
+        finally:
+            model.subgraphs, model.signatureDefs = subgraphs, sigdefs
+            for d, i in index:
+                d.subgraphIndex = i
+            for b, data in saved:
+                model.buffers[b].data = data
+        ids = next((tm for tm in sd.inputs if tm.name.decode() == "input_ids"), None)
+        shape = subgraphs[si].tensors[ids.tensorIndex].shape if ids is not None else None
+        lengths[name] = int(shape[-1]) if shape is not None and len(shape) else 0
+    longest = max(lengths, key=lambda n: lengths[n]) if lengths else None
+    return {
+        "bytes": each,
+        "extra_bytes": sum(v for k, v in each.items() if k != longest),
+        "longest": longest,
     }

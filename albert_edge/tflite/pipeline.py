@@ -4,7 +4,8 @@ Stages: export (litert-torch, one signature per sequence bucket), then the passe
 :func:`tflite_passes`, each a :class:`~albert_edge.tflite.passes.TflitePass` with its
 postcondition (re-tie the MLM decoder to the word table, share position-embedding
 prefixes, dedup buffers, compact names, [GPU-clean], quantize with ai-edge-quantizer,
-dedup again, narrow the constants the quantizer cannot reach, float or int8 outputs,
+dedup again, narrow the constants the quantizer cannot reach, [int8: move the ops that
+read only constants next to their readers], float or int8 outputs,
 drop unused buffers, strip activation names, share weight names, record the config) →
 artifact postconditions (no duplicate buffers, factorized embedding intact, no weight
 stored twice) → the record. Verification against PyTorch (every signature bucket, batch 2)
@@ -30,6 +31,11 @@ if TYPE_CHECKING:
 
 MODEL_FILE = "model.tflite"
 DEFAULT_BUCKET = 128
+# Short buckets every default artifact carries below its longest one: a sentence runs the
+# smallest signature that holds it, so a 20-token input pays for 32 positions, not 128.
+# Each extra signature repeats the graph tables (ops, tensors), never a weight; its bytes
+# are in the manifest (``sizes.signature_bytes``).
+SHORT_BUCKETS = (16, 32, 64)
 
 # Chosen per precision by measurement (benchmarks/tflite_routes.py on an albert-base shape;
 # the figures and why: docs/tflite.md): size, XNNPACK latency, error vs PyTorch.
@@ -63,8 +69,20 @@ ROUTES: dict[str, tuple[str, str]] = {
 }
 
 
-def default_seq_lens(ckpt: Checkpoint) -> tuple[int, ...]:
-    return (min(DEFAULT_BUCKET, int(ckpt.config.max_position_embeddings)),)
+def default_seq_lens(ckpt: Checkpoint, *, gpu: bool = False) -> tuple[int, ...]:
+    """The signature buckets when ``--seq-lens`` is not given: :data:`SHORT_BUCKETS` below
+    the longest, which is 128 positions or the model's ``max_position_embeddings`` if
+    fewer. ``--target gpu`` keeps the longest only: a short bucket reads a prefix of the
+    shared position table (fp16 DEQUANTIZE, then SLICE), which LiteRT's GPU accelerator
+    leaves on the CPU, a second CPU-GPU boundary that target promises not to have."""
+    buckets = default_buckets(int(ckpt.config.max_position_embeddings))
+    return buckets[-1:] if gpu else buckets
+
+
+def default_buckets(max_positions: int) -> tuple[int, ...]:
+    """:data:`SHORT_BUCKETS` shorter than ``min(128, max_positions)``, then that length."""
+    longest = min(DEFAULT_BUCKET, int(max_positions))
+    return (*(b for b in SHORT_BUCKETS if b < longest), longest)
 
 
 def _check_seq_lens(ckpt: Checkpoint, seq_lens: tuple[int, ...]) -> tuple[int, ...]:
@@ -183,6 +201,11 @@ def tflite_passes(
             ),
             tp.DedupAfterQuantizePass(),
             tp.NarrowConstantsPass(options.precision),
+        ]
+        if options.precision.startswith("int8"):
+            # the narrowed tables' DEQUANTIZE next to its reader: one XNNPACK partition fewer
+            passes.append(tp.SinkConstantOpsPass())
+        passes += [
             tp.Int8OutputsPass() if options.int8_io else tp.FloatOutputsPass(),
             tp.DropUnusedBuffersPass(),
         ]
@@ -281,15 +304,25 @@ def size_figures(
     """TFLite's own ``sizes`` figures, beside the shared ones: the byte accounting against
     the floor, what stayed wide and why, and the zip tail's bytes."""
     from albert_edge.facts import tflite_size_note
-    from albert_edge.tflite.inspect import byte_accounting
+    from albert_edge.tflite.inspect import byte_accounting, signature_bytes
 
     file_bytes = int(report["file_bytes"])
     accounting = byte_accounting(final, file_bytes, precision, report["associated_files_bytes"])
+    sigs = signature_bytes(final)
+    floor = facts.get("floor_bytes")
+    model_bytes = file_bytes - int(report["associated_files_bytes"])
     return {
         "model_unique_params": model_unique_params(ckpt),
         "associated_files_bytes": report["associated_files_bytes"],
         "accounting": {k: v for k, v in accounting.items() if k != "buffers"},
         "kept_wide": [r["name"] for r in accounting["buffers"] if r["kept_wide"]],
+        # What each sequence bucket adds (graph tables, never a weight) and the ratio a
+        # one-signature file of the longest bucket would have: the bar the weights meet.
+        "signature_bytes": sigs["bytes"],
+        "extra_signature_bytes": sigs["extra_bytes"],
+        "ratio_to_floor_without_extra_signatures": (
+            round((model_bytes - sigs["extra_bytes"]) / floor, 4) if floor else None
+        ),
         "note": tflite_size_note(facts, accounting, len(report["signatures"])),
     }
 
@@ -388,7 +421,8 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
     from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite.inspect import analyze_model
 
-    seq_lens = _check_seq_lens(ckpt, tuple(options.seq_lens) or default_seq_lens(ckpt))
+    gpu = options.accelerator == "gpu"
+    seq_lens = _check_seq_lens(ckpt, tuple(options.seq_lens) or default_seq_lens(ckpt, gpu=gpu))
     calibration, calib_info = _calibration(ckpt, options, seq_lens)  # fail fast, before export
     with step(f"TFLite conversion ({options.precision}, seq {','.join(map(str, seq_lens))})"):
         data, stages = build_tflite(ckpt, options, seq_lens, calibration)

@@ -23,6 +23,51 @@ import numpy as np
 from albert_edge.errors import UnsupportedError
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_INT_DTYPES = (np.int32, np.int64)
+
+
+def input_map(details: Mapping[str, Mapping[str, Any]], where: str) -> dict[str, str]:
+    """Signature input name → the ALBERT input it carries, or one line why it cannot be told.
+
+    albert-edge's files (and litert-torch's with ``sample_kwargs``) name their inputs
+    ``input_ids``/``attention_mask``/``token_type_ids``. litert-torch's static graph of a
+    model called with positional tensors names them ``args_0``, ``args_1``, ... in argument
+    order, and an ALBERT ``forward`` takes ``input_ids, attention_mask, token_type_ids`` in
+    that order: ``args_i`` is the i-th of those. Every input must be an integer tensor
+    with the same shape (a token sequence); anything else is not an ALBERT encoder input
+    this runner can fill, and is refused rather than guessed.
+    """
+    names = list(details)
+    if all(n in INPUTS for n in names):
+        mapped = {n: n for n in names}
+    elif all(n.startswith("args_") and n[5:].isdigit() for n in names):
+        order = sorted(names, key=lambda n: int(n[5:]))
+        if [int(n[5:]) for n in order] != list(range(len(order))) or len(order) > len(INPUTS):
+            raise UnsupportedError(
+                f"{where}: inputs {', '.join(order)} are not args_0..args_{len(INPUTS) - 1} "
+                "(input_ids, attention_mask, token_type_ids in forward order); export the "
+                "model with sample_kwargs named after its inputs"
+            )
+        mapped = {n: INPUTS[int(n[5:])] for n in order}
+    else:
+        raise UnsupportedError(
+            f"{where}: inputs {', '.join(names)} are neither input_ids/attention_mask/"
+            "token_type_ids nor litert-torch's positional args_0, args_1, ...; export the "
+            "model with sample_kwargs named after its inputs"
+        )
+    if "input_ids" not in mapped.values():
+        raise UnsupportedError(f"{where}: no input carries input_ids (inputs: {', '.join(names)})")
+    shapes = {tuple(int(d) for d in details[n]["shape"]) for n in names}
+    bad = [n for n in names if np.dtype(details[n]["dtype"]).type not in _INT_DTYPES]
+    if bad or len(shapes) != 1:
+        raise UnsupportedError(
+            f"{where}: inputs {', '.join(names)} are not integer token tensors of one shape "
+            f"(dtypes {[np.dtype(details[n]['dtype']).name for n in names]}, shapes "
+            f"{sorted(shapes)}); only ALBERT's input_ids/attention_mask/token_type_ids can be fed"
+        )
+    return mapped
+
+
 BACKENDS = ("auto", "xnnpack", "reference")
 
 
@@ -136,15 +181,13 @@ class LiteRTRunner:
         self._buckets: dict[int, Any] = {}
         self._choices = False
         output_names: tuple[str, ...] | None = None
+        self._feed_names: dict[str, str] = {}
         for name, sig in self.interpreter.get_signature_list().items():
             runner = self.interpreter.get_signature_runner(name)
-            details = runner.get_input_details()
-            missing = [n for n in ("input_ids",) if n not in details]
-            if missing:
-                raise UnsupportedError(
-                    f"{self.path}: signature {name!r} has no input 'input_ids'; "
-                    "convert it with `albert-edge convert --to tflite`"
-                )
+            raw = runner.get_input_details()
+            names = input_map(raw, f"{self.path}: signature {name!r}")
+            self._feed_names = {ours: theirs for theirs, ours in names.items()}
+            details = {names[k]: v for k, v in raw.items()}
             shape = [int(d) for d in details["input_ids"]["shape"]]
             self._choices = len(shape) == 3
             self._buckets[shape[-1]] = (name, runner, details, runner.get_output_details())
@@ -206,7 +249,7 @@ class LiteRTRunner:
             for k in self.input_names:
                 row = np.zeros((L,), dtype=in_details[k]["dtype"])
                 row[:used] = flat[k][i]
-                item[k] = row.reshape((1, 1, L) if self._choices else (1, L))
+                item[self._feed_names[k]] = row.reshape((1, 1, L) if self._choices else (1, L))
             out = runner(**item)
             for n in self.output_names:
                 results[n].append(self._dequantize(out[n], out_details[n]))

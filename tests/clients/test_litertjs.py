@@ -121,7 +121,7 @@ def test_litertjs_in_chromium(request, kind, sentences, torch_logits, tmp_path) 
     fixture = {"fp32": "tflite_artifact", "int8": "tflite_int8_artifact"}[kind]
     tflite_artifact = request.getfixturevalue(fixture)
     manifest = json.loads((tflite_artifact / "manifest.json").read_text())
-    (sig,) = manifest["signatures"]
+    sig = max(manifest["signatures"], key=lambda s: int(s["seq_len"]))  # seq 128
     seq_len = int(sig["seq_len"])
     model_path = tflite_artifact / manifest["model_file"]
     tok = AlbertTokenizer(tflite_artifact / "spiece.model")
@@ -142,7 +142,7 @@ def test_litertjs_in_chromium(request, kind, sentences, torch_logits, tmp_path) 
         models.append((replay / "exposed.tflite", sig["name"]))
     runs = _litertjs(models, feeds, seq_len, tmp_path)
     plain = runs[0]
-    assert plain["signatures"] == [sig["name"]]
+    assert sig["name"] in plain["signatures"]
     assert {d["name"]: (d["shape"], d["dtype"]) for d in plain["details"]} == {
         n: ([1, seq_len], "int32") for n in ("input_ids", "attention_mask", "token_type_ids")
     }

@@ -263,6 +263,8 @@ def test_rule_table_reproduces_litert_on_the_pre_pass_fp32_artifact(
     from albert_edge.convert import convert
 
     monkeypatch.setattr(passes, "GPU_CLEAN_PASSES", ())
-    convert(None, tmp_path / "a", ConvertOptions(target="tflite", verify=False))
+    # the file of that run: one seq-128 signature (the defaults now add 16/32/64)
+    opts = ConvertOptions(target="tflite", seq_lens=(128,), verify=False)
+    convert(None, tmp_path / "a", opts)
     cov = gpu_coverage(fb.read_model((tmp_path / "a" / "model.tflite").read_bytes()))
     assert (cov["ops"], cov["delegated_ops"]) == (258, 215)

@@ -291,9 +291,9 @@ def test_batch_policy_batch_1_signatures(small_fp32: tuple[Path, dict], small_ck
     assert BATCH_POLICY in (out / "README.md").read_text()  # the model card
 
     it = Interpreter(model_path=str(path))
-    for d in it.get_input_details():  # subgraph 0: seq_16
-        assert list(d["shape"]) == [1, 16]
-        it.resize_tensor_input(d["index"], [2, 16])
+    for d in it.get_input_details():  # subgraph 0: seq_32, the longest bucket
+        assert list(d["shape"]) == [1, 32]
+        it.resize_tensor_input(d["index"], [2, 32])
     with pytest.raises(RuntimeError, match="RESHAPE"):
         it.allocate_tensors()
     cm = CompiledModel.from_file(str(path), hardware_accel=HardwareAccelerator.CPU)
@@ -461,7 +461,7 @@ def test_inspect_json_via_cli(small_fp32: tuple[Path, dict]) -> None:
     assert [s["name"] for s in info["signatures"]] == ["seq_16", "seq_32"]
     assert isinstance(info["op_versions"]["FULLY_CONNECTED"], int)
     meta = info["litert_metadata"]  # the TFLITE_METADATA reader
-    assert meta["subgraph_metadata"][0]["name"] == "seq_16"
+    assert meta["subgraph_metadata"][0]["name"] == "seq_32"  # the longest bucket is subgraph 0
     assert meta["packed_files"]["spiece.model"] == (small_fp32[0] / "spiece.model").stat().st_size
     assert meta["missing_files"] == [] and meta["min_parser_version"] == "1.1.0"
 
@@ -672,15 +672,40 @@ def test_int8_io_keeps_int8_outputs(
     assert np.abs(got - _torch_ref(ck, feeds)["logits"]).max() < 0.05
 
 
+def test_default_buckets_include_short_lengths() -> None:
+    from albert_edge.tflite.pipeline import default_buckets
+
+    assert default_buckets(512) == (16, 32, 64, 128)
+    assert default_buckets(128) == (16, 32, 64, 128)
+    assert default_buckets(40) == (16, 32, 40)
+    assert default_buckets(16) == (16,)
+
+
 def test_signatures_add_no_weight_bytes(tmp_path_factory: Any, small_ckpt: Path) -> None:
+    """The default buckets (16, 32, 64, 128) share every weight with a one-signature file;
+    what each extra signature costs is in the manifest, and the longest is subgraph 0."""
+    from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite.inspect import inspect_tflite
 
     one, _ = _convert(tmp_path_factory, small_ckpt, "one", seq_lens=(128,))
-    three, _ = _convert(tmp_path_factory, small_ckpt, "three", seq_lens=(32, 64, 128))
-    a, b = inspect_tflite(one / "model.tflite"), inspect_tflite(three / "model.tflite")
+    four, man = _convert(tmp_path_factory, small_ckpt, "four")
+    a, b = inspect_tflite(one / "model.tflite"), inspect_tflite(four / "model.tflite")
+    assert [s["seq_len"] for s in b["signatures"]] == [16, 32, 64, 128]
+    model = fb.read_model((four / "model.tflite").read_bytes())
+    sd0 = next(sd for sd in model.signatureDefs if sd.subgraphIndex == 0)
+    assert sd0.signatureKey == b"seq_128"
     # Only tiny constants (slice begin/size vectors, shape vectors) may differ.
     assert b["unique_tensor_bytes"] - a["unique_tensor_bytes"] < 1024
-    assert b["file_bytes"] <= a["file_bytes"] * 1.03
+    sizes = man["sizes"]
+    costs = sizes["signature_bytes"]
+    assert set(costs) == {"seq_16", "seq_32", "seq_64", "seq_128"}
+    assert all(v > 0 for v in costs.values())
+    assert sizes["extra_signature_bytes"] == sum(v for k, v in costs.items() if k != "seq_128")
+    # The recorded cost is what the extra signatures add over the one-signature file
+    # (the two files were written by the same passes; the metadata text differs a little).
+    extra = b["file_bytes"] - a["file_bytes"]
+    assert abs(extra - sizes["extra_signature_bytes"]) < 0.05 * extra + 512
+    assert sizes["ratio_to_floor_without_extra_signatures"] <= 1.02
 
 
 @pytest.mark.parametrize("head", ["base", "multiple-choice", "token-classification", "pretraining"])

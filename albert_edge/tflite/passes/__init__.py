@@ -22,6 +22,7 @@ from albert_edge.tflite.passes.names import (
     StripActivationNamesPass,
 )
 from albert_edge.tflite.passes.narrow import NarrowConstantsPass
+from albert_edge.tflite.passes.order import SinkConstantOpsPass
 from albert_edge.tflite.passes.outputs import FloatOutputsPass, Int8OutputsPass
 from albert_edge.tflite.passes.prefix import SharePrefixSlicesPass
 from albert_edge.tflite.passes.quantize import QuantizePass
@@ -45,6 +46,7 @@ __all__ = [
     "RecordConfigPass",
     "SharePrefixSlicesPass",
     "ShareWeightNamesPass",
+    "SinkConstantOpsPass",
     "StripActivationNamesPass",
     "TflitePass",
     "UnfoldScaledCopiesPass",
