@@ -69,8 +69,30 @@ class QuantState:
     def precision(self) -> str:
         return self.options.precision
 
+    def unit_precision(self, name: str) -> str:
+        """The precision a precision plan gives the weight or table ``name`` ("fp32",
+        "int8", "int4"); without a plan, or for a name it does not list, "int4" (the
+        recipe's own width; only an int4 recipe takes a plan)."""
+        return dict(self.options.unit_precisions).get(name, "int4")
+
+    def unit_bits(self, name: str, default: int) -> int:
+        """Bits of a table under the plan (0: kept fp32); ``default`` without a plan."""
+        if not self.options.unit_precisions:
+            return default
+        return {"fp32": 0, "int8": 8, "int4": 4}[self.unit_precision(name)]
+
     @property
     def quantize_table(self) -> bool:
+        return (
+            self.options.quantize_embeddings
+            and self.table is not None
+            and self.unit_bits(self.table.table, 8) != 0
+        )
+
+    @property
+    def quantize_tables(self) -> bool:
+        """Whether the embedding passes run at all (the word table or a side table may
+        stay fp32 under a precision plan, the other quantized)."""
         return self.options.quantize_embeddings and self.table is not None
 
     @property
