@@ -100,6 +100,7 @@ class OrtDynamicQuantPass(_OrtPass):
                 weight_type=QuantType.QUInt8 if recipe.weight_type == "u8" else QuantType.QInt8,
                 op_types_to_quantize=["MatMul", "Attention"],
                 nodes_to_quantize=self.state.nodes,
+                nodes_to_exclude=self.state.excluded,
                 extra_options={
                     "DefaultTensorType": onnx.TensorProto.FLOAT,
                     "MatMulConstBOnly": True,

@@ -216,6 +216,10 @@ class PlanPass(AlbertInPlacePass):
         st.plan = plan
         st.floor = stored_weights_floor(model, plan)
         st.nodes = sorted({u.node for u in uses})
+        st.excluded = sorted(
+            {u.node for u in weight_matmuls(model) if st.unit_precision(u.weight) == "fp32"}
+            - set(st.nodes)
+        )
         st.block_by_node = {
             u.node: int4_block_size(plan.block_size, plan.weights[u.weight][0]) for u in uses
         }

@@ -58,6 +58,9 @@ class QuantState:
     plan: Plan | None = None
     floor: int = 0
     nodes: list[str] = field(default_factory=list)  # nodes the quantizer may touch
+    # weight nodes a precision plan keeps fp32 (ORT reads an empty nodes_to_quantize as
+    # "all nodes", so they are also excluded by name)
+    excluded: list[str] = field(default_factory=list)
     block_by_node: dict[str, int] = field(default_factory=dict)  # int4: block per node
     protected: list[str] = field(default_factory=list)
     feeds: list[dict[str, Any]] | None = None  # int8-static calibration inputs

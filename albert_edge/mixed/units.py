@@ -1,0 +1,103 @@
+"""The units of a precision plan: each unique weight of the graph, once.
+
+A unit is one tensor the int4 recipe stores quantized: every weight a MatMul (or the
+fused Attention) multiplies by — ALBERT's shared layer weights appear once, however many
+layers read them — the E→H projection, pooler and classifier, and the gathered tables
+(word table, position table). Why the recipe's own plan decides: it is the list the
+quantizer quantizes (:class:`albert_edge.onnx.quant.plan.PlanPass`, after the rewrites),
+so a unit is exactly one decision the quantizer can honour, named by the initializer its
+``unit_precisions`` reads. Tensors too small for any recipe to quantize (the token-type
+table, biases, LayerNorm) stay fp32 in every artifact and are no unit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
+    from albert_edge.options import ConvertOptions
+
+# Role of a unit, from the initializer's name (export names; fused forms named by ORT).
+_ROLES = (
+    (r"word_embeddings", "word table (V x E)"),
+    (r"position_embeddings", "position table"),
+    (r"token_type_embeddings", "token-type table"),
+    (r"embedding_hidden_mapping_in", "E -> H projection"),
+    (r"qkv", "attention Q,K,V (fused)"),
+    (r"attention\.query", "attention Q"),
+    (r"attention\.key", "attention K"),
+    (r"attention\.value", "attention V"),
+    (r"attention\.dense", "attention output"),
+    (r"ffn_output", "FFN out"),
+    (r"\.ffn\.", "FFN in"),
+    (r"pooler", "pooler"),
+    (r"classifier|predictions", "head"),
+)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One unique weight: its initializer, role, parameter count and the precisions a
+    plan may give it (``fp32`` is always one, except for a table a tied decoder reads:
+    the recipe quantizes that table with its decoder)."""
+
+    tensor: str
+    role: str
+    params: int
+    shape: tuple[int, ...]
+    candidates: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["shape"] = list(self.shape)
+        d["candidates"] = list(self.candidates)
+        return d
+
+
+def role_of(tensor: str) -> str:
+    group = re.search(r"albert_layer_groups\.(\d+)", tensor)
+    for pattern, role in _ROLES:
+        if re.search(pattern, tensor):
+            return f"{role} (group {group.group(1)})" if group else role
+    return "weight"
+
+
+def find_units(model: ir.Model, options: ConvertOptions, vocab: int | None) -> list[Unit]:
+    """The units of the fp32 graph ``model`` (not modified): the int4 recipe's passes run
+    on a copy up to its plan, whose weights and tables are the units."""
+    import onnx_ir as ir
+
+    from albert_edge.onnx.passes import run_passes
+    from albert_edge.onnx.quant.front import build_passes
+    from albert_edge.onnx.quant.recipes import recipe
+    from albert_edge.onnx.quant.state import QuantState, quiet
+
+    from dataclasses import replace
+
+    work = ir.from_proto(ir.to_proto(model))
+    base = replace(options, precision="int4", int4_kernel="int8", unit_precisions=())
+    state = QuantState(base, vocab=vocab)
+    passes = build_passes(recipe("int4", "int8"), state)
+    upto = next(i for i, p in enumerate(passes) if p.name == "quant-plan")
+    with quiet():
+        run_passes(work, passes[: upto + 1])
+    plan = state.plan
+    assert plan is not None
+    units = [
+        Unit(name, role_of(name), k * n, (k, n), ("fp32", "int8", "int4"))
+        for name, (k, n) in plan.weights.items()
+    ]
+    tables = []
+    if plan.table is not None and options.quantize_embeddings:
+        t = plan.table
+        wide = ("int8", "int4") if t.tied_matmuls else ("fp32", "int8", "int4")
+        tables.append(Unit(t.table, role_of(t.table), t.vocab * t.dim, (t.vocab, t.dim), wide))
+    for name in plan.side_tables:
+        shape = tuple(work.graph.initializers[name].const_value.shape.numpy())  # type: ignore[union-attr]
+        n = int(shape[0]) * int(shape[1])
+        tables.append(Unit(name, role_of(name), n, shape, ("fp32", "int8", "int4")))
+    return tables + units
