@@ -51,6 +51,10 @@ def print_inspect_report(info: dict[str, Any]) -> None:
             continue
         t.add_row(k, _mb(v) if k.endswith("_bytes") and isinstance(v, int) else str(v))
     con.print(t)
+    if isinstance(info.get("precision_plan"), dict):
+        from albert_edge.mixed.plan import format_plan
+
+        con.print(format_plan(info["precision_plan"]), markup=False, soft_wrap=True)
     if isinstance(info.get("litert_metadata"), dict):
         print_litert_metadata(info["litert_metadata"])
     if isinstance(info.get("delegates"), dict):

@@ -77,7 +77,7 @@ def make_plan(
             "seed": settings.seed,
             "reference": "the fp32 ONNX graph on the same rows (paired bootstrap, 95 %)",
             "reference_accuracy": round(result.reference_accuracy, 6),
-            "loss": {"delta": f.delta, "low": f.delta_low, "high": f.delta_high},
+            "loss": {"delta": f.delta, "delta_low": f.delta_low, "delta_high": f.delta_high},
             "model_bytes": f.model_bytes,
             "reverted": result.reverted,
             "evaluations": result.evaluations,
@@ -150,3 +150,38 @@ def check_plan(
             )
         out.append((t, p))
     return tuple(sorted(out))
+
+
+def _cell(row: Mapping[str, Any] | None) -> str:
+    if not isinstance(row, Mapping) or not isinstance(row.get("delta"), int | float):
+        return "—"
+    def pts(key: str) -> float:  # points lost (+ 0.0: no "-0.00")
+        return round(-100 * float(row[key]), 2) + 0.0
+
+    return f"{pts('delta'):.2f} [{pts('delta_high'):+.2f}, {pts('delta_low'):+.2f}]"
+
+
+def format_plan(plan: Mapping[str, Any]) -> str:
+    """The plan as ``inspect`` prints it: the summary line, then each unit's precision
+    and its measured sensitivity (points lost alone at int8 / int4, 95 % interval)."""
+    units = plan.get("units") or []
+    lines = [f"precision plan: {plan.get('summary') or summary(units)}"]
+    search = plan.get("search") or {}
+    loss = search.get("loss")
+    if isinstance(loss, Mapping):
+        lines.append(
+            f"held-out loss of the plan: {_cell(loss)} points on {search.get('rows')} rows "
+            f"of {(search.get('data') or {}).get('file')} ({search.get('rule')})"
+        )
+    lines += [
+        "",
+        "| unit | role | params | precision | lost alone at int8 | lost alone at int4 |",
+        "|---|---|---:|---|---|---|",
+    ]
+    for u in units:
+        sens = u.get("sensitivity") or {}
+        lines.append(
+            f"| {u.get('tensor')} | {u.get('role')} | {int(u.get('params', 0)):,} | "
+            f"{u.get('precision')} | {_cell(sens.get('int8'))} | {_cell(sens.get('int4'))} |"
+        )
+    return "\n".join(lines)

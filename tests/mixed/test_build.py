@@ -1,0 +1,136 @@
+"""Precision plans on the embedded model: units, per-unit builds, the artifact and its
+replay, the plan checks, and the same plan from 1 and 2 workers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from albert_edge.errors import PrecisionPlanError
+from albert_edge.options import ConvertOptions
+
+WORD = "albert.embeddings.word_embeddings.weight"
+QKV = "Attention_0_qkv_weight"
+FFN = "albert.encoder.albert_layer_groups.0.albert_layers.0.ffn.weight.T"
+
+
+def test_each_shared_weight_is_one_unit(prepared: Any) -> None:
+    from albert_edge.onnx.inspect import weight_matmuls
+
+    units = {u.tensor: u for u in prepared.units}
+    assert len(units) == len(prepared.units) == 9  # 7 weights + word and position tables
+    assert units[WORD].params == 30000 * 64 and units[WORD].role.startswith("word table")
+    readers = [u for u in weight_matmuls(prepared.model) if u.weight == QKV]
+    assert len(readers) == 4  # the fused QKV weight serves all 4 layers: one decision
+
+
+def test_a_unit_at_fp32_stays_float_and_an_int8_unit_stays_int8(prepared: Any) -> None:
+    import onnx_ir as ir
+
+    from albert_edge.mixed.api import make_setup
+    from albert_edge.mixed.evaluate import build
+    from albert_edge.onnx.inspect import weight_matmuls
+
+    setup = make_setup(prepared, ConvertOptions(verify=False), [(1, "a fine film")])
+    plan = {u.tensor: "int4" for u in prepared.units}
+    plan.update({QKV: "fp32", FFN: "int8"})
+    model = ir.from_proto(__import__("onnx").load_from_string(build(setup, tuple(sorted(plan.items())))))
+    hows = {u.node: u.how for u in weight_matmuls(model)}
+    assert all(hows[f"Attention_{i}"] == "float" for i in range(4))
+    assert sum(1 for h in hows.values() if h == "float") == 4
+    assert WORD not in model.graph.initializers  # the table is stored quantized
+    ffn_int8 = [n for n in model.graph.initializers if n.startswith(FFN) and n.endswith("_quantized")]
+    assert ffn_int8, "the int8 unit is stored as int8 codes (not packed to 4 bits)"
+
+
+def test_plan_artifact_replays_byte_identical_within_its_floor(
+    prepared: Any, tmp_path: Path
+) -> None:
+    from albert_edge.inspect import inspect_path
+    from albert_edge.mixed import convert_plan_file, convert_with_plan
+    from albert_edge.mixed.plan import FORMAT, VERSION, recipe_record
+
+    opts = ConvertOptions(verify=False)
+    units = [{**u.to_dict(), "precision": "int4"} for u in prepared.units]
+    units[0]["precision"] = "int8"
+    plan = {"format": FORMAT, "version": VERSION, "target": "onnx",
+            "checkpoint": prepared.identity, "recipe": recipe_record(opts), "units": units,
+            "summary": "hand-written"}
+    m1 = convert_with_plan(prepared, tmp_path / "a", opts, plan, "test")
+    m2 = convert_plan_file(None, tmp_path / "b", opts, tmp_path / "a" / "plan.json")
+    a = (tmp_path / "a" / m1["model_file"]).read_bytes()
+    assert a == (tmp_path / "b" / m2["model_file"]).read_bytes()
+    assert m1["sizes"]["floor_precision"] == "plan"
+    assert m1["sizes"]["ratio_to_floor"] <= 1.05
+    assert json.loads((tmp_path / "a" / "plan.json").read_text())["units"] == units
+    info = inspect_path(tmp_path / "a")
+    assert info["precision_plan"]["units"][0]["precision"] == "int8"
+    from albert_edge.facts import floor_bytes, plan_floor_bytes
+
+    cfg = prepared.ckpt.config.to_dict()
+    all4 = [{**u, "precision": "int4"} for u in units]
+    assert plan_floor_bytes(cfg, "sequence-classification", all4) == floor_bytes(
+        cfg, "sequence-classification", "int4"
+    )
+
+
+def test_plan_checks_one_line_each(prepared: Any, tmp_path: Path) -> None:
+    from albert_edge.mixed import check_plan, load_plan
+
+    good = {"checkpoint": prepared.identity,
+            "units": [{"tensor": u.tensor, "precision": "int4"} for u in prepared.units]}
+    assert len(check_plan(good, prepared.units, prepared.identity, "p")) == 9
+    other = {**good, "checkpoint": {"name": "x", "weights_sha256": "0" * 64}}
+    with pytest.raises(PrecisionPlanError, match="made for another model"):
+        check_plan(other, prepared.units, prepared.identity, "p")
+    lacking = {**good, "units": [*good["units"], {"tensor": "nope", "precision": "int8"}]}
+    with pytest.raises(PrecisionPlanError, match="1 tensor.s. this model lacks .nope"):
+        check_plan(lacking, prepared.units, prepared.identity, "p")
+    bad = tmp_path / "plan.json"
+    bad.write_text("{not json")
+    with pytest.raises(PrecisionPlanError, match="not a readable precision plan"):
+        load_plan(bad)
+
+
+def test_too_few_rows_are_refused_naming_the_minimum(rows_tsv: Path) -> None:
+    from albert_edge.mixed import Settings, held_out_rows
+
+    with pytest.raises(PrecisionPlanError, match="give at least 200 rows"):
+        held_out_rows(rows_tsv, Settings(max_drop=1.0))
+    assert len(held_out_rows(rows_tsv, Settings(max_drop=4.0, rows=100))) == 100
+
+
+@pytest.mark.slow
+def test_same_plan_with_one_and_two_local_workers(prepared: Any, rows_tsv: Path) -> None:
+    from albert_edge.mixed import Settings, auto_plan
+
+    s = Settings(max_drop=4.0, min_lower_bound=-8.0, rows=100)
+    opts = ConvertOptions(verify=False)
+    one, r1 = auto_plan(prepared, rows_tsv, s, opts, workers=1)
+    two, r2 = auto_plan(prepared, rows_tsv, s, opts, workers=2, engine="local")
+    assert r2.executor == {"kind": "local-processes", "workers": 2}
+    strip = lambda p: [(u["tensor"], u["precision"], {c: (v["delta"], v["delta_low"], v["model_bytes"]) for c, v in u["sensitivity"].items()}) for u in p["units"]]  # noqa: E731
+    assert strip(one) == strip(two)
+    assert one["search"]["loss"] == two["search"]["loss"]
+    assert np.isclose(r1.reference_accuracy, r2.reference_accuracy)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not __import__("albert_edge.mixed", fromlist=["ray_available"]).ray_available(),
+    reason="ray is not installed (pip install 'albert-edge[ray]')",
+)
+def test_same_plan_on_a_local_ray(prepared: Any, rows_tsv: Path) -> None:
+    from albert_edge.mixed import Settings, auto_plan
+
+    s = Settings(max_drop=4.0, min_lower_bound=-8.0, rows=100)
+    opts = ConvertOptions(verify=False)
+    one, _ = auto_plan(prepared, rows_tsv, s, opts, workers=1)
+    ray, r = auto_plan(prepared, rows_tsv, s, opts, workers=2, engine="ray")
+    assert r.executor["kind"] == "ray"
+    assert [u["precision"] for u in one["units"]] == [u["precision"] for u in ray["units"]]
+    assert one["search"]["loss"] == ray["search"]["loss"]
