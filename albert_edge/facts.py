@@ -186,7 +186,9 @@ def plan_floor_bytes(
     known = [float(w) for w in widths if w is not None]
     unit_params = [int(u["params"]) for u in units]
     rest = param_count(config, head) - sum(unit_params)
-    return int(sum(p * w for p, w in zip(unit_params, known, strict=True)) + max(rest, 0) * min(known))
+    return int(
+        sum(p * w for p, w in zip(unit_params, known, strict=True)) + max(rest, 0) * min(known)
+    )
 
 
 def floor_fields(

@@ -24,10 +24,8 @@ def inspect_path(path: str | Path | None = None) -> dict[str, Any]:
             p = model_file(p)
         if p.suffix == ".onnx":
             require_model_file(p, "ONNX")
-            from albert_edge.facts import artifact_facts
+            from albert_edge.facts import artifact_facts, manifest_beside
             from albert_edge.onnx.inspect import inspect_onnx
-
-            from albert_edge.facts import manifest_beside
 
             info = {**inspect_onnx(p), **artifact_facts(p)}
             plan = (manifest_beside(p) or {}).get("precision_plan")

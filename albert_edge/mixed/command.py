@@ -76,7 +76,9 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
             f"--precision-plan sets every weight's precision; drop --precision {a.precision}"
         )
     if a.depth is not None or a.depth_search is not None:
-        raise PrecisionPlanError("--precision auto/--precision-plan do not combine with --depth yet")
+        raise PrecisionPlanError(
+            "--precision auto/--precision-plan do not combine with --depth yet"
+        )
     options: ConvertOptions = options_for("fp32")
     if a.precision_plan is not None:
         return mixed.convert_plan_file(a.checkpoint, a.output, options, a.precision_plan)
@@ -92,6 +94,7 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
     )
     cluster = None if a.cluster in (None, "local") else a.cluster
     engine = "ray" if a.cluster is not None else "local"
+
     def note(line: str) -> None:
         from albert_edge.progress import console, enabled
 

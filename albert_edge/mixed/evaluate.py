@@ -165,16 +165,12 @@ def executor(
         raise UnsupportedError(f"--workers must be at least 1, got {workers}")
     use_ray = engine == "ray" or (engine == "auto" and cluster is not None)
     if use_ray:
-        if not ray_available():
-            raise UnsupportedError(
-                "Ray is not installed: pip install 'albert-edge[ray]', or drop --cluster "
-                "to run the evaluations in a local process pool"
-            )
+        from albert_edge.extras import require
+
+        require("ray", "--cluster (candidate evaluations on Ray; drop it for a local pool)")
         from ray.util.multiprocessing import Pool as RayPool
 
-        pool = RayPool(
-            processes=workers, initializer=_init, initargs=(setup,), ray_address=cluster
-        )
+        pool = RayPool(processes=workers, initializer=_init, initargs=(setup,), ray_address=cluster)
         try:
             yield _Pool(pool, workers, "ray")
         finally:

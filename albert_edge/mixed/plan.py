@@ -30,7 +30,7 @@ VERSION = 1
 
 
 def summary(units: Sequence[Mapping[str, Any]]) -> str:
-    """"N of M weights at int4, K at int8, J at fp32": units (unique weights) per precision."""
+    """ "N of M weights at int4, K at int8, J at fp32": units (unique weights) per precision."""
     n = {p: sum(1 for u in units if u.get("precision") == p) for p in ("int4", "int8", "fp32")}
     return f"{n['int4']} of {len(units)} weights at int4, {n['int8']} at int8, {n['fp32']} at fp32"
 
@@ -107,8 +107,7 @@ def load_plan(path: str | Path) -> dict[str, Any]:
         )
     units = data.get("units")
     if not isinstance(units, list) or not all(
-        isinstance(u, dict) and isinstance(u.get("tensor"), str) and "precision" in u
-        for u in units
+        isinstance(u, dict) and isinstance(u.get("tensor"), str) and "precision" in u for u in units
     ):
         raise PrecisionPlanError(f"{p}: the plan's units are malformed; search the plan again")
     return data
@@ -155,6 +154,7 @@ def check_plan(
 def _cell(row: Mapping[str, Any] | None) -> str:
     if not isinstance(row, Mapping) or not isinstance(row.get("delta"), int | float):
         return "—"
+
     def pts(key: str) -> float:  # points lost (+ 0.0: no "-0.00")
         return round(-100 * float(row[key]), 2) + 0.0
 

@@ -60,7 +60,9 @@ class Settings:
 
     def __post_init__(self) -> None:
         if not self.max_drop >= 0 or not math.isfinite(self.max_drop):
-            raise PrecisionPlanError(f"--max-drop must be a number of points >= 0, got {self.max_drop}")
+            raise PrecisionPlanError(
+                f"--max-drop must be a number of points >= 0, got {self.max_drop}"
+            )
         if self.objective not in OBJECTIVES:
             raise PrecisionPlanError(
                 f"unknown --objective {self.objective!r}; choose one of {', '.join(OBJECTIVES)}"
@@ -130,25 +132,33 @@ def _assign(units: Sequence[Unit], plan: Mapping[str, str]) -> Assignment:
     return tuple(sorted((u.tensor, plan.get(u.tensor, "fp32")) for u in units))
 
 
-def _greedy(units: Sequence[Unit], sens: dict[str, dict[str, Trial]], objective: str) -> dict[str, str]:
+def _greedy(
+    units: Sequence[Unit], sens: dict[str, dict[str, Trial]], objective: str
+) -> dict[str, str]:
     """Each unit's best admitted candidate for the objective (fp32 when none is)."""
     plan = {}
     for u in units:
         admitted = [(c, t) for c, t in sens[u.tensor].items() if t.why_not is None]
         if objective == "latency":
-            key: Callable[[tuple[str, Trial]], Any] = lambda ct: (ct[1].seconds, ct[1].model_bytes)
+
+            def key(ct: tuple[str, Trial]) -> Any:
+                return (ct[1].seconds, ct[1].model_bytes)
         else:
-            key = lambda ct: (ct[1].model_bytes, ct[0])
+
+            def key(ct):
+                return (ct[1].model_bytes, ct[0])
+
         plan[u.tensor] = min(admitted, key=key)[0] if admitted else "fp32"
     return plan
 
 
-def _worst(units: Sequence[Unit], plan: dict[str, str], sens: dict[str, dict[str, Trial]]) -> str | None:
+def _worst(
+    units: Sequence[Unit], plan: dict[str, str], sens: dict[str, dict[str, Trial]]
+) -> str | None:
     """The quantized unit whose own loss at its current precision is largest (it can
     still move wider); ties: the lower interval bound, then the name."""
     movable = [
-        u for u in units
-        if plan[u.tensor] != "fp32" and WIDER[plan[u.tensor]] in u.candidates
+        u for u in units if plan[u.tensor] != "fp32" and WIDER[plan[u.tensor]] in u.candidates
     ]
     if not movable:
         return None
@@ -167,7 +177,9 @@ def search(
     start = time.perf_counter()
     rule = settings.rule
     fp32 = {u.tensor: "fp32" for u in units}
-    jobs: list[tuple[str, str]] = [(u.tensor, c) for u in units for c in u.candidates if c != "fp32"]
+    jobs: list[tuple[str, str]] = [
+        (u.tensor, c) for u in units for c in u.candidates if c != "fp32"
+    ]
     assignments = [_assign(units, fp32)] + [_assign(units, {**fp32, t: c}) for t, c in jobs]
     progress(f"sensitivity: {len(jobs)} single-unit builds on {run.workers} {run.kind} worker(s)")
     outcomes = run.map(assignments)
@@ -183,18 +195,32 @@ def search(
         a = _assign(units, plan)
         trial = _trial(a, run.map([a])[0], reference, rule)
         combined.append(trial)
-        progress(f"combined plan: {trial.loss_text()}" + (f" ({trial.why_not})" if trial.why_not else ""))
+        progress(
+            f"combined plan: {trial.loss_text()}" + (f" ({trial.why_not})" if trial.why_not else "")
+        )
         if trial.why_not is None:
             break
         worst = _worst(units, plan, sens)
         if worst is None:
             break
-        reverted.append({"tensor": worst, "from": plan[worst], "to": WIDER[plan[worst]],
-                         "plan_loss_points": round(-100 * trial.delta, 4)})
+        reverted.append(
+            {
+                "tensor": worst,
+                "from": plan[worst],
+                "to": WIDER[plan[worst]],
+                "plan_loss_points": round(-100 * trial.delta, 4),
+            }
+        )
         plan[worst] = WIDER[plan[worst]]
     result = SearchResult(
-        list(units), sens, plan, trial, reverted, combined,
-        reference_accuracy=float(reference.mean()), rows=int(reference.shape[0]),
+        list(units),
+        sens,
+        plan,
+        trial,
+        reverted,
+        combined,
+        reference_accuracy=float(reference.mean()),
+        rows=int(reference.shape[0]),
         evaluations=len(assignments) + len(combined),
         seconds=time.perf_counter() - start,
         executor={"kind": run.kind, "workers": run.workers},

@@ -69,14 +69,14 @@ def role_of(tensor: str) -> str:
 def find_units(model: ir.Model, options: ConvertOptions, vocab: int | None) -> list[Unit]:
     """The units of the fp32 graph ``model`` (not modified): the int4 recipe's passes run
     on a copy up to its plan, whose weights and tables are the units."""
+    from dataclasses import replace
+
     import onnx_ir as ir
 
     from albert_edge.onnx.passes import run_passes
     from albert_edge.onnx.quant.front import build_passes
     from albert_edge.onnx.quant.recipes import recipe
     from albert_edge.onnx.quant.state import QuantState, quiet
-
-    from dataclasses import replace
 
     work = ir.from_proto(ir.to_proto(model))
     base = replace(options, precision="int4", int4_kernel="int8", unit_precisions=())

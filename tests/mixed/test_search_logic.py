@@ -65,7 +65,7 @@ def test_combined_plan_over_budget_reverts_the_worst_offender() -> None:
     }
     s = Settings(max_drop=1.0, min_lower_bound=-3)
     result = search(units, Table(units, wrong), s)
-    assert [r["tensor"] for r in result.reverted][0] == "c"  # the worst offender first
+    assert next(r["tensor"] for r in result.reverted) == "c"  # the worst offender first
     assert result.final.why_not is None
     assert -100 * result.final.delta <= 1.0
     assert len(result.combined) == len(result.reverted) + 1
