@@ -136,18 +136,16 @@ def _greedy(
     units: Sequence[Unit], sens: dict[str, dict[str, Trial]], objective: str
 ) -> dict[str, str]:
     """Each unit's best admitted candidate for the objective (fp32 when none is)."""
+
+    def key(ct: tuple[str, Trial]) -> tuple[float, float, str]:
+        c, t = ct
+        if objective == "latency":
+            return (t.seconds, t.model_bytes, c)
+        return (t.model_bytes, 0.0, c)
+
     plan = {}
     for u in units:
         admitted = [(c, t) for c, t in sens[u.tensor].items() if t.why_not is None]
-        if objective == "latency":
-
-            def key(ct: tuple[str, Trial]) -> Any:
-                return (ct[1].seconds, ct[1].model_bytes)
-        else:
-
-            def key(ct):
-                return (ct[1].model_bytes, ct[0])
-
         plan[u.tensor] = min(admitted, key=key)[0] if admitted else "fp32"
     return plan
 
@@ -162,8 +160,12 @@ def _worst(
     ]
     if not movable:
         return None
-    t = lambda u: sens[u.tensor][plan[u.tensor]]  # noqa: E731
-    return max(movable, key=lambda u: (-t(u).delta, -t(u).delta_low, u.tensor)).tensor
+
+    def offence(u: Unit) -> tuple[float, float, str]:
+        t = sens[u.tensor][plan[u.tensor]]
+        return (-t.delta, -t.delta_low, u.tensor)
+
+    return max(movable, key=offence).tensor
 
 
 def search(
