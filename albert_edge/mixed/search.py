@@ -135,17 +135,22 @@ def _assign(units: Sequence[Unit], plan: Mapping[str, str]) -> Assignment:
 def _greedy(
     units: Sequence[Unit], sens: dict[str, dict[str, Trial]], objective: str
 ) -> dict[str, str]:
-    """Each unit's best admitted candidate for the objective (fp32 when none is)."""
+    """Each unit's best admitted candidate for the objective (fp32 when none is).
 
-    def key(ct: tuple[str, Trial]) -> tuple[float, float, str]:
-        c, t = ct
-        if objective == "latency":
-            return (t.seconds, t.model_bytes, c)
-        return (t.model_bytes, 0.0, c)
+    Bytes are the unit's own (its parameters at the candidate's width, as the plan's floor
+    counts them), not the single-unit file's size: a file with one small int4 weight also
+    pays for the 4-bit decode function once, which every int4 unit of a plan shares."""
+    from albert_edge.facts import PRECISION_BYTES
 
     plan = {}
     for u in units:
         admitted = [(c, t) for c, t in sens[u.tensor].items() if t.why_not is None]
+
+        def key(ct: tuple[str, Trial], u: Unit = u) -> tuple[float, float, str]:
+            c, t = ct
+            own = u.params * PRECISION_BYTES[c]
+            return (t.seconds, own, c) if objective == "latency" else (own, 0.0, c)
+
         plan[u.tensor] = min(admitted, key=key)[0] if admitted else "fp32"
     return plan
 
