@@ -115,15 +115,17 @@ class ConvertOptions:
                 f"unknown --int4-kernel {self.int4_kernel!r}; choose one of "
                 + ", ".join(INT4_KERNELS)
             )
-        if self.unit_precisions and not self.int4_folded:
+        if self.unit_precisions and not (self.int4_folded or self.precision == "int8-static"):
             raise UnsupportedError(
-                "a precision plan is built on --precision int4 --int4-kernel int8 (the graph "
-                "holding fp32, int8 and int4 weights); use --precision-plan alone"
+                "a precision plan is built on --precision int4 --int4-kernel int8 (fp32, int8 "
+                "and int4 weights) or int8-static (fp32 fallback); use --precision-plan alone"
             )
-        bad = sorted({p for _, p in self.unit_precisions} - set(UNIT_PRECISIONS))
+        widths = UNIT_PRECISIONS if self.int4_folded else ("fp32", "int8")
+        bad = sorted({p for _, p in self.unit_precisions} - set(widths))
         if bad:
             raise UnsupportedError(
-                f"unknown unit precision(s) {bad}; choose among {', '.join(UNIT_PRECISIONS)}"
+                f"unit precision(s) {bad} not available for {self.precision}; choose among "
+                + ", ".join(widths)
             )
         if self.int8_io and self.precision != "int8-full":
             raise UnsupportedError("--int8-io needs --precision int8-full")

@@ -21,7 +21,7 @@ from albert_edge.mixed.api import (
     prepare,
 )
 from albert_edge.mixed.evaluate import ray_available
-from albert_edge.mixed.plan import check_plan, load_plan, summary
+from albert_edge.mixed.plan import check_plan, load_plan, summary, written_plan
 from albert_edge.mixed.search import OBJECTIVES, SearchResult, Settings, min_rows, search
 from albert_edge.mixed.units import Unit, find_units
 
@@ -44,4 +44,5 @@ __all__ = [
     "ray_available",
     "search",
     "summary",
+    "written_plan",
 ]

@@ -36,10 +36,15 @@ class Prepared:
     model: ir.Model
     units: list[Unit]
     identity: dict[str, Any]
+    base: str = "int4"
 
 
-def prepare(checkpoint: str | Path | Checkpoint | None, options: ConvertOptions) -> Prepared:
-    """Load, export the fp32 graph (convert's own export and graph passes), list its units."""
+def prepare(
+    checkpoint: str | Path | Checkpoint | None, options: ConvertOptions, base: str = "int4"
+) -> Prepared:
+    """Load, export the fp32 graph (convert's own export and graph passes), list its units
+    under the ``base`` recipe (int4: fp32/int8/int4 weights; int8-static: each unit
+    integer or left in float, its activation quantizers with it)."""
     from albert_edge.checkpoint import Checkpoint, load_checkpoint
     from albert_edge.layout import source_record
     from albert_edge.onnx.pipeline import optimize
@@ -51,8 +56,12 @@ def prepare(checkpoint: str | Path | Checkpoint | None, options: ConvertOptions)
         )
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
     model, _ = optimize(ckpt, replace(options, precision="fp32", unit_precisions=()))
-    units = find_units(model, options, int(ckpt.config.vocab_size))
-    return Prepared(ckpt, model, units, source_record(ckpt))
+    if base == "int8-static":
+        from albert_edge.onnx.quant import check_options
+
+        check_options(replace(options, precision=base))  # --calibration: before any work
+    units = find_units(model, options, int(ckpt.config.vocab_size), base)
+    return Prepared(ckpt, model, units, source_record(ckpt), base)
 
 
 def held_out_rows(data: str | Path, settings: Settings) -> list[tuple[int, str]]:
@@ -82,9 +91,21 @@ def make_setup(prep: Prepared, options: ConvertOptions, rows: list[tuple[int, st
     feeds = tuple(
         tok.encode(text, max_length=max_len, padding="none").as_numpy() for _, text in rows
     )
-    build = replace(options, precision="int4", int4_kernel="int8", verify=False)
+    build = replace(options, precision=prep.base, int4_kernel="int8", verify=False)
+    calibration: tuple[str, ...] = ()
+    tokenizer = None
+    if prep.base == "int8-static":
+        from albert_edge.onnx.quant import load_calibration
+
+        calibration = tuple(load_calibration(build) or ())
+        tokenizer = (str(tok.path), tok.do_lower_case, tok.keep_accents)
     return Setup(
-        ir.to_proto(prep.model).SerializeToString(), build, feeds, tuple(y for y, _ in rows)
+        ir.to_proto(prep.model).SerializeToString(),
+        build,
+        feeds,
+        tuple(y for y, _ in rows),
+        calibration,
+        tokenizer,
     )
 
 
@@ -113,11 +134,36 @@ def auto_plan(
         result = search(prep.units, run, settings, progress)
     data_record = {k: v for k, v in input_file_record(Path(data)).items() if k != "path"}
     plan = make_plan(
-        result, identity=prep.identity, options=options, settings=settings, data=data_record
+        result,
+        identity=prep.identity,
+        options=options,
+        settings=settings,
+        data=data_record,
+        base=prep.base,
     )
     plan["search"]["seconds"] = round(result.seconds, 3)
     plan["search"]["executor"] = result.executor
+    plan["search"]["integer_matmul_share"] = integer_share(setup, result.plan)
     return plan, result
+
+
+def integer_share(setup: Setup, plan: dict[str, str]) -> dict[str, Any]:
+    """How many weight MatMuls of the plan's graph compute on integers (what an integer
+    accelerator runs), by :func:`albert_edge.onnx.inspect.matmul_counts`, the one count."""
+    import onnx
+    import onnx_ir as ir
+
+    from albert_edge.mixed.evaluate import build
+    from albert_edge.onnx.inspect import matmul_counts
+
+    model = ir.from_proto(onnx.load_from_string(build(setup, tuple(sorted(plan.items())))))
+    c = matmul_counts(model)
+    total = int(c["matmuls_total"])
+    return {
+        "matmuls_quantized": int(c["matmuls_quantized"]),
+        "matmuls_total": total,
+        "share": round(int(c["matmuls_quantized"]) / total, 4) if total else None,
+    }
 
 
 def plan_options(options: ConvertOptions, plan: dict[str, Any], assignment: Any) -> ConvertOptions:
@@ -126,7 +172,7 @@ def plan_options(options: ConvertOptions, plan: dict[str, Any], assignment: Any)
     r = plan.get("recipe") or {}
     return replace(
         options,
-        precision="int4",
+        precision=str(r.get("base", "int4")),
         int4_kernel="int8",
         runs_on=str(r.get("runs_on", options.runs_on)),
         block_size=int(r.get("block_size", options.block_size)),
@@ -154,8 +200,25 @@ def convert_plan_file(
 ) -> dict[str, Any]:
     """``convert --precision-plan plan.json``."""
     plan = load_plan(plan_file)  # a bad file is refused before the model loads
-    prep = prepare(checkpoint, options)
+    base = str((plan.get("recipe") or {}).get("base", "int4"))
+    check_calibration(plan, options, str(plan_file))
+    prep = prepare(checkpoint, options, base)
     return convert_with_plan(prep, output, options, plan, str(plan_file))
+
+
+def check_calibration(plan: dict[str, Any], options: ConvertOptions, where: str) -> None:
+    """An int8-static plan replays only with the calibration file it was searched with."""
+    want = (plan.get("recipe") or {}).get("calibration")
+    if not want:
+        return
+    from albert_edge.data import input_file_record
+
+    have = input_file_record(options.calibration) if options.calibration else None
+    if have is None or have["sha256"] != want.get("sha256"):
+        raise PrecisionPlanError(
+            f"{where}: the plan was calibrated with {want.get('file')} (sha256 "
+            f"{str(want.get('sha256'))[:12]}…); pass that file as --calibration"
+        )
 
 
 def convert_auto(
@@ -164,6 +227,7 @@ def convert_auto(
     options: ConvertOptions,
     data: str | Path,
     settings: Settings,
+    base: str = "int4",
     **run: Any,
 ) -> dict[str, Any]:
     """``convert --precision auto``: search on ``data``, then build with the plan. A
@@ -172,7 +236,7 @@ def convert_auto(
     from albert_edge.progress import step
 
     held_out_rows(data, settings)  # too few rows: refused before the model loads
-    prep = prepare(checkpoint, options)
+    prep = prepare(checkpoint, options, base)
     with step(f"precision search ({len(prep.units)} units, --max-drop {settings.max_drop})"):
         plan, _ = auto_plan(prep, data, settings, options, **run)
     return convert_with_plan(prep, output, options, plan, "the searched plan")

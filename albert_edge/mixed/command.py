@@ -63,7 +63,13 @@ def add_mixed_flags(p: argparse.ArgumentParser) -> None:
 
 
 def wants_plan(a: argparse.Namespace) -> bool:
-    return a.precision == "auto" or a.precision_plan is not None
+    """``--precision auto``, ``--precision-plan``, or int8-static with a budget (the
+    integer graph keeping the fewest units' quantizers in float)."""
+    return (
+        a.precision == "auto"
+        or a.precision_plan is not None
+        or (a.precision == "int8-static" and a.max_drop is not None)
+    )
 
 
 def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
@@ -71,7 +77,7 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
     builds the ConvertOptions the CLI would for that precision."""
     from albert_edge import mixed
 
-    if a.precision_plan is not None and a.precision not in (None, "auto"):
+    if a.precision_plan is not None and a.precision not in (None, "auto", "int8-static"):
         raise PrecisionPlanError(
             f"--precision-plan sets every weight's precision; drop --precision {a.precision}"
         )
@@ -84,7 +90,8 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
         return mixed.convert_plan_file(a.checkpoint, a.output, options, a.precision_plan)
     if a.max_drop is None or a.data is None:
         raise PrecisionPlanError(
-            "--precision auto needs --max-drop POINTS and --data LABELLED.tsv (held-out rows)"
+            f"--precision {a.precision} with a budget needs --max-drop POINTS and --data "
+            "LABELLED.tsv (held-out rows)"
         )
     settings = mixed.Settings(
         max_drop=a.max_drop,
@@ -107,6 +114,7 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
         options,
         a.data,
         settings,
+        base="int8-static" if a.precision == "int8-static" else "int4",
         workers=a.workers,
         cluster=cluster,
         engine=engine,

@@ -41,6 +41,10 @@ class Setup:
     options: ConvertOptions
     feeds: tuple[dict[str, Any], ...]
     labels: tuple[int, ...]
+    # int8-static: the calibration sentences and the tokenizer (spiece path, lower case,
+    # keep accents) that turns them into feeds, rebuilt in each worker
+    calibration: tuple[str, ...] = ()
+    tokenizer: tuple[str, bool, bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,14 @@ def build(setup: Setup, assignment: Assignment) -> bytes:
         return setup.model
     model = ir.from_proto(_proto(setup.model))
     options = replace(setup.options, unit_precisions=assignment, verify=False)
-    quantized, _ = quantize_model(model, None, options)
+    tok = None
+    if setup.tokenizer is not None:
+        from albert_edge.tokenizer import AlbertTokenizer
+
+        path, lower, accents = setup.tokenizer
+        tok = AlbertTokenizer(path, do_lower_case=lower, keep_accents=accents)
+    texts = list(setup.calibration) if setup.calibration else None
+    quantized, _ = quantize_model(model, None, options, tokenizer=tok, calibration_texts=texts)
     out: bytes = ir.to_proto(quantized).SerializeToString()
     return out
 

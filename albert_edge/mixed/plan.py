@@ -35,14 +35,24 @@ def summary(units: Sequence[Mapping[str, Any]]) -> str:
     return f"{n['int4']} of {len(units)} weights at int4, {n['int8']} at int8, {n['fp32']} at fp32"
 
 
-def recipe_record(options: ConvertOptions) -> dict[str, Any]:
-    return {
-        "base": "int4",
+def recipe_record(options: ConvertOptions, base: str = "int4") -> dict[str, Any]:
+    """The recipe a plan is applied with (int8-static: and its calibration file)."""
+    from albert_edge.data import input_file_record
+
+    record: dict[str, Any] = {
+        "base": base,
         "int4_kernel": "int8",
         "runs_on": options.runs_on,
         "block_size": options.block_size,
         "per_channel": options.per_channel,
     }
+    if base == "int8-static" and options.calibration is not None:
+        record["calibration"] = {
+            **input_file_record(options.calibration),
+            "samples": options.num_calibration,
+            "method": options.calibration_method,
+        }
+    return record
 
 
 def make_plan(
@@ -52,6 +62,7 @@ def make_plan(
     options: ConvertOptions,
     settings: Settings,
     data: Mapping[str, Any],
+    base: str = "int4",
 ) -> dict[str, Any]:
     """The plan record of a finished search (what ``plan.json`` holds)."""
     units = []
@@ -64,7 +75,7 @@ def make_plan(
         "version": VERSION,
         "target": "onnx",
         "checkpoint": dict(identity),
-        "recipe": recipe_record(options),
+        "recipe": recipe_record(options, base),
         "units": units,
         "summary": summary(units),
         "search": {
@@ -82,6 +93,29 @@ def make_plan(
             "reverted": result.reverted,
             "evaluations": result.evaluations,
         },
+    }
+
+
+def written_plan(
+    units: Sequence[Unit],
+    identity: Mapping[str, Any],
+    options: ConvertOptions,
+    precisions: Mapping[str, str],
+    default: str = "int4",
+    base: str = "int4",
+) -> dict[str, Any]:
+    """A plan chosen by hand (no search, so no sensitivities): each unit at
+    ``precisions[tensor]``, else ``default``. Checked like any plan when applied."""
+    rows = [{**u.to_dict(), "precision": precisions.get(u.tensor, default)} for u in units]
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "target": "onnx",
+        "checkpoint": dict(identity),
+        "recipe": recipe_record(options, base),
+        "units": rows,
+        "summary": summary(rows),
+        "search": None,
     }
 
 
@@ -172,6 +206,12 @@ def format_plan(plan: Mapping[str, Any]) -> str:
         lines.append(
             f"held-out loss of the plan: {_cell(loss)} points on {search.get('rows')} rows "
             f"of {(search.get('data') or {}).get('file')} ({search.get('rule')})"
+        )
+    share = search.get("integer_matmul_share")
+    if isinstance(share, Mapping):
+        lines.append(
+            f"weight MatMuls computing on integers: {share.get('matmuls_quantized')} of "
+            f"{share.get('matmuls_total')} ({share.get('share')})"
         )
     lines += [
         "",

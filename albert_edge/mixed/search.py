@@ -96,10 +96,10 @@ class Trial:
         }
 
     def loss_text(self) -> str:
-        return (
-            f"{-100 * self.delta:.2f} points lost [95 % CI {-100 * self.delta_high:+.2f}, "
-            f"{-100 * self.delta_low:+.2f}]"
+        lost, lo, hi = (
+            round(-100 * x, 2) + 0.0 for x in (self.delta, self.delta_high, self.delta_low)
         )
+        return f"{lost:.2f} points lost [95 % CI {lo:+.2f}, {hi:+.2f}]"
 
 
 @dataclass

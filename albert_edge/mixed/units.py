@@ -66,9 +66,18 @@ def role_of(tensor: str) -> str:
     return "weight"
 
 
-def find_units(model: ir.Model, options: ConvertOptions, vocab: int | None) -> list[Unit]:
-    """The units of the fp32 graph ``model`` (not modified): the int4 recipe's passes run
-    on a copy up to its plan, whose weights and tables are the units."""
+# The recipes a plan builds on, and the precisions a unit may take in each.
+BASES: dict[str, tuple[str, ...]] = {
+    "int4": ("fp32", "int8", "int4"),  # int4 on int8 kernels: all three in one graph
+    "int8-static": ("fp32", "int8"),  # integer graph; fp32 = the unit's quantizers left out
+}
+
+
+def find_units(
+    model: ir.Model, options: ConvertOptions, vocab: int | None, base: str = "int4"
+) -> list[Unit]:
+    """The units of the fp32 graph ``model`` (not modified): the ``base`` recipe's passes
+    run on a copy up to its plan, whose weights and tables are the units."""
     from dataclasses import replace
 
     import onnx_ir as ir
@@ -79,25 +88,25 @@ def find_units(model: ir.Model, options: ConvertOptions, vocab: int | None) -> l
     from albert_edge.onnx.quant.state import QuantState, quiet
 
     work = ir.from_proto(ir.to_proto(model))
-    base = replace(options, precision="int4", int4_kernel="int8", unit_precisions=())
-    state = QuantState(base, vocab=vocab)
-    passes = build_passes(recipe("int4", "int8"), state)
+    widths = BASES[base]
+    opts = replace(options, precision=base, int4_kernel="int8", unit_precisions=())
+    state = QuantState(opts, vocab=vocab)
+    passes = build_passes(recipe(base, "int8"), state)
     upto = next(i for i, p in enumerate(passes) if p.name == "quant-plan")
     with quiet():
         run_passes(work, passes[: upto + 1])
     plan = state.plan
     assert plan is not None
     units = [
-        Unit(name, role_of(name), k * n, (k, n), ("fp32", "int8", "int4"))
-        for name, (k, n) in plan.weights.items()
+        Unit(name, role_of(name), k * n, (k, n), widths) for name, (k, n) in plan.weights.items()
     ]
     tables = []
     if plan.table is not None and options.quantize_embeddings:
         t = plan.table
-        wide = ("int8", "int4") if t.tied_matmuls else ("fp32", "int8", "int4")
+        wide = widths[1:] if t.tied_matmuls else widths
         tables.append(Unit(t.table, role_of(t.table), t.vocab * t.dim, (t.vocab, t.dim), wide))
     for name in plan.side_tables:
         shape = tuple(work.graph.initializers[name].const_value.shape.numpy())  # type: ignore[union-attr]
         n = int(shape[0]) * int(shape[1])
-        tables.append(Unit(name, role_of(name), n, shape, ("fp32", "int8", "int4")))
+        tables.append(Unit(name, role_of(name), n, shape, widths))
     return tables + units

@@ -55,21 +55,12 @@ def test_plan_artifact_replays_byte_identical_within_its_floor(
     prepared: Any, tmp_path: Path
 ) -> None:
     from albert_edge.inspect import inspect_path
-    from albert_edge.mixed import convert_plan_file, convert_with_plan
-    from albert_edge.mixed.plan import FORMAT, VERSION, recipe_record
+    from albert_edge.mixed import convert_plan_file, convert_with_plan, written_plan
 
     opts = ConvertOptions(verify=False)
-    units = [{**u.to_dict(), "precision": "int4"} for u in prepared.units]
-    units[0]["precision"] = "int8"
-    plan = {
-        "format": FORMAT,
-        "version": VERSION,
-        "target": "onnx",
-        "checkpoint": prepared.identity,
-        "recipe": recipe_record(opts),
-        "units": units,
-        "summary": "hand-written",
-    }
+    plan = written_plan(prepared.units, prepared.identity, opts, {WORD: "int8"})
+    units = plan["units"]
+    assert units[0]["tensor"] == WORD
     m1 = convert_with_plan(prepared, tmp_path / "a", opts, plan, "test")
     m2 = convert_plan_file(None, tmp_path / "b", opts, tmp_path / "a" / "plan.json")
     a = (tmp_path / "a" / m1["model_file"]).read_bytes()
@@ -158,3 +149,27 @@ def test_same_plan_on_a_local_ray(prepared: Any, rows_tsv: Path) -> None:
     assert r.executor["kind"] == "ray"
     assert [u["precision"] for u in one["units"]] == [u["precision"] for u in ray["units"]]
     assert one["search"]["loss"] == ray["search"]["loss"]
+
+
+def test_int8_static_plan_leaves_a_unit_in_float_and_replays(
+    rows_tsv: Path, tmp_path: Path
+) -> None:
+    from albert_edge.mixed import convert_plan_file, convert_with_plan, prepare, written_plan
+
+    opts = ConvertOptions(verify=False, calibration=rows_tsv, num_calibration=8)
+    prep = prepare(None, opts, base="int8-static")
+    assert all(u.candidates == ("fp32", "int8") for u in prep.units)
+    ffn = next(u.tensor for u in prep.units if u.role.startswith("FFN in"))
+    plan = written_plan(prep.units, prep.identity, opts, {ffn: "fp32"}, "int8", "int8-static")
+    m = convert_with_plan(prep, tmp_path / "a", opts, plan, "test")
+    assert m["quantization"]["precision"] == "int8-static"
+    assert m["matmuls_total"] - m["matmuls_quantized"] == 4  # the FFN-in of each of 4 layers
+    again = convert_plan_file(None, tmp_path / "b", opts, tmp_path / "a" / "plan.json")
+    a = (tmp_path / "a" / m["model_file"]).read_bytes()
+    assert a == (tmp_path / "b" / again["model_file"]).read_bytes()
+    other = tmp_path / "other.tsv"
+    other.write_text("\n".join(rows_tsv.read_text().splitlines()[:40]) + "\n")
+    with pytest.raises(PrecisionPlanError, match="pass that file as --calibration"):
+        convert_plan_file(
+            None, tmp_path / "c", ConvertOptions(calibration=other), tmp_path / "a" / "plan.json"
+        )

@@ -74,9 +74,10 @@ class QuantState:
 
     def unit_precision(self, name: str) -> str:
         """The precision a precision plan gives the weight or table ``name`` ("fp32",
-        "int8", "int4"); without a plan, or for a name it does not list, "int4" (the
-        recipe's own width; only an int4 recipe takes a plan)."""
-        return dict(self.options.unit_precisions).get(name, "int4")
+        "int8", "int4"); without a plan, or for a name it does not list, the recipe's own
+        width (int8 for the int8 recipes, else int4)."""
+        default = "int8" if self.precision.startswith("int8") else "int4"
+        return dict(self.options.unit_precisions).get(name, default)
 
     def unit_bits(self, name: str, default: int) -> int:
         """Bits of a table under the plan (0: kept fp32); ``default`` without a plan."""
