@@ -172,7 +172,7 @@ def render(r: dict[str, Any]) -> str:
         lines += [
             "## Artifacts (ONNX)",
             "",
-            "Held-out and dev deltas are against the fp32 artifact on the same rows "
+            "Held-out and dev Δ = accuracy(artifact) − accuracy(fp32 artifact) on the same rows "
             "(paired bootstrap, 95 %), in points; auto@D is the plan searched with "
             "--max-drop D (its floor is the plan's).",
             "",
