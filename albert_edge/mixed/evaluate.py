@@ -17,7 +17,7 @@ results whatever the worker count.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -198,8 +198,3 @@ def executor(
         max_workers=workers, mp_context=ctx, initializer=_init, initargs=(setup,)
     ) as pool:
         yield _Pool(pool, workers, "local-processes")
-
-
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    start = time.perf_counter()
-    return fn(), time.perf_counter() - start
