@@ -173,3 +173,23 @@ def test_int8_static_plan_leaves_a_unit_in_float_and_replays(
         convert_plan_file(
             None, tmp_path / "c", ConvertOptions(calibration=other), tmp_path / "a" / "plan.json"
         )
+
+
+@pytest.mark.slow
+def test_recommend_builds_the_auto_plan_as_a_candidate(sst2_train: Path, tmp_path: Path) -> None:
+    from albert_edge.bench.recommend import parse_candidates, recommend
+
+    data = tmp_path / "data.tsv"
+    data.write_text("\n".join(sst2_train.read_text().splitlines()[:1001]) + "\n")
+    result = recommend(
+        None,
+        data=data,
+        candidates=parse_candidates("onnx:int4,onnx:auto"),
+        rounds=2,
+        runs_per_visit=1,
+        warmup=0,
+        progress=False,
+    )
+    auto = next(r for r in result["candidates"] if r["precision"] == "auto")
+    assert auto.get("error") is None and auto["verified"]
+    assert isinstance(auto.get("accuracy"), float)
