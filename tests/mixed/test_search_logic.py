@@ -93,3 +93,25 @@ def test_settings_refuse_a_bad_budget_and_objective() -> None:
     with pytest.raises(PrecisionPlanError, match="--objective"):
         Settings(max_drop=1, objective="watts")
     assert min_rows(1.0) == 200 and min_rows(10) == 50
+
+
+class Timed(Table):
+    """As Table, with int8 units measured faster than int4 ones."""
+
+    def map(self, assignments: Sequence[Assignment]) -> list[Outcome]:
+        outs = super().map(assignments)
+        return [
+            Outcome(
+                o.correct,
+                o.model_bytes,
+                1.0 + sum({"int4": 0.2, "int8": 0.1}.get(p, 0.3) for _, p in a),
+            )
+            for a, o in zip(assignments, outs, strict=True)
+        ]
+
+
+def test_latency_objective_takes_the_fastest_admitted_candidate() -> None:
+    units = _units()
+    fast = search(units, Timed(units, {}), Settings(max_drop=1.0, objective="latency"))
+    small = search(units, Timed(units, {}), Settings(max_drop=1.0, objective="bytes"))
+    assert set(fast.plan.values()) == {"int8"} and set(small.plan.values()) == {"int4"}
