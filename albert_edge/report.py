@@ -130,6 +130,16 @@ def print_convert_report(out: Path, manifest: dict[str, Any]) -> None:
     q = manifest.get("quantization") or {}
     if q.get("matmuls_total"):
         t.add_row("MatMuls quantized", f"{q.get('matmuls_quantized')}/{q.get('matmuls_total')}")
+    plan = manifest.get("precision_plan")
+    if isinstance(plan, dict):  # a precision per weight (plan.json beside the model)
+        t.add_row("precision plan", str(plan.get("summary")))
+        loss = (plan.get("search") or {}).get("loss")
+        if isinstance(loss, dict):
+            t.add_row(
+                "held-out loss",
+                f"{-100 * loss['delta'] + 0.0:.2f} points "
+                f"[{-100 * loss['delta_high'] + 0.0:+.2f}, {-100 * loss['delta_low'] + 0.0:+.2f}]",
+            )
     if q.get("target"):
         bits = "7-bit" if q.get("reduce_range") else "8-bit"
         scales = "per-channel" if q.get("per_channel") else "per-tensor"
