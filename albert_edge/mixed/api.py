@@ -79,6 +79,11 @@ def held_out_rows(data: str | Path, settings: Settings) -> list[tuple[int, str]]
             f"budget (one sentence would move the accuracy by {100 / max(1, len(rows)):.2f} "
             f"points); give at least {need} rows"
         )
+    if settings.rows < need:
+        raise PrecisionPlanError(
+            f"--search-rows {settings.rows} is too few to judge a {settings.max_drop}-point "
+            f"budget; draw at least {need} rows"
+        )
     pick = np.random.default_rng(settings.seed).permutation(len(rows))[: settings.rows]
     return [rows[int(i)] for i in sorted(pick.tolist())]
 

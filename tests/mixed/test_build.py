@@ -193,3 +193,10 @@ def test_recommend_builds_the_auto_plan_as_a_candidate(sst2_train: Path, tmp_pat
     auto = next(r for r in result["candidates"] if r["precision"] == "auto")
     assert auto.get("error") is None and auto["verified"]
     assert isinstance(auto.get("accuracy"), float)
+
+
+def test_too_few_search_rows_are_refused(rows_tsv: Path) -> None:
+    from albert_edge.mixed import Settings, held_out_rows
+
+    with pytest.raises(PrecisionPlanError, match="draw at least 50 rows"):
+        held_out_rows(rows_tsv, Settings(max_drop=4.0, rows=20))
