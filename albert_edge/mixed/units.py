@@ -59,10 +59,13 @@ class Unit:
 
 
 def role_of(tensor: str) -> str:
-    group = re.search(r"albert_layer_groups\.(\d+)", tensor)
+    """What the tensor is, and for a layer weight its group and layer within the group
+    (``albert_layer_groups.G.albert_layers.I``: one unit serves every layer of group G
+    at position I)."""
+    where = re.search(r"albert_layer_groups\.(\d+)\.albert_layers\.(\d+)", tensor)
     for pattern, role in _ROLES:
         if re.search(pattern, tensor):
-            return f"{role} (group {group.group(1)})" if group else role
+            return f"{role} (group {where.group(1)}, layer {where.group(2)})" if where else role
     return "weight"
 
 

@@ -200,3 +200,15 @@ def test_too_few_search_rows_are_refused(rows_tsv: Path) -> None:
 
     with pytest.raises(PrecisionPlanError, match="draw at least 50 rows"):
         held_out_rows(rows_tsv, Settings(max_drop=4.0, rows=20))
+
+
+def test_two_layer_groups_give_each_groups_weights_one_unit(make_checkpoint) -> None:
+    from albert_edge.mixed import prepare
+
+    prep = prepare(make_checkpoint("tiny-groups"), ConvertOptions(verify=False))
+    roles = sorted(u.role for u in prep.units)
+    for part in ("attention output", "FFN in", "FFN out"):
+        assert [r for r in roles if r.startswith(part)] == [
+            f"{part} (group {g}, layer {i})" for g in (0, 1) for i in (0, 1)
+        ], roles
+    assert len({u.tensor for u in prep.units}) == len(prep.units)
