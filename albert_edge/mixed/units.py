@@ -58,11 +58,15 @@ class Unit:
         return d
 
 
-def role_of(tensor: str) -> str:
+_LAYER = r"albert_layer_groups\.(\d+)\.albert_layers\.(\d+)"
+
+
+def role_of(tensor: str, near: str | None = None) -> str:
     """What the tensor is, and for a layer weight its group and layer within the group
     (``albert_layer_groups.G.albert_layers.I``: one unit serves every layer of group G
-    at position I)."""
-    where = re.search(r"albert_layer_groups\.(\d+)\.albert_layers\.(\d+)", tensor)
+    at position I). ``near``: a name to read the layer from when the tensor's own name
+    lost it (a fused QKV weight is named after its Attention node)."""
+    where = re.search(_LAYER, tensor) or (re.search(_LAYER, near) if near else None)
     for pattern, role in _ROLES:
         if re.search(pattern, tensor):
             return f"{role} (group {where.group(1)}, layer {where.group(2)})" if where else role
@@ -74,6 +78,24 @@ BASES: dict[str, tuple[str, ...]] = {
     "int4": ("fp32", "int8", "int4"),  # int4 on int8 kernels: all three in one graph
     "int8-static": ("fp32", "int8"),  # integer graph; fp32 = the unit's quantizers left out
 }
+
+
+def _layer_near(model: ir.Model, tensor: str, hops: int = 3) -> str | None:
+    """For a weight a fused Attention reads: the name of the layer weight read within
+    ``hops`` nodes after it (the attention output projection), else None."""
+    value = model.graph.initializers.get(tensor)
+    if value is None or re.search(_LAYER, tensor):
+        return None
+    frontier = [u.node for u in value.uses() if u.node.op_type == "Attention"][:1]
+    for _ in range(hops):
+        nxt = []
+        for node in frontier:
+            for v in node.inputs:
+                if v is not None and v.is_initializer() and re.search(_LAYER, str(v.name)):
+                    return str(v.name)
+            nxt += [u.node for o in node.outputs for u in o.uses()]
+        frontier = nxt
+    return None
 
 
 def find_units(
@@ -101,7 +123,8 @@ def find_units(
     plan = state.plan
     assert plan is not None
     units = [
-        Unit(name, role_of(name), k * n, (k, n), widths) for name, (k, n) in plan.weights.items()
+        Unit(name, role_of(name, _layer_near(work, name)), k * n, (k, n), widths)
+        for name, (k, n) in plan.weights.items()
     ]
     tables = []
     if plan.table is not None and options.quantize_embeddings:

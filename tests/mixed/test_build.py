@@ -207,7 +207,7 @@ def test_two_layer_groups_give_each_groups_weights_one_unit(make_checkpoint) -> 
 
     prep = prepare(make_checkpoint("tiny-groups"), ConvertOptions(verify=False))
     roles = sorted(u.role for u in prep.units)
-    for part in ("attention output", "FFN in", "FFN out"):
+    for part in ("attention Q,K,V (fused)", "attention output", "FFN in", "FFN out"):
         assert [r for r in roles if r.startswith(part)] == [
             f"{part} (group {g}, layer {i})" for g in (0, 1) for i in (0, 1)
         ], roles
