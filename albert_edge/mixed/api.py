@@ -172,9 +172,17 @@ def integer_share(setup: Setup, plan: dict[str, str]) -> dict[str, Any]:
 
 
 def plan_options(options: ConvertOptions, plan: dict[str, Any], assignment: Any) -> ConvertOptions:
-    """Convert options that build ``plan``: the int4 recipe on int8 kernels, the plan's
-    ``--target`` and block size, each unit at its precision."""
+    """Convert options that build ``plan``: its recipe (int4 on int8 kernels, or
+    int8-static with the plan's calibration count and method), ``--target`` and block
+    size, each unit at its precision."""
     r = plan.get("recipe") or {}
+    cal = r.get("calibration") or {}
+    if cal:  # int8-static: as many sentences, by the same method, as the plan was built with
+        options = replace(
+            options,
+            num_calibration=int(cal.get("samples", options.num_calibration)),
+            calibration_method=str(cal.get("method", options.calibration_method)),
+        )
     return replace(
         options,
         precision=str(r.get("base", "int4")),

@@ -85,6 +85,11 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
         raise PrecisionPlanError(
             "--precision auto/--precision-plan do not combine with --depth yet"
         )
+    if a.calibration is not None and a.precision == "auto":
+        raise PrecisionPlanError(
+            "--calibration applies to --precision int8-static (with or without a budget) and "
+            "to replaying an int8-static plan; drop --calibration"
+        )
     options: ConvertOptions = options_for("fp32")
     if a.precision_plan is not None:
         return mixed.convert_plan_file(a.checkpoint, a.output, options, a.precision_plan)

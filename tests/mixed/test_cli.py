@@ -72,3 +72,14 @@ def test_tflite_plans_are_refused(
         str(tmp_path / "o"),
     )
     assert code != 0 and "--to onnx" in err and len(err.splitlines()) == 1
+
+
+def test_auto_refuses_calibration(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, rows_tsv: Path
+) -> None:
+    code, err = _run(
+        capsys,
+        *("--precision", "auto", "--max-drop", "5", "--data", str(rows_tsv)),
+        *("--calibration", str(rows_tsv), "-o", str(tmp_path / "o")),
+    )
+    assert code != 0 and "drop --calibration" in err and len(err.splitlines()) == 1
