@@ -113,7 +113,22 @@ def more_plans(prep: Any, a: argparse.Namespace, report: dict[str, Any]) -> None
         save(report)
 
 
-def artifacts(prep: Any, a: argparse.Namespace, report: dict[str, Any]) -> None:
+def static_plan(a: argparse.Namespace, cal: Path, report: dict[str, Any]) -> Any:
+    """The int8-static recipe with a budget: which units keep their quantizers in float."""
+    drop = min(a.max_drop)
+    log(f"int8-static search at --max-drop {drop} …")
+    opts = ConvertOptions(calibration=cal, verify=False)
+    prep = prepare(None, opts, base="int8-static")
+    s = Settings(max_drop=drop, min_lower_bound=a.min_lower_bound, rows=a.rows)
+    plan, _ = auto_plan(prep, a.data, s, opts, progress=log)
+    report["static_plans"] = {str(drop): plan}
+    save(report)
+    return prep
+
+
+def artifacts(
+    prep: Any, a: argparse.Namespace, report: dict[str, Any], static: Any, cal: Path
+) -> None:
     """Every artifact scored on the held-out rows and dev against the fp32 artifact."""
     settings = Settings(max_drop=min(a.max_drop), rows=a.rows)
     held = held_out_rows(a.data, settings)
@@ -124,12 +139,19 @@ def artifacts(prep: Any, a: argparse.Namespace, report: dict[str, Any]) -> None:
     ref: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="mixed-bench-") as tmp:
         names = ["fp32", "int8-dynamic", "int4", *(f"auto@{d}" for d in report["plans"])]
+        names += ["int8-static", *(f"static@{d}" for d in report["static_plans"])]
         for name in names:
             log(f"build {name} …")
             out = Path(tmp) / name
             if name.startswith("auto@"):
                 plan = report["plans"][name.removeprefix("auto@")]
                 m = convert_with_plan(prep, out, ConvertOptions(), plan, "benchmark plan")
+            elif name.startswith("static@"):
+                plan = report["static_plans"][name.removeprefix("static@")]
+                opts = ConvertOptions(calibration=cal)
+                m = convert_with_plan(static, out, opts, plan, "benchmark plan")
+            elif name == "int8-static":
+                m = convert(prep.ckpt, out, ConvertOptions(precision=name, calibration=cal))
             else:
                 m = convert(prep.ckpt, out, ConvertOptions(precision=name))
             data = (out / m["model_file"]).read_bytes()
@@ -147,6 +169,7 @@ def artifacts(prep: Any, a: argparse.Namespace, report: dict[str, Any]) -> None:
                 "held_out_delta": ih.to_dict(),
                 "dev_accuracy": accuracy_interval(d).to_dict(),
                 "dev_delta": idv.to_dict(),
+                "weight_matmuls_integer": f"{m['matmuls_quantized']}/{m['matmuls_total']}",
             }
             report["artifacts"] = rows
             save(report)
@@ -176,13 +199,15 @@ def render(r: dict[str, Any]) -> str:
             "(paired bootstrap, 95 %), in points; auto@D is the plan searched with "
             "--max-drop D (its floor is the plan's).",
             "",
-            "| artifact | file bytes | floor | ratio | held-out Δ [95 % CI] | dev acc % | dev Δ [95 % CI] |",
-            "|---|---:|---:|---:|---|---:|---|",
+            "| artifact | file bytes | floor | ratio | integer weight MatMuls | held-out Δ [95 % CI] "
+            "| dev acc % | dev Δ [95 % CI] |",
+            "|---|---:|---:|---:|---:|---|---:|---|",
         ]
         for name, a in r["artifacts"].items():
             h, d = a["held_out_delta"], a["dev_delta"]
             lines.append(
                 f"| {name} | {a['file_bytes']:,} | {a['floor_bytes']:,} | {a['ratio_to_floor']} | "
+                f"{a.get('weight_matmuls_integer', '—')} | "
                 f"{100 * h['delta']:+.2f} [{100 * h['low']:+.2f}, {100 * h['high']:+.2f}] | "
                 f"{100 * a['dev_accuracy']['delta']:.2f} | "
                 f"{100 * d['delta']:+.2f} [{100 * d['low']:+.2f}, {100 * d['high']:+.2f}] |"
@@ -208,6 +233,17 @@ def render(r: dict[str, Any]) -> str:
     for drop, plan in (r.get("plans") or {}).items():
         lines += [f"## The plan at --max-drop {drop} and each unit's sensitivity", ""]
         lines += [format_plan(plan), ""]
+    for drop, plan in (r.get("static_plans") or {}).items():
+        lines += [
+            f"## int8-static with fallback at --max-drop {drop}",
+            "",
+            "Calibration: the last 128 rows of SST-2 train (unlabelled use; they may overlap "
+            "the held-out rows). fp32 = the unit's nodes excluded from quantize_static "
+            "(its activation quantizers too).",
+            "",
+            format_plan(plan),
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -234,7 +270,12 @@ def main() -> int:
     prep = prepare(None, ConvertOptions())
     search_twice(prep, a, report)
     more_plans(prep, a, report)
-    artifacts(prep, a, report)
+    with tempfile.TemporaryDirectory(prefix="mixed-bench-cal-") as d:
+        cal = Path(d) / "calibration.tsv"  # the last 128 rows of train: calibration text
+        lines = a.data.read_text().splitlines()
+        cal.write_text("\n".join([lines[0], *lines[-128:]]) + "\n")
+        static = static_plan(a, cal, report)
+        artifacts(prep, a, report, static, cal)
     log(f"wrote {OUT / 'mixed_precision.md'}")
     return 0
 
