@@ -184,7 +184,8 @@ def _add_convert(sub: Any) -> None:
         "--precision",
         default=None,
         help=f"onnx: {{{','.join(ONNX_PRECISIONS)}}}; tflite: {{{','.join(TFLITE_PRECISIONS)}}} "
-        "(default fp32; fp16 with --target gpu)",
+        "(default fp32; fp16 with --target gpu); onnx: auto = a precision per weight "
+        "chosen on held-out rows (--max-drop, --data; docs/mixed-precision.md)",
     )
     p.add_argument(
         "--optimize",
@@ -221,17 +222,38 @@ def _add_convert(sub: Any) -> None:
 
     add_depth_flags(p)  # --depth K|auto --depth-search DIR --exit-head (docs/depth.md)
     add_rule_flags(p)
+    from albert_edge.mixed.command import add_mixed_flags
+
+    add_mixed_flags(p)  # --precision auto --max-drop --data / --precision-plan
     _add_quiet(p)
     p.set_defaults(run=_run_convert)
 
 
 def _run_convert(a: argparse.Namespace) -> int:
+    from albert_edge.mixed.command import run_mixed, wants_plan
+
+    if wants_plan(a):  # precision per weight (docs/mixed-precision.md)
+        return _report_manifest(a, run_mixed(a, lambda p: _convert_options(a, p)))
     from albert_edge.convert import convert
+
+    options = _convert_options(a, a.precision)
+    if a.depth is not None or a.depth_search is not None:
+        from albert_edge.depth.command import run_convert_at_depth
+
+        return _report_manifest(a, run_convert_at_depth(a, options))
+    if options.target == "onnx" and options.precision not in ("fp32", "fp16"):
+        from albert_edge.onnx.quant import check_options
+
+        check_options(options)  # e.g. int8-static without --calibration: before the load
+    return _report_manifest(a, convert(a.checkpoint, a.output, options))
+
+
+def _convert_options(a: argparse.Namespace, precision: str | None) -> Any:
     from albert_edge.options import ConvertOptions
 
-    options = ConvertOptions(
+    return ConvertOptions(
         target=a.target,
-        precision=a.precision or ("fp16" if a.runs_on == "gpu" else "fp32"),
+        precision=precision or ("fp16" if a.runs_on == "gpu" else "fp32"),
         accelerator="gpu" if a.runs_on == "gpu" else "cpu",
         optimize=a.optimize,
         opset=a.opset,
@@ -242,15 +264,6 @@ def _run_convert(a: argparse.Namespace) -> int:
         # --target gpu picks the accelerator, not an int8 CPU recipe.
         **{**_quantization_options(a), **({"runs_on": "portable"} if a.runs_on == "gpu" else {})},
     )
-    if a.depth is not None or a.depth_search is not None:
-        from albert_edge.depth.command import run_convert_at_depth
-
-        return _report_manifest(a, run_convert_at_depth(a, options))
-    if options.target == "onnx" and options.precision not in ("fp32", "fp16"):
-        from albert_edge.onnx.quant import check_options
-
-        check_options(options)  # e.g. int8-static without --calibration: before the load
-    return _report_manifest(a, convert(a.checkpoint, a.output, options))
 
 
 # --- quantize ------------------------------------------------------------------------
@@ -531,7 +544,8 @@ def _add_bench(sub: Any) -> None:
         default=None,
         help="--recommend: comma-separated, from {"
         + ", ".join(f"{t}:{q}" for t, q in CANDIDATES)
-        + "} (default: all)",
+        + "} (default: all); opt-in: onnx:auto (a precision per weight searched on the "
+        "choose split, docs/mixed-precision.md)",
     )
     p.add_argument("--work-dir", type=Path, default=None, help="--recommend: keep artifacts here")
     p.add_argument(

@@ -36,6 +36,18 @@ def copy_tokenizer_files(
     return files
 
 
+PLAN_FILE = "plan.json"
+
+
+def write_plan(out_dir: Path, plan: dict[str, Any]) -> str:
+    """Write ``plan.json`` (a precision plan: :mod:`albert_edge.mixed.plan` reads and
+    validates it; ``convert --precision-plan`` rebuilds the artifact from it)."""
+    import json
+
+    (out_dir / PLAN_FILE).write_text(json.dumps(plan, indent=2, sort_keys=True) + "\n")
+    return PLAN_FILE
+
+
 def read_truncation(path: Path) -> dict[str, Any]:
     """The ``truncation.json`` an ``albert-edge depth`` truncated checkpoint carries: the
     manifest's ``depth`` (k of L, groups kept, source, how the depth was chosen)."""
@@ -98,6 +110,9 @@ def convert(
 
             record = convert_tflite(ckpt, tmp, options)
         record.setdefault("files", []).extend(files)
+        if options.plan_record is not None:  # the precision plan, as data beside the model
+            record["precision_plan"] = options.plan_record
+            record["files"].append(write_plan(tmp, options.plan_record))
         manifest = finish_artifact(
             tmp, record, model_path=tmp / record["model_file"], ckpt=ckpt, options=options
         )

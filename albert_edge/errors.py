@@ -42,6 +42,16 @@ class QuantizationError(AlbertEdgeError):
     """Quantization cannot proceed (already quantized model, bad calibration data, ...)."""
 
 
+class PrecisionPlanError(AlbertEdgeError):
+    """A precision plan cannot be searched, read or applied (albert_edge.mixed)."""
+
+
+class NoPlanError(PrecisionPlanError):
+    """No precision plan quantizing anything stays inside the accuracy budget."""
+
+    exit_code = 1
+
+
 class VerificationError(AlbertEdgeError):
     """An artifact disagrees with its reference beyond tolerance."""
 

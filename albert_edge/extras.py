@@ -8,6 +8,7 @@ name the extra to install, in one line, before any work starts:
   (``--to tflite``, running/inspecting ``.tflite`` files, reading TF1 checkpoints);
 * ``[peers]`` — optimum-onnx (the peer comparison in ``benchmarks/``);
 * ``[plots]`` — matplotlib (``bench --plot`` and the benchmark figures);
+* ``[ray]`` — ray (``convert --precision auto --cluster``: candidate evaluations on Ray);
 * ``[all]`` — all of the above.
 
 Only presence is checked (``importlib.util.find_spec``): nothing heavy is imported here.
@@ -24,6 +25,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "tflite": ("tensorflow", "ai_edge_litert", "ai_edge_quantizer", "litert_torch"),
     "peers": ("optimum",),
     "plots": ("matplotlib",),
+    "ray": ("ray",),
 }
 
 

@@ -38,7 +38,7 @@ Definitions (the keys of :data:`FACT_KEYS`):
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -172,17 +172,46 @@ def floor_bytes(config: Mapping[str, Any], head: str, precision: str) -> int | N
     return int(param_count(config, head) * width)
 
 
+def plan_floor_bytes(
+    config: Mapping[str, Any], head: str, units: Sequence[Mapping[str, Any]]
+) -> int | None:
+    """The floor of a precision plan: each unit's parameters (``params``) at its own
+    ``precision``'s width, and the checkpoint's other parameters (biases, LayerNorm, the
+    tiny tables no recipe quantizes) at the plan's narrowest width — as the uniform
+    floors count every parameter at the one width, so a plan with every unit at int4 has
+    int4's floor exactly. None if a unit's precision has no width."""
+    widths = [PRECISION_BYTES.get(str(u.get("precision"))) for u in units]
+    if not units or any(w is None for w in widths):
+        return None
+    known = [float(w) for w in widths if w is not None]
+    unit_params = [int(u["params"]) for u in units]
+    rest = param_count(config, head) - sum(unit_params)
+    return int(
+        sum(p * w for p, w in zip(unit_params, known, strict=True)) + max(rest, 0) * min(known)
+    )
+
+
 def floor_fields(
-    file_bytes: int, config: Mapping[str, Any] | None, head: str | None, precision: str | None
+    file_bytes: int,
+    config: Mapping[str, Any] | None,
+    head: str | None,
+    precision: str | None,
+    plan: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """checkpoint_params / floor_precision / floor_bytes / ratio_to_floor (None if unknown)."""
+    """checkpoint_params / floor_precision / floor_bytes / ratio_to_floor (None if unknown).
+
+    ``plan``: a precision plan (``plan.json``, the manifest's ``precision_plan``): the floor
+    is the plan's (:func:`plan_floor_bytes`) and ``floor_precision`` is "plan"."""
     params = floor = None
     if config and head and all(k in config for k in ("vocab_size", "hidden_size")):
         try:
             params = param_count(config, head)
         except (KeyError, TypeError, ValueError):
             params = None
-        if params is not None and precision:
+        if params is not None and plan is not None:
+            floor = plan_floor_bytes(config, head, plan.get("units") or [])
+            precision = "plan"
+        elif params is not None and precision:
             floor = floor_bytes(config, head, precision)
     return {
         "checkpoint_params": params,
@@ -256,6 +285,7 @@ def onnx_facts(
     precision: str | None = None,
     config: Mapping[str, Any] | None = None,
     head: str | None = None,
+    plan: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The facts (:data:`FACT_KEYS`) of an in-memory ``onnx_ir.Model`` written to ``path``.
 
@@ -269,6 +299,7 @@ def onnx_facts(
     manifest = manifest_beside(path) or {}
     detected = oi.infer_precision(model)
     precision = precision or manifest.get("precision") or detected
+    plan = plan if plan is not None else manifest.get("precision_plan")
     head = head or manifest.get("head") or meta.get("head")
     config = config or _config(path, meta)
     acc = oi.tensor_accounting(model)
@@ -279,7 +310,7 @@ def onnx_facts(
         "unique_tensor_bytes": acc["unique_tensor_bytes"],
         "duplicate_tensor_bytes": acc["duplicate_tensor_bytes"],
         "unique_params": acc["unique_params"],
-        **floor_fields(int(file_bytes), config, head, precision),
+        **floor_fields(int(file_bytes), config, head, precision, plan),
         **{k: counts[k] for k in MATMUL_KEYS},
         "precision": detected,
         "factorized_embedding_intact": intact,
@@ -294,12 +325,17 @@ def describe_onnx(
     precision: str | None = None,
     config: Mapping[str, Any] | None = None,
     head: str | None = None,
+    plan: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """:func:`albert_edge.onnx.inspect.describe_model` with the facts in place of its own."""
     from albert_edge.onnx.inspect import describe_model
 
     info = describe_model(model, path, file_bytes)
-    info.update(onnx_facts(model, path, file_bytes, precision=precision, config=config, head=head))
+    info.update(
+        onnx_facts(
+            model, path, file_bytes, precision=precision, config=config, head=head, plan=plan
+        )
+    )
     return info
 
 

@@ -24,10 +24,18 @@ def inspect_path(path: str | Path | None = None) -> dict[str, Any]:
             p = model_file(p)
         if p.suffix == ".onnx":
             require_model_file(p, "ONNX")
-            from albert_edge.facts import artifact_facts
+            from albert_edge.facts import artifact_facts, manifest_beside
             from albert_edge.onnx.inspect import inspect_onnx
 
-            return {**inspect_onnx(p), **artifact_facts(p)}
+            info = {**inspect_onnx(p), **artifact_facts(p)}
+            plan = (manifest_beside(p) or {}).get("precision_plan")
+            if isinstance(plan, dict):  # a precision per weight: what each unit got, and why
+                info["precision_plan"] = {
+                    "summary": plan.get("summary"),
+                    "units": plan.get("units"),
+                    "search": plan.get("search"),
+                }
+            return info
         if p.suffix == ".tflite":
             require_model_file(p, "TFLite")
             from albert_edge.facts import tflite_facts

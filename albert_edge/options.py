@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from albert_edge.errors import UnsupportedError
 
@@ -19,6 +20,8 @@ ACCELERATORS = ("cpu", "gpu")
 # int4 ONNX: which ONNX Runtime kernel multiplies by the 4-bit weights
 # (albert_edge.onnx.quant.int4 says why int8 is the default)
 INT4_KERNELS = ("int8", "nbits")
+# The precisions one unit (one unique weight) of a precision plan may take.
+UNIT_PRECISIONS = ("fp32", "int8", "int4")
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,12 @@ class ConvertOptions:
     # int4: "int8" = 4-bit codes decoded at load into ORT's int8 kernels (int8 speed,
     # int4 bytes); "nbits" = MatMulNBits (ORT's GPU / ARM int4 kernels)
     int4_kernel: str = "int8"
+    # A precision plan (albert_edge.mixed): the precision of each unique weight, by the
+    # initializer the int4 recipe's plan names ("fp32", "int8" or "int4"; weights not
+    # named take int4). Needs --precision int4 on int8 kernels, whose graph holds all three.
+    unit_precisions: tuple[tuple[str, str], ...] = ()
+    # The plan as data (written as plan.json and into the manifest); opaque here.
+    plan_record: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def int4_folded(self) -> bool:
@@ -105,6 +114,18 @@ class ConvertOptions:
             raise UnsupportedError(
                 f"unknown --int4-kernel {self.int4_kernel!r}; choose one of "
                 + ", ".join(INT4_KERNELS)
+            )
+        if self.unit_precisions and not (self.int4_folded or self.precision == "int8-static"):
+            raise UnsupportedError(
+                "a precision plan is built on --precision int4 --int4-kernel int8 (fp32, int8 "
+                "and int4 weights) or int8-static (fp32 fallback); use --precision-plan alone"
+            )
+        widths = UNIT_PRECISIONS if self.int4_folded else ("fp32", "int8")
+        bad = sorted({p for _, p in self.unit_precisions} - set(widths))
+        if bad:
+            raise UnsupportedError(
+                f"unit precision(s) {bad} not available for {self.precision}; choose among "
+                + ", ".join(widths)
             )
         if self.int8_io and self.precision != "int8-full":
             raise UnsupportedError("--int8-io needs --precision int8-full")

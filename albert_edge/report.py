@@ -51,6 +51,10 @@ def print_inspect_report(info: dict[str, Any]) -> None:
             continue
         t.add_row(k, _mb(v) if k.endswith("_bytes") and isinstance(v, int) else str(v))
     con.print(t)
+    if isinstance(info.get("precision_plan"), dict):
+        from albert_edge.mixed.plan import format_plan
+
+        con.print(format_plan(info["precision_plan"]), markup=False, soft_wrap=True)
     if isinstance(info.get("litert_metadata"), dict):
         print_litert_metadata(info["litert_metadata"])
     if isinstance(info.get("delegates"), dict):
@@ -126,6 +130,16 @@ def print_convert_report(out: Path, manifest: dict[str, Any]) -> None:
     q = manifest.get("quantization") or {}
     if q.get("matmuls_total"):
         t.add_row("MatMuls quantized", f"{q.get('matmuls_quantized')}/{q.get('matmuls_total')}")
+    plan = manifest.get("precision_plan")
+    if isinstance(plan, dict):  # a precision per weight (plan.json beside the model)
+        t.add_row("precision plan", str(plan.get("summary")))
+        loss = (plan.get("search") or {}).get("loss")
+        if isinstance(loss, dict):
+            t.add_row(
+                "held-out loss",
+                f"{-100 * loss['delta'] + 0.0:.2f} points "
+                f"[{-100 * loss['delta_high'] + 0.0:+.2f}, {-100 * loss['delta_low'] + 0.0:+.2f}]",
+            )
     if q.get("target"):
         bits = "7-bit" if q.get("reduce_range") else "8-bit"
         scales = "per-channel" if q.get("per_channel") else "per-tensor"

@@ -67,8 +67,11 @@ CANDIDATES: tuple[tuple[str, str], ...] = (
     ("tflite", "int8-dynamic"),
     ("tflite", "int8-full"),
 )
+# Opt-in candidates (``--candidates onnx:auto``): a precision per weight searched on the
+# choose split (albert_edge.mixed) with int8's bar as its budget.
+OPT_IN: tuple[tuple[str, str], ...] = (("onnx", "auto"),)
 # Accuracy a precision may lose against the checkpoint, in points (issue 17's bars).
-MAX_DROP_POINTS = {"fp32": 0.1, "fp16": 0.2, "int8": 0.5, "int4": 1.5}
+MAX_DROP_POINTS = {"fp32": 0.1, "fp16": 0.2, "int8": 0.5, "int4": 1.5, "auto": 0.5}
 BACKEND = {"onnx": "ort-cpu", "tflite": "litert-xnnpack"}
 MARGIN = 0.03  # a latency difference the data must exceed (whole 95 % interval) to count
 ROUNDS = 12  # default interleaved passes
@@ -94,8 +97,8 @@ def parse_candidates(text: str) -> tuple[tuple[str, str], ...]:
     out = []
     for item in (x.strip() for x in text.split(",") if x.strip()):
         target, _, precision = item.partition(":")
-        if (target, precision) not in CANDIDATES:
-            names = ", ".join(f"{t}:{p}" for t, p in CANDIDATES)
+        if (target, precision) not in CANDIDATES + OPT_IN:
+            names = ", ".join(f"{t}:{p}" for t, p in CANDIDATES + OPT_IN)
             raise BenchmarkError(f"--candidates: unknown {item!r}; choose from {names}")
         out.append((target, precision))
     if not out:
@@ -344,20 +347,22 @@ def _build(
             suffix = f"-depth{at_depth[1]}"
             row.update(kind="depth", depth=at_depth[1], name=f"{target} {precision} d{at_depth[1]}")
         rows.append(row)
-        if precision in STATIC_PRECISIONS and calibration is None:
-            row["error"] = f"{precision} needs calibration text: pass --data"
+        if (precision in STATIC_PRECISIONS or precision == "auto") and calibration is None:
+            row["error"] = f"{precision} needs labelled text: pass --data"
             continue
         out = work / f"{target}-{precision}{suffix}"
         opts = ConvertOptions(
             target=target,
-            precision=precision,
+            precision="fp32" if precision == "auto" else precision,
             calibration=calibration if precision in STATIC_PRECISIONS else None,
             seq_lens=tuple(sorted(set(seq_lens))) if target == "tflite" else (),
             overwrite=True,
         )
         say(f"recommend: converting {target} {precision}{suffix} ...")
         try:
-            if at_depth is None:
+            if precision == "auto":
+                manifest = _build_auto(ckpt, out, opts, calibration, at_depth)
+            elif at_depth is None:
                 manifest = convert(ckpt, out, opts)
             else:
                 from albert_edge.depth import convert_at_depth
@@ -371,6 +376,18 @@ def _build(
         row["artifact"] = str(out)
         built.append((row, out))
     return rows, built
+
+
+def _build_auto(
+    ckpt: Any, out: Path, opts: Any, data: Path | None, at_depth: tuple[Any, int] | None
+) -> dict[str, Any]:
+    """The auto plan on the choose split (``data``), budget int8's bar, then its artifact."""
+    from albert_edge.mixed import Settings, convert_auto
+
+    if at_depth is not None:
+        raise BenchmarkError("an auto precision plan at a depth is not built by --recommend")
+    assert data is not None
+    return convert_auto(ckpt, out, opts, data, Settings(max_drop=MAX_DROP_POINTS["auto"]))
 
 
 def _time(

@@ -175,6 +175,7 @@ def convert_onnx(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> di
         precision=options.precision,
         config=ckpt.config.to_dict(),
         head=ckpt.head.name,
+        plan=options.plan_record,
     )
     from albert_edge.onnx.requirements import artifact_requirements
 

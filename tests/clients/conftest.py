@@ -16,10 +16,11 @@ N_SENTENCES = 12
 
 @pytest.fixture(scope="session")
 def client_artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """{"fp32": dir, "int8": dir, "int4": dir}: ``convert`` at default flags, verification
+    """{"fp32", "int8", "int4", "mixed": dir}: ``convert`` at default flags, verification
     included (int8: word table quantized, read by standard ops that every client has; int4:
     the default ``--int4-kernel int8`` form, 4-bit codes decoded at load by model-local
-    ONNX functions, ``albert_edge.Int4Weight``/``Int4Rows``/``Int4Scales``)."""
+    ONNX functions, ``albert_edge.Int4Weight``/``Int4Rows``/``Int4Scales``; mixed: a
+    precision plan with fp32, int8 and int4 weights in one graph)."""
     from albert_edge.convert import convert
     from albert_edge.options import ConvertOptions
 
@@ -32,6 +33,21 @@ def client_artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
     convert(None, out["fp32"], ConvertOptions(precision="fp32"))
     convert(None, out["int8"], ConvertOptions(precision="int8-dynamic"))
     convert(None, out["int4"], ConvertOptions(precision="int4"))
+    # a precision plan holding all three widths: fp32 attention QKV and classifier, int8
+    # FFN-in and position table, int4 elsewhere (the word table's 4-bit gathered rows too)
+    from albert_edge.mixed import convert_with_plan, prepare, written_plan
+
+    prep = prepare(None, ConvertOptions())
+    by_role = {u.role.split(" (")[0]: u.tensor for u in prep.units}
+    chosen = {
+        by_role["attention Q,K,V"]: "fp32",
+        by_role["head"]: "fp32",
+        by_role["FFN in"]: "int8",
+        by_role["position table"]: "int8",
+    }
+    plan = written_plan(prep.units, prep.identity, ConvertOptions(), chosen)
+    out["mixed"] = root / "sst2-mixed"
+    convert_with_plan(prep, out["mixed"], ConvertOptions(), plan, "client plan")
     return out
 
 

@@ -77,7 +77,7 @@ class WeightsQuantizedCheck(_Check):
     name = "check-weights-quantized"
 
     def ensures(self, model: ir.Model) -> None:
-        from albert_edge.onnx.inspect import matmul_counts
+        from albert_edge.onnx.inspect import matmul_counts, weight_matmuls
 
         st = self.state
         counts = matmul_counts(model)
@@ -85,6 +85,8 @@ class WeightsQuantizedCheck(_Check):
         allowed = (
             set() if st.options.quantize_embeddings or table is None else set(table.tied_matmuls)
         )
+        # a precision plan's fp32 units stay float by design
+        allowed |= {u.node for u in weight_matmuls(model) if st.unit_precision(u.weight) == "fp32"}
         still_float = [n for n in counts["float_matmuls"] if n not in allowed]
         keys = ("matmuls_quantized", "matmuls_fp16", "matmuls_total")
         self.report = {k: counts[k] for k in keys if k != "matmuls_fp16" or counts[k]}

@@ -377,7 +377,12 @@ def _blockwise_table(
 
 
 def quantize_side_tables(
-    model: ir.Model, word_table: str | None, bits: int = 8, *, fold: bool = False
+    model: ir.Model,
+    word_table: str | None,
+    bits: int = 8,
+    *,
+    fold: bool = False,
+    bits_by_table: dict[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Store the other gathered tables (position embeddings) quantized, in place.
 
@@ -388,12 +393,15 @@ def quantize_side_tables(
     DequantizeLinear along the last axis. 4-bit (int4): the word table's form, one
     one-byte scale per row (:func:`gather_rows`) — at int8 the table would be 3 % of the
     int4 floor by itself, and 4 bits leave SST-2 accuracy unchanged (docs/precisions.md).
-    Standard ops either way.
+    Standard ops either way. ``bits_by_table`` (a precision plan): only the tables it
+    names, each at its own width.
     """
     from albert_edge.onnx.quant.tables import side_tables
 
     fresh = Namer(model)
     names = side_tables(model, word_table)
+    if bits_by_table is not None:
+        names = [n for n in names if n in bits_by_table]
     readers = {  # in graph order, as the proto code saw them
         name: [n for n in model.graph for v in n.inputs if v is model.graph.initializers[name]]
         for name in names
@@ -405,7 +413,8 @@ def quantize_side_tables(
         assert t.const_value is not None
         w = t.const_value.numpy().astype(np.float32)
         shape = [int(d) for d in w.shape]
-        if bits == 4 and w.shape[1] % 2 == 0:
+        width = (bits_by_table or {}).get(name, bits)
+        if width == 4 and w.shape[1] % 2 == 0:
             form, _ = _table_tensors(
                 model,
                 w,
@@ -527,12 +536,16 @@ class QuantizeSideTablesPass(AlbertInPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         st = self.state
-        if not st.quantize_table:
+        if not st.quantize_tables:
             self.report = {"skipped": True}
             return ir.passes.PassResult(model, modified=False)
         assert st.table is not None and st.plan is not None
         side = quantize_side_tables(
-            model, st.table.table, bits=st.plan.table_bits, fold=st.options.int4_folded
+            model,
+            st.table.table,
+            bits=st.plan.table_bits,
+            fold=st.options.int4_folded,
+            bits_by_table=st.plan.side_bits,
         )
         if isinstance(st.embeddings, dict):
             st.embeddings["side_tables"] = side
@@ -542,7 +555,7 @@ class QuantizeSideTablesPass(AlbertInPlacePass):
 
     def ensures(self, model: ir.Model) -> None:
         plan = self.state.plan
-        if plan is None or not self.state.quantize_table:
+        if plan is None or not self.state.quantize_tables:
             return
         if sorted(self.done) != sorted(plan.side_tables):
             raise QuantizationError(

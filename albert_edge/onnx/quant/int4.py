@@ -329,8 +329,12 @@ class PackInt4Pass(AlbertInPlacePass):
         packed_bytes = 0
         blocks: dict[str, int] = {}
         odd: list[str] = []
+        kept: list[str] = []
         for int8_name, uses in sorted(weights.items()):
             src = self._source(int8_name)
+            if src in plan.int8_weights:  # a precision plan keeps it int8
+                kept.append(src)
+                continue
             w = self.state.float_weights[src]
             block = codes_block(plan.block_size, int(w.shape[0]))
             if block is None:
@@ -361,7 +365,9 @@ class PackInt4Pass(AlbertInPlacePass):
         self.report = {"weights": len(blocks), "bytes": packed_bytes, "blocks": blocks}
         if odd:
             self.report["kept_int8_odd_k"] = odd
-        self.odd = set(odd)
+        if kept:
+            self.report["kept_int8_by_plan"] = kept
+        self.odd = set(odd) | set(kept)
         return ir.passes.PassResult(model, modified=bool(blocks))
 
     def ensures(self, model: ir.Model) -> None:

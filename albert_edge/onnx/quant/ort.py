@@ -100,6 +100,7 @@ class OrtDynamicQuantPass(_OrtPass):
                 weight_type=QuantType.QUInt8 if recipe.weight_type == "u8" else QuantType.QInt8,
                 op_types_to_quantize=["MatMul", "Attention"],
                 nodes_to_quantize=self.state.nodes,
+                nodes_to_exclude=self.state.excluded,
                 extra_options={
                     "DefaultTensorType": onnx.TensorProto.FLOAT,
                     "MatMulConstBOnly": True,
@@ -162,6 +163,7 @@ class OrtStaticQuantPass(_OrtPass):
                 quant_format=QuantFormat.QDQ,
                 op_types_to_quantize=["MatMul"],
                 nodes_to_quantize=self.state.nodes,
+                nodes_to_exclude=self.state.excluded,
                 per_channel=opts.weight_per_channel,
                 reduce_range=int8_recipe(opts.runs_on).reduce_range,
                 activation_type=QuantType.QUInt8,

@@ -66,6 +66,9 @@ class Plan:
     table_block: int
     side_tables: tuple[str, ...] = ()  # position tables stored int8 per column
     int4_folded: bool = False  # int4 for int8 kernels (ConvertOptions.int4_folded)
+    # a precision plan's int8 weights inside the int4 recipe (stored int8, not packed)
+    int8_weights: frozenset[str] = frozenset()
+    side_bits: dict[str, int] | None = None  # bits per side table (None: table_bits)
 
 
 def stored_weights_floor(model: ir.Model, plan: Plan) -> int:
@@ -94,7 +97,7 @@ def stored_weights_floor(model: ir.Model, plan: Plan) -> int:
         n = math.prod(shape)
         if name in plan.weights:
             k, ncols = plan.weights[name]
-            if p.startswith("int8"):
+            if p.startswith("int8") or name in plan.int8_weights:
                 total += k * ncols + (ncols if plan.per_channel else 1) * 5
             elif plan.int4_folded:  # codes, multipliers, scale, zp
                 block = codes_block(plan.block_size, k)
@@ -130,7 +133,9 @@ def stored_weights_floor(model: ir.Model, plan: Plan) -> int:
                     + (4 if fmt in ("u8", "u4log") else 0)  # the super-scale
                 )
         elif name in plan.side_tables:
-            if p == "int4":  # 4-bit codes + a one-byte scale per row + the super-scale
+            if (plan.side_bits or {}).get(
+                name, plan.table_bits
+            ) == 4:  # 4-bit codes + a one-byte scale per row + the super-scale
                 total += math.ceil(n / 2) + shape[0] + 4
             else:
                 total += n + shape[1] * 5  # int8 codes + fp32 scale, int8 zero point
@@ -170,8 +175,13 @@ class PlanPass(AlbertInPlacePass):
         st, opts = self.state, self.state.options
         table = st.table
         tied = st.tied
-        uses = [u for u in weight_matmuls(model) if u.weight not in tied]
+        uses = [
+            u
+            for u in weight_matmuls(model)
+            if u.weight not in tied and st.unit_precision(u.weight) != "fp32"
+        ]
         inits = {u.weight: _shape(model, u.weight) for u in uses}
+        bits = st.recipe.embeddings.bits if st.recipe and st.recipe.embeddings else 8
         plan = Plan(
             precision=st.precision,
             per_channel=opts.weight_per_channel,
@@ -184,24 +194,32 @@ class PlanPass(AlbertInPlacePass):
             },
             table=table,
             quantize_table=st.quantize_table,
-            table_bits=st.recipe.embeddings.bits if st.recipe and st.recipe.embeddings else 8,
+            table_bits=st.unit_bits(table.table, bits) if table is not None else bits,
             table_block=0,
             int4_folded=opts.int4_folded,
+            int8_weights=frozenset(w for w in inits if st.unit_precision(w) == "int8"),
         )
-        if plan.quantize_table and table is not None and st.precision != "fp16":
+        if st.quantize_tables and table is not None and st.precision != "fp16":
             from albert_edge.onnx.quant.tables import side_tables, table_block_size
 
-            plan.table_block = table_block_size(
-                table.dim,
-                plan.table_bits,
-                plan.block_size,
-                tied=bool(table.tied_matmuls),
-                fold=plan.int4_folded,
-            )
-            plan.side_tables = tuple(side_tables(model, table.table))
+            if plan.quantize_table:
+                plan.table_block = table_block_size(
+                    table.dim,
+                    plan.table_bits,
+                    plan.block_size,
+                    tied=bool(table.tied_matmuls),
+                    fold=plan.int4_folded,
+                )
+            side = {t: st.unit_bits(t, bits) for t in side_tables(model, table.table)}
+            plan.side_bits = {t: b for t, b in side.items() if b}
+            plan.side_tables = tuple(plan.side_bits)
         st.plan = plan
         st.floor = stored_weights_floor(model, plan)
         st.nodes = sorted({u.node for u in uses})
+        st.excluded = sorted(
+            {u.node for u in weight_matmuls(model) if st.unit_precision(u.weight) == "fp32"}
+            - set(st.nodes)
+        )
         st.block_by_node = {
             u.node: int4_block_size(plan.block_size, plan.weights[u.weight][0]) for u in uses
         }

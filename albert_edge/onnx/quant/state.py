@@ -58,6 +58,9 @@ class QuantState:
     plan: Plan | None = None
     floor: int = 0
     nodes: list[str] = field(default_factory=list)  # nodes the quantizer may touch
+    # weight nodes a precision plan keeps fp32 (ORT reads an empty nodes_to_quantize as
+    # "all nodes", so they are also excluded by name)
+    excluded: list[str] = field(default_factory=list)
     block_by_node: dict[str, int] = field(default_factory=dict)  # int4: block per node
     protected: list[str] = field(default_factory=list)
     feeds: list[dict[str, Any]] | None = None  # int8-static calibration inputs
@@ -69,8 +72,31 @@ class QuantState:
     def precision(self) -> str:
         return self.options.precision
 
+    def unit_precision(self, name: str) -> str:
+        """The precision a precision plan gives the weight or table ``name`` ("fp32",
+        "int8", "int4"); without a plan, or for a name it does not list, the recipe's own
+        width (int8 for the int8 recipes, else int4)."""
+        default = "int8" if self.precision.startswith("int8") else "int4"
+        return dict(self.options.unit_precisions).get(name, default)
+
+    def unit_bits(self, name: str, default: int) -> int:
+        """Bits of a table under the plan (0: kept fp32); ``default`` without a plan."""
+        if not self.options.unit_precisions:
+            return default
+        return {"fp32": 0, "int8": 8, "int4": 4}[self.unit_precision(name)]
+
     @property
     def quantize_table(self) -> bool:
+        return (
+            self.options.quantize_embeddings
+            and self.table is not None
+            and self.unit_bits(self.table.table, 8) != 0
+        )
+
+    @property
+    def quantize_tables(self) -> bool:
+        """Whether the embedding passes run at all (the word table or a side table may
+        stay fp32 under a precision plan, the other quantized)."""
         return self.options.quantize_embeddings and self.table is not None
 
     @property

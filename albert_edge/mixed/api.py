@@ -1,0 +1,255 @@
+"""The public entry points: search a plan on held-out rows, convert with a plan.
+
+``convert --precision auto`` is :func:`convert_auto` (search, then build with the plan);
+``convert --precision-plan plan.json`` is :func:`convert_with_plan`. Both build the
+artifact through :func:`albert_edge.convert.convert` with the plan's per-unit precisions
+(``ConvertOptions.unit_precisions``) and the plan as data (``plan_record``: written as
+``plan.json`` and into the manifest), so verification, the manifest and the model card
+are every artifact's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from albert_edge.errors import PrecisionPlanError
+from albert_edge.mixed.evaluate import Setup, executor
+from albert_edge.mixed.plan import check_plan, load_plan, make_plan
+from albert_edge.mixed.search import SearchResult, Settings, min_rows, search
+from albert_edge.mixed.units import Unit, find_units
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
+    from albert_edge.checkpoint import Checkpoint
+    from albert_edge.options import ConvertOptions
+
+
+@dataclass
+class Prepared:
+    """The fp32 graph of a checkpoint, its units and its identity."""
+
+    ckpt: Checkpoint
+    model: ir.Model
+    units: list[Unit]
+    identity: dict[str, Any]
+    base: str = "int4"
+
+
+def prepare(
+    checkpoint: str | Path | Checkpoint | None, options: ConvertOptions, base: str = "int4"
+) -> Prepared:
+    """Load, export the fp32 graph (convert's own export and graph passes), list its units
+    under the ``base`` recipe (int4: fp32/int8/int4 weights; int8-static: each unit
+    integer or left in float, its activation quantizers with it)."""
+    from albert_edge.checkpoint import Checkpoint, load_checkpoint
+    from albert_edge.layout import source_record
+    from albert_edge.onnx.pipeline import optimize
+
+    if options.target != "onnx":
+        raise PrecisionPlanError(
+            "precision plans are built for --to onnx (TFLite per-unit plans are not "
+            "implemented); drop --to tflite"
+        )
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
+    model, _ = optimize(ckpt, replace(options, precision="fp32", unit_precisions=()))
+    if base == "int8-static":
+        from albert_edge.onnx.quant import check_options
+
+        check_options(replace(options, precision=base))  # --calibration: before any work
+    units = find_units(model, options, int(ckpt.config.vocab_size), base)
+    return Prepared(ckpt, model, units, source_record(ckpt), base)
+
+
+def held_out_rows(data: str | Path, settings: Settings) -> list[tuple[int, str]]:
+    """``settings.rows`` rows of ``data`` drawn with ``settings.seed`` (all of them when
+    fewer); refused when fewer than :func:`min_rows` for the budget."""
+    import numpy as np
+
+    from albert_edge.data import read_sst2
+
+    rows = read_sst2(data)
+    need = min_rows(settings.max_drop)
+    if len(rows) < need:
+        raise PrecisionPlanError(
+            f"{data}: {len(rows)} labelled rows are too few to judge a {settings.max_drop}-point "
+            f"budget (one sentence would move the accuracy by {100 / max(1, len(rows)):.2f} "
+            f"points); give at least {need} rows"
+        )
+    if settings.rows < need:
+        raise PrecisionPlanError(
+            f"--search-rows {settings.rows} is too few to judge a {settings.max_drop}-point "
+            f"budget; draw at least {need} rows"
+        )
+    pick = np.random.default_rng(settings.seed).permutation(len(rows))[: settings.rows]
+    return [rows[int(i)] for i in sorted(pick.tolist())]
+
+
+def make_setup(prep: Prepared, options: ConvertOptions, rows: list[tuple[int, str]]) -> Setup:
+    import onnx_ir as ir
+
+    tok = prep.ckpt.tokenizer()
+    max_len = min(128, int(prep.ckpt.config.max_position_embeddings))
+    feeds = tuple(
+        tok.encode(text, max_length=max_len, padding="none").as_numpy() for _, text in rows
+    )
+    build = replace(options, precision=prep.base, int4_kernel="int8", verify=False)
+    calibration: tuple[str, ...] = ()
+    tokenizer = None
+    if prep.base == "int8-static":
+        from albert_edge.onnx.quant import load_calibration
+
+        calibration = tuple(load_calibration(build) or ())
+        tokenizer = (str(tok.path), tok.do_lower_case, tok.keep_accents)
+    return Setup(
+        ir.to_proto(prep.model).SerializeToString(),
+        build,
+        feeds,
+        tuple(y for y, _ in rows),
+        calibration,
+        tokenizer,
+    )
+
+
+def auto_plan(
+    prep: Prepared,
+    data: str | Path,
+    settings: Settings,
+    options: ConvertOptions,
+    *,
+    workers: int = 1,
+    cluster: str | None = None,
+    engine: str = "auto",
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[dict[str, Any], SearchResult]:
+    """Search a plan for ``prep`` on ``data``'s held-out rows: (plan record, search)."""
+    from albert_edge.data import input_file_record
+
+    if settings.objective == "latency" and cluster is not None:
+        raise PrecisionPlanError(
+            "--objective latency times candidates where they run; it cannot use --cluster "
+            "(latency is only timed on the machine that will run the artifact)"
+        )
+    rows = held_out_rows(data, settings)
+    setup = make_setup(prep, options, rows)
+    with executor(setup, workers=workers, cluster=cluster, engine=engine) as run:
+        result = search(prep.units, run, settings, progress)
+    data_record = {k: v for k, v in input_file_record(Path(data)).items() if k != "path"}
+    plan = make_plan(
+        result,
+        identity=prep.identity,
+        options=options,
+        settings=settings,
+        data=data_record,
+        base=prep.base,
+    )
+    plan["search"]["seconds"] = round(result.seconds, 3)
+    plan["search"]["executor"] = result.executor
+    plan["search"]["integer_matmul_share"] = integer_share(setup, result.plan)
+    return plan, result
+
+
+def integer_share(setup: Setup, plan: dict[str, str]) -> dict[str, Any]:
+    """How many weight MatMuls of the plan's graph compute on integers (what an integer
+    accelerator runs), by :func:`albert_edge.onnx.inspect.matmul_counts`, the one count."""
+    import onnx
+    import onnx_ir as ir
+
+    from albert_edge.mixed.evaluate import build
+    from albert_edge.onnx.inspect import matmul_counts
+
+    model = ir.from_proto(onnx.load_from_string(build(setup, tuple(sorted(plan.items())))))
+    c = matmul_counts(model)
+    total = int(c["matmuls_total"])
+    return {
+        "matmuls_quantized": int(c["matmuls_quantized"]),
+        "matmuls_total": total,
+        "share": round(int(c["matmuls_quantized"]) / total, 4) if total else None,
+    }
+
+
+def plan_options(options: ConvertOptions, plan: dict[str, Any], assignment: Any) -> ConvertOptions:
+    """Convert options that build ``plan``: its recipe (int4 on int8 kernels, or
+    int8-static with the plan's calibration count and method), ``--target`` and block
+    size, each unit at its precision."""
+    r = plan.get("recipe") or {}
+    cal = r.get("calibration") or {}
+    if cal:  # int8-static: as many sentences, by the same method, as the plan was built with
+        options = replace(
+            options,
+            num_calibration=int(cal.get("samples", options.num_calibration)),
+            calibration_method=str(cal.get("method", options.calibration_method)),
+        )
+    return replace(
+        options,
+        precision=str(r.get("base", "int4")),
+        int4_kernel="int8",
+        runs_on=str(r.get("runs_on", options.runs_on)),
+        block_size=int(r.get("block_size", options.block_size)),
+        per_channel=r.get("per_channel", options.per_channel),
+        unit_precisions=tuple(assignment),
+        plan_record=plan,
+    )
+
+
+def convert_with_plan(
+    prep: Prepared, output: str | Path, options: ConvertOptions, plan: dict[str, Any], where: str
+) -> dict[str, Any]:
+    """Build the artifact of ``plan`` (checked against ``prep``'s model) into ``output``."""
+    from albert_edge.convert import convert
+
+    assignment = check_plan(plan, prep.units, prep.identity, where)
+    return convert(prep.ckpt, output, plan_options(options, plan, assignment))
+
+
+def convert_plan_file(
+    checkpoint: str | Path | Checkpoint | None,
+    output: str | Path,
+    options: ConvertOptions,
+    plan_file: str | Path,
+) -> dict[str, Any]:
+    """``convert --precision-plan plan.json``."""
+    plan = load_plan(plan_file)  # a bad file is refused before the model loads
+    base = str((plan.get("recipe") or {}).get("base", "int4"))
+    check_calibration(plan, options, str(plan_file))
+    prep = prepare(checkpoint, options, base)
+    return convert_with_plan(prep, output, options, plan, str(plan_file))
+
+
+def check_calibration(plan: dict[str, Any], options: ConvertOptions, where: str) -> None:
+    """An int8-static plan replays only with the calibration file it was searched with."""
+    want = (plan.get("recipe") or {}).get("calibration")
+    if not want:
+        return
+    from albert_edge.data import input_file_record
+
+    have = input_file_record(options.calibration) if options.calibration else None
+    if have is None or have["sha256"] != want.get("sha256"):
+        raise PrecisionPlanError(
+            f"{where}: the plan was calibrated with {want.get('file')} (sha256 "
+            f"{str(want.get('sha256'))[:12]}…); pass that file as --calibration"
+        )
+
+
+def convert_auto(
+    checkpoint: str | Path | Checkpoint | None,
+    output: str | Path,
+    options: ConvertOptions,
+    data: str | Path,
+    settings: Settings,
+    base: str = "int4",
+    **run: Any,
+) -> dict[str, Any]:
+    """``convert --precision auto``: search on ``data``, then build with the plan. A
+    budget nothing meets raises :class:`~albert_edge.errors.NoPlanError` before anything
+    is written."""
+    from albert_edge.progress import step
+
+    held_out_rows(data, settings)  # too few rows: refused before the model loads
+    prep = prepare(checkpoint, options, base)
+    with step(f"precision search ({len(prep.units)} units, --max-drop {settings.max_drop})"):
+        plan, _ = auto_plan(prep, data, settings, options, **run)
+    return convert_with_plan(prep, output, options, plan, "the searched plan")

@@ -1,0 +1,200 @@
+"""Scoring one precision assignment on the held-out rows, and running many at once.
+
+An evaluation builds the artifact's graph for one assignment (each unit at a precision)
+with the int4 recipe's passes — ONNX Runtime's ``quantize_dynamic`` restricted by
+``nodes_to_quantize``, albert-edge's table and int4 passes per unit — and runs it in ONNX
+Runtime on every held-out sentence (batch 1, each at its own length, one thread so the
+logits, and so the plan, are the same on every worker). It returns the per-sentence
+correctness vector (the paired bootstrap needs the rows, not the mean) and the bytes.
+
+Evaluations are independent, so they run through an :class:`Executor`: in this process
+(one worker), a local process pool (``spawn``: no forked ONNX Runtime or PyTorch state),
+or a Ray pool (``ray.util.multiprocessing.Pool``, on this machine or a running cluster)
+when Ray is installed. ``map`` keeps the order of its inputs, so the search reads the same
+results whatever the worker count.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from albert_edge.errors import UnsupportedError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from albert_edge.options import ConvertOptions
+
+Assignment = tuple[tuple[str, str], ...]  # (unit tensor, precision), sorted by tensor
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every worker needs: the fp32 graph (serialized), the build options, the
+    held-out rows as model feeds and their labels."""
+
+    model: bytes
+    options: ConvertOptions
+    feeds: tuple[dict[str, Any], ...]
+    labels: tuple[int, ...]
+    # int8-static: the calibration sentences and the tokenizer (spiece path, lower case,
+    # keep accents) that turns them into feeds, rebuilt in each worker
+    calibration: tuple[str, ...] = ()
+    tokenizer: tuple[str, bool, bool] | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One evaluated assignment: per-row correctness, serialized model bytes, and the
+    wall time of one pass over the rows (this worker's machine)."""
+
+    correct: np.ndarray
+    model_bytes: int
+    seconds: float
+
+
+def build(setup: Setup, assignment: Assignment) -> bytes:
+    """The serialized graph of ``assignment`` (the fp32 graph where nothing is quantized)."""
+    import onnx_ir as ir
+
+    from albert_edge.onnx.quant import quantize_model
+
+    if all(p == "fp32" for _, p in assignment):
+        return setup.model
+    model = ir.from_proto(_proto(setup.model))
+    options = replace(setup.options, unit_precisions=assignment, verify=False)
+    tok = None
+    if setup.tokenizer is not None:
+        from albert_edge.tokenizer import AlbertTokenizer
+
+        path, lower, accents = setup.tokenizer
+        tok = AlbertTokenizer(path, do_lower_case=lower, keep_accents=accents)
+    texts = list(setup.calibration) if setup.calibration else None
+    quantized, _ = quantize_model(model, None, options, tokenizer=tok, calibration_texts=texts)
+    out: bytes = ir.to_proto(quantized).SerializeToString()
+    return out
+
+
+def _proto(data: bytes) -> Any:
+    import onnx
+
+    return onnx.load_from_string(data)
+
+
+def score(setup: Setup, model: bytes) -> tuple[np.ndarray, float]:
+    """(correct per row, seconds for the pass) of serialized ``model`` on the rows."""
+    import numpy as np
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    names = {i.name for i in sess.get_inputs()}
+    out = np.zeros(len(setup.labels), dtype=bool)
+    start = time.perf_counter()
+    for i, (feeds, label) in enumerate(zip(setup.feeds, setup.labels, strict=True)):
+        logits = sess.run(None, {k: v for k, v in feeds.items() if k in names})[0]
+        out[i] = int(np.argmax(logits[0])) == label
+    return out, time.perf_counter() - start
+
+
+def evaluate(setup: Setup, assignment: Assignment) -> Outcome:
+    model = build(setup, assignment)
+    correct, seconds = score(setup, model)
+    return Outcome(correct, len(model), seconds)
+
+
+# --- executors ---------------------------------------------------------------------------
+
+_SETUP: Setup | None = None  # the worker's copy (set once per worker process)
+
+
+def _init(setup: Setup) -> None:
+    global _SETUP
+    _SETUP = setup
+    from albert_edge.onnx.quant.state import quiet
+
+    quiet().__enter__()  # workers: ORT's quantizer logs every call
+
+
+def _run(assignment: Assignment) -> Outcome:
+    assert _SETUP is not None, "worker not initialized"
+    return evaluate(_SETUP, assignment)
+
+
+class Executor(Protocol):
+    workers: int
+    kind: str
+
+    def map(self, assignments: Sequence[Assignment]) -> list[Outcome]: ...
+
+
+@dataclass
+class _InProcess:
+    setup: Setup
+    workers: int = 1
+    kind: str = "in-process"
+
+    def map(self, assignments: Sequence[Assignment]) -> list[Outcome]:
+        from albert_edge.onnx.quant.state import quiet
+
+        with quiet():
+            return [evaluate(self.setup, a) for a in assignments]
+
+
+@dataclass
+class _Pool:
+    pool: Any
+    workers: int
+    kind: str
+
+    def map(self, assignments: Sequence[Assignment]) -> list[Outcome]:
+        return list(self.pool.map(_run, list(assignments)))
+
+
+def ray_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("ray") is not None
+
+
+@contextmanager
+def executor(
+    setup: Setup, *, workers: int = 1, cluster: str | None = None, engine: str = "auto"
+) -> Iterator[Executor]:
+    """An executor for ``setup``'s evaluations. ``engine``: "local" (in this process for
+    one worker, a spawned process pool for more), "ray" (``ray.util.multiprocessing.Pool``
+    on ``cluster``, or a local Ray started for the run), or "auto": Ray when ``cluster``
+    is given, else local."""
+    if workers < 1:
+        raise UnsupportedError(f"--workers must be at least 1, got {workers}")
+    use_ray = engine == "ray" or (engine == "auto" and cluster is not None)
+    if use_ray:
+        from albert_edge.extras import require
+
+        require("ray", "--cluster (candidate evaluations on Ray; drop it for a local pool)")
+        from ray.util.multiprocessing import Pool as RayPool
+
+        pool = RayPool(processes=workers, initializer=_init, initargs=(setup,), ray_address=cluster)
+        try:
+            yield _Pool(pool, workers, "ray")
+        finally:
+            pool.terminate()
+        return
+    if workers == 1:
+        yield _InProcess(setup)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=_init, initargs=(setup,)
+    ) as pool:
+        yield _Pool(pool, workers, "local-processes")

@@ -1,0 +1,227 @@
+"""A precision plan as data: ``plan.json``, its schema and its checks.
+
+The plan names the checkpoint it was made for (``weights_sha256``, the manifest's source
+identity), the recipe it is applied with (the int4 recipe on int8 kernels, whose graph
+holds fp32, int8 and int4 weights side by side; its ``--target`` and block size), and
+one entry per unit: the tensor, its role and parameters, the chosen precision and the
+measured sensitivity of each candidate. ``convert --precision-plan plan.json`` rebuilds
+the artifact from it alone, byte for byte.
+
+Checks (each one line naming the file and the fix): not JSON or not a plan; made for
+another checkpoint; naming tensors the model lacks; a precision a unit cannot take.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from albert_edge.errors import PrecisionPlanError
+
+if TYPE_CHECKING:
+    from albert_edge.mixed.search import SearchResult, Settings
+    from albert_edge.mixed.units import Unit
+    from albert_edge.options import ConvertOptions
+
+FORMAT = "albert-edge/precision-plan"
+VERSION = 1
+
+
+def summary(units: Sequence[Mapping[str, Any]]) -> str:
+    """ "N of M weights at int4, K at int8, J at fp32": units (unique weights) per precision."""
+    n = {p: sum(1 for u in units if u.get("precision") == p) for p in ("int4", "int8", "fp32")}
+    return f"{n['int4']} of {len(units)} weights at int4, {n['int8']} at int8, {n['fp32']} at fp32"
+
+
+def recipe_record(options: ConvertOptions, base: str = "int4") -> dict[str, Any]:
+    """The recipe a plan is applied with (int8-static: and its calibration file)."""
+    from albert_edge.data import input_file_record
+
+    record: dict[str, Any] = {
+        "base": base,
+        "int4_kernel": "int8",
+        "runs_on": options.runs_on,
+        "block_size": options.block_size,
+        "per_channel": options.per_channel,
+    }
+    if base == "int8-static" and options.calibration is not None:
+        record["calibration"] = {
+            **input_file_record(options.calibration),
+            "samples": options.num_calibration,
+            "method": options.calibration_method,
+        }
+    return record
+
+
+def make_plan(
+    result: SearchResult,
+    *,
+    identity: Mapping[str, Any],
+    options: ConvertOptions,
+    settings: Settings,
+    data: Mapping[str, Any],
+    base: str = "int4",
+) -> dict[str, Any]:
+    """The plan record of a finished search (what ``plan.json`` holds)."""
+    units = []
+    for u in result.units:
+        sens = {c: t.row() for c, t in result.sensitivity[u.tensor].items() if c != "fp32"}
+        units.append({**u.to_dict(), "precision": result.plan[u.tensor], "sensitivity": sens})
+    f = result.final
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "target": "onnx",
+        "checkpoint": dict(identity),
+        "recipe": recipe_record(options, base),
+        "units": units,
+        "summary": summary(units),
+        "search": {
+            "rule": settings.rule.describe().replace("full depth", "the fp32 graph"),
+            "max_drop_points": settings.max_drop,
+            "min_lower_bound_points": settings.min_lower_bound,
+            "objective": settings.objective,
+            "data": dict(data),
+            "rows": result.rows,
+            "seed": settings.seed,
+            "reference": "the fp32 ONNX graph on the same rows (paired bootstrap, 95 %)",
+            "reference_accuracy": round(result.reference_accuracy, 6),
+            "loss": {"delta": f.delta, "delta_low": f.delta_low, "delta_high": f.delta_high},
+            "model_bytes": f.model_bytes,
+            "reverted": result.reverted,
+            "evaluations": result.evaluations,
+        },
+    }
+
+
+def written_plan(
+    units: Sequence[Unit],
+    identity: Mapping[str, Any],
+    options: ConvertOptions,
+    precisions: Mapping[str, str],
+    default: str = "int4",
+    base: str = "int4",
+) -> dict[str, Any]:
+    """A plan chosen by hand (no search, so no sensitivities): each unit at
+    ``precisions[tensor]``, else ``default``. Checked like any plan when applied."""
+    rows = [{**u.to_dict(), "precision": precisions.get(u.tensor, default)} for u in units]
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "target": "onnx",
+        "checkpoint": dict(identity),
+        "recipe": recipe_record(options, base),
+        "units": rows,
+        "summary": summary(rows),
+        "search": None,
+    }
+
+
+def load_plan(path: str | Path) -> dict[str, Any]:
+    """A plan file, parsed and shape-checked (not yet against a model: :func:`check_plan`)."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PrecisionPlanError(
+            f"{p}: not a readable precision plan ({type(exc).__name__}); pass the plan.json "
+            "that convert --precision auto wrote"
+        ) from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise PrecisionPlanError(
+            f"{p}: not a precision plan (no format {FORMAT!r}); pass the plan.json that "
+            "convert --precision auto wrote"
+        )
+    if data.get("version") != VERSION:
+        raise PrecisionPlanError(
+            f"{p}: precision plan version {data.get('version')!r}, this albert-edge reads "
+            f"version {VERSION}; search the plan again"
+        )
+    units = data.get("units")
+    if not isinstance(units, list) or not all(
+        isinstance(u, dict) and isinstance(u.get("tensor"), str) and "precision" in u for u in units
+    ):
+        raise PrecisionPlanError(f"{p}: the plan's units are malformed; search the plan again")
+    return data
+
+
+def check_plan(
+    plan: Mapping[str, Any], units: Sequence[Unit], identity: Mapping[str, Any], where: str
+) -> tuple[tuple[str, str], ...]:
+    """The plan's assignment (``ConvertOptions.unit_precisions``) for this model, or one
+    line saying why it does not apply."""
+    made_for = (plan.get("checkpoint") or {}).get("weights_sha256")
+    if made_for != identity.get("weights_sha256"):
+        raise PrecisionPlanError(
+            f"{where}: the plan was made for another model ({(plan.get('checkpoint') or {}).get('name')}, "
+            f"weights sha256 {str(made_for)[:12]}…, this checkpoint's is "
+            f"{str(identity.get('weights_sha256'))[:12]}…); search a plan for this checkpoint "
+            "with --precision auto"
+        )
+    have = {u.tensor: u for u in units}
+    named = [str(u["tensor"]) for u in plan["units"]]
+    lacking = [t for t in named if t not in have]
+    if lacking:
+        raise PrecisionPlanError(
+            f"{where}: the plan names {len(lacking)} tensor(s) this model lacks "
+            f"({', '.join(lacking[:3])}); search a plan for this model with --precision auto"
+        )
+    missing = [t for t in have if t not in named]
+    if missing:
+        raise PrecisionPlanError(
+            f"{where}: the plan gives no precision to {len(missing)} weight(s) of this model "
+            f"({', '.join(missing[:3])}); search a plan for this model with --precision auto"
+        )
+    out = []
+    for u in plan["units"]:
+        t, p = str(u["tensor"]), str(u["precision"])
+        if p not in have[t].candidates:
+            raise PrecisionPlanError(
+                f"{where}: {t} cannot be {p!r} (choose among {', '.join(have[t].candidates)})"
+            )
+        out.append((t, p))
+    return tuple(sorted(out))
+
+
+def _cell(row: Mapping[str, Any] | None) -> str:
+    if not isinstance(row, Mapping) or not isinstance(row.get("delta"), int | float):
+        return "—"
+
+    def pts(key: str) -> float:  # points lost (+ 0.0: no "-0.00")
+        return round(-100 * float(row[key]), 2) + 0.0
+
+    return f"{pts('delta'):.2f} [{pts('delta_high'):+.2f}, {pts('delta_low'):+.2f}]"
+
+
+def format_plan(plan: Mapping[str, Any]) -> str:
+    """The plan as ``inspect`` prints it: the summary line, then each unit's precision
+    and its measured sensitivity (points lost alone at int8 / int4, 95 % interval)."""
+    units = plan.get("units") or []
+    lines = [f"precision plan: {plan.get('summary') or summary(units)}"]
+    search = plan.get("search") or {}
+    loss = search.get("loss")
+    if isinstance(loss, Mapping):
+        lines.append(
+            f"held-out loss of the plan: {_cell(loss)} points on {search.get('rows')} rows "
+            f"of {(search.get('data') or {}).get('file')} ({search.get('rule')})"
+        )
+    share = search.get("integer_matmul_share")
+    if isinstance(share, Mapping):
+        lines.append(
+            f"weight MatMuls computing on integers: {share.get('matmuls_quantized')} of "
+            f"{share.get('matmuls_total')} ({share.get('share')})"
+        )
+    lines += [
+        "",
+        "| unit | role | params | precision | lost alone at int8 | lost alone at int4 |",
+        "|---|---|---:|---|---|---|",
+    ]
+    for u in units:
+        sens = u.get("sensitivity") or {}
+        lines.append(
+            f"| {u.get('tensor')} | {u.get('role')} | {int(u.get('params', 0)):,} | "
+            f"{u.get('precision')} | {_cell(sens.get('int8'))} | {_cell(sens.get('int4'))} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,248 @@
+"""The search: each unit's sensitivity, a greedy plan, and NNCF's revert loop.
+
+1. **Sensitivity** — every unit alone at each of its quantized candidates (the rest
+   fp32), scored on the held-out rows against the fp32 graph: point loss and its paired
+   bootstrap interval (:func:`albert_edge.depth.stats.paired_bootstrap`, the project's one
+   implementation). These evaluations are independent and run on the executor.
+2. **Greedy plan** — each unit takes the candidate best for the objective (fewest bytes,
+   or least measured time) among those the admission rule admits alone. The rule is the
+   depth package's :class:`~albert_edge.depth.choose.Rule` (point loss at most
+   ``max_drop`` and the interval's lower bound at least ``min_lower_bound``): one
+   definition of "inside the budget".
+3. **Combined plan re-validated**; while it fails the rule, the worst offender — the
+   quantized unit whose own loss at its current precision is largest — moves one step
+   wider (int4 → int8 → fp32) and the plan is validated again (NNCF's
+   ``quantize_with_accuracy_control`` reverts the same way, reporting "N of M reverted").
+
+Deterministic: the rows are drawn with a seed, every evaluation runs ONNX Runtime on one
+thread, the bootstrap is seeded, ties break by tensor name, and the executor keeps the
+order of its inputs; so the plan is the same for any worker count.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from albert_edge.depth.choose import Rule
+from albert_edge.depth.stats import paired_bootstrap
+from albert_edge.errors import NoPlanError, PrecisionPlanError
+
+if TYPE_CHECKING:
+    from albert_edge.mixed.evaluate import Assignment, Executor, Outcome
+    from albert_edge.mixed.units import Unit
+
+OBJECTIVES = ("bytes", "latency")
+WIDER = {"int4": "int8", "int8": "fp32"}
+DEFAULT_ROWS = 1000
+DEFAULT_SEED = 34
+
+
+def min_rows(max_drop: float) -> int:
+    """The fewest held-out rows a budget of ``max_drop`` points can be judged on: one
+    sentence must move the accuracy by at most half the budget (100 / n ≤ max_drop / 2),
+    and never fewer than 50 rows (the bootstrap's percentiles need a spread)."""
+    return max(50, math.ceil(200 / max_drop)) if max_drop > 0 else 10**9
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The budget and how the search spends it."""
+
+    max_drop: float
+    min_lower_bound: float = -1.5
+    objective: str = "bytes"
+    rows: int = DEFAULT_ROWS
+    seed: int = DEFAULT_SEED
+
+    def __post_init__(self) -> None:
+        if not self.max_drop >= 0 or not math.isfinite(self.max_drop):
+            raise PrecisionPlanError(
+                f"--max-drop must be a number of points >= 0, got {self.max_drop}"
+            )
+        if self.objective not in OBJECTIVES:
+            raise PrecisionPlanError(
+                f"unknown --objective {self.objective!r}; choose one of {', '.join(OBJECTIVES)}"
+            )
+
+    @property
+    def rule(self) -> Rule:
+        return Rule(max_point_loss=self.max_drop, min_lower_bound=self.min_lower_bound)
+
+
+@dataclass
+class Trial:
+    """One evaluated assignment against the fp32 graph (fractions: 0.01 = 1 point)."""
+
+    assignment: dict[str, str]
+    delta: float
+    delta_low: float
+    delta_high: float
+    model_bytes: int
+    seconds: float
+    why_not: str | None = None
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "delta": self.delta,
+            "delta_low": self.delta_low,
+            "delta_high": self.delta_high,
+            "model_bytes": self.model_bytes,
+            "seconds": round(self.seconds, 4),
+            "why_not": self.why_not,
+        }
+
+    def loss_text(self) -> str:
+        lost, lo, hi = (
+            round(-100 * x, 2) + 0.0 for x in (self.delta, self.delta_high, self.delta_low)
+        )
+        return f"{lost:.2f} points lost [95 % CI {lo:+.2f}, {hi:+.2f}]"
+
+
+@dataclass
+class SearchResult:
+    units: list[Unit]
+    sensitivity: dict[str, dict[str, Trial]]  # tensor -> candidate -> its trial alone
+    plan: dict[str, str]
+    final: Trial
+    reverted: list[dict[str, Any]] = field(default_factory=list)
+    combined: list[Trial] = field(default_factory=list)
+    reference_accuracy: float = 0.0
+    rows: int = 0
+    evaluations: int = 0
+    seconds: float = 0.0
+    executor: dict[str, Any] = field(default_factory=dict)
+
+    def trials(self) -> list[Trial]:
+        """Every assignment evaluated: each unit alone, then each combined plan."""
+        return [t for by in self.sensitivity.values() for t in by.values()] + self.combined
+
+
+def _trial(assignment: Assignment, out: Outcome, reference: Any, rule: Rule) -> Trial:
+    iv = paired_bootstrap(out.correct, reference)
+    t = Trial(dict(assignment), iv.delta, iv.low, iv.high, out.model_bytes, out.seconds)
+    t.why_not = rule.why_not(t.row())
+    return t
+
+
+def _assign(units: Sequence[Unit], plan: Mapping[str, str]) -> Assignment:
+    return tuple(sorted((u.tensor, plan.get(u.tensor, "fp32")) for u in units))
+
+
+def _greedy(
+    units: Sequence[Unit], sens: dict[str, dict[str, Trial]], objective: str
+) -> dict[str, str]:
+    """Each unit's best admitted candidate for the objective (fp32 when none is).
+
+    Bytes are the unit's own (its parameters at the candidate's width, as the plan's floor
+    counts them), not the single-unit file's size: a file with one small int4 weight also
+    pays for the 4-bit decode function once, which every int4 unit of a plan shares."""
+    from albert_edge.facts import PRECISION_BYTES
+
+    plan = {}
+    for u in units:
+        admitted = [(c, t) for c, t in sens[u.tensor].items() if t.why_not is None]
+
+        def key(ct: tuple[str, Trial], u: Unit = u) -> tuple[float, float, str]:
+            c, t = ct
+            own = u.params * PRECISION_BYTES[c]
+            return (t.seconds, own, c) if objective == "latency" else (own, 0.0, c)
+
+        plan[u.tensor] = min(admitted, key=key)[0] if admitted else "fp32"
+    return plan
+
+
+def _worst(
+    units: Sequence[Unit], plan: dict[str, str], sens: dict[str, dict[str, Trial]]
+) -> str | None:
+    """The quantized unit whose own loss at its current precision is largest (it can
+    still move wider); ties: the lower interval bound, then the name."""
+    movable = [
+        u for u in units if plan[u.tensor] != "fp32" and WIDER[plan[u.tensor]] in u.candidates
+    ]
+    if not movable:
+        return None
+
+    def offence(u: Unit) -> tuple[float, float, str]:
+        t = sens[u.tensor][plan[u.tensor]]
+        return (-t.delta, -t.delta_low, u.tensor)
+
+    return max(movable, key=offence).tensor
+
+
+def search(
+    units: Sequence[Unit],
+    run: Executor,
+    settings: Settings,
+    progress: Callable[[str], None] = lambda _: None,
+) -> SearchResult:
+    """Sensitivity, greedy plan, revert loop; raises :class:`NoPlanError` when no plan
+    quantizing anything meets the budget (with the best one found and its loss)."""
+    start = time.perf_counter()
+    rule = settings.rule
+    fp32 = {u.tensor: "fp32" for u in units}
+    jobs: list[tuple[str, str]] = [
+        (u.tensor, c) for u in units for c in u.candidates if c != "fp32"
+    ]
+    assignments = [_assign(units, fp32)] + [_assign(units, {**fp32, t: c}) for t, c in jobs]
+    progress(f"sensitivity: {len(jobs)} single-unit builds on {run.workers} {run.kind} worker(s)")
+    outcomes = run.map(assignments)
+    reference = outcomes[0].correct
+    base = _trial(assignments[0], outcomes[0], reference, rule)
+    sens: dict[str, dict[str, Trial]] = {u.tensor: {"fp32": base} for u in units}
+    for (t, c), a, out in zip(jobs, assignments[1:], outcomes[1:], strict=True):
+        sens[t][c] = _trial(a, out, reference, rule)
+    plan = _greedy(units, sens, settings.objective)
+    combined: list[Trial] = []
+    reverted: list[dict[str, Any]] = []
+    while True:
+        a = _assign(units, plan)
+        trial = _trial(a, run.map([a])[0], reference, rule)
+        combined.append(trial)
+        progress(
+            f"combined plan: {trial.loss_text()}" + (f" ({trial.why_not})" if trial.why_not else "")
+        )
+        if trial.why_not is None:
+            break
+        worst = _worst(units, plan, sens)
+        if worst is None:
+            break
+        reverted.append(
+            {
+                "tensor": worst,
+                "from": plan[worst],
+                "to": WIDER[plan[worst]],
+                "plan_loss_points": round(-100 * trial.delta, 4),
+            }
+        )
+        plan[worst] = WIDER[plan[worst]]
+    result = SearchResult(
+        list(units),
+        sens,
+        plan,
+        trial,
+        reverted,
+        combined,
+        reference_accuracy=float(reference.mean()),
+        rows=int(reference.shape[0]),
+        evaluations=len(assignments) + len(combined),
+        seconds=time.perf_counter() - start,
+        executor={"kind": run.kind, "workers": run.workers},
+    )
+    if trial.why_not is not None or all(p == "fp32" for p in plan.values()):
+        raise NoPlanError(_no_plan_message(result, settings))
+    return result
+
+
+def _no_plan_message(result: SearchResult, settings: Settings) -> str:
+    tried = [t for t in result.trials() if any(p != "fp32" for p in t.assignment.values())]
+    best = min(tried, key=lambda t: (-t.delta, t.model_bytes)) if tried else result.final
+    quantized = ", ".join(f"{k}={v}" for k, v in sorted(best.assignment.items()) if v != "fp32")
+    return (
+        f"no precision plan that quantizes anything stays within --max-drop "
+        f"{settings.max_drop} (rule: {settings.rule.describe().replace('full depth', 'fp32')}); "
+        f"best plan found: {quantized or 'all fp32'}, {best.loss_text()}; nothing was written"
+    )

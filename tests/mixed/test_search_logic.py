@@ -1,0 +1,117 @@
+"""The search's logic on synthetic outcomes: greedy choice, revert loop, no-plan refusal.
+
+The executor here is a table of per-row correctness vectors (which rows each unit's
+quantization gets wrong), so the rule, the bootstrap and the revert order are exercised
+exactly, without building graphs; the real builds are tested in test_build.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from albert_edge.errors import NoPlanError, PrecisionPlanError
+from albert_edge.mixed.evaluate import Assignment, Outcome
+from albert_edge.mixed.search import Settings, min_rows, search
+from albert_edge.mixed.units import Unit
+
+N = 400
+SIZE = {"fp32": 4, "int8": 1, "int4": 0.5}
+
+
+class Table:
+    """Rows each (unit, precision) gets wrong; a plan gets wrong the union of its units'."""
+
+    workers = 1
+    kind = "table"
+
+    def __init__(self, units: Sequence[Unit], wrong: dict[tuple[str, str], set[int]]):
+        self.units, self.wrong = {u.tensor: u for u in units}, wrong
+        self.calls: list[Assignment] = []
+
+    def map(self, assignments: Sequence[Assignment]) -> list[Outcome]:
+        out = []
+        for a in assignments:
+            self.calls.append(a)
+            correct = np.ones(N, dtype=bool)
+            for t, p in a:
+                correct[list(self.wrong.get((t, p), set()))] = False
+            size = sum(self.units[t].params * SIZE[p] for t, p in a)
+            out.append(Outcome(correct, int(size), 1.0))
+        return out
+
+
+def _units() -> list[Unit]:
+    return [Unit(n, n, 1000, (10, 100), ("fp32", "int8", "int4")) for n in ("a", "b", "c")]
+
+
+def test_greedy_takes_the_smallest_admitted_candidate() -> None:
+    units = _units()
+    wrong = {("a", "int4"): set(range(8)), ("b", "int4"): {0}}  # a int4 loses 2 points
+    plan = search(units, Table(units, wrong), Settings(max_drop=1.0, min_lower_bound=-3))
+    assert plan.plan == {"a": "int8", "b": "int4", "c": "int4"}
+    assert plan.final.why_not is None and plan.reverted == []
+
+
+def test_combined_plan_over_budget_reverts_the_worst_offender() -> None:
+    units = _units()
+    # each unit alone loses 0.75 points at int4 (3 rows), different rows: together 2.25
+    wrong = {
+        ("a", "int4"): {0, 1, 2},
+        ("b", "int4"): {3, 4, 5},
+        ("c", "int4"): {6, 7, 8, 9},  # the worst alone: 1.0 point
+    }
+    s = Settings(max_drop=1.0, min_lower_bound=-3)
+    result = search(units, Table(units, wrong), s)
+    assert next(r["tensor"] for r in result.reverted) == "c"  # the worst offender first
+    assert result.final.why_not is None
+    assert -100 * result.final.delta <= 1.0
+    assert len(result.combined) == len(result.reverted) + 1
+
+
+def test_budget_nothing_meets_names_the_best_plan_and_its_loss() -> None:
+    units = _units()
+    wrong = {(u.tensor, p): set(range(20)) for u in units for p in ("int8", "int4")}
+    with pytest.raises(NoPlanError, match=r"best plan found: a=int4, 5\.00 points lost"):
+        search(units, Table(units, wrong), Settings(max_drop=1.0, min_lower_bound=-3))
+
+
+def test_same_plan_from_the_same_outcomes_whatever_the_call_order() -> None:
+    units = _units()
+    wrong = {("a", "int4"): {0, 1, 2}, ("b", "int4"): {3, 4, 5}, ("c", "int4"): {6, 7, 8, 9}}
+    s = Settings(max_drop=1.0, min_lower_bound=-3)
+    first = search(units, Table(units, wrong), s)
+    again = search(list(reversed(units)), Table(units, wrong), s)
+    assert first.plan == again.plan
+
+
+def test_settings_refuse_a_bad_budget_and_objective() -> None:
+    with pytest.raises(PrecisionPlanError, match="--max-drop"):
+        Settings(max_drop=-1)
+    with pytest.raises(PrecisionPlanError, match="--objective"):
+        Settings(max_drop=1, objective="watts")
+    assert min_rows(1.0) == 200 and min_rows(10) == 50
+
+
+class Timed(Table):
+    """As Table, with int8 units measured faster than int4 ones."""
+
+    def map(self, assignments: Sequence[Assignment]) -> list[Outcome]:
+        outs = super().map(assignments)
+        return [
+            Outcome(
+                o.correct,
+                o.model_bytes,
+                1.0 + sum({"int4": 0.2, "int8": 0.1}.get(p, 0.3) for _, p in a),
+            )
+            for a, o in zip(assignments, outs, strict=True)
+        ]
+
+
+def test_latency_objective_takes_the_fastest_admitted_candidate() -> None:
+    units = _units()
+    fast = search(units, Timed(units, {}), Settings(max_drop=1.0, objective="latency"))
+    small = search(units, Timed(units, {}), Settings(max_drop=1.0, objective="bytes"))
+    assert set(fast.plan.values()) == {"int8"} and set(small.plan.values()) == {"int4"}
