@@ -48,6 +48,7 @@ from albert_edge.errors import AlbertEdgeError, ConfigError
 from albert_edge.io import OutputKind, atomic_output_dir, check_output
 from albert_edge.options import int_at_least as _at_least
 from albert_edge.options import thread_count
+from albert_edge.sealed import SEAL_NAME, EvidenceKind, made_from, seal, sealed_reason
 
 TRAINING_RECORD = "training.json"
 
@@ -147,6 +148,8 @@ def is_training_output(path: Path) -> bool:
     """
     if not path.is_dir() or path.is_symlink():
         return False
+    if (path / SEAL_NAME).exists():  # sealed (albert_edge.sealed): the seal decides
+        return sealed_reason(path, TRAINED) is None
     try:
         record = json.loads((path / TRAINING_RECORD).read_text())
         recorded = record.get("sha256") if isinstance(record, dict) else None
@@ -154,6 +157,10 @@ def is_training_output(path: Path) -> bool:
     except (OSError, ValueError):
         return False
 
+
+# What later work trusts a training output by (the PABEE exit heads `depth search` starts
+# from): seal.json, with the sha256 of every file and the data it was trained on.
+TRAINED = EvidenceKind("training output", TRAINING_RECORD, "train again (`albert-edge train`)")
 
 TRAINING_OUTPUT = OutputKind(
     "training output",
@@ -514,6 +521,8 @@ def _write_output(
     )
     summary["sha256"] = _own_files(tmp)
     (tmp / TRAINING_RECORD).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    data = {"train": args.train, "dev": args.dev, "spiece": args.spiece}
+    seal(tmp, TRAINED, made_from(data=data, with_checkpoint=False))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

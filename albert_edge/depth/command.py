@@ -188,6 +188,8 @@ def evidence_lines(search: Any) -> str:
 
 
 def require_search(a: argparse.Namespace) -> Any:
+    """The sealed search of ``--depth-search``, made from ``a.checkpoint`` (checked by
+    content identity before the model loads)."""
     from albert_edge.depth import load_search
     from albert_edge.errors import UnsupportedError
 
@@ -195,17 +197,19 @@ def require_search(a: argparse.Namespace) -> Any:
         raise UnsupportedError(
             "--depth needs --depth-search DIR (run `albert-edge depth search` first)"
         )
-    return load_search(a.depth_search)
+    search = load_search(a.depth_search)
+    from albert_edge.depth.truncate import check_same_source
+
+    check_same_source(a.checkpoint, search)
+    return search
 
 
 def run_truncate(a: argparse.Namespace) -> int:
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.depth import pick_depth, write_truncated
-    from albert_edge.depth.truncate import check_same_source
 
     search = require_search(a)
     ckpt = load_checkpoint(a.checkpoint)
-    check_same_source(ckpt, search)
     k, how = pick_depth(search, a.depth or "auto", _rule(a))
     out = write_truncated(
         ckpt, k, a.output, search=search, head=a.exit_head, how=how, overwrite=a.overwrite
