@@ -423,13 +423,9 @@ def check_files(
         except OSError:
             inside = False
         if not inside:
-            raise ArtifactIntegrityError(
-                f"{path}: resolves outside the artifact {folder}; {fix}"
-            )
+            raise ArtifactIntegrityError(f"{path}: resolves outside the artifact {folder}; {fix}")
         if not path.is_file():
-            raise ArtifactIntegrityError(
-                f"{path}: missing (named by {record}); {fix}"
-            )
+            raise ArtifactIntegrityError(f"{path}: missing (named by {record}); {fix}")
         want = manifest.sha256.get(rel)
         if want is None:
             if manifest.format_version >= 2:

@@ -86,9 +86,7 @@ def _checkpoint_files(path: Path) -> list[Path]:
         )
         return names
     return sorted(
-        f
-        for f in path.parent.glob(path.name + ".*")
-        if ".data-" in f.name or f.suffix == ".index"
+        f for f in path.parent.glob(path.name + ".*") if ".data-" in f.name or f.suffix == ".index"
     )
 
 

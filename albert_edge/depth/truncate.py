@@ -25,10 +25,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from albert_edge.convert import TRUNCATED_CHECKPOINT
 from albert_edge.depth.choose import Rule, choose, search_candidates
 from albert_edge.depth.features import DepthError, own_head
 from albert_edge.depth.groups import check_depth, layer_groups
-from albert_edge.convert import TRUNCATED_CHECKPOINT
 from albert_edge.depth.search import DepthSearch
 from albert_edge.manifest import dumps_strict
 
