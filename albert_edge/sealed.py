@@ -176,7 +176,7 @@ def open_sealed(folder: str | Path, kind: EvidenceKind) -> Manifest:
     if not path.is_file():
         raise EvidenceError(
             f"{path}: missing, so nothing vouches for this {kind.name}'s files (written "
-            f"before {kind.name}s were sealed, or not by albert-edge); {kind.fix}"
+            f"before albert-edge sealed them, or not by albert-edge); {kind.fix}"
         )
     try:
         m = load_record(path, kind.fix)

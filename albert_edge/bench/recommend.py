@@ -588,7 +588,7 @@ def check_work_dir(out: Path, inputs: Sequence[str | Path | None]) -> None:
     """Refuse, before any work, a ``--work-dir`` that holds anything but a previous sealed
     recommend work directory (a user's files are never written over), or an input."""
     from albert_edge.io import check_output
-    from albert_edge.sealed import sealed_reason
+    from albert_edge.sealed import SEAL_NAME, sealed_reason
 
     try:
         there = out.is_dir() and any(out.iterdir())
@@ -597,10 +597,12 @@ def check_work_dir(out: Path, inputs: Sequence[str | Path | None]) -> None:
     if there and not out.is_symlink():
         why = sealed_reason(out, WORK_DIR)
         if why is not None:
+            if not (out / SEAL_NAME).exists():
+                why = f"no {SEAL_NAME}: no previous `bench --recommend` sealed it"
             raise BenchmarkError(
                 f"{out}: holds files albert-edge did not write, or changed since "
-                f"({why.split(': ', 1)[-1].split(';')[0]}); --work-dir writes only into a new "
-                "directory or one a previous `bench --recommend` sealed; choose another --work-dir"
+                f"({why.split(';')[0]}); --work-dir writes only into a new directory or one "
+                "a previous `bench --recommend` sealed; choose another --work-dir"
             )
     given = [Path(p) for p in inputs if p is not None]
     check_output(out, overwrite=True, inputs=given, kind=WORK_DIR.output_kind())

@@ -1,0 +1,334 @@
+"""Tamper tests: one byte changed in any file of a sealed output is refused in one line.
+
+Every output that later work trusts is built once, for real, on the tiny random model:
+a depth search, a truncated checkpoint, a training output with PABEE exit heads, an
+early-exit fit, a ``bench --recommend`` work directory and a converted artifact. For each
+file of each, a copy with that file's LAST byte flipped (so JSON stays parseable and
+safetensors loadable: only the seal can tell) is given to the code that reads it, which
+must refuse it naming the file. The reported cases then run through the real CLI under
+the hostile judge (exit status, <= 2 lines, no traceback, inputs unchanged, nothing left).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from albert_edge.errors import AlbertEdgeError
+from tests.hostile.judge import Case, run_case
+
+_SPLIT = {"fit_rows": 48, "held_out_rows": 16, "max_length": 32, "resamples": 100}
+
+
+def _rows(src: Path, dst: Path, n: int) -> Path:
+    dst.write_text("".join(src.read_text().splitlines(keepends=True)[: n + 1]))
+    return dst
+
+
+@pytest.fixture(scope="module")
+def sealed(
+    tmp_path_factory: pytest.TempPathFactory,
+    make_checkpoint: Callable[..., Path],
+    sst2_train: Path,
+    spiece_path: Path,
+) -> dict[str, Path]:
+    """Each sealed output, made once by the real code (module scope: never edited here)."""
+    from albert_edge.bench.recommend import recommend
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.convert import convert
+    from albert_edge.data import read_sst2
+    from albert_edge.depth import SplitSettings, save_search, search_depths, write_truncated
+    from albert_edge.depth.features import FitSettings
+    from albert_edge.early_exit import build_early_exit_artifact, fit_exit_heads
+    from albert_edge.options import ConvertOptions
+    from tests.faults.harness import run_cli
+
+    root = tmp_path_factory.mktemp("sealed")
+    ckpt_path = make_checkpoint("tiny")
+    ckpt = load_checkpoint(ckpt_path)
+    data = _rows(sst2_train, root / "data.tsv", 64)
+    search = search_depths(ckpt, data, split=SplitSettings(**_SPLIT), fit=FitSettings(epochs=1))
+    out = {"ckpt": ckpt_path, "data": data}
+    out["search"] = save_search(search, root / "search", markdown="table\n")
+    out["truncated"] = write_truncated(ckpt, 1, root / "truncated", search=search, how="test")
+    rows = read_sst2(data)
+    heads = fit_exit_heads(ckpt, [t for _, t in rows], [y for y, _ in rows], seed=0)
+    out["early_exit"] = root / "early_exit"
+    build_early_exit_artifact(ckpt, out["early_exit"], heads, verify=False)
+    out["artifact"] = root / "artifact"
+    convert(ckpt, out["artifact"], ConvertOptions(target="onnx", verify=False))
+    out["work"] = root / "work"
+    recommend(
+        ckpt_path, seq_lens=(8,), threads=1, candidates=(("onnx", "fp32"),), rounds=2,
+        runs_per_visit=1, warmup=0, work_dir=out["work"], progress=False, data=data,
+    )  # fmt: skip
+    out["trained"] = root / "trained"
+    tiny = {"embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2}
+    tiny |= {"num_attention_heads": 2, "intermediate_size": 32}
+    train = ["--train", str(data), "--dev", str(data), "--spiece", str(spiece_path)]
+    train += ["--out", str(out["trained"]), "--epochs", "1", "--max-len", "16"]
+    r = run_cli("train", *train, "--config", json.dumps(tiny), "--exit-loss", "pabee")
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+# --- readers: what each later step calls on the directory ---------------------------------
+
+
+def _read_search(d: Path) -> None:
+    from albert_edge.depth import load_search
+
+    load_search(d)
+
+
+def _read_truncated(d: Path) -> None:
+    from albert_edge.convert import read_truncation
+
+    read_truncation(d / "truncation.json")
+
+
+def _read_trained(d: Path) -> None:
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.depth.features import trained_exit_heads
+
+    trained_exit_heads(load_checkpoint(d))
+
+
+def _read_early_exit(d: Path) -> None:
+    from albert_edge.early_exit.runner import EarlyExitRunner
+
+    EarlyExitRunner(d, threads=1)
+
+
+def _read_artifact(d: Path) -> None:
+    from albert_edge.verify import _check_artifact
+
+    _check_artifact(d)
+
+
+def _read_work(d: Path) -> None:
+    from albert_edge.bench.recommend import check_work_dir
+
+    check_work_dir(d, [])
+
+
+READERS: Mapping[str, Callable[[Path], Any]] = {
+    "search": _read_search,
+    "truncated": _read_truncated,
+    "trained": _read_trained,
+    "early_exit": _read_early_exit,
+    "artifact": _read_artifact,
+    "work": _read_work,
+}
+
+
+def _files(d: Path) -> list[str]:
+    return sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_file())
+
+
+def _flip_last_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x01
+    path.unlink()  # a new inode: nothing cached about the old bytes applies
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("kind", sorted(READERS))
+def test_one_byte_changed_in_any_file_is_refused_naming_it(
+    sealed: dict[str, Path], tmp_path: Path, kind: str
+) -> None:
+    """Each file in turn (every file of the directory, not a sample): the untouched copy
+    reads, the copy with that file's last byte flipped is refused in one line that names
+    the file (or, for the seal itself, the seal)."""
+    src = sealed[kind]
+    READERS[kind](src)  # the intact output reads
+    files = _files(src)
+    assert len(files) >= 4, files
+    for rel in files:
+        case = tmp_path / rel.replace("/", "_")
+        shutil.copytree(src, case)
+        _flip_last_byte(case / rel)
+        with pytest.raises(AlbertEdgeError) as exc:
+            READERS[kind](case)
+        msg = str(exc.value)
+        assert "\n" not in msg, (rel, msg)
+        assert Path(rel).name in msg, (rel, msg)
+        if kind == "trained":  # nor would train --overwrite replace it
+            from albert_edge.train import is_training_output
+
+            assert not is_training_output(case)
+        shutil.rmtree(case)
+
+
+@pytest.mark.parametrize("kind", sorted(READERS))
+def test_an_added_file_is_refused(sealed: dict[str, Path], tmp_path: Path, kind: str) -> None:
+    case = tmp_path / "c"
+    shutil.copytree(sealed[kind], case)
+    (case / "notes.txt").write_text("mine\n")
+    with pytest.raises(AlbertEdgeError, match="notes.txt"):
+        READERS[kind](case)
+
+
+# --- the CLI: the reported cases, judged -------------------------------------------------
+
+
+def _copy(name: str, dst: str) -> Callable[[Path, Mapping[str, Path]], None]:
+    def make(work: Path, shared: Mapping[str, Path]) -> None:
+        shutil.copytree(shared[name], work / dst)
+
+    return make
+
+
+def _one_class_head(work: Path, shared: Mapping[str, Path]) -> None:
+    """The reported case: depth 1's head altered to answer class 0 whatever the input, a
+    valid safetensors file, the evidence JSON untouched (it still quotes the search's
+    held-out accuracy)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(shared["search"], work / "s")
+    heads = work / "s" / "exit_heads.safetensors"
+    tensors = load_file(str(heads))
+    tensors["depth1.classifier.weight"] = torch.zeros_like(tensors["depth1.classifier.weight"])
+    bias = torch.zeros_like(tensors["depth1.classifier.bias"])
+    bias[0] = 100.0
+    tensors["depth1.classifier.bias"] = bias
+    save_file(tensors, str(heads))
+
+
+def _better_evidence(work: Path, shared: Mapping[str, Path]) -> None:
+    """The search's evidence edited to admit every depth (what steers --depth auto)."""
+    shutil.copytree(shared["search"], work / "s")
+    js = work / "s" / "depth_search.json"
+    data = json.loads(js.read_text())
+    for s in data["scores"]:
+        s.update(held_out_accuracy=0.935, delta=0.0, delta_low=0.0, delta_high=0.0)
+    js.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def _unsealed(work: Path, shared: Mapping[str, Path]) -> None:
+    """A search as earlier releases wrote it: no seal.json."""
+    shutil.copytree(shared["search"], work / "s")
+    (work / "s" / "seal.json").unlink()
+
+
+def _user_work_dir(work: Path, shared: Mapping[str, Path]) -> None:
+    (work / "mine").mkdir()
+    (work / "mine" / "choose.tsv").write_text("my own labels\n")
+
+
+def _other_ckpt(work: Path, shared: Mapping[str, Path]) -> None:
+    """Another checkpoint: the same config, other weights (one value changed)."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(shared["ckpt"], work / "other")
+    weights = work / "other" / "model.safetensors"
+    tensors = load_file(str(weights))
+    tensors["classifier.bias"] = tensors["classifier.bias"] + 1.0
+    save_file(tensors, str(weights))
+
+
+MAKERS = {
+    "search": _copy("search", "s"),
+    "one_class_head": _one_class_head,
+    "better_evidence": _better_evidence,
+    "unsealed": _unsealed,
+    "user_work_dir": _user_work_dir,
+    "other_ckpt": _other_ckpt,
+    "truncated": _copy("truncated", "t"),
+}
+
+CASES = [
+    Case(
+        "convert-depth:head-altered-to-one-class",
+        ("convert", "{ckpt}", "--depth", "1", "--depth-search", "{tmp}/s", "-o", "{tmp}/out"),
+        rc=2,
+        says=r"exit_heads\.safetensors: sha256 .* differs from seal\.json",
+        files=("one_class_head",),
+    ),
+    Case(
+        "convert-depth:evidence-edited-to-admit-every-depth",
+        ("convert", "{ckpt}", "--depth", "auto", "--depth-search", "{tmp}/s", "-o", "{tmp}/out"),
+        rc=2,
+        says=r"depth_search\.json: sha256 .* differs from seal\.json",
+        files=("better_evidence",),
+    ),
+    Case(
+        "depth-truncate:search-written-before-sealing",
+        ("depth", "truncate", "{ckpt}", "--depth", "1", "--depth-search", "{tmp}/s", "-o",
+         "{tmp}/out"),
+        rc=2,
+        says=r"seal\.json: missing.*run `albert-edge depth search` again",
+        files=("unsealed",),
+    ),  # fmt: skip
+    Case(
+        "depth-truncate:search-of-another-checkpoint",
+        ("depth", "truncate", "{tmp}/other", "--depth", "1", "--depth-search", "{tmp}/s", "-o",
+         "{tmp}/out"),
+        rc=2,
+        says=r"made from another checkpoint",
+        files=("search", "other_ckpt"),
+        no_import=("transformers",),
+    ),  # fmt: skip
+    Case(
+        "convert:truncated-checkpoint-evidence-edited",
+        ("convert", "{tmp}/t", "-o", "{tmp}/out"),
+        rc=2,
+        says=r"truncation\.json: sha256 .* differs from seal\.json",
+        files=("truncated", "edit_truncation"),
+    ),
+    Case(
+        "bench-recommend:work-dir-holds-a-users-file",
+        ("bench", "--recommend", "{ckpt}", "--seq-len", "8", "--work-dir", "{tmp}/mine"),
+        rc=2,
+        says=r"mine: holds files albert-edge did not write.*choose another --work-dir",
+        files=("user_work_dir",),
+        no_import=("transformers",),
+    ),
+    Case(
+        "bench-recommend:work-dir-is-the-checkpoint",
+        ("bench", "--recommend", "{ckpt}", "--seq-len", "8", "--work-dir", "{ckpt}"),
+        rc=2,
+        says=r"holds files albert-edge did not write",
+    ),
+]
+
+
+def _edit_truncation(work: Path, shared: Mapping[str, Path]) -> None:
+    js = work / "t" / "truncation.json"
+    data = json.loads(js.read_text())
+    data["evidence"]["held_out_accuracy"] = 0.935
+    js.write_text(json.dumps(data, indent=2) + "\n")
+
+
+MAKERS["edit_truncation"] = _edit_truncation
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_cli_refuses_tampered_evidence(
+    case: Case, sealed: dict[str, Path], tmp_path: Path
+) -> None:
+    shared = {"ckpt": sealed["ckpt"], "search": sealed["search"], "truncated": sealed["truncated"]}
+    run_case(case, tmp_path, shared, MAKERS)
+
+
+def test_a_search_from_other_data_is_refused_before_the_work(
+    sealed: dict[str, Path], tmp_path: Path
+) -> None:
+    """The seal records the data's sha256: a reader holding other data is told so."""
+    from albert_edge.depth.store import SEARCH
+    from albert_edge.sealed import EvidenceError, check_made_from, open_sealed
+
+    other = tmp_path / "other.tsv"
+    other.write_text(sealed["data"].read_text() + "one more row\t1\n")
+    record = open_sealed(sealed["search"], SEARCH)
+    check_made_from(sealed["search"], SEARCH, record, checkpoint=sealed["ckpt"],
+                    data={"data": sealed["data"]})  # fmt: skip
+    with pytest.raises(EvidenceError, match="made from other data.*other.tsv"):
+        check_made_from(sealed["search"], SEARCH, record, checkpoint=sealed["ckpt"],
+                        data={"data": other})  # fmt: skip
