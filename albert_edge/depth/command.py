@@ -153,7 +153,8 @@ def run_search(a: argparse.Namespace) -> int:
     from albert_edge.depth.store import SEARCH_OUTPUT
     from albert_edge.io import check_output
 
-    check_output(a.output, overwrite=a.overwrite, kind=SEARCH_OUTPUT)  # before the work
+    given = [Path(p) for p in (a.checkpoint, a.data, a.report) if p is not None]
+    check_output(a.output, overwrite=a.overwrite, inputs=given, kind=SEARCH_OUTPUT)  # first
     split = SplitSettings(a.fit_rows, a.held_out_rows, a.seed, a.max_length)
     search = search_depths(
         a.checkpoint,
@@ -164,7 +165,7 @@ def run_search(a: argparse.Namespace) -> int:
     )
     text = format_choice(choose(search_candidates(search), _rule(a)), "held-out (choose here)")
     text += evidence_lines(search)
-    save_search(search, a.output, overwrite=a.overwrite, markdown=text)
+    save_search(search, a.output, overwrite=a.overwrite, markdown=text, inputs=given)
     print(text, end="")
     print(f"{a.output}: {len(search.heads)} exit heads + evidence written")
     return 0

@@ -13,6 +13,7 @@ shipped.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +36,21 @@ def is_depth_search(path: Path) -> bool:
 
 
 def save_search(
-    search: DepthSearch, out: str | Path, *, overwrite: bool = False, markdown: str = ""
+    search: DepthSearch,
+    out: str | Path,
+    *,
+    overwrite: bool = False,
+    markdown: str = "",
+    inputs: Sequence[Path] = (),
 ) -> Path:
-    """Write ``out/`` atomically: the evidence JSON, the heads, and ``markdown`` if given."""
+    """Write ``out/`` atomically and sealed: the evidence JSON, the heads, and ``markdown``
+    if given. ``out`` may not be (or hold) one of ``inputs`` (the checkpoint, the data)."""
     from safetensors.torch import save_file
 
     from albert_edge.io import atomic_output_dir
 
     out = Path(out)
-    with atomic_output_dir(out, overwrite=overwrite, kind=SEARCH_OUTPUT) as tmp:
+    with atomic_output_dir(out, overwrite=overwrite, inputs=inputs, kind=SEARCH_OUTPUT) as tmp:
         tensors = {
             f"depth{k}.{name}": t.contiguous()
             for k, h in search.heads.items()

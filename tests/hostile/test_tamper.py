@@ -30,51 +30,95 @@ def _rows(src: Path, dst: Path, n: int) -> Path:
     return dst
 
 
+def _search(root: Path, ckpt: Path, data: Path) -> Path:
+    from albert_edge.depth import SplitSettings, save_search, search_depths
+    from albert_edge.depth.features import FitSettings
+
+    search = search_depths(ckpt, data, split=SplitSettings(**_SPLIT), fit=FitSettings(epochs=1))
+    return save_search(search, root / "search", markdown="table\n")
+
+
+def _truncated(root: Path, ckpt: Path, data: Path) -> Path:
+    from albert_edge.depth import load_search, write_truncated
+
+    search = load_search(_search(root / "for-truncated", ckpt, data))
+    from albert_edge.checkpoint import load_checkpoint
+
+    return write_truncated(load_checkpoint(ckpt), 1, root / "truncated", search=search, how="t")
+
+
+def _early_exit(root: Path, ckpt: Path, data: Path) -> Path:
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.data import read_sst2
+    from albert_edge.early_exit import build_early_exit_artifact, fit_exit_heads
+
+    model = load_checkpoint(ckpt)
+    rows = read_sst2(data)
+    heads = fit_exit_heads(model, [t for _, t in rows], [y for y, _ in rows], seed=0)
+    build_early_exit_artifact(model, root / "early_exit", heads, verify=False)
+    return root / "early_exit"
+
+
+def _artifact(root: Path, ckpt: Path, data: Path) -> Path:
+    from albert_edge.convert import convert
+    from albert_edge.options import ConvertOptions
+
+    convert(ckpt, root / "artifact", ConvertOptions(target="onnx", verify=False))
+    return root / "artifact"
+
+
+def _work(root: Path, ckpt: Path, data: Path) -> Path:
+    from albert_edge.bench.recommend import recommend
+
+    recommend(
+        ckpt, seq_lens=(8,), threads=1, candidates=(("onnx", "fp32"),), rounds=2,
+        runs_per_visit=1, warmup=0, work_dir=root / "work", progress=False, data=data,
+    )  # fmt: skip
+    return root / "work"
+
+
+def _trained(root: Path, ckpt: Path, data: Path) -> Path:
+    """A real ``albert-edge train --exit-loss pabee`` output (a two-layer toy)."""
+    from tests.conftest import SPIECE
+    from tests.faults.harness import run_cli
+
+    tiny = {"embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2}
+    tiny |= {"num_attention_heads": 2, "intermediate_size": 32}
+    args = ["--train", str(data), "--dev", str(data), "--spiece", str(SPIECE)]
+    args += ["--out", str(root / "trained"), "--epochs", "1", "--max-len", "16"]
+    r = run_cli("train", *args, "--config", json.dumps(tiny), "--exit-loss", "pabee")
+    assert r.returncode == 0, r.stderr
+    return root / "trained"
+
+
+BUILDERS: Mapping[str, Callable[[Path, Path, Path], Path]] = {
+    "search": _search,
+    "truncated": _truncated,
+    "trained": _trained,
+    "early_exit": _early_exit,
+    "artifact": _artifact,
+    "work": _work,
+}
+
+
 @pytest.fixture(scope="module")
 def sealed(
     tmp_path_factory: pytest.TempPathFactory,
     make_checkpoint: Callable[..., Path],
     sst2_train: Path,
-    spiece_path: Path,
-) -> dict[str, Path]:
-    """Each sealed output, made once by the real code (module scope: never edited here)."""
-    from albert_edge.bench.recommend import recommend
-    from albert_edge.checkpoint import load_checkpoint
-    from albert_edge.convert import convert
-    from albert_edge.data import read_sst2
-    from albert_edge.depth import SplitSettings, save_search, search_depths, write_truncated
-    from albert_edge.depth.features import FitSettings
-    from albert_edge.early_exit import build_early_exit_artifact, fit_exit_heads
-    from albert_edge.options import ConvertOptions
-    from tests.faults.harness import run_cli
-
+) -> Callable[[str], Path]:
+    """``sealed(kind)``: that sealed output, made once by the real code on the tiny model
+    (and ``"ckpt"`` / ``"data"``: what they are made from). Never edited here."""
     root = tmp_path_factory.mktemp("sealed")
-    ckpt_path = make_checkpoint("tiny")
-    ckpt = load_checkpoint(ckpt_path)
-    data = _rows(sst2_train, root / "data.tsv", 64)
-    search = search_depths(ckpt, data, split=SplitSettings(**_SPLIT), fit=FitSettings(epochs=1))
-    out = {"ckpt": ckpt_path, "data": data}
-    out["search"] = save_search(search, root / "search", markdown="table\n")
-    out["truncated"] = write_truncated(ckpt, 1, root / "truncated", search=search, how="test")
-    rows = read_sst2(data)
-    heads = fit_exit_heads(ckpt, [t for _, t in rows], [y for y, _ in rows], seed=0)
-    out["early_exit"] = root / "early_exit"
-    build_early_exit_artifact(ckpt, out["early_exit"], heads, verify=False)
-    out["artifact"] = root / "artifact"
-    convert(ckpt, out["artifact"], ConvertOptions(target="onnx", verify=False))
-    out["work"] = root / "work"
-    recommend(
-        ckpt_path, seq_lens=(8,), threads=1, candidates=(("onnx", "fp32"),), rounds=2,
-        runs_per_visit=1, warmup=0, work_dir=out["work"], progress=False, data=data,
-    )  # fmt: skip
-    out["trained"] = root / "trained"
-    tiny = {"embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2}
-    tiny |= {"num_attention_heads": 2, "intermediate_size": 32}
-    train = ["--train", str(data), "--dev", str(data), "--spiece", str(spiece_path)]
-    train += ["--out", str(out["trained"]), "--epochs", "1", "--max-len", "16"]
-    r = run_cli("train", *train, "--config", json.dumps(tiny), "--exit-loss", "pabee")
-    assert r.returncode == 0, r.stderr
-    return out
+    made: dict[str, Path] = {"ckpt": make_checkpoint("tiny")}
+    made["data"] = _rows(sst2_train, root / "data.tsv", 64)
+
+    def get(kind: str) -> Path:
+        if kind not in made:
+            made[kind] = BUILDERS[kind](root, made["ckpt"], made["data"])
+        return made[kind]
+
+    return get
 
 
 # --- readers: what each later step calls on the directory ---------------------------------
@@ -140,12 +184,12 @@ def _flip_last_byte(path: Path) -> None:
 
 @pytest.mark.parametrize("kind", sorted(READERS))
 def test_one_byte_changed_in_any_file_is_refused_naming_it(
-    sealed: dict[str, Path], tmp_path: Path, kind: str
+    sealed: Callable[[str], Path], tmp_path: Path, kind: str
 ) -> None:
     """Each file in turn (every file of the directory, not a sample): the untouched copy
     reads, the copy with that file's last byte flipped is refused in one line that names
     the file (or, for the seal itself, the seal)."""
-    src = sealed[kind]
+    src = sealed(kind)
     READERS[kind](src)  # the intact output reads
     files = _files(src)
     assert len(files) >= 4, files
@@ -166,11 +210,11 @@ def test_one_byte_changed_in_any_file_is_refused_naming_it(
 
 
 @pytest.mark.parametrize("kind", sorted(READERS))
-def test_an_added_file_is_refused(sealed: dict[str, Path], tmp_path: Path, kind: str) -> None:
+def test_an_added_file_is_refused(sealed: Callable[[str], Path], tmp_path: Path, kind: str) -> None:
     case = tmp_path / "c"
-    shutil.copytree(sealed[kind], case)
+    shutil.copytree(sealed(kind), case)
     (case / "notes.txt").write_text("mine\n")
-    with pytest.raises(AlbertEdgeError, match="notes.txt"):
+    with pytest.raises(AlbertEdgeError, match=r"notes\.txt"):
         READERS[kind](case)
 
 
@@ -260,21 +304,39 @@ CASES = [
     ),
     Case(
         "depth-truncate:search-written-before-sealing",
-        ("depth", "truncate", "{ckpt}", "--depth", "1", "--depth-search", "{tmp}/s", "-o",
-         "{tmp}/out"),
+        (
+            "depth",
+            "truncate",
+            "{ckpt}",
+            "--depth",
+            "1",
+            "--depth-search",
+            "{tmp}/s",
+            "-o",
+            "{tmp}/out",
+        ),
         rc=2,
         says=r"seal\.json: missing.*run `albert-edge depth search` again",
         files=("unsealed",),
-    ),  # fmt: skip
+    ),
     Case(
         "depth-truncate:search-of-another-checkpoint",
-        ("depth", "truncate", "{tmp}/other", "--depth", "1", "--depth-search", "{tmp}/s", "-o",
-         "{tmp}/out"),
+        (
+            "depth",
+            "truncate",
+            "{tmp}/other",
+            "--depth",
+            "1",
+            "--depth-search",
+            "{tmp}/s",
+            "-o",
+            "{tmp}/out",
+        ),
         rc=2,
         says=r"made from another checkpoint",
         files=("search", "other_ckpt"),
         no_import=("transformers",),
-    ),  # fmt: skip
+    ),
     Case(
         "convert:truncated-checkpoint-evidence-edited",
         ("convert", "{tmp}/t", "-o", "{tmp}/out"),
@@ -311,24 +373,23 @@ MAKERS["edit_truncation"] = _edit_truncation
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_cli_refuses_tampered_evidence(
-    case: Case, sealed: dict[str, Path], tmp_path: Path
+    case: Case, sealed: Callable[[str], Path], tmp_path: Path
 ) -> None:
-    shared = {"ckpt": sealed["ckpt"], "search": sealed["search"], "truncated": sealed["truncated"]}
+    shared = {k: sealed(k) for k in ("ckpt", "search", "truncated")}
     run_case(case, tmp_path, shared, MAKERS)
 
 
 def test_a_search_from_other_data_is_refused_before_the_work(
-    sealed: dict[str, Path], tmp_path: Path
+    sealed: Callable[[str], Path], tmp_path: Path
 ) -> None:
     """The seal records the data's sha256: a reader holding other data is told so."""
     from albert_edge.depth.store import SEARCH
     from albert_edge.sealed import EvidenceError, check_made_from, open_sealed
 
     other = tmp_path / "other.tsv"
-    other.write_text(sealed["data"].read_text() + "one more row\t1\n")
-    record = open_sealed(sealed["search"], SEARCH)
-    check_made_from(sealed["search"], SEARCH, record, checkpoint=sealed["ckpt"],
-                    data={"data": sealed["data"]})  # fmt: skip
-    with pytest.raises(EvidenceError, match="made from other data.*other.tsv"):
-        check_made_from(sealed["search"], SEARCH, record, checkpoint=sealed["ckpt"],
-                        data={"data": other})  # fmt: skip
+    search, ckpt, data = sealed("search"), sealed("ckpt"), sealed("data")
+    other.write_text(data.read_text() + "one more row\t1\n")
+    record = open_sealed(search, SEARCH)
+    check_made_from(search, SEARCH, record, checkpoint=ckpt, data={"data": data})
+    with pytest.raises(EvidenceError, match=r"made from other data.*other\.tsv"):
+        check_made_from(search, SEARCH, record, checkpoint=ckpt, data={"data": other})
