@@ -109,11 +109,16 @@ def test_overwrite_replaces_only_an_intact_sealed_directory_of_its_kind(tmp_path
         (tmp / "result.json").write_text("{}\n")
         seal(tmp, KIND, {})
     assert open_sealed(out, KIND).sha256.keys() == {"result.json"}
-    with pytest.raises(OutputExistsError, match="seals a test output, not a other output"):
-        with atomic_output_dir(out, overwrite=True, kind=OTHER.output_kind()):
-            pass
+    other = OTHER.output_kind()
+    with (
+        pytest.raises(OutputExistsError, match="seals a test output, not a other output"),
+        atomic_output_dir(out, overwrite=True, kind=other),
+    ):
+        pass
     (out / "mine.txt").write_text("a user's file\n")
-    with pytest.raises(OutputExistsError, match=r"mine\.txt"):
-        with atomic_output_dir(out, overwrite=True, kind=kind):
-            pass
+    with (
+        pytest.raises(OutputExistsError, match=r"mine\.txt"),
+        atomic_output_dir(out, overwrite=True, kind=kind),
+    ):
+        pass
     assert (out / "mine.txt").read_text() == "a user's file\n"
