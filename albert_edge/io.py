@@ -299,6 +299,29 @@ def _check_output(out: Path, *, overwrite: bool, inputs: Iterable[Path], kind: O
     _check_writable(out)
 
 
+def check_output_file(out: Path, *, inputs: Iterable[Path | str | None], flag: str) -> None:
+    """Refuse, before any work, a single-file output (``bench --json``, ``--markdown``,
+    ``--plot``) that is a directory, an input, or inside an input directory: a report
+    written into an artifact, a checkpoint or a sealed search would replace a file of it or
+    break its seal (the rule of :func:`check_output`, for files)."""
+    try:
+        if out.is_dir():
+            raise OutputExistsError(f"{out}: is a directory; {flag} names a file to write")
+        resolved = out.resolve()
+        for src in inputs:
+            if src is None:
+                continue
+            path = Path(src).resolve()
+            if resolved == path or _inside(resolved, path):
+                where = "is" if resolved == path else "is inside"
+                raise OutputExistsError(
+                    f"{out}: {where} the input {src}; albert-edge never writes into an input; "
+                    f"choose another {flag}"
+                )
+    except OSError as exc:
+        raise describe_os_error(exc, out) from None
+
+
 def _check_writable(out: Path) -> None:
     """Fail before any work when the output's directory cannot be written."""
     anc = out.parent

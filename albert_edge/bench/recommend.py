@@ -850,6 +850,9 @@ def run_recommend_cli(a: Any) -> int:
         raise BenchmarkError(
             "--recommend takes one checkpoint (it builds the artifacts itself); pass one path"
         )
+    from albert_edge.bench import check_report_files
+
+    check_report_files(a)
     if len(a.threads) != 1:
         raise BenchmarkError("--recommend measures at one --threads value; pass one number")
     rounds = a.rounds if a.rounds > 1 else ROUNDS
