@@ -208,7 +208,11 @@ def require_search(a: argparse.Namespace) -> Any:
 def run_truncate(a: argparse.Namespace) -> int:
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.depth import pick_depth, write_truncated
+    from albert_edge.depth.truncate import TRUNCATED
+    from albert_edge.io import check_output
 
+    given = [Path(p) for p in (a.checkpoint, a.depth_search) if p is not None]
+    check_output(a.output, overwrite=a.overwrite, inputs=given, kind=TRUNCATED)  # first
     search = require_search(a)
     ckpt = load_checkpoint(a.checkpoint)
     k, how = pick_depth(search, a.depth or "auto", _rule(a))

@@ -353,6 +353,42 @@ CASES = [
         no_import=("transformers",),
     ),
     Case(
+        "depth-truncate:output-is-the-search",
+        (
+            "depth",
+            "truncate",
+            "{ckpt}",
+            "--depth",
+            "1",
+            "--depth-search",
+            "{tmp}/s",
+            "-o",
+            "{tmp}/s",
+            "--overwrite",
+        ),
+        rc=2,
+        says=r"would replace the input",
+        files=("search",),
+        no_import=("transformers",),
+    ),  # fmt: skip
+    Case(
+        "depth-search:overwrite-a-users-directory",
+        (
+            "depth",
+            "search",
+            "{ckpt}",
+            "--data",
+            "{tmp}/mine/choose.tsv",
+            "-o",
+            "{tmp}/other",
+            "--overwrite",
+        ),
+        rc=2,
+        says=r"other: holds files albert-edge did not write .*seal\.json: missing",
+        files=("user_work_dir", "user_dir_other"),
+        no_import=("transformers",),
+    ),  # fmt: skip
+    Case(
         "bench:json-inside-the-checkpoint",
         ("bench", "{ckpt}", "--json", "{ckpt}/report.json"),
         rc=2,
@@ -393,6 +429,14 @@ def _edit_truncation(work: Path, shared: Mapping[str, Path]) -> None:
 
 
 MAKERS["edit_truncation"] = _edit_truncation
+
+
+def _user_dir_other(work: Path, shared: Mapping[str, Path]) -> None:
+    (work / "other").mkdir()
+    (work / "other" / "depth_search.json").write_text('{"mine": true}\n')
+
+
+MAKERS["user_dir_other"] = _user_dir_other
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
