@@ -370,7 +370,7 @@ CASES = [
         says=r"would replace the input",
         files=("search",),
         no_import=("transformers",),
-    ),  # fmt: skip
+    ),
     Case(
         "depth-search:overwrite-a-users-directory",
         (
@@ -387,7 +387,7 @@ CASES = [
         says=r"other: holds files albert-edge did not write .*seal\.json: missing",
         files=("user_work_dir", "user_dir_other"),
         no_import=("transformers",),
-    ),  # fmt: skip
+    ),
     Case(
         "bench:json-inside-the-checkpoint",
         ("bench", "{ckpt}", "--json", "{ckpt}/report.json"),
