@@ -56,10 +56,6 @@ class EvidenceKind:
     primary: str
     regenerate: str
 
-    @property
-    def fix(self) -> str:
-        return self.regenerate
-
     def output_kind(self) -> OutputKind:
         """The :class:`~albert_edge.io.OutputKind` for writing one: ``--overwrite`` replaces
         only a directory sealed as this kind, unchanged."""
@@ -77,14 +73,13 @@ class EvidenceKind:
 def _checkpoint_files(path: Path) -> list[Path]:
     """The files that make a checkpoint what it computes: its config and its weights."""
     if path.is_dir():
-        names = sorted(
+        return sorted(
             f
             for f in path.iterdir()
             if f.is_file()
             and (f.name == "config.json" or f.suffix in {".safetensors", ".bin"})
             and not f.name.startswith(".")
         )
-        return names
     return sorted(
         f for f in path.parent.glob(path.name + ".*") if ".data-" in f.name or f.suffix == ".index"
     )
@@ -172,21 +167,21 @@ def open_sealed(folder: str | Path, kind: EvidenceKind) -> Manifest:
     folder = Path(folder)
     path = folder / SEAL_NAME
     if not folder.is_dir():
-        raise EvidenceError(f"{folder}: no such {kind.name} directory; {kind.fix}")
+        raise EvidenceError(f"{folder}: no such {kind.name} directory; {kind.regenerate}")
     if not path.is_file():
         raise EvidenceError(
             f"{path}: missing, so nothing vouches for this {kind.name}'s files (written "
-            f"before albert-edge sealed them, or not by albert-edge); {kind.fix}"
+            f"before albert-edge sealed them, or not by albert-edge); {kind.regenerate}"
         )
     try:
-        m = load_record(path, kind.fix)
+        m = load_record(path, kind.regenerate)
         if m.format_version < 2 or m.extra.get("evidence") != kind.name:
             raise EvidenceError(
                 f"{path}: seals a {m.extra.get('evidence') or 'different output'}, not a "
-                f"{kind.name}; {kind.fix}"
+                f"{kind.name}; {kind.regenerate}"
             )
-        check_files(folder, m, record=SEAL_NAME, fix=kind.fix)
-        check_complete(folder, m, record=SEAL_NAME, fix=kind.fix)
+        check_files(folder, m, record=SEAL_NAME, fix=kind.regenerate)
+        check_complete(folder, m, record=SEAL_NAME, fix=kind.regenerate)
     except EvidenceError:
         raise
     except AlbertEdgeError as exc:  # the manifest module's integrity errors: one type here
@@ -195,19 +190,19 @@ def open_sealed(folder: str | Path, kind: EvidenceKind) -> Manifest:
 
 
 def check_made_from(
-    folder: Path,
+    where: Path,
     kind: EvidenceKind,
-    seal_record: Manifest,
+    record: Mapping[str, Any] | Manifest,
     *,
     checkpoint: str | Path | None = None,
     check_checkpoint: bool = True,
     data: Mapping[str, str | Path | None] | None = None,
 ) -> None:
-    """Refuse ``folder`` when it was made from another checkpoint (by identity) or other
-    data (by sha256, per role given): before any model loads, in one line."""
-    rec = seal_record.extra.get("made_from")
-    rec = rec if isinstance(rec, dict) else {}
-    where = folder / SEAL_NAME
+    """Refuse what ``record`` (a seal, or its ``made_from``) says was made from another
+    checkpoint (by identity) or other data (by sha256, per role given): before any model
+    loads, in one line starting with ``where``."""
+    rec = record.extra.get("made_from") if isinstance(record, Manifest) else record
+    rec = rec if isinstance(rec, Mapping) else {}
     if check_checkpoint:
         want = (rec.get("checkpoint") or {}).get("identity")
         have = checkpoint_identity(checkpoint)

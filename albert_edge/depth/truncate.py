@@ -179,19 +179,12 @@ def check_same_source(ckpt: Checkpoint | str | Path | None, search: DepthSearch)
     search's sealed ``made_from`` must name this checkpoint's content identity. A path is
     checked without loading the model."""
     from albert_edge.checkpoint import DEFAULT_MODEL, Checkpoint
-    from albert_edge.sealed import checkpoint_identity
+    from albert_edge.depth.store import SEARCH
+    from albert_edge.sealed import check_made_from
 
     path = ckpt.path if isinstance(ckpt, Checkpoint) else ckpt
     path = Path(path) if path is not None else DEFAULT_MODEL
-    have = checkpoint_identity(path)
-    rec = search.made_from.get("checkpoint") or {}
-    want = rec.get("identity")
-    if have != want:
-        raise DepthError(
-            f"{path}: this depth search was made from another checkpoint "
-            f"({rec.get('name', search.source.get('name'))}, identity {str(want)[:12]}...); "
-            "search this checkpoint first (`albert-edge depth search`)"
-        )
+    check_made_from(path, SEARCH, search.made_from, checkpoint=path)
 
 
 @contextmanager

@@ -458,6 +458,6 @@ def test_a_search_from_other_data_is_refused_before_the_work(
     search, ckpt, data = sealed("search"), sealed("ckpt"), sealed("data")
     other.write_text(data.read_text() + "one more row\t1\n")
     record = open_sealed(search, SEARCH)
-    check_made_from(search, SEARCH, record, checkpoint=ckpt, data={"data": data})
+    check_made_from(other, SEARCH, record, checkpoint=ckpt, data={"data": data})
     with pytest.raises(EvidenceError, match=r"made from other data.*other\.tsv"):
-        check_made_from(search, SEARCH, record, checkpoint=ckpt, data={"data": other})
+        check_made_from(other, SEARCH, record, checkpoint=ckpt, data={"data": other})
