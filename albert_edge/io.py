@@ -239,8 +239,9 @@ class OutputKind:
 
     ``--overwrite`` replaces only a directory for which :attr:`is_own` is true, so each
     command says what "albert-edge wrote this" means for its output: ``convert`` and
-    ``quantize`` a manifest listing every file (:data:`ARTIFACT`); ``train`` its own record
-    (``albert_edge.train``). A training output is then no artifact to ``convert
+    ``quantize`` a manifest listing every file (:data:`ARTIFACT`); ``train``, ``depth``
+    and ``bench --recommend --work-dir`` an intact ``seal.json`` of their kind
+    (:meth:`albert_edge.sealed.EvidenceKind.output_kind`). A training output is then no artifact to ``convert
     --overwrite`` (it holds a checkpoint), and an artifact no training output.
     """
 

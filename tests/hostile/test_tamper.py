@@ -461,3 +461,31 @@ def test_a_search_from_other_data_is_refused_before_the_work(
     check_made_from(other, SEARCH, record, checkpoint=ckpt, data={"data": data})
     with pytest.raises(EvidenceError, match=r"made from other data.*other\.tsv"):
         check_made_from(other, SEARCH, record, checkpoint=ckpt, data={"data": other})
+
+
+def test_a_work_dir_is_replaced_only_by_the_run_that_sealed_it(
+    sealed: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """A second ``bench --recommend`` into a sealed work directory replaces it whole (the
+    paths it reports are the final ones, the new directory sealed again); with a user's
+    file added it is refused and the file kept."""
+    from albert_edge.bench.recommend import WORK_DIR, recommend
+    from albert_edge.sealed import open_sealed
+
+    work = tmp_path / "work"
+    shutil.copytree(sealed("work"), work)
+    result = recommend(
+        sealed("ckpt"), seq_lens=(8,), threads=1, candidates=(("onnx", "int8-dynamic"),),
+        rounds=2, runs_per_visit=1, warmup=0, work_dir=work, progress=False,
+    )  # fmt: skip
+    record = open_sealed(work, WORK_DIR)
+    assert "onnx-fp32/manifest.json" not in record.sha256  # the old run's artifacts are gone
+    assert "onnx-int8-dynamic/manifest.json" in record.sha256
+    assert result["candidates"][0]["artifact"] == str(work / "onnx-int8-dynamic")
+    assert json.loads((work / "recommend.json").read_text())["candidates"][0]["artifact"] == str(
+        work / "onnx-int8-dynamic"
+    )
+    (work / "mine.txt").write_text("kept\n")
+    with pytest.raises(AlbertEdgeError, match=r"mine\.txt.*choose another --work-dir"):
+        recommend(sealed("ckpt"), seq_lens=(8,), work_dir=work, progress=False)
+    assert (work / "mine.txt").read_text() == "kept\n"
