@@ -18,6 +18,9 @@ A reader calls :func:`open_sealed` first (every file present, unchanged, nothing
 and :func:`check_made_from` before any expensive work; each refusal is one line naming
 the file and how to make the directory again. A directory without ``seal.json`` (what
 earlier releases wrote) is refused the same way: nothing can be said about its bytes.
+
+A seal is a checksum, not a signature: it catches a changed, truncated, swapped or added
+file and a search of another checkpoint, not someone who rewrites ``seal.json`` on purpose.
 """
 
 from __future__ import annotations
