@@ -78,8 +78,14 @@ def get_search(work: Path, a: argparse.Namespace) -> Any:
     split = SplitSettings(fit_rows=a.fit_rows, held_out_rows=a.held_out_rows, seed=a.seed)
     where = work / "search"
     if (where / "depth_search.json").is_file():
-        s = load_search(where)
-        if s.settings["split"] == vars(split) and "report" in s.reference:
+        from albert_edge.errors import AlbertEdgeError
+
+        try:
+            s = load_search(where)
+        except AlbertEdgeError as exc:  # changed, or from before searches were sealed
+            log(f"not reusing {where}: {exc}")
+            s = None
+        if s is not None and s.settings["split"] == vars(split) and "report" in s.reference:
             log(f"reusing the search in {where}")
             return s
     t0 = time.time()
