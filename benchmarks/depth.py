@@ -391,6 +391,8 @@ def train_pabee(work: Path, a: argparse.Namespace) -> tuple[Path, int]:
         same = (got["hyperparameters"], got["seed"], got["train_examples"]) == (hp, seed, kept_rows)
         if not same or (got.get("exit_loss") or {}).get("kind") != "pabee":
             raise SystemExit(f"depth: {ckpt} was trained otherwise; delete it to train again")
+        if not (ckpt / "seal.json").is_file():
+            raise SystemExit(f"depth: {ckpt} predates sealed training outputs; delete it")
         log(f"pabee: reusing {ckpt} (trained in {got['wall_time_s']} s)")
         return ckpt, kept_rows
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in hp.items()]
