@@ -66,7 +66,7 @@ class EvidenceKind:
             self.name,
             lambda p: sealed_reason(p, self) is None,
             f"no {SEAL_NAME} sealing it as an albert-edge {self.name}",
-            lambda p: sealed_reason(p, self),
+            lambda p: (sealed_reason(p, self) or "").split("; ")[0] or None,
         )
 
 
