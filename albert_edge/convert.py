@@ -21,6 +21,15 @@ from albert_edge.checkpoint import Checkpoint, load_checkpoint
 from albert_edge.io import atomic_output_dir
 from albert_edge.manifest import write_manifest
 from albert_edge.options import ConvertOptions
+from albert_edge.sealed import EvidenceKind
+
+# What ``albert-edge depth truncate`` writes: a checkpoint whose truncation.json is quoted
+# into the manifest, so the directory is sealed (albert_edge.sealed) and checked first.
+TRUNCATED_CHECKPOINT = EvidenceKind(
+    "truncated checkpoint",
+    "truncation.json",
+    "truncate the model again (`albert-edge depth truncate`)",
+)
 
 
 def copy_tokenizer_files(
@@ -50,11 +59,14 @@ def write_plan(out_dir: Path, plan: dict[str, Any]) -> str:
 
 def read_truncation(path: Path) -> dict[str, Any]:
     """The ``truncation.json`` an ``albert-edge depth`` truncated checkpoint carries: the
-    manifest's ``depth`` (k of L, groups kept, source, how the depth was chosen)."""
+    manifest's ``depth`` (k of L, groups kept, source, how the depth was chosen). Read only
+    from a sealed, unchanged directory: its evidence ends up in a sealed manifest."""
     import json
 
     from albert_edge.errors import CheckpointError
+    from albert_edge.sealed import open_sealed
 
+    open_sealed(path.parent, TRUNCATED_CHECKPOINT)
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -94,6 +106,8 @@ def convert(
         from albert_edge.io import check_output
 
         check_output(Path(output), overwrite=options.overwrite, inputs=[Path(checkpoint)])
+        if (Path(checkpoint) / TRUNCATED_CHECKPOINT.primary).is_file():  # before it loads
+            read_truncation(Path(checkpoint) / TRUNCATED_CHECKPOINT.primary)
     if options.target == "tflite":  # before loading anything: name the extra in one line
         from albert_edge.extras import require
 

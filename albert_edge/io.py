@@ -239,8 +239,9 @@ class OutputKind:
 
     ``--overwrite`` replaces only a directory for which :attr:`is_own` is true, so each
     command says what "albert-edge wrote this" means for its output: ``convert`` and
-    ``quantize`` a manifest listing every file (:data:`ARTIFACT`); ``train`` its own record
-    (``albert_edge.train``). A training output is then no artifact to ``convert
+    ``quantize`` a manifest listing every file (:data:`ARTIFACT`); ``train``, ``depth``
+    and ``bench --recommend --work-dir`` an intact ``seal.json`` of their kind
+    (:meth:`albert_edge.sealed.EvidenceKind.output_kind`). A training output is then no artifact to ``convert
     --overwrite`` (it holds a checkpoint), and an artifact no training output.
     """
 
@@ -297,6 +298,29 @@ def _check_output(out: Path, *, overwrite: bool, inputs: Iterable[Path], kind: O
             f"replaces a previous albert-edge {kind.name}; choose another -o"
         )
     _check_writable(out)
+
+
+def check_output_file(out: Path, *, inputs: Iterable[Path | str | None], flag: str) -> None:
+    """Refuse, before any work, a single-file output (``bench --json``, ``--markdown``,
+    ``--plot``) that is a directory, an input, or inside an input directory: a report
+    written into an artifact, a checkpoint or a sealed search would replace a file of it or
+    break its seal (the rule of :func:`check_output`, for files)."""
+    try:
+        if out.is_dir():
+            raise OutputExistsError(f"{out}: is a directory; {flag} names a file to write")
+        resolved = out.resolve()
+        for src in inputs:
+            if src is None:
+                continue
+            path = Path(src).resolve()
+            if resolved == path or _inside(resolved, path):
+                where = "is" if resolved == path else "is inside"
+                raise OutputExistsError(
+                    f"{out}: {where} the input {src}; albert-edge never writes into an input; "
+                    f"choose another {flag}"
+                )
+    except OSError as exc:
+        raise describe_os_error(exc, out) from None
 
 
 def _check_writable(out: Path) -> None:

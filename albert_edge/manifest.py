@@ -284,14 +284,14 @@ def _seal(d: dict[str, Any]) -> str:
     return hashlib.sha256(_serialize(body).encode()).hexdigest()
 
 
-def _walk_files(out_dir: Path) -> list[str]:
-    """Every regular file under ``out_dir`` except the manifest, as sorted relative paths."""
+def _walk_files(out_dir: Path, record: str = MANIFEST_NAME) -> list[str]:
+    """Every regular file under ``out_dir`` except the record (the manifest), sorted."""
     found = []
     for root, dirs, files in os.walk(out_dir):
         dirs.sort()
         for name in files:
             rel = Path(root, name).relative_to(out_dir).as_posix()
-            if rel != MANIFEST_NAME:
+            if rel != record:
                 found.append(rel)
     return sorted(found)
 
@@ -315,11 +315,14 @@ def sha256_cached(path: Path) -> str:
     return _sha256_cached(str(path), st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def write_manifest(out_dir: Path, manifest: dict[str, Any] | Manifest) -> Path:
+def write_manifest(
+    out_dir: Path, manifest: dict[str, Any] | Manifest, *, record: str = MANIFEST_NAME
+) -> Path:
     """Write ``out_dir/manifest.json``: validated, every file hashed, sealed.
 
     Call it last, on the finished directory: it walks ``out_dir`` so files that a
-    pipeline wrote but forgot to list are hashed too.
+    pipeline wrote but forgot to list are hashed too. ``record``: the file name, for
+    the sealed evidence directories of :mod:`albert_edge.sealed` (same format, same seal).
     """
     from albert_edge import __version__
 
@@ -328,14 +331,14 @@ def write_manifest(out_dir: Path, manifest: dict[str, Any] | Manifest) -> Path:
     for key in ("sha256", _SEAL, "format_version", "albert_edge_version"):
         data.pop(key, None)
     data = {"format_version": FORMAT_VERSION, "albert_edge_version": __version__, **data}
-    walked = _walk_files(out_dir)
+    walked = _walk_files(out_dir, record)
     data["sha256"] = {rel: sha256_file(out_dir / rel) for rel in walked}
-    m = Manifest.from_dict(data, out_dir / MANIFEST_NAME)
+    m = Manifest.from_dict(data, out_dir / record)
     if m.model_file not in m.sha256:
         raise AlbertEdgeError(f"{out_dir / m.model_file}: the model file was not written")
     d = strict_json_object(m.to_dict())
     d[_SEAL] = _seal(d)
-    path = out_dir / MANIFEST_NAME
+    path = out_dir / record
     with open(path, "w") as f:
         f.write(_serialize(d, strict=True))
         f.flush()
@@ -360,6 +363,12 @@ def load_manifest(artifact: str | Path) -> Manifest:
     path = manifest_path(p)
     if not path.is_file():
         raise ManifestError(f"{p}: no manifest.json; is this an albert-edge output directory?")
+    return load_record(path)
+
+
+def load_record(path: Path, fix: str = "re-run albert-edge convert") -> Manifest:
+    """The validated, seal-checked manifest-format record at ``path`` (``manifest.json``
+    of an artifact, ``seal.json`` of a sealed evidence directory); ``fix`` ends a refusal."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -367,9 +376,7 @@ def load_manifest(artifact: str | Path) -> Manifest:
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ManifestError(
-            f"{path}: corrupt manifest ({exc}); re-run albert-edge convert"
-        ) from None
+        raise ManifestError(f"{path}: corrupt manifest ({exc}); {fix}") from None
     sealed = isinstance(data, dict) and (
         data.get("format_version") != 1 and any(k in data for k in ("sha256", _SEAL))
     )
@@ -378,8 +385,8 @@ def load_manifest(artifact: str | Path) -> Manifest:
         assert isinstance(data, dict)
         if data.get(_SEAL) != _seal(data) or raw != _serialize(data).encode():
             raise ArtifactIntegrityError(
-                f"{path}: manifest.json was modified or damaged after albert-edge wrote it "
-                "(seal mismatch); re-run albert-edge convert"
+                f"{path}: {path.name} was modified or damaged after albert-edge wrote it "
+                f"(seal mismatch); {fix}"
             )
         if m.format_version < 2:
             raise ManifestError(f"{path}: format_version does not match its hashes")
@@ -393,7 +400,14 @@ def read_manifest(artifact: str | Path) -> dict[str, Any]:
     return d
 
 
-def check_files(folder: Path, manifest: Manifest, only: str | None = None) -> None:
+def check_files(
+    folder: Path,
+    manifest: Manifest,
+    only: str | None = None,
+    *,
+    record: str = MANIFEST_NAME,
+    fix: str = "re-run albert-edge convert",
+) -> None:
     """Raise :class:`ArtifactIntegrityError` unless the recorded files are intact.
 
     Every path must resolve inside ``folder`` (a symlink out of the artifact is refused)
@@ -409,23 +423,19 @@ def check_files(folder: Path, manifest: Manifest, only: str | None = None) -> No
         except OSError:
             inside = False
         if not inside:
-            raise ArtifactIntegrityError(
-                f"{path}: resolves outside the artifact {folder}; re-run albert-edge convert"
-            )
+            raise ArtifactIntegrityError(f"{path}: resolves outside the artifact {folder}; {fix}")
         if not path.is_file():
-            raise ArtifactIntegrityError(
-                f"{path}: missing (named by manifest.json); re-run albert-edge convert"
-            )
+            raise ArtifactIntegrityError(f"{path}: missing (named by {record}); {fix}")
         want = manifest.sha256.get(rel)
         if want is None:
             if manifest.format_version >= 2:
-                raise ArtifactIntegrityError(f"{path}: not recorded in manifest.json's sha256")
+                raise ArtifactIntegrityError(f"{path}: not recorded in {record}'s sha256; {fix}")
             continue
         got = sha256_cached(path)
         if got != want:
             raise ArtifactIntegrityError(
-                f"{path}: sha256 {got[:12]}... differs from manifest.json's {want[:12]}...; "
-                "the file was modified or damaged; re-run albert-edge convert"
+                f"{path}: sha256 {got[:12]}... differs from {record}'s {want[:12]}...; "
+                f"the file was modified or damaged; {fix}"
             )
 
 
@@ -467,13 +477,13 @@ def load_sealed_manifest(artifact: str | Path) -> Manifest:
     return m
 
 
-def unlisted_files(folder: Path, manifest: Manifest) -> list[str]:
+def unlisted_files(folder: Path, manifest: Manifest, record: str = MANIFEST_NAME) -> list[str]:
     """Every entry under ``folder`` that ``manifest`` does not record, as relative paths.
 
     Walked, not taken from the manifest: a file someone added (or a symlink to a
     directory) is exactly what a list written before it existed cannot name.
     """
-    recorded = set(manifest.recorded_files()) | {MANIFEST_NAME}
+    recorded = set(manifest.recorded_files()) | {record}
     extra = []
     for root, dirs, files in os.walk(folder):
         dirs.sort()
@@ -484,13 +494,19 @@ def unlisted_files(folder: Path, manifest: Manifest) -> list[str]:
     return extra
 
 
-def check_complete(folder: Path, manifest: Manifest) -> None:
+def check_complete(
+    folder: Path,
+    manifest: Manifest,
+    *,
+    record: str = MANIFEST_NAME,
+    fix: str = "re-run albert-edge convert",
+) -> None:
     """Raise :class:`ArtifactIntegrityError` when ``folder`` holds a file ``manifest`` does
     not list: what ``verify`` passes is the directory as recorded, byte for byte."""
-    extra = unlisted_files(folder, manifest)
+    extra = unlisted_files(folder, manifest, record)
     if extra:
         more = f" and {len(extra) - 1} more" if len(extra) > 1 else ""
         raise ArtifactIntegrityError(
-            f"{folder / extra[0]}{more}: not listed in manifest.json, so albert-edge did not "
-            "write it; move it out of the artifact or re-run albert-edge convert"
+            f"{folder / extra[0]}{more}: not listed in {record}, so albert-edge did not "
+            f"write it; move it out of the directory or {fix}"
         )

@@ -78,8 +78,14 @@ def get_search(work: Path, a: argparse.Namespace) -> Any:
     split = SplitSettings(fit_rows=a.fit_rows, held_out_rows=a.held_out_rows, seed=a.seed)
     where = work / "search"
     if (where / "depth_search.json").is_file():
-        s = load_search(where)
-        if s.settings["split"] == vars(split) and "report" in s.reference:
+        from albert_edge.errors import AlbertEdgeError
+
+        try:
+            s = load_search(where)
+        except AlbertEdgeError as exc:  # changed, or from before searches were sealed
+            log(f"not reusing {where}: {exc}")
+            s = None
+        if s is not None and s.settings["split"] == vars(split) and "report" in s.reference:
             log(f"reusing the search in {where}")
             return s
     t0 = time.time()
@@ -385,6 +391,8 @@ def train_pabee(work: Path, a: argparse.Namespace) -> tuple[Path, int]:
         same = (got["hyperparameters"], got["seed"], got["train_examples"]) == (hp, seed, kept_rows)
         if not same or (got.get("exit_loss") or {}).get("kind") != "pabee":
             raise SystemExit(f"depth: {ckpt} was trained otherwise; delete it to train again")
+        if not (ckpt / "seal.json").is_file():
+            raise SystemExit(f"depth: {ckpt} predates sealed training outputs; delete it")
         log(f"pabee: reusing {ckpt} (trained in {got['wall_time_s']} s)")
         return ckpt, kept_rows
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in hp.items()]

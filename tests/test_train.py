@@ -152,7 +152,8 @@ def test_train_writes_a_recognisable_output_and_overwrite_replaces_it(
     r = run_cli("train", *_args(data, out))
     assert r.returncode == 0, r.stderr
     record = json.loads((out / "training.json").read_text())
-    assert set(record["sha256"]) == {p.name for p in out.iterdir()} - {"training.json"}
+    # and seal.json seals them all, training.json included (albert_edge.sealed)
+    assert set(record["sha256"]) == {p.name for p in out.iterdir()} - {"training.json", "seal.json"}
     assert is_training_output(out) and not is_training_output(EMBEDDED.parent)
     assert load_checkpoint(out).config.hidden_size == 16
     first = tree_sums(out)

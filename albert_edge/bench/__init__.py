@@ -51,6 +51,28 @@ def _check_writable(path: Path | None, flag: str) -> None:
         )
 
 
+def check_report_files(args: argparse.Namespace) -> None:
+    """``--json`` (and its ``.rows.jsonl``), ``--markdown``, ``--plot``: never an input
+    (the artifacts or checkpoint benchmarked, the data, a search, the work directory) or
+    inside one, checked before any work (:func:`albert_edge.io.check_output_file`)."""
+    from albert_edge.bench.rowlog import rows_path_for
+    from albert_edge.io import check_output_file
+
+    inputs = [*(args.targets or [])]
+    for name in ("data", "report_data", "depth_search", "exit_data", "work_dir"):
+        inputs.append(getattr(args, name, None))
+    json_out = getattr(args, "json_out", None)
+    rows = rows_path_for(json_out) if json_out is not None else None
+    for path, flag in (
+        (json_out, "--json"),
+        (rows, "--json"),
+        (getattr(args, "markdown", None), "--markdown"),
+        (getattr(args, "plot", None), "--plot"),
+    ):
+        if path is not None:
+            check_output_file(Path(path), inputs=inputs, flag=flag)
+
+
 def write_outputs(
     report: dict[str, Any],
     *,
@@ -96,6 +118,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     plot_out = getattr(args, "plot", None)
     for path, flag in ((json_out, "--json"), (md_out, "--markdown"), (plot_out, "--plot")):
         _check_writable(path, flag)
+    check_report_files(args)
     targets = list(args.targets) if args.targets else [None]
     from albert_edge.bench.rowlog import rows_path_for
 

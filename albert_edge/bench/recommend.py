@@ -33,7 +33,6 @@ the choice never saw (issue 20).
 from __future__ import annotations
 
 import math
-import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from itertools import combinations
@@ -52,6 +51,7 @@ from albert_edge.bench.evidence import (
 )
 from albert_edge.errors import AlbertEdgeError, BenchmarkError
 from albert_edge.options import STATIC_PRECISIONS
+from albert_edge.sealed import EvidenceKind
 
 if TYPE_CHECKING:
     import numpy as np
@@ -490,15 +490,24 @@ def recommend(
     the pick. With ``report_data``, all of ``data`` chooses and ``report_data`` reports.
     Returns ``{"recommendation": row | None, "decision": ..., "candidates": [row, ...],
     "accuracy": {...} | None, "bench": report, ...}``. Artifacts are built in
-    ``work_dir`` (default: a temporary directory, removed after).
+    ``work_dir`` (default: a temporary directory, removed after): a new directory (or one
+    a previous run sealed), written atomically and sealed (:data:`WORK_DIR`), with the
+    result as ``recommend.json``.
     """
-    from albert_edge.bench.recommend_depth import add_depth_exit, check_flags
+    from albert_edge.bench.recommend_depth import check_flags
     from albert_edge.checkpoint import load_checkpoint
 
-    say = log or (lambda _msg: None)
     if rounds < 2:
         raise BenchmarkError("--rounds must be at least 2: the intervals are over rounds")
     check_flags(*(Path(x) if x is not None else None for x in (depth_search, exit_data, data)))
+    inputs = {"data": data, "report_data": report_data, "exit_data": exit_data}
+    if work_dir is not None:
+        check_work_dir(Path(work_dir), [checkpoint, depth_search, *inputs.values()])
+    if depth_search is not None:  # its seal and its checkpoint, before anything loads
+        from albert_edge.depth import load_search
+        from albert_edge.depth.truncate import check_same_source
+
+        check_same_source(checkpoint, load_search(depth_search))
     ckpt = load_checkpoint(checkpoint)
     splits = _splits(data, report_data)
     if splits is not None and ckpt.head.name != "sequence-classification":
@@ -506,53 +515,139 @@ def recommend(
             f"{data}: accuracy needs a sequence-classification model, but {ckpt.path} is "
             f"{ckpt.head.name}; drop --data"
         )
-    tmp = tempfile.mkdtemp(prefix="albert-edge-recommend-") if work_dir is None else None
-    work = Path(tmp or str(work_dir))
-    work.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "seq_lens": seq_lens,
+        "threads": threads,
+        "candidates": candidates,
+        "timing": (rounds, runs_per_visit, warmup),
+        "progress": progress,
+        "say": log or (lambda _msg: None),
+        "depth_exit": (depth_search, exit_data, exit_fit_rows),
+    }
+    if work_dir is None:
+        with tempfile.TemporaryDirectory(prefix="albert-edge-recommend-") as tmp:
+            return _recommend_in(Path(tmp), ckpt, splits, data, settings)
+    from albert_edge.io import atomic_output_dir
+
+    out = Path(work_dir)
+    given = [Path(p) for p in (checkpoint, depth_search, *inputs.values()) if p is not None]
+    with atomic_output_dir(out, overwrite=True, inputs=given, kind=WORK_DIR.output_kind()) as tmp:
+        result = _rebase(_recommend_in(tmp, ckpt, splits, data, settings), str(tmp), str(out))
+        _seal_work_dir(tmp, result, ckpt.path, inputs)
+    return result
+
+
+def _recommend_in(
+    work: Path,
+    ckpt: Any,
+    splits: dict[str, Any] | None,
+    data: str | Path | None,
+    settings: Mapping[str, Any],
+) -> dict[str, Any]:
+    """:func:`recommend`'s work, its artifacts built in ``work``."""
+    from albert_edge.bench.recommend_depth import add_depth_exit
+
+    say, seq_lens, threads = settings["say"], settings["seq_lens"], settings["threads"]
+    candidates = settings["candidates"]
+    rounds, runs_per_visit, warmup = settings["timing"]
+    depth_search, exit_data, exit_fit_rows = settings["depth_exit"]
+    calibration = _write_split(splits["choose"], work / "choose.tsv") if splits else None
+    rows, built = _build(ckpt, candidates, seq_lens, work, calibration, say)
+    ref_acc: float | None = None
+    scorer = _Scorer(ckpt, splits, threads) if splits else None
+    extra = add_depth_exit(  # nothing without --depth-search / --exit-data
+        ckpt,
+        depth_search=depth_search,
+        exit_data=exit_data,
+        exit_fit_rows=exit_fit_rows,
+        candidates=candidates,
+        build=lambda c, **kw: _build(ckpt, c, seq_lens, work, calibration, say, **kw),
+        scorer=scorer,
+        work=work,
+        say=say,
+    )
+    timed = built + extra["timed"]
+    rows, built = rows + extra["rows"], built + extra["built"]
+    if scorer is not None:
+        say("recommend: scoring on the choose split ...")
+        ref_acc, _ = _score(scorer, built)
+    progress = settings["progress"]
+    report = _time(timed, seq_lens, threads, rounds, runs_per_visit, warmup, progress)
+    _judge_rows(rows, ref_acc, extra)
+    decision = choose(rows)
+    accuracy = None
+    if scorer is not None and splits is not None:
+        accuracy = _report_accuracy(scorer, decision["pick"], ref_acc, splits)
+    return {
+        "checkpoint": str(ckpt.path),
+        "seq_lens": list(seq_lens),
+        "threads": threads,
+        "timing": {"rounds": rounds, "runs_per_visit": runs_per_visit, "warmup": warmup},
+        "data": str(data) if data is not None else None,
+        "accuracy": accuracy,
+        "machine": report["machine"],
+        "recommendation": decision["pick"],
+        "decision": decision,
+        "candidates": rows,
+        "depth_exit": extra["info"],
+        "bench": report,
+    }
+
+
+# ``--work-dir``: what bench --recommend leaves for the user (the artifacts it built, the
+# choose split it calibrated on, its answer), sealed like every evidence directory.
+WORK_DIR = EvidenceKind(
+    "recommend work directory", "recommend.json", "run `albert-edge bench --recommend` again"
+)
+
+
+def check_work_dir(out: Path, inputs: Sequence[str | Path | None]) -> None:
+    """Refuse, before any work, a ``--work-dir`` that holds anything but a previous sealed
+    recommend work directory (a user's files are never written over), or an input."""
+    from albert_edge.io import check_output
+    from albert_edge.sealed import SEAL_NAME, sealed_reason
+
     try:
-        calibration = _write_split(splits["choose"], work / "choose.tsv") if splits else None
-        rows, built = _build(ckpt, candidates, seq_lens, work, calibration, say)
-        ref_acc: float | None = None
-        scorer = _Scorer(ckpt, splits, threads) if splits else None
-        extra = add_depth_exit(  # nothing without --depth-search / --exit-data
-            ckpt,
-            depth_search=depth_search,
-            exit_data=exit_data,
-            exit_fit_rows=exit_fit_rows,
-            candidates=candidates,
-            build=lambda c, **kw: _build(ckpt, c, seq_lens, work, calibration, say, **kw),
-            scorer=scorer,
-            work=work,
-            say=say,
-        )
-        timed = built + extra["timed"]
-        rows, built = rows + extra["rows"], built + extra["built"]
-        if scorer is not None:
-            say("recommend: scoring on the choose split ...")
-            ref_acc, _ = _score(scorer, built)
-        report = _time(timed, seq_lens, threads, rounds, runs_per_visit, warmup, progress)
-        _judge_rows(rows, ref_acc, extra)
-        decision = choose(rows)
-        accuracy = None
-        if scorer is not None and splits is not None:
-            accuracy = _report_accuracy(scorer, decision["pick"], ref_acc, splits)
-        return {
-            "checkpoint": str(ckpt.path),
-            "seq_lens": list(seq_lens),
-            "threads": threads,
-            "timing": {"rounds": rounds, "runs_per_visit": runs_per_visit, "warmup": warmup},
-            "data": str(data) if data is not None else None,
-            "accuracy": accuracy,
-            "machine": report["machine"],
-            "recommendation": decision["pick"],
-            "decision": decision,
-            "candidates": rows,
-            "depth_exit": extra["info"],
-            "bench": report,
-        }
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        there = out.is_dir() and any(out.iterdir())
+    except OSError:
+        there = False
+    if there and not out.is_symlink():
+        why = sealed_reason(out, WORK_DIR)
+        if why is not None:
+            if not (out / SEAL_NAME).exists():
+                why = f"no {SEAL_NAME}: no previous `bench --recommend` sealed it"
+            raise BenchmarkError(
+                f"{out}: holds files albert-edge did not write, or changed since "
+                f"({why.split(';')[0]}); --work-dir writes only into a new directory or one "
+                "a previous `bench --recommend` sealed; choose another --work-dir"
+            )
+    given = [Path(p) for p in inputs if p is not None]
+    check_output(out, overwrite=True, inputs=given, kind=WORK_DIR.output_kind())
+
+
+def _rebase(value: Any, old: str, new: str) -> Any:
+    """``value`` with every string path under ``old`` moved to ``new`` (the temp work
+    directory's paths, as the user will find them after the swap)."""
+    if isinstance(value, str):
+        return new + value[len(old) :] if value.startswith(old) else value
+    if isinstance(value, dict):
+        return {k: _rebase(v, old, new) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_rebase(v, old, new) for v in value)
+    return value
+
+
+def _seal_work_dir(
+    work: Path, result: Mapping[str, Any], checkpoint: Any, data: Mapping[str, Any]
+) -> None:
+    """``recommend.json`` (the answer) and the seal over everything in ``work``."""
+    import json
+
+    from albert_edge.sealed import made_from, seal
+
+    text = json.dumps(result, indent=2, default=str) + "\n"
+    (work / WORK_DIR.primary).write_text(text)
+    seal(work, WORK_DIR, made_from(checkpoint, data))
 
 
 def _judge_rows(
@@ -772,6 +867,9 @@ def run_recommend_cli(a: Any) -> int:
         raise BenchmarkError(
             "--recommend takes one checkpoint (it builds the artifacts itself); pass one path"
         )
+    from albert_edge.bench import check_report_files
+
+    check_report_files(a)
     if len(a.threads) != 1:
         raise BenchmarkError("--recommend measures at one --threads value; pass one number")
     rounds = a.rounds if a.rounds > 1 else ROUNDS

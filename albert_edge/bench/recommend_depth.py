@@ -210,6 +210,7 @@ def exit_candidates(
     [(variant row, dir)])) for each ONNX precision dynamic exit supports."""
     from albert_edge.early_exit.artifact import PRECISIONS, build_early_exit_artifact
     from albert_edge.early_exit.command import fit_heads_on, fit_rows_of
+    from albert_edge.sealed import made_from
 
     precisions = [p for t, p in candidates if t == "onnx" and p in PRECISIONS]
     if not precisions:
@@ -224,7 +225,10 @@ def exit_candidates(
         base = work / f"onnx-{precision}-exit-off"
         say(f"recommend: building the dynamic-exit artifact at {precision} ...")
         try:
-            build_early_exit_artifact(ckpt, base, heads, precision=precision, overwrite=True)
+            fitted_on = made_from(data={"data": exit_data}, with_checkpoint=False)
+            build_early_exit_artifact(
+                ckpt, base, heads, precision=precision, overwrite=True, made_from=fitted_on
+            )
             done = _choose_and_copy(row, base, scorer, work, rule)
         except AlbertEdgeError as exc:
             row["error"] = f"dynamic exit failed: {exc}"

@@ -153,7 +153,8 @@ def run_search(a: argparse.Namespace) -> int:
     from albert_edge.depth.store import SEARCH_OUTPUT
     from albert_edge.io import check_output
 
-    check_output(a.output, overwrite=a.overwrite, kind=SEARCH_OUTPUT)  # before the work
+    given = [Path(p) for p in (a.checkpoint, a.data, a.report) if p is not None]
+    check_output(a.output, overwrite=a.overwrite, inputs=given, kind=SEARCH_OUTPUT)  # first
     split = SplitSettings(a.fit_rows, a.held_out_rows, a.seed, a.max_length)
     search = search_depths(
         a.checkpoint,
@@ -164,7 +165,7 @@ def run_search(a: argparse.Namespace) -> int:
     )
     text = format_choice(choose(search_candidates(search), _rule(a)), "held-out (choose here)")
     text += evidence_lines(search)
-    save_search(search, a.output, overwrite=a.overwrite, markdown=text)
+    save_search(search, a.output, overwrite=a.overwrite, markdown=text, inputs=given)
     print(text, end="")
     print(f"{a.output}: {len(search.heads)} exit heads + evidence written")
     return 0
@@ -188,6 +189,8 @@ def evidence_lines(search: Any) -> str:
 
 
 def require_search(a: argparse.Namespace) -> Any:
+    """The sealed search of ``--depth-search``, made from ``a.checkpoint`` (checked by
+    content identity before the model loads)."""
     from albert_edge.depth import load_search
     from albert_edge.errors import UnsupportedError
 
@@ -195,17 +198,23 @@ def require_search(a: argparse.Namespace) -> Any:
         raise UnsupportedError(
             "--depth needs --depth-search DIR (run `albert-edge depth search` first)"
         )
-    return load_search(a.depth_search)
+    search = load_search(a.depth_search)
+    from albert_edge.depth.truncate import check_same_source
+
+    check_same_source(a.checkpoint, search)
+    return search
 
 
 def run_truncate(a: argparse.Namespace) -> int:
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.depth import pick_depth, write_truncated
-    from albert_edge.depth.truncate import check_same_source
+    from albert_edge.depth.truncate import TRUNCATED
+    from albert_edge.io import check_output
 
+    given = [Path(p) for p in (a.checkpoint, a.depth_search) if p is not None]
+    check_output(a.output, overwrite=a.overwrite, inputs=given, kind=TRUNCATED)  # first
     search = require_search(a)
     ckpt = load_checkpoint(a.checkpoint)
-    check_same_source(ckpt, search)
     k, how = pick_depth(search, a.depth or "auto", _rule(a))
     out = write_truncated(
         ckpt, k, a.output, search=search, head=a.exit_head, how=how, overwrite=a.overwrite

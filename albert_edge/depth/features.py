@@ -114,6 +114,7 @@ def trained_exit_heads(ckpt: Checkpoint) -> dict[int, dict[str, torch.Tensor]] |
     from pathlib import Path
 
     from albert_edge.heads import EXIT_HEADS_FILE
+    from albert_edge.sealed import SEAL_NAME, TRAINED, open_sealed
 
     path = Path(ckpt.path) / EXIT_HEADS_FILE
     if not path.is_file():

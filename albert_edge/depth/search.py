@@ -76,6 +76,9 @@ class DepthSearch:
     scores: list[DepthScore]
     representable: list[int]
     heads: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
+    # What the search was made from (checkpoint identity, data sha256): its seal.json's
+    # made_from (albert_edge.sealed), checked before a reader uses the heads.
+    made_from: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def score(self, depth: int, head: str = "refit") -> DepthScore:
         for s in self.scores:
@@ -87,7 +90,7 @@ class DepthSearch:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if k != "heads"}
+        d = {k: v for k, v in asdict(self).items() if k not in ("heads", "made_from")}
         d["format"] = "albert-edge-depth-search/1"
         return d
 
@@ -148,11 +151,14 @@ def search_depths(
     from albert_edge.checkpoint import Checkpoint, load_checkpoint
     from albert_edge.data import read_sst2
     from albert_edge.layout import source_record
+    from albert_edge.sealed import made_from
 
     split, fit = split or SplitSettings(), fit or FitSettings()
     data = Path(data)
     rows = read_sst2(data)  # a bad file fails here, before the model is loaded
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
+    trained = trained_exit_heads(ckpt)  # a changed exit-heads file fails before the work
+    origin = made_from(ckpt.path, {"data": data, "report": report})
     fit_idx, held_idx = split_rows(len(rows), split)
     c = ckpt.config
     labels = _labels(rows, int(c.num_labels), data)
@@ -161,7 +167,6 @@ def search_depths(
     y_fit, y_held = labels[fit_idx], labels[held_idx]
     shape = (int(c.num_hidden_layers), int(c.num_hidden_groups))
     depths = representable_depths(*shape, int(c.inner_group_num))
-    trained = trained_exit_heads(ckpt)
     init = trained or {k: own_head(ckpt) for k in depths}
     heads = {k: fit_head(init[k], feats[:nf, k - 1], y_fit, fit, depth=k) for k in depths}
     ref_correct = (predictions(own_head(ckpt), feats[nf:, -1]) == y_held).numpy()
@@ -217,6 +222,7 @@ def search_depths(
         scores=scores,
         representable=depths,
         heads=heads,
+        made_from=origin,
     )
     if report is not None:
         add_report(result, ckpt, report)

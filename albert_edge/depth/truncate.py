@@ -10,7 +10,9 @@ alike), verification against the truncated PyTorch model, and every client that 
 
 The directory also holds ``truncation.json``: the depth, the groups kept, the source's
 identity (name + weights sha256, never a path) and how the depth was chosen. ``convert``
-copies it into the artifact's manifest (key ``depth``) and model card.
+copies it into the artifact's manifest (key ``depth``) and model card, after checking the
+directory's seal (``seal.json``, :mod:`albert_edge.sealed`): the evidence it quotes comes
+from the sealed search, and neither it nor the weights can change unnoticed on the way.
 """
 
 from __future__ import annotations
@@ -23,30 +25,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from albert_edge.convert import TRUNCATED_CHECKPOINT
 from albert_edge.depth.choose import Rule, choose, search_candidates
 from albert_edge.depth.features import DepthError, own_head
 from albert_edge.depth.groups import check_depth, layer_groups
 from albert_edge.depth.search import DepthSearch
-from albert_edge.io import OutputKind
 from albert_edge.manifest import dumps_strict
 
 if TYPE_CHECKING:
     from albert_edge.checkpoint import Checkpoint
     from albert_edge.options import ConvertOptions
 
-PROVENANCE = "truncation.json"
-_FILES = {"config.json", "model.safetensors", "spiece.model", "tokenizer_config.json", PROVENANCE}
-
-
-def _is_truncated_checkpoint(path: Path) -> bool:
-    return (
-        path.is_dir()
-        and (path / PROVENANCE).is_file()
-        and all(p.name in _FILES for p in path.iterdir())
-    )
-
-
-TRUNCATED = OutputKind("truncated checkpoint", _is_truncated_checkpoint, f"no {PROVENANCE}")
+PROVENANCE = TRUNCATED_CHECKPOINT.primary
+# --overwrite replaces only a sealed, unchanged truncated checkpoint
+TRUNCATED = TRUNCATED_CHECKPOINT.output_kind()
 
 
 def pick_depth(search: DepthSearch, depth: int | str, rule: Rule | None = None) -> tuple[int, str]:
@@ -146,6 +138,7 @@ def write_truncated(
 
     from albert_edge.checkpoint import build_model, load_checkpoint, load_state_dict_strict
     from albert_edge.io import atomic_output_dir
+    from albert_edge.sealed import made_from, seal
 
     if head == "refit":
         if search is None or depth not in search.heads:
@@ -173,22 +166,25 @@ def write_truncated(
         (tmp / "tokenizer_config.json").write_text(json.dumps(tok, allow_nan=False) + "\n")
         rec = provenance(ckpt, search, depth, int(cfg.num_hidden_groups), head, how or "given")
         (tmp / PROVENANCE).write_text(dumps_strict(rec, indent=2) + "\n")
+        origin = made_from(ckpt.path)
+        if search is not None:
+            origin["depth_search"] = search.made_from
+        seal(tmp, TRUNCATED_CHECKPOINT, origin)
         load_checkpoint(tmp)  # the directory loads as any checkpoint does
     return out
 
 
-def check_same_source(ckpt: Checkpoint, search: DepthSearch) -> None:
-    """Refuse heads fitted on another model's states (they would be wrong, silently)."""
-    from albert_edge.layout import source_record
+def check_same_source(ckpt: Checkpoint | str | Path | None, search: DepthSearch) -> None:
+    """Refuse heads fitted on another model's states (they would be wrong, silently): the
+    search's sealed ``made_from`` must name this checkpoint's content identity. A path is
+    checked without loading the model."""
+    from albert_edge.checkpoint import DEFAULT_MODEL, Checkpoint
+    from albert_edge.depth.store import SEARCH
+    from albert_edge.sealed import check_made_from
 
-    have = source_record(ckpt).get("weights_sha256")
-    want = search.source.get("weights_sha256")
-    if have != want:
-        raise DepthError(
-            f"{ckpt.path}: this depth search was run on another checkpoint "
-            f"({search.source.get('name')}, weights sha256 {str(want)[:12]}...); "
-            "search this checkpoint first"
-        )
+    path = ckpt.path if isinstance(ckpt, Checkpoint) else ckpt
+    path = Path(path) if path is not None else DEFAULT_MODEL
+    check_made_from(path, SEARCH, search.made_from, checkpoint=path)
 
 
 @contextmanager
@@ -231,5 +227,6 @@ def convert_at_depth(
 
     inputs = [Path(checkpoint)] if isinstance(checkpoint, str | Path) else []
     check_output(Path(output), overwrite=options.overwrite, inputs=inputs)
+    check_same_source(checkpoint, search)  # before the model loads
     with truncated_checkpoint(checkpoint, search, depth, head=head, rule=rule) as ckpt:
         return convert(ckpt, output, options)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -130,13 +131,16 @@ def build_early_exit_artifact(
     keep_reference: bool = False,
     verify: bool = True,
     policy: ExitPolicy | None = None,
+    made_from: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Convert ``checkpoint`` at ``precision``, cut the graph, write the artifact; returns
     its manifest. ``heads`` from :func:`albert_edge.early_exit.fit_exit_heads`.
     ``verify``: check the full-depth graph against PyTorch before cutting it (as
     ``convert`` does); the cut graphs compute exactly its nodes. ``policy``: the run-time
     default recorded in the index (what ``open_runner`` and ``EarlyExitRunner.run(feeds)``
-    use); None records none, which means off."""
+    use); None records none, which means off. ``made_from``: what the heads were fitted
+    on (:func:`albert_edge.sealed.made_from`), recorded in the sealed index beside the
+    checkpoint's identity."""
     import onnx
 
     from albert_edge.checkpoint import Checkpoint, load_checkpoint
@@ -147,6 +151,7 @@ def build_early_exit_artifact(
     from albert_edge.io import atomic_output_dir
     from albert_edge.manifest import write_manifest
     from albert_edge.options import ConvertOptions
+    from albert_edge.sealed import made_from as origin
 
     if precision not in PRECISIONS:
         raise UnsupportedError(
@@ -185,6 +190,7 @@ def build_early_exit_artifact(
             "weights": WEIGHTS,
             "heads": heads.record,
             "id2label": {str(k): v for k, v in (ckpt.config.id2label or {}).items()},
+            "made_from": {**origin(ckpt.path), **(made_from or {})},
         }
         if policy is not None:
             index["policy"] = policy_text(policy)

@@ -79,8 +79,11 @@ def run(a: argparse.Namespace) -> int:
     rows = fit_rows_of(a.data, a.fit_rows, a.seed)
     ckpt = load_checkpoint(a.checkpoint)
     heads = fit_heads_on(ckpt, rows, a.seed)
+    from albert_edge.sealed import made_from
+
+    fitted_on = made_from(data={"data": a.data}, with_checkpoint=False)
     manifest = build_early_exit_artifact(
-        ckpt, a.output, heads, precision=a.precision, overwrite=a.overwrite
+        ckpt, a.output, heads, precision=a.precision, overwrite=a.overwrite, made_from=fitted_on
     )
     sizes = manifest["sizes"]
     print(

@@ -24,7 +24,12 @@ def is_early_exit(path: str | Path) -> bool:
 
 
 def read_index(path: str | Path) -> tuple[Path, dict[str, Any]]:
-    """The artifact directory and its ``early_exit.json``; one line if it is not one."""
+    """The artifact directory and its ``early_exit.json``; one line if it is not one.
+
+    The artifact is checked as ``verify`` checks any (sealed manifest, every file's
+    sha256, nothing added) before the index is trusted: the runner, ``verify``,
+    ``inspect`` and the policy copies all read through here, so a changed exit head or
+    index is refused in one line naming the file, never run."""
     root = Path(path)
     if root.is_file():
         root = root.parent
@@ -36,6 +41,12 @@ def read_index(path: str | Path) -> tuple[Path, dict[str, Any]]:
             f"{index_path}: not a dynamic-exit artifact (no readable {INDEX}); build one "
             "with albert_edge.early_exit.build_early_exit_artifact"
         ) from None
+    from albert_edge.manifest import check_complete, check_files, load_sealed_manifest
+
+    fix = "rebuild the artifact with `albert-edge early-exit`"
+    manifest = load_sealed_manifest(root)
+    check_files(root, manifest, fix=fix)
+    check_complete(root, manifest, fix=fix)
     if not isinstance(index, dict) or index.get("format") != FORMAT:
         found = index.get("format") if isinstance(index, dict) else None
         raise AlbertEdgeError(

@@ -257,6 +257,7 @@ def _write(tmp: Path, prep: Prepared, result: Any, summary: dict[str, Any]) -> N
 
     from albert_edge.learn.scratch import EXIT_HEADS_FILE, TRAINING_RECORD, _own_files, _save_model
     from albert_edge.manifest import dumps_strict
+    from albert_edge.sealed import TRAINED, made_from, seal
 
     st = prep.student
     _save_model(st.model, tmp)
@@ -279,3 +280,4 @@ def _write(tmp: Path, prep: Prepared, result: Any, summary: dict[str, Any]) -> N
     (tmp / "tokenizer_config.json").write_text(json.dumps(tok, indent=2) + "\n")
     summary["sha256"] = _own_files(tmp)
     (tmp / TRAINING_RECORD).write_text(dumps_strict(summary, indent=2) + "\n")
+    seal(tmp, TRAINED, made_from(prep.ft.init, data={"train": prep.ft.train, "dev": prep.ft.dev}))

@@ -25,8 +25,9 @@ from typing import Any
 from albert_edge.errors import AlbertEdgeError, ConfigError
 from albert_edge.heads import EXIT_HEADS_FILE
 from albert_edge.io import OutputKind, atomic_output_dir, check_output
+from albert_edge.sealed import SEAL_NAME, TRAINED, made_from, seal, sealed_reason
 
-TRAINING_RECORD = "training.json"
+TRAINING_RECORD = TRAINED.primary  # "training.json"
 
 DEFAULTS: dict[str, Any] = dict(
     vocab_size=30000,
@@ -124,6 +125,8 @@ def is_training_output(path: Path) -> bool:
     """
     if not path.is_dir() or path.is_symlink():
         return False
+    if (path / SEAL_NAME).exists():  # sealed (albert_edge.sealed): the seal decides
+        return sealed_reason(path, TRAINED) is None
     try:
         record = json.loads((path / TRAINING_RECORD).read_text())
         recorded = record.get("sha256") if isinstance(record, dict) else None
@@ -493,3 +496,5 @@ def _write_output(
     )
     summary["sha256"] = _own_files(tmp)
     (tmp / TRAINING_RECORD).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    data = {"train": args.train, "dev": args.dev, "spiece": args.spiece}
+    seal(tmp, TRAINED, made_from(data=data, with_checkpoint=False))

@@ -15,7 +15,9 @@ from safetensors.torch import save_file
 from albert_edge.checkpoint import load_checkpoint
 from albert_edge.depth import DepthError, SplitSettings, search_depths, write_truncated
 from albert_edge.depth.features import FitSettings, trained_exit_heads
-from albert_edge.train import EXIT_HEADS_FILE
+from albert_edge.sealed import SEAL_NAME, EvidenceError, made_from, seal
+from albert_edge.heads import EXIT_HEADS_FILE
+from albert_edge.sealed import TRAINED
 
 SMALL = SplitSettings(fit_rows=48, held_out_rows=16, max_length=32, resamples=100)
 
@@ -31,6 +33,14 @@ def _with_exits(src: Path, dst: Path, shape: tuple[int, int] | None = None) -> P
         tensors[f"depth{k}.classifier.weight"] = torch.randn(rows, cols, generator=gen)
         tensors[f"depth{k}.classifier.bias"] = torch.randn(rows, generator=gen)
     save_file(tensors, str(dst / EXIT_HEADS_FILE))
+    return _seal_as_training_output(dst)
+
+
+def _seal_as_training_output(dst: Path) -> Path:
+    """Seal ``dst`` as ``albert-edge train`` seals its output (what the reader demands)."""
+    (dst / SEAL_NAME).unlink(missing_ok=True)
+    (dst / "training.json").write_text('{"task": "made by the test"}\n')
+    seal(dst, TRAINED, made_from(with_checkpoint=False))
     return dst
 
 
@@ -72,5 +82,23 @@ def test_exit_heads_of_another_shape_are_refused(make_checkpoint, tmp_path: Path
         trained_exit_heads(ckpt)
     assert "\n" not in str(exc.value)
     (tmp_path / "c" / EXIT_HEADS_FILE).write_bytes(b"not safetensors")
+    _seal_as_training_output(tmp_path / "c")
     with pytest.raises(DepthError, match="unreadable exit heads"):
         trained_exit_heads(load_checkpoint(tmp_path / "c"))
+
+
+def test_exit_heads_not_sealed_with_the_model_are_refused(make_checkpoint, tmp_path: Path) -> None:
+    """Exit heads copied beside a checkpoint, or changed after training, are refused in one
+    line naming the file: never started from."""
+    ckpt = load_checkpoint(_with_exits(make_checkpoint("tiny"), tmp_path / "c"))
+    assert trained_exit_heads(ckpt) is not None
+    exits = tmp_path / "c" / EXIT_HEADS_FILE
+    data = bytearray(exits.read_bytes())
+    data[-1] ^= 1
+    exits.write_bytes(bytes(data))
+    with pytest.raises(EvidenceError, match=f"{EXIT_HEADS_FILE}: sha256") as exc:
+        trained_exit_heads(ckpt)
+    assert "\n" not in str(exc.value)
+    (tmp_path / "c" / SEAL_NAME).unlink()
+    with pytest.raises(DepthError, match=f"{EXIT_HEADS_FILE}: no {SEAL_NAME}"):
+        trained_exit_heads(ckpt)
