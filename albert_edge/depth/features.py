@@ -110,6 +110,10 @@ def trained_exit_heads(ckpt: Checkpoint) -> dict[int, dict[str, torch.Tensor]] |
     Why the search starts from these when present: they were trained jointly with the
     backbone on the same rows, so a depth's head begins where PABEE left it, not from a
     head trained for the state after layer ``L``.
+
+    The file is read only from a sealed, unchanged training output (its ``seal.json``
+    covers it and the model it was trained with): a changed, swapped or added exit-heads
+    file is refused in one line, never silently started from.
     """
     from pathlib import Path
 
@@ -119,6 +123,13 @@ def trained_exit_heads(ckpt: Checkpoint) -> dict[int, dict[str, torch.Tensor]] |
     path = Path(ckpt.path) / EXIT_HEADS_FILE
     if not path.is_file():
         return None
+    if not (path.parent / SEAL_NAME).is_file():
+        raise DepthError(
+            f"{path}: no {SEAL_NAME} beside it vouches that these exit heads were trained with "
+            "this model (written before training outputs were sealed, or copied in); train "
+            "again (`albert-edge train --exit-loss pabee`) or move the file out"
+        )
+    open_sealed(path.parent, TRAINED)
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 

@@ -15,9 +15,8 @@ from safetensors.torch import save_file
 from albert_edge.checkpoint import load_checkpoint
 from albert_edge.depth import DepthError, SplitSettings, search_depths, write_truncated
 from albert_edge.depth.features import FitSettings, trained_exit_heads
-from albert_edge.sealed import SEAL_NAME, EvidenceError, made_from, seal
 from albert_edge.heads import EXIT_HEADS_FILE
-from albert_edge.sealed import TRAINED
+from albert_edge.sealed import SEAL_NAME, TRAINED, EvidenceError, made_from, seal
 
 SMALL = SplitSettings(fit_rows=48, held_out_rows=16, max_length=32, resamples=100)
 
