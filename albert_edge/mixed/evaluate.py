@@ -196,5 +196,5 @@ def executor(
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
         max_workers=workers, mp_context=ctx, initializer=_init, initargs=(setup,)
-    ) as pool:
-        yield _Pool(pool, workers, "local-processes")
+    ) as executor:
+        yield _Pool(executor, workers, "local-processes")
