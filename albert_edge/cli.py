@@ -6,6 +6,11 @@ Errors the user can fix are :class:`AlbertEdgeError`: printed as one line, exit 
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # first thing: a signal during the imports below waits for main
+    from albert_edge.io import hold_stop_signals
+
+    hold_stop_signals()
+
 import argparse
 import contextlib
 import os
@@ -754,11 +759,14 @@ def _read_text_inputs(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    command = ""
-    from albert_edge.io import signals_interrupt
+    raw = list(sys.argv[1:] if argv is None else argv)
+    # named before parsing, so a signal during start-up names the subcommand too
+    command = f" {raw[0]}" if raw and raw[0].replace("-", "").isalnum() else ""
+    from albert_edge.io import release_stop_signals, signals_interrupt
 
     with signals_interrupt():
         try:
+            release_stop_signals()  # a signal during start-up is reported from here
             quiet_frameworks()
             parser = build_parser()
             args = parser.parse_args(argv)

@@ -31,6 +31,11 @@ full disk leaves the previous output or nothing.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # first thing: a signal during the imports below waits for main
+    from albert_edge.io import hold_stop_signals
+
+    hold_stop_signals()
+
 import argparse
 import hashlib
 import json
@@ -586,21 +591,22 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m albert_edge.train``: ``albert-edge train`` with the same one-line errors."""
     from albert_edge.environment import quiet_frameworks
-    from albert_edge.io import report_stopped, run_scratch, signals_interrupt
+    from albert_edge.io import release_stop_signals, report_stopped, run_scratch, signals_interrupt
     from albert_edge.progress import set_enabled
 
-    quiet_frameworks()
-
-    p = argparse.ArgumentParser(
-        prog="python -m albert_edge.train",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-    )
-    add_arguments(p)
-    args = p.parse_args(argv)
-    set_enabled(not args.quiet)
     try:
-        with signals_interrupt(), run_scratch():
-            return run(args)
+        with signals_interrupt():
+            release_stop_signals()  # a signal during start-up is reported from here
+            quiet_frameworks()
+            p = argparse.ArgumentParser(
+                prog="python -m albert_edge.train",
+                description=__doc__.splitlines()[0] if __doc__ else None,
+            )
+            add_arguments(p)
+            args = p.parse_args(argv)
+            set_enabled(not args.quiet)
+            with run_scratch():
+                return run(args)
     except AlbertEdgeError as exc:
         print(f"albert-edge train: error: {exc}", file=sys.stderr)
         return exc.exit_code
