@@ -19,7 +19,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from albert_edge.environment import native_stderr_filtered, quiet_frameworks
+from albert_edge.environment import (
+    check_thread_env,
+    describe_resource_error,
+    native_stderr_filtered,
+    quiet_frameworks,
+)
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.options import (
     INT32_MAX,
@@ -708,6 +713,8 @@ def _preflight(args: argparse.Namespace) -> None:
     from albert_edge.errors import WorkingDirectoryError
     from albert_edge.io import check_name_fits, check_output
 
+    check_thread_env()  # before torch / ONNX Runtime read it
+
     try:
         os.getcwd()
     except OSError:  # deleted under the shell: torch and MKL die later with a fatal error
@@ -793,7 +800,15 @@ def _run(args: argparse.Namespace) -> int:
     except AlbertEdgeError as exc:
         print(f"albert-edge {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except OSError as exc:  # the safety net: a file error is one line, never a traceback
+    except (MemoryError, ImportError, OSError) as exc:
+        limited = describe_resource_error(exc)  # ulimit -v / -n: the limit, not the path
+        if limited is None and not isinstance(exc, OSError):
+            raise
+        if limited is not None:
+            print(f"albert-edge {args.command}: error: {limited}", file=sys.stderr)
+            return 2
+        assert isinstance(exc, OSError)
+        # the safety net: a file error is one line, never a traceback
         where = exc.filename or "a file"
         print(
             f"albert-edge {args.command}: error: {where}: {exc.strerror or exc}; "

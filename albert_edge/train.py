@@ -51,8 +51,8 @@ from typing import Any
 
 from albert_edge.errors import AlbertEdgeError, ConfigError
 from albert_edge.io import OutputKind, atomic_output_dir, check_output
+from albert_edge.options import finite_float, seed_value, thread_count
 from albert_edge.options import int_at_least as _at_least
-from albert_edge.options import thread_count
 
 TRAINING_RECORD = "training.json"
 
@@ -556,11 +556,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--epochs", type=_at_least(1), default=3, help="passes over --train")
     p.add_argument("--batch-size", type=_at_least(1), default=64, help="examples per step")
-    p.add_argument("--lr", type=float, default=1e-3, help="peak AdamW learning rate")
-    p.add_argument("--warmup", type=float, default=0.06, help="warmup, fraction of all steps")
-    p.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay")
+    p.add_argument("--lr", type=finite_float, default=1e-3, help="peak AdamW learning rate")
+    p.add_argument(
+        "--warmup", type=finite_float, default=0.06, help="warmup, fraction of all steps"
+    )
+    p.add_argument("--weight-decay", type=finite_float, default=0.01, help="AdamW weight decay")
     p.add_argument("--max-len", type=_at_least(2), default=64, help="tokens per example")
-    p.add_argument("--seed", type=int, default=13, help="data order and initial weights")
+    p.add_argument("--seed", type=seed_value, default=13, help="data order and initial weights")
     p.add_argument(
         "--threads",
         type=thread_count,
@@ -590,13 +592,14 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m albert_edge.train``: ``albert-edge train`` with the same one-line errors."""
-    from albert_edge.environment import quiet_frameworks
+    from albert_edge.environment import check_thread_env, quiet_frameworks
     from albert_edge.io import release_stop_signals, report_stopped, run_scratch, signals_interrupt
     from albert_edge.progress import set_enabled
 
     try:
         with signals_interrupt():
             release_stop_signals()  # a signal during start-up is reported from here
+            check_thread_env()
             quiet_frameworks()
             p = argparse.ArgumentParser(
                 prog="python -m albert_edge.train",

@@ -31,6 +31,9 @@ TESTS = (
     "tests/test_startup_signals.py",
     "tests/test_train.py::test_python_m_train_stops_cleanly_on_sigterm_and_sighup",
 )
+# The default round: the test that failed under load (SIGTERM to python -m albert_edge.train)
+# and SIGTERM at each moment of that entry point's start-up; --all: every test in TESTS.
+SELECT = "train and (SIGTERM or sigterm or 15)"
 HOG = "while True: pass"
 
 
@@ -39,10 +42,22 @@ def kernel_family() -> str:
     return "avx512_vnni" if "avx512_vnni" in text else ("avx2" if "avx2" in text else "?")
 
 
-def one_round() -> dict[str, Any]:
+def one_round(select: str) -> dict[str, Any]:
     t0 = time.monotonic()
+    k = ["-k", select] if select else []
     r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", *TESTS],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:xdist",
+            "-p",
+            "no:cacheprovider",
+            *k,
+            *TESTS,
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -56,10 +71,11 @@ def one_round() -> dict[str, Any]:
     return row
 
 
-def write(rows: list[dict[str, Any]], hogs: int) -> None:
+def write(rows: list[dict[str, Any]], hogs: int, select: str) -> None:
     failed = sum(1 for r in rows if r["rc"])
     data = {
         "tests": list(TESTS),
+        "select": select,
         "hogs": hogs,
         "cpus": usable_cpus(),
         "kernel": kernel_family(),
@@ -77,7 +93,8 @@ def write(rows: list[dict[str, Any]], hogs: int) -> None:
         f"{kernel_family()}; {hogs} busy-looping processes; load average at the end "
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}).",
         "",
-        f"Each round: {', '.join(f'`{t}`' for t in TESTS)}.",
+        f"Each round: {', '.join(f'`{t}`' for t in TESTS)}"
+        + (f", selected with `-k {select!r}`." if select else "."),
         "",
         f"**{len(rows) - failed} of {len(rows)} rounds passed.**",
         "",
@@ -92,19 +109,21 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--hogs", type=int, default=usable_cpus(), help="busy processes")
+    p.add_argument("--all", action="store_true", help="every test in TESTS, not -k SELECT")
     a = p.parse_args()
+    select = "" if a.all else SELECT
     hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(a.hogs)]
     rows: list[dict[str, Any]] = []
     try:
         for i in range(a.rounds):
-            rows.append(one_round())
+            rows.append(one_round(select))
             print(f"round {i + 1}/{a.rounds}: {rows[-1]['summary']}", file=sys.stderr)
-            write(rows, a.hogs)
+            write(rows, a.hogs, select)
     finally:
         for h in hogs:
             h.kill()
             h.wait()
-        write(rows, a.hogs)
+        write(rows, a.hogs, select)
     return 1 if any(r["rc"] for r in rows) else 0
 
 

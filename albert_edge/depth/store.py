@@ -74,14 +74,14 @@ def load_search(path: str | Path) -> DepthSearch:
         from safetensors.torch import load_file
 
         tensors = load_file(str(heads_file))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        heads: dict[int, dict[str, Any]] = {}
+        for key, t in tensors.items():
+            depth, _, name = key.partition(".")
+            heads.setdefault(int(depth.removeprefix("depth")), {})[name] = t
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DepthError(
             f"{p}: damaged depth search ({type(exc).__name__}: {exc}); run the search again"
         ) from None
-    heads: dict[int, dict[str, Any]] = {}
-    for key, t in tensors.items():
-        depth, _, name = key.partition(".")
-        heads.setdefault(int(depth.removeprefix("depth")), {})[name] = t
     return DepthSearch(
         source=data["source"],
         config=data["config"],

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from albert_edge.options import int_at_least
+from albert_edge.options import int_at_least, seed_value
 
 
 def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -42,7 +42,7 @@ def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -
         default=8000,
         help="rows of --data (seeded shuffle) to fit the heads on (default: %(default)s)",
     )
-    p.add_argument("--seed", type=int, default=0, help="shuffle seed (default: %(default)s)")
+    p.add_argument("--seed", type=seed_value, default=0, help="shuffle seed (default: %(default)s)")
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing albert-edge artifact"
     )
