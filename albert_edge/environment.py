@@ -128,7 +128,9 @@ def describe_resource_error(exc: BaseException) -> str | None:
             f"{limit(resource.RLIMIT_AS, ' bytes')} of address space (ulimit -v); raise "
             "the limit (ulimit -v unlimited) or free memory"
         )
-    if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+    if (isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE)) or (
+        "Too many open files" in text  # libraries that wrap the OSError in their own
+    ):
         return (
             f"too many open files: the limit is {limit(resource.RLIMIT_NOFILE, '')} "
             "(ulimit -n); raise it (e.g. ulimit -n 4096) and run again"

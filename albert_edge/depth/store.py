@@ -21,6 +21,8 @@ SEARCH_JSON = "depth_search.json"
 HEADS_FILE = "exit_heads.safetensors"
 FORMAT = "albert-edge-depth-search/1"
 _FILES = {SEARCH_JSON, HEADS_FILE, "depth_search.md"}
+# What a search record must hold (a key missing is a damaged search, named as such).
+_KEYS = ("source", "config", "data", "settings", "reference", "scores", "representable")
 
 
 def is_depth_search(path: Path) -> bool:
@@ -70,6 +72,9 @@ def load_search(path: str | Path) -> DepthSearch:
         data: dict[str, Any] = json.loads(js.read_text())
         if data.get("format") != FORMAT:
             raise ValueError(f"format {data.get('format')!r}, expected {FORMAT}")
+        lacking = [k for k in _KEYS if k not in data]
+        if lacking:
+            raise KeyError(f"no {', '.join(lacking)}")
         scores = [DepthScore(**s) for s in data["scores"]]
         from safetensors.torch import load_file
 

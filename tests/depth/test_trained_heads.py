@@ -17,7 +17,7 @@ from albert_edge.depth import DepthError, SplitSettings, search_depths, write_tr
 from albert_edge.depth.features import FitSettings, trained_exit_heads
 from albert_edge.train import EXIT_HEADS_FILE
 
-SMALL = SplitSettings(fit_rows=48, held_out_rows=16, max_length=32, resamples=100)
+SMALL = SplitSettings(fit_rows=48, held_out_rows=32, max_length=32, resamples=100)
 
 
 def _with_exits(src: Path, dst: Path, shape: tuple[int, int] | None = None) -> Path:
