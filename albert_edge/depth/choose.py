@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from albert_edge.depth.features import DepthError
 
@@ -51,9 +51,10 @@ class Rule:
 
     def why_not(self, row: Mapping[str, Any]) -> str | None:
         """None when ``row`` is admitted, else the reason in words."""
-        delta, low = row.get("delta"), row.get("delta_low")
-        if not _number(delta) or not _number(low):
+        raw_delta, raw_low = row.get("delta"), row.get("delta_low")
+        if not _number(raw_delta) or not _number(raw_low):
             return "no held-out accuracy"
+        delta, low = float(raw_delta), float(raw_low)
         if not math.isfinite(delta) or not math.isfinite(low):
             # NaN passes every comparison below as "not worse": evidence that is not a
             # number admits nothing
@@ -65,7 +66,7 @@ class Rule:
         return None
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
