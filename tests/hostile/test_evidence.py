@@ -426,3 +426,82 @@ def test_every_float_flag_is_finite_or_fails() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+# --- dynamic-exit artifacts: an index edited and the manifest re-sealed ---------------------
+
+
+def _resealed(change: Callable[[dict[str, object]], None]) -> Callable[..., None]:
+    """A copy of the shared dynamic-exit artifact whose ``early_exit.json`` was edited and
+    whose manifest was re-sealed over the edit (hashes and seal recomputed, as a careful
+    hand or a script would): the integrity check passes, the index is the only problem."""
+
+    def make(work: Path, shared: Mapping[str, Path]) -> None:
+        from albert_edge.manifest import _SEAL, _seal, _serialize, sha256_file
+
+        shutil.copytree(shared["ee"], work / "ee")
+        index_path = work / "ee" / "early_exit.json"
+        index = json.loads(index_path.read_text())
+        change(index)
+        index_path.write_text(json.dumps(index, indent=2) + "\n")
+        manifest = json.loads((work / "ee" / "manifest.json").read_text())
+        manifest["sha256"]["early_exit.json"] = sha256_file(index_path)
+        manifest[_SEAL] = _seal(manifest)
+        (work / "ee" / "manifest.json").write_text(_serialize(manifest, strict=True))
+
+    return make
+
+
+def _set(key: str, value: object) -> Callable[[dict[str, object]], None]:
+    return lambda index: index.__setitem__(key, value)
+
+
+EE_FILES = {
+    **FILES,
+    "ee_exits_99": _resealed(_set("num_exits", 99)),
+    "ee_step_escapes": _resealed(
+        lambda index: index.__setitem__("steps", ["../../x.onnx"] * int(index["num_exits"]))  # type: ignore[call-overload]
+    ),
+    "ee_policy_typo": _resealed(_set("policy", "confidence:7")),
+    "ee_labels_zero": _resealed(_set("num_labels", 0)),
+    "ee_steps_not_list": _resealed(_set("steps", "onnx/step.onnx")),
+    "ee_copy": lambda work, shared: shutil.copytree(shared["ee"], work / "ee"),
+}
+EE = [
+    Case("inspect:early-exit-num-exits-resealed", ("inspect", "ee"), 2,
+         "damaged dynamic-exit index \\(steps is not a list of 99", ("ee_exits_99",)),
+    Case("verify:early-exit-num-exits-resealed", ("verify", "ee"), 2,
+         "damaged dynamic-exit index", ("ee_exits_99",)),
+    Case("inspect:early-exit-step-escapes", ("inspect", "ee"), 2, "not a path inside",
+         ("ee_step_escapes",)),
+    Case("verify:early-exit-step-escapes", ("verify", "ee"), 2, "not a path inside",
+         ("ee_step_escapes",)),
+    Case("inspect:early-exit-policy-typo", ("inspect", "ee"), 2, "policy", ("ee_policy_typo",)),
+    Case("inspect:early-exit-labels-zero", ("inspect", "ee"), 2, "num_labels",
+         ("ee_labels_zero",)),
+    Case("bench:early-exit-steps-not-a-list", ("bench", "ee", "--backend", "ort-cpu"), 1,
+         "damaged dynamic-exit index", ("ee_steps_not_list",)),
+    Case("inspect:early-exit", ("inspect", "ee"), 0, "", ("ee_copy",)),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def ee_shared(
+    hostile_shared: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    """The shared checkpoint and artifact, and a dynamic-exit artifact of that checkpoint."""
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.early_exit import build_early_exit_artifact, fit_exit_heads
+
+    ckpt = load_checkpoint(hostile_shared["ckpt"])
+    texts = [t for t in POS + NEG for _ in range(4)]
+    labels = [1] * 12 + [0] * 12
+    heads = fit_exit_heads(ckpt, texts, labels, max_length=16)
+    out = tmp_path_factory.mktemp("ee") / "ee"
+    build_early_exit_artifact(ckpt, out, heads)
+    return {**hostile_shared, "ee": out}
+
+
+@pytest.mark.parametrize("case", params(EE))
+def test_early_exit_artifact(case: Case, tmp_path: Path, ee_shared: dict[str, Path]) -> None:
+    run_case(case, tmp_path, ee_shared, EE_FILES)
