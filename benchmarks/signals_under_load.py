@@ -6,9 +6,10 @@
 Why: a SIGTERM that lands inside an import only happens when start-up is slow, which is
 when the machine is loaded; on an idle machine the signal tests reach the training loop
 first and pass either way. A hog is one busy-looping Python process per usable CPU
-(``--hogs``). Each round runs ``tests/test_startup_signals.py`` (six moments of start-up,
-both entry points, SIGHUP and SIGINT) and ``tests/test_train.py``'s SIGTERM/SIGHUP test in
-one pytest process. Writes benchmarks/results/signals_under_load.{json,md}; a round that
+(``--hogs``). Each round runs, in one pytest process, ``tests/test_train.py``'s SIGTERM
+test (the one that failed under load); ``--all`` adds its SIGHUP twin and
+``tests/hostile/test_startup_signals.py`` (six moments of start-up, both entry points,
+SIGHUP and SIGINT). Writes benchmarks/results/signals_under_load.{json,md}; a round that
 fails is recorded with its output tail, and an interrupted run keeps the rounds it ran.
 """
 
@@ -28,7 +29,7 @@ from albert_edge.options import usable_cpus
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 TESTS = (
-    "tests/test_startup_signals.py",
+    "tests/hostile/test_startup_signals.py",
     "tests/test_train.py::test_python_m_train_stops_cleanly_on_sigterm_and_sighup",
 )
 # The default round: the test that failed under load (SIGTERM to python -m albert_edge.train,

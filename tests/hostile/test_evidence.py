@@ -505,3 +505,41 @@ def ee_shared(
 @pytest.mark.parametrize("case", params(EE))
 def test_early_exit_artifact(case: Case, tmp_path: Path, ee_shared: dict[str, Path]) -> None:
     run_case(case, tmp_path, ee_shared, EE_FILES)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(("depth", "search", "{ckpt}", "--data", "{data}", "-o", "s"), id="depth"),
+        pytest.param(("early-exit", "{ckpt}", "--data", "{data}", "-o", "e"), id="early-exit"),
+        pytest.param(("train", "-o", "t", "--train", "{data}", "--dev", "{data}"), id="train"),
+    ],
+)
+def test_read_only_working_directory_is_named(
+    argv: tuple[str, ...], tmp_path: Path, hostile_shared: dict[str, Path]
+) -> None:
+    """A relative ``-o`` in a read-only working directory: "read-only file system", not "a
+    parent directory does not exist"; refused before any work, nothing written."""
+    from tests.faults.harness import MountUnavailable, error_lines, tmpfs
+
+    data = tmp_path / "rows.tsv"
+    data.write_bytes(_rows(200))
+    try:
+        with tmpfs(tmp_path / "ro", "1m", ro=True) as ro:
+            args = [a.replace("{ckpt}", str(hostile_shared["ckpt"])) for a in argv]
+            args = [a.replace("{data}", str(data)) for a in args]
+            env = {**os.environ, "PYTHONPATH": str(UNDER_TEST), "OMP_NUM_THREADS": "1"}
+            r = subprocess.run(
+                [sys.executable, "-m", "albert_edge.cli", *args, "-q"],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=ro,
+                timeout=300,
+            )
+            assert os.listdir(ro) == []
+    except MountUnavailable as exc:
+        pytest.skip(f"no tmpfs mount here: {exc}")
+    assert r.returncode == 2, r.stderr
+    assert "read-only file system" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(error_lines(r.stderr)) <= 2, r.stderr

@@ -76,9 +76,17 @@ def signal_during_start_up(
     return proc.returncode, err
 
 
+# ids ``<subcommand>:...`` as every hostile case (benchmarks/hostile_count.py counts them):
+# ``python -m albert_edge.train`` and ``python -m albert_edge.cli train``
+STARTS = [
+    pytest.param(entry, delay, id=f"train:start-up-SIGTERM-{delay}s-{name}")
+    for entry, name in (("train", "python-m-train"), ("cli", "python-m-cli"))
+    for delay in MOMENTS
+]
+
+
 @pytest.mark.usefixtures("signals_not_ignored")
-@pytest.mark.parametrize("delay", MOMENTS)
-@pytest.mark.parametrize("entry", ["train", "cli"])
+@pytest.mark.parametrize(("entry", "delay"), STARTS)
 def test_sigterm_at_any_moment_of_start_up(
     tmp_path: Path, spiece_path: Path, entry: str, delay: float
 ) -> None:
@@ -92,7 +100,9 @@ def test_sigterm_at_any_moment_of_start_up(
 
 
 @pytest.mark.usefixtures("signals_not_ignored")
-@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT])
+@pytest.mark.parametrize(
+    "sig", [pytest.param(s, id=f"train:start-up-{s.name}") for s in (signal.SIGHUP, signal.SIGINT)]
+)
 def test_other_stop_signals_during_imports(
     tmp_path: Path, spiece_path: Path, sig: signal.Signals
 ) -> None:
