@@ -510,9 +510,16 @@ def test_early_exit_artifact(case: Case, tmp_path: Path, ee_shared: dict[str, Pa
 @pytest.mark.parametrize(
     "argv",
     [
-        pytest.param(("depth", "search", "{ckpt}", "--data", "{data}", "-o", "s"), id="depth"),
-        pytest.param(("early-exit", "{ckpt}", "--data", "{data}", "-o", "e"), id="early-exit"),
-        pytest.param(("train", "-o", "t", "--train", "{data}", "--dev", "{data}"), id="train"),
+        pytest.param(
+            ("depth", "search", "{ckpt}", "--data", "{data}", "-o", "s"),
+            id="depth-search:read-only-cwd",
+        ),
+        pytest.param(
+            ("early-exit", "{ckpt}", "--data", "{data}", "-o", "e"), id="early-exit:read-only-cwd"
+        ),
+        pytest.param(
+            ("train", "-o", "t", "--train", "{data}", "--dev", "{data}"), id="train:read-only-cwd"
+        ),
     ],
 )
 def test_read_only_working_directory_is_named(
