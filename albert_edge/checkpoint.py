@@ -85,6 +85,11 @@ def _load_state_dict(path: Path) -> dict[str, torch.Tensor]:
                 "code that weights-only loading does not run (the file is intact); save the "
                 "weights as model.safetensors instead"
             ) from None
+        from albert_edge.environment import describe_resource_error
+
+        limited = describe_resource_error(exc)  # ulimit -n / -v: the limit, not the file
+        if limited is not None:
+            raise CheckpointError(f"{path}: cannot read weights: {limited}") from None
         raise CheckpointError(
             f"{path}: cannot read weights ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); "
             "the file is truncated or corrupt, re-save or re-download it"

@@ -6,6 +6,11 @@ Errors the user can fix are :class:`AlbertEdgeError`: printed as one line, exit 
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # first thing: a signal during the imports below waits for main
+    from albert_edge.io import hold_stop_signals
+
+    hold_stop_signals()
+
 import argparse
 import contextlib
 import os
@@ -14,7 +19,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from albert_edge.environment import native_stderr_filtered, quiet_frameworks
+from albert_edge.environment import (
+    check_thread_env,
+    describe_resource_error,
+    native_stderr_filtered,
+    quiet_frameworks,
+)
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.options import (
     INT32_MAX,
@@ -720,6 +730,8 @@ def _preflight(args: argparse.Namespace) -> None:
     from albert_edge.errors import WorkingDirectoryError
     from albert_edge.io import check_name_fits, check_output
 
+    check_thread_env()  # before torch / ONNX Runtime read it
+
     try:
         os.getcwd()
     except OSError:  # deleted under the shell: torch and MKL die later with a fatal error
@@ -771,11 +783,14 @@ def _read_text_inputs(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    command = ""
-    from albert_edge.io import signals_interrupt
+    raw = list(sys.argv[1:] if argv is None else argv)
+    # named before parsing, so a signal during start-up names the subcommand too
+    command = f" {raw[0]}" if raw and raw[0].replace("-", "").isalnum() else ""
+    from albert_edge.io import release_stop_signals, signals_interrupt
 
     with signals_interrupt():
         try:
+            release_stop_signals()  # a signal during start-up is reported from here
             quiet_frameworks()
             parser = build_parser()
             args = parser.parse_args(argv)
@@ -802,7 +817,15 @@ def _run(args: argparse.Namespace) -> int:
     except AlbertEdgeError as exc:
         print(f"albert-edge {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except OSError as exc:  # the safety net: a file error is one line, never a traceback
+    except (MemoryError, ImportError, OSError) as exc:
+        limited = describe_resource_error(exc)  # ulimit -v / -n: the limit, not the path
+        if limited is None and not isinstance(exc, OSError):
+            raise
+        if limited is not None:
+            print(f"albert-edge {args.command}: error: {limited}", file=sys.stderr)
+            return 2
+        assert isinstance(exc, OSError)
+        # the safety net: a file error is one line, never a traceback
         where = exc.filename or "a file"
         print(
             f"albert-edge {args.command}: error: {where}: {exc.strerror or exc}; "

@@ -87,3 +87,52 @@ def native_stderr_filtered(noise: re.Pattern[str] = NATIVE_NOISE) -> Iterator[No
         thread.join(timeout=5.0)
         if not thread.is_alive():  # else a leftover child still writes: keep fd open
             os.close(saved)
+
+
+# What libgomp (torch's OpenMP) accepts: positive integers, comma-separated per nesting
+# level. Anything else it reports with two lines of its own per library that loads it.
+_OMP_THREADS = re.compile(r"\s*[1-9]\d*\s*(,\s*[1-9]\d*\s*)*")
+
+
+def check_thread_env() -> None:
+    """Refuse an ``OMP_NUM_THREADS`` that OpenMP would reject, before torch or ONNX
+    Runtime loads it (each prints its own ``libgomp: Invalid value`` lines and goes on
+    with a thread count nobody chose)."""
+    from albert_edge.errors import ConfigError
+
+    value = os.environ.get("OMP_NUM_THREADS")
+    if value is not None and not _OMP_THREADS.fullmatch(value):
+        raise ConfigError(
+            f"OMP_NUM_THREADS={value!r} is not a thread count; set a positive integer "
+            "(e.g. OMP_NUM_THREADS=1) or unset it"
+        )
+
+
+def describe_resource_error(exc: BaseException) -> str | None:
+    """One line for a run that the process's own limits stopped (``ulimit -v``: a library
+    that cannot map its code, or ``MemoryError``; ``ulimit -n``: too many open files), naming
+    the limit and the fix; None when ``exc`` is not one of those."""
+    import errno
+    import resource
+
+    def limit(which: int, unit: str) -> str:
+        soft = resource.getrlimit(which)[0]
+        return "unlimited" if soft == resource.RLIM_INFINITY else f"{soft}{unit}"
+
+    text = str(exc)
+    if isinstance(exc, MemoryError) or (
+        isinstance(exc, ImportError | OSError) and "failed to map segment" in text
+    ):
+        return (
+            "out of memory: the process may use at most "
+            f"{limit(resource.RLIMIT_AS, ' bytes')} of address space (ulimit -v); raise "
+            "the limit (ulimit -v unlimited) or free memory"
+        )
+    if (isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE)) or (
+        "Too many open files" in text  # libraries that wrap the OSError in their own
+    ):
+        return (
+            f"too many open files: the limit is {limit(resource.RLIMIT_NOFILE, '')} "
+            "(ulimit -n); raise it (e.g. ulimit -n 4096) and run again"
+        )
+    return None

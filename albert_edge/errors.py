@@ -58,6 +58,11 @@ class VerificationError(AlbertEdgeError):
     exit_code = 1
 
 
+class TooFewRowsError(AlbertEdgeError, ValueError):
+    """Fewer rows than a statistic can support (a bootstrap interval, a held-out split, an
+    exit-head fit): the message names the documented minimum."""
+
+
 class BenchmarkError(AlbertEdgeError):
     """A benchmark could not be run as asked."""
 

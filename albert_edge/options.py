@@ -211,3 +211,28 @@ def thread_count(text: str) -> int:
 
 
 thread_count.__name__ = "thread count"
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite number. ``nan`` compares false with every threshold, so a
+    NaN bound admits everything; ``inf`` admits everything or nothing. Every float flag of
+    every command line (``cli``, ``depth``, ``train``) parses through this one type, so
+    ``--max-point-loss nan`` is refused in one line before anything loads."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {_short(text)!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {_short(text)!r}")
+    return value
+
+
+finite_float.__name__ = "finite number"
+
+# Seeds: numpy's generators refuse negative seeds deep inside a run (``--seed -1`` ended in
+# a traceback); the largest is the int64 every seed we pass on fits.
+seed_value = int_at_least(0)
+seed_value.__name__ = "seed (an integer >= 0)"

@@ -87,8 +87,55 @@ def validate_config(config: AlbertConfig, where: Path) -> None:
                 f"num_hidden_groups={c.num_hidden_groups} exceeds "
                 f"num_hidden_layers={c.num_hidden_layers}"
             )
+        problems += _run_problems(c)
     if problems:
         raise ConfigError(f"{where}: invalid ALBERT config: " + "; ".join(problems))
+
+
+# The fewest positions a sentence needs: [CLS], one piece, [SEP].
+MIN_POSITIONS = 3
+
+
+def _run_problems(c: AlbertConfig) -> list[str]:
+    """What keeps a config with valid sizes from running one sentence: a number that is not
+    finite (NaN in config.json parses), a norm epsilon <= 0, a dropout outside [0, 1), an
+    activation transformers does not have, fewer than :data:`MIN_POSITIONS` position
+    embeddings, no label, or a group layout transformers' loop indexes past (layer ``i``
+    runs group ``int(i / (L / G))``, which must exist and be handed ``inner_group_num``
+    head-mask entries)."""
+    import math
+
+    problems = []
+    for key, value in sorted(c.to_dict().items()):
+        if isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{key}={value} is not a finite number")
+    eps = getattr(c, "layer_norm_eps", 1e-12)
+    if isinstance(eps, int | float) and math.isfinite(eps) and eps <= 0:
+        problems.append(f"layer_norm_eps={eps} must be > 0")
+    for key in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
+        p = getattr(c, key, None)
+        if isinstance(p, int | float) and math.isfinite(p) and not 0 <= p < 1:
+            problems.append(f"{key}={p} must be in [0, 1)")
+    from transformers.activations import ACT2FN
+
+    if isinstance(c.hidden_act, str) and c.hidden_act not in ACT2FN:
+        problems.append(f"hidden_act={c.hidden_act!r} is not an activation transformers has")
+    if c.max_position_embeddings < MIN_POSITIONS:
+        problems.append(
+            f"max_position_embeddings={c.max_position_embeddings} cannot hold one sentence "
+            f"([CLS] word [SEP] needs {MIN_POSITIONS})"
+        )
+    if int(getattr(c, "num_labels", 2)) < 1:
+        problems.append("num_labels must be >= 1")
+    L, G, inner = c.num_hidden_layers, c.num_hidden_groups, c.inner_group_num
+    used = {int(i / (L / G)) for i in range(L)}
+    per = int(L / G)
+    if max(used) >= G or any(min(L, (g + 1) * per) - g * per < inner for g in used):
+        problems.append(
+            f"num_hidden_layers={L} in num_hidden_groups={G} of inner_group_num={inner} "
+            "cannot run in transformers (a layer's group or head-mask slice does not exist)"
+        )
+    return problems
 
 
 def build_model(config: AlbertConfig, head: HeadSpec) -> torch.nn.Module:

@@ -36,6 +36,11 @@ full disk leaves the previous output or nothing.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # first thing: a signal during the imports below waits for main
+    from albert_edge.io import hold_stop_signals
+
+    hold_stop_signals()
+
 import argparse
 import json
 import sys
@@ -71,8 +76,8 @@ from albert_edge.learn.scratch import (  # re-exported: the public names of trai
     pabee_weights,
 )
 from albert_edge.learn.scratch import train as train_from_scratch
+from albert_edge.options import finite_float, seed_value, thread_count
 from albert_edge.options import int_at_least as _at_least
-from albert_edge.options import thread_count
 
 __all__ = [
     "DEFAULTS",
@@ -156,12 +161,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=_at_least(1), default=3, help="passes over --train")
     p.add_argument("--batch-size", type=_at_least(1), default=64, help="examples per step")
     p.add_argument(
-        "--lr", type=float, default=None, help="peak AdamW learning rate (1e-3; --init: 1e-4)"
+        "--lr",
+        type=finite_float,
+        default=None,
+        help="peak AdamW learning rate (1e-3; --init: 1e-4)",
     )
-    p.add_argument("--warmup", type=float, default=0.06, help="warmup, fraction of all steps")
-    p.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay")
+    p.add_argument(
+        "--warmup", type=finite_float, default=0.06, help="warmup, fraction of all steps"
+    )
+    p.add_argument("--weight-decay", type=finite_float, default=0.01, help="AdamW weight decay")
     p.add_argument("--max-len", type=_at_least(2), default=64, help="tokens per example")
-    p.add_argument("--seed", type=int, default=13, help="data order and initial weights")
+    p.add_argument("--seed", type=seed_value, default=13, help="data order and initial weights")
     p.add_argument(
         "--threads",
         type=thread_count,
@@ -198,22 +208,24 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m albert_edge.train``: ``albert-edge train`` with the same one-line errors."""
-    from albert_edge.environment import quiet_frameworks
-    from albert_edge.io import report_stopped, run_scratch, signals_interrupt
+    from albert_edge.environment import check_thread_env, quiet_frameworks
+    from albert_edge.io import release_stop_signals, report_stopped, run_scratch, signals_interrupt
     from albert_edge.progress import set_enabled
 
-    quiet_frameworks()
-
-    p = argparse.ArgumentParser(
-        prog="python -m albert_edge.train",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-    )
-    add_arguments(p)
-    args = p.parse_args(argv)
-    set_enabled(not args.quiet)
     try:
-        with signals_interrupt(), run_scratch():
-            return run(args)
+        with signals_interrupt():
+            release_stop_signals()  # a signal during start-up is reported from here
+            check_thread_env()
+            quiet_frameworks()
+            p = argparse.ArgumentParser(
+                prog="python -m albert_edge.train",
+                description=__doc__.splitlines()[0] if __doc__ else None,
+            )
+            add_arguments(p)
+            args = p.parse_args(argv)
+            set_enabled(not args.quiet)
+            with run_scratch():
+                return run(args)
     except AlbertEdgeError as exc:
         print(f"albert-edge train: error: {exc}", file=sys.stderr)
         return exc.exit_code

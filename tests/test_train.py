@@ -333,8 +333,11 @@ def test_train_with_pabee_writes_exit_heads_the_depth_search_starts_from(
         f"depth{k}.classifier.{n}" for k in (1, 2) for n in ("bias", "weight")
     ]
     ckpt = load_checkpoint(out)
-    split = SplitSettings(fit_rows=10, held_out_rows=6, max_length=16, resamples=50)
-    search = search_depths(ckpt, data["train"], split=split, fit=FitSettings(epochs=0))
+    split = SplitSettings(fit_rows=10, held_out_rows=30, max_length=16, resamples=50)
+    rows = data["train"].read_text().splitlines(keepends=True)
+    search_tsv = tmp_path / "search.tsv"  # >= 30 held-out rows: the bootstrap's minimum
+    search_tsv.write_text(rows[0] + "".join(rows[1:]) * 3)
+    search = search_depths(ckpt, search_tsv, split=split, fit=FitSettings(epochs=0))
     assert "trained exit heads" in search.settings["fit"]["init"]
     for k in (1, 2):
         assert torch_equal(

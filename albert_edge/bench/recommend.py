@@ -499,7 +499,11 @@ def recommend(
 
     if rounds < 2:
         raise BenchmarkError("--rounds must be at least 2: the intervals are over rounds")
-    check_flags(*(Path(x) if x is not None else None for x in (depth_search, exit_data, data)))
+    check_flags(
+        *(Path(x) if x is not None else None for x in (depth_search, exit_data, data)),
+        exit_fit_rows=exit_fit_rows,
+        candidates=candidates,
+    )
     inputs = {"data": data, "report_data": report_data, "exit_data": exit_data}
     if work_dir is not None:
         check_work_dir(Path(work_dir), [checkpoint, depth_search, *inputs.values()])
@@ -508,8 +512,8 @@ def recommend(
         from albert_edge.depth.truncate import check_same_source
 
         check_same_source(checkpoint, load_search(depth_search))
+    splits = _splits(data, report_data)  # a file too small is refused before the model loads
     ckpt = load_checkpoint(checkpoint)
-    splits = _splits(data, report_data)
     if splits is not None and ckpt.head.name != "sequence-classification":
         raise BenchmarkError(
             f"{data}: accuracy needs a sequence-classification model, but {ckpt.path} is "
@@ -691,6 +695,21 @@ def _splits(data: str | Path | None, report_data: str | Path | None) -> dict[str
             f"{data} split in two halves (seed {SPLIT_SEED}): chose on {len(choose_rows)} "
             f"rows, reporting on the other {len(report)}"
         )
+    from albert_edge.depth.stats import MIN_BOOTSTRAP_ROWS
+    from albert_edge.errors import TooFewRowsError
+
+    for name, part in (("choose", choose_rows), ("report", report)):
+        if len(part) < MIN_BOOTSTRAP_ROWS:  # every accuracy delta has a bootstrap interval
+            raise TooFewRowsError(
+                f"{data if name == 'choose' or report_data is None else report_data}: the "
+                f"{name} split has {len(part)} rows; each split needs at least "
+                f"{MIN_BOOTSTRAP_ROWS} (the bootstrap interval's minimum): give at least "
+                + (
+                    f"{2 * MIN_BOOTSTRAP_ROWS} labelled rows"
+                    if report_data is None
+                    else f"{MIN_BOOTSTRAP_ROWS} labelled rows in each file"
+                )
+            )
     return {"choose": choose_rows, "report": report, "how": how}
 
 

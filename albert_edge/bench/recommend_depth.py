@@ -294,8 +294,18 @@ def _choose_and_copy(
     return mix, timed
 
 
-def check_flags(depth_search: Path | None, exit_data: Path | None, data: Path | None) -> None:
-    """Refuse, before any work, what cannot give a depth or exit candidate a verdict."""
+def check_flags(
+    depth_search: Path | None,
+    exit_data: Path | None,
+    data: Path | None,
+    *,
+    exit_fit_rows: int = 2000,
+    candidates: Sequence[tuple[str, str]] | None = None,
+) -> None:
+    """Refuse, before any work, what cannot give a depth or exit candidate a verdict:
+    a missing ``--data``, a missing path, ``--exit-data`` that is ``--data``, exit rows that
+    cannot fit a head (empty, one class, too few per class), and ``--exit-data`` when no
+    candidate can run dynamic exit (it would be ignored)."""
     if (depth_search is not None or exit_data is not None) and data is None:
         flag = "--depth-search" if depth_search is not None else "--exit-data"
         raise BenchmarkError(
@@ -310,6 +320,19 @@ def check_flags(depth_search: Path | None, exit_data: Path | None, data: Path | 
             f"{exit_data}: --exit-data is also --data; fit the exit heads on other rows "
             "(e.g. the training set) than the ones that choose the policy and report"
         )
+    if exit_data is not None:
+        from albert_edge.early_exit.artifact import PRECISIONS
+        from albert_edge.early_exit.command import fit_rows_of
+
+        if candidates is not None and not any(
+            t == "onnx" and p in PRECISIONS for t, p in candidates
+        ):
+            raise BenchmarkError(
+                "--exit-data adds dynamic-exit candidates, which run on ONNX "
+                f"({', '.join('onnx:' + p for p in PRECISIONS)}); none is in --candidates, "
+                "so it would be ignored: add one or drop --exit-data"
+            )
+        fit_rows_of(exit_data, exit_fit_rows, 0)  # empty, one class, too few rows: refused
 
 
 # --- printing -------------------------------------------------------------------------------

@@ -16,9 +16,12 @@ the speed key.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from albert_edge.depth.features import DepthError
 
 if TYPE_CHECKING:
     from albert_edge.depth.search import DepthSearch
@@ -31,6 +34,15 @@ class Rule:
     max_point_loss: float = 0.5
     min_lower_bound: float = -1.5
 
+    def __post_init__(self) -> None:
+        # NaN compares false with everything: a NaN threshold would admit every candidate
+        for name in ("max_point_loss", "min_lower_bound"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise DepthError(f"rule {name} must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise DepthError(f"rule {name} must be a finite number of points, got {value}")
+
     def describe(self) -> str:
         return (
             f"point loss <= {self.max_point_loss} and 95 % lower bound >= "
@@ -39,14 +51,23 @@ class Rule:
 
     def why_not(self, row: Mapping[str, Any]) -> str | None:
         """None when ``row`` is admitted, else the reason in words."""
-        delta, low = row.get("delta"), row.get("delta_low")
-        if not isinstance(delta, int | float) or not isinstance(low, int | float):
+        raw_delta, raw_low = row.get("delta"), row.get("delta_low")
+        if not _number(raw_delta) or not _number(raw_low):
             return "no held-out accuracy"
+        delta, low = float(raw_delta), float(raw_low)
+        if not math.isfinite(delta) or not math.isfinite(low):
+            # NaN passes every comparison below as "not worse": evidence that is not a
+            # number admits nothing
+            return f"evidence not finite (delta {delta}, lower bound {low})"
         if -100 * delta > self.max_point_loss + 1e-9:
             return f"point loss {-100 * delta:.2f} > {self.max_point_loss}"
         if 100 * low < self.min_lower_bound - 1e-9:
             return f"lower bound {100 * low:.2f} < {self.min_lower_bound}"
         return None
+
+
+def _number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _order(row: Mapping[str, Any], speed_key: str | None) -> tuple[float, ...]:
@@ -70,10 +91,16 @@ def choose(
     Speed only decides when every admitted row has it (a missing timing never wins).
     """
     rule = rule or Rule()
+    if speed_key is not None and candidates and not any(speed_key in r for r in candidates):
+        keys = sorted({k for r in candidates for k in r})
+        raise DepthError(
+            f"speed key {speed_key!r} is in no candidate record; the records have: "
+            + ", ".join(keys)
+        )
     evidence = [{**row, "why_not": rule.why_not(row)} for row in candidates]
     admitted = [r for r in evidence if r["why_not"] is None]
     timed = speed_key is not None and all(
-        isinstance(r.get(speed_key), int | float) for r in admitted
+        _number(r.get(speed_key)) and math.isfinite(r[speed_key]) for r in admitted
     )
     key = speed_key if timed else None
     chosen = min(admitted, key=lambda r: _order(r, key)) if admitted else None

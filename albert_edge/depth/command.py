@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from albert_edge.options import int_at_least
+from albert_edge.options import finite_float, int_at_least, seed_value
 
 
 def _depth_value(text: str) -> int | str:
@@ -33,14 +33,14 @@ def _depth_value(text: str) -> int | str:
 def add_rule_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-point-loss",
-        type=float,
+        type=finite_float,
         default=0.5,
         help="admit a candidate whose held-out point loss vs full depth is at most this many "
         "accuracy points (default: %(default)s)",
     )
     p.add_argument(
         "--min-lower-bound",
-        type=float,
+        type=finite_float,
         default=-1.5,
         help="... and whose 95 %% interval's lower bound is at least this many points "
         "(default: %(default)s)",
@@ -118,7 +118,7 @@ def add_parser(sub: Any, quiet: Any) -> None:
         "(default: %(default)s)",
     )
     s.add_argument("--max-length", type=int_at_least(3), default=128, help="tokens per sentence")
-    s.add_argument("--seed", type=int, default=27, help="split, fit and bootstrap seed")
+    s.add_argument("--seed", type=seed_value, default=27, help="split, fit and bootstrap seed")
     s.add_argument("--overwrite", action="store_true", help="replace a previous depth search")
     add_rule_flags(s)
     quiet(s)
@@ -156,6 +156,7 @@ def run_search(a: argparse.Namespace) -> int:
     given = [Path(p) for p in (a.checkpoint, a.data, a.report) if p is not None]
     check_output(a.output, overwrite=a.overwrite, inputs=given, kind=SEARCH_OUTPUT)  # first
     split = SplitSettings(a.fit_rows, a.held_out_rows, a.seed, a.max_length)
+    _say_split(a.data, split)
     search = search_depths(
         a.checkpoint,
         a.data,
@@ -169,6 +170,16 @@ def run_search(a: argparse.Namespace) -> int:
     print(text, end="")
     print(f"{a.output}: {len(search.heads)} exit heads + evidence written")
     return 0
+
+
+def _say_split(data: Path, split: Any) -> None:
+    """A split smaller than asked is said aloud before the work (too few rows: refused)."""
+    from albert_edge.data import read_sst2
+    from albert_edge.depth.search import split_sizes
+
+    note = split_sizes(len(read_sst2(data)), split)[2]
+    if note:
+        print(f"albert-edge depth search: note: {note}", file=sys.stderr)
 
 
 def evidence_lines(search: Any) -> str:
@@ -185,6 +196,7 @@ def evidence_lines(search: Any) -> str:
         f"\nReference: the unchanged model at full depth, {100 * ref['held_out_accuracy']:.2f} % "
         f"on {d['held_out_rows']} held-out rows of {d['file']} (heads fitted on {d['fit_rows']} "
         f"others).\nThe model's own head after layer k, no re-fit (Δ points): {own}\n"
+        + (f"Split: {d['note']}.\n" if d.get("note") else "")
     )
 
 
@@ -212,10 +224,11 @@ def run_truncate(a: argparse.Namespace) -> int:
     from albert_edge.io import check_output
 
     given = [Path(p) for p in (a.checkpoint, a.depth_search) if p is not None]
-    check_output(a.output, overwrite=a.overwrite, inputs=given, kind=TRUNCATED)  # first
+    # an existing output and a depth the search cannot give: refused before the model loads
+    check_output(a.output, overwrite=a.overwrite, inputs=given, kind=TRUNCATED)
     search = require_search(a)
-    ckpt = load_checkpoint(a.checkpoint)
     k, how = pick_depth(search, a.depth or "auto", _rule(a))
+    ckpt = load_checkpoint(a.checkpoint)
     out = write_truncated(
         ckpt, k, a.output, search=search, head=a.exit_head, how=how, overwrite=a.overwrite
     )

@@ -68,6 +68,11 @@ def representable_depths(num_layers: int, num_groups: int, inner_group_num: int 
 
 def check_depth(num_layers: int, num_groups: int, depth: int, inner_group_num: int = 1) -> int:
     """``G'`` for ``depth``, or an :class:`UnsupportedError` that lists the depths that work."""
+    if not 1 <= depth <= num_layers:  # the real cause, not the groups
+        raise UnsupportedError(
+            f"depth {depth} is outside the model's 1..{num_layers} layers; choose one of: "
+            + ", ".join(map(str, representable_depths(num_layers, num_groups, inner_group_num)))
+        )
     g = truncated_num_groups(num_layers, num_groups, depth, inner_group_num)
     if g is None:
         ok = ", ".join(map(str, representable_depths(num_layers, num_groups, inner_group_num)))

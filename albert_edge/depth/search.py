@@ -25,7 +25,13 @@ from albert_edge.depth.features import (
     trained_exit_heads,
 )
 from albert_edge.depth.groups import representable_depths, truncated_num_groups
-from albert_edge.depth.stats import DEFAULT_RESAMPLES, accuracy_interval, paired_bootstrap
+from albert_edge.depth.stats import (
+    DEFAULT_RESAMPLES,
+    MIN_BOOTSTRAP_ROWS,
+    accuracy_interval,
+    paired_bootstrap,
+)
+from albert_edge.errors import TooFewRowsError
 from albert_edge.manifest import sha256_file
 
 if TYPE_CHECKING:
@@ -107,14 +113,48 @@ def unbits(text: str) -> Any:
     return np.frombuffer(text.encode(), dtype=np.uint8) == ord("1")
 
 
+# The fewest held-out rows a depth is chosen on: the held-out split is what the paired
+# bootstrap resamples, so its minimum is the bootstrap's (docs/depth.md).
+MIN_HELD_OUT_ROWS = MIN_BOOTSTRAP_ROWS
+
+
+def split_sizes(n: int, s: SplitSettings) -> tuple[int, int, str | None]:
+    """(fit rows, held-out rows, note): what :func:`split_rows` draws from ``n`` rows.
+
+    With fewer rows than asked, a quarter (at most ``held_out_rows``) is held out and the
+    rest fits, and the note says so in words (printed, and kept in the search's record):
+    a size is never shrunk silently. Fewer than :data:`MIN_HELD_OUT_ROWS` held-out rows
+    is refused, naming the minimum."""
+    note = None
+    enough = n >= s.fit_rows + s.held_out_rows
+    held = s.held_out_rows if enough else min(s.held_out_rows, n // 4)
+    fit = min(s.fit_rows, n - held)
+    if not enough:
+        note = (
+            f"asked for {s.fit_rows} fit + {s.held_out_rows} held-out rows, the data has {n}: "
+            f"fitting on {fit}, holding out {held}"
+        )
+    if held < MIN_HELD_OUT_ROWS:
+        need = 4 * MIN_HELD_OUT_ROWS
+        raise TooFewRowsError(
+            f"{held} held-out rows cannot choose a depth: a depth search needs at least "
+            f"{MIN_HELD_OUT_ROWS} held-out rows (the bootstrap's minimum); "
+            + (
+                f"pass --held-out-rows {MIN_HELD_OUT_ROWS} or more"
+                if n >= s.fit_rows + MIN_HELD_OUT_ROWS
+                else f"give at least {need} labelled rows"
+            )
+        )
+    if fit < 1:
+        raise TooFewRowsError(f"{n} labelled rows leave no row to fit the heads on")
+    return fit, held, note
+
+
 def split_rows(n: int, s: SplitSettings) -> tuple[list[int], list[int]]:
     """(fit, held-out) row indices: a seeded permutation, disjoint by construction."""
     import numpy as np
 
-    if n < 8:
-        raise DepthError(f"{n} labelled rows are too few for a depth search; give at least 8")
-    held = s.held_out_rows if n >= s.fit_rows + s.held_out_rows else min(s.held_out_rows, n // 4)
-    fit = min(s.fit_rows, n - held)
+    fit, held, _ = split_sizes(n, s)
     perm = np.random.default_rng(s.seed).permutation(n).tolist()
     return perm[:fit], perm[fit : fit + held]
 
@@ -156,6 +196,9 @@ def search_depths(
     split, fit = split or SplitSettings(), fit or FitSettings()
     data = Path(data)
     rows = read_sst2(data)  # a bad file fails here, before the model is loaded
+    note = split_sizes(len(rows), split)[2]  # too few rows: refused before the model loads
+    if report is not None:
+        read_sst2(Path(report))  # likewise a bad report file
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
     trained = trained_exit_heads(ckpt)  # a changed exit-heads file fails before the work
     origin = made_from(ckpt.path, {"data": data, "report": report})
@@ -201,6 +244,7 @@ def search_depths(
             "fit_rows": nf,
             "held_out_rows": len(held_idx),
             "split_seed": split.seed,
+            **({"note": note} if note else {}),
         },
         settings={
             "split": asdict(split),

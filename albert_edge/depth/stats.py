@@ -13,8 +13,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from albert_edge.errors import TooFewRowsError
+
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 27
+
+# The fewest rows a 95 % interval is computed on. Why 30: the resampled means of n 0/1
+# rows take only n + 1 values, and below ~30 rows the percentile interval is too coarse
+# and too narrow to be a 95 % interval (one row gives a zero-width interval that
+# "proves" anything; the central-limit approximation the percentiles lean on is the
+# usual n >= 30 rule). Every interval in albert-edge (depth search, bench --recommend's
+# paired comparisons, exit policies chosen on a choose split) goes through this check.
+MIN_BOOTSTRAP_ROWS = 30
 
 
 @dataclass(frozen=True)
@@ -63,8 +73,11 @@ def _interval(values: Any, resamples: int, seed: int) -> Interval:
     import numpy as np
 
     n = int(values.shape[0])
-    if n == 0:
-        raise ValueError("no rows to bootstrap")
+    if n < MIN_BOOTSTRAP_ROWS:
+        raise TooFewRowsError(
+            f"{n} rows cannot support a 95 % bootstrap interval; it needs at least "
+            f"{MIN_BOOTSTRAP_ROWS} rows (give more labelled rows)"
+        )
     rng = np.random.default_rng(seed)
     means = np.empty(resamples, dtype=np.float64)
     chunk = max(1, 2_000_000 // n)  # bounded memory for large held-out splits

@@ -28,6 +28,8 @@ FORMAT = "albert-edge-depth-search/1"
 SEARCH = EvidenceKind("depth search", SEARCH_JSON, "run `albert-edge depth search` again")
 # --overwrite replaces only a sealed, unchanged depth search
 SEARCH_OUTPUT = SEARCH.output_kind()
+# What a search record must hold (a key missing is a damaged search, named as such).
+_KEYS = ("source", "config", "data", "settings", "reference", "scores", "representable")
 
 
 def is_depth_search(path: Path) -> bool:
@@ -83,6 +85,9 @@ def load_search(path: str | Path) -> DepthSearch:
         data: dict[str, Any] = json.loads(js.read_text())
         if data.get("format") != FORMAT:
             raise ValueError(f"format {data.get('format')!r}, expected {FORMAT}")
+        lacking = [k for k in _KEYS if k not in data]
+        if lacking:
+            raise KeyError(f"no {', '.join(lacking)}")
         scores = [DepthScore(**s) for s in data["scores"]]
         from safetensors.torch import load_file
 

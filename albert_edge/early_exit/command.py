@@ -10,11 +10,12 @@ held-out rows).
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from albert_edge.options import int_at_least
+from albert_edge.options import int_at_least, seed_value
 
 
 def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -42,7 +43,7 @@ def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -
         default=8000,
         help="rows of --data (seeded shuffle) to fit the heads on (default: %(default)s)",
     )
-    p.add_argument("--seed", type=int, default=0, help="shuffle seed (default: %(default)s)")
+    p.add_argument("--seed", type=seed_value, default=0, help="shuffle seed (default: %(default)s)")
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing albert-edge artifact"
     )
@@ -57,10 +58,19 @@ def fit_rows_of(data: Path, fit_rows: int, seed: int) -> list[tuple[int, str]]:
     import random
 
     from albert_edge.data import read_sst2
+    from albert_edge.early_exit.heads import check_fit_labels
 
     rows = read_sst2(data)  # a bad file fails here, before the model loads
     random.Random(seed).shuffle(rows)
-    return rows[:fit_rows]
+    if fit_rows > len(rows):  # said aloud, never shrunk silently
+        print(
+            f"albert-edge: note: {data} has {len(rows)} rows, fewer than the {fit_rows} "
+            f"fit rows asked; fitting the exit heads on all {len(rows)}",
+            file=sys.stderr,
+        )
+    chosen = rows[:fit_rows]
+    check_fit_labels([y for y, _ in chosen], None, str(data))
+    return chosen
 
 
 def fit_heads_on(ckpt: Any, rows: list[tuple[int, str]], seed: int) -> Any:

@@ -12,18 +12,42 @@ so that a run that reaches it is the full-depth model exactly.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from albert_edge.errors import UnsupportedError
+from albert_edge.errors import TooFewRowsError, UnsupportedError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     import numpy as np
     import torch
 
     from albert_edge.checkpoint import Checkpoint
+
+
+# The fewest fit rows of each class an exit head is fitted on. Why 10: each head is a
+# logistic regression over the pooled features; with fewer rows of a class than about
+# ten, L-BFGS separates those few rows exactly and the head learns them, not the class
+# (and a class with no row is never predicted). docs/early-exit.md.
+MIN_FIT_ROWS_PER_CLASS = 10
+
+
+def check_fit_labels(labels: Sequence[int], num_labels: int | None, where: str) -> None:
+    """Refuse fit rows that cannot support a head: fewer than :data:`MIN_FIT_ROWS_PER_CLASS`
+    rows of any class (``num_labels`` classes when known, else the classes present, at
+    least two). ``where`` names the data in the message."""
+    from collections import Counter
+
+    counts = Counter(int(y) for y in labels)
+    classes = range(num_labels) if num_labels is not None else sorted(counts)
+    short = {c: counts.get(c, 0) for c in classes if counts.get(c, 0) < MIN_FIT_ROWS_PER_CLASS}
+    if len(counts) < 2 or short:
+        have = ", ".join(f"class {c}: {n}" for c, n in sorted(counts.items())) or "no rows"
+        raise TooFewRowsError(
+            f"{where}: exit heads need at least {MIN_FIT_ROWS_PER_CLASS} fit rows of every "
+            f"class (two classes at least); the fit rows have {have}; give more labelled rows "
+            "or a larger --fit-rows"
+        )
 
 
 @dataclass(frozen=True)
@@ -131,6 +155,7 @@ def fit_exit_heads(
     y = torch.as_tensor(np.asarray(labels, dtype=np.int64))
     if int(y.min()) < 0 or int(y.max()) >= num_labels:
         raise UnsupportedError(f"labels must be in 0..{num_labels - 1} for this checkpoint")
+    check_fit_labels(labels, num_labels, "the exit-head fit rows")
     feats = (
         features if features is not None else pooled_features(ckpt, texts, max_length=max_length)
     )

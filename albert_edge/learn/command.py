@@ -29,7 +29,7 @@ LEARN_ONLY = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the fine-tune flags on ``p`` (``albert-edge train``)."""
-    from albert_edge.options import int_at_least
+    from albert_edge.options import finite_float, int_at_least, seed_value
 
     g = p.add_argument_group("fine-tune, distil, QAT (from a checkpoint; docs/training.md)")
     g.add_argument(
@@ -41,12 +41,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--held-out",
-        type=float,
+        type=finite_float,
         default=0.1,
         help="fraction of --train rows held out (seeded by --split-seed) to choose "
         "the epoch on (default: %(default)s)",
     )
-    g.add_argument("--split-seed", type=int, default=27, help="seed of the held-out split")
+    g.add_argument("--split-seed", type=seed_value, default=27, help="seed of the held-out split")
     g.add_argument(
         "--max-train-rows",
         type=int_at_least(1),
@@ -61,11 +61,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "the --init checkpoint",
     )
     g.add_argument("--distil", action="store_true", help="distil (teacher: --teacher or --init)")
-    g.add_argument("--alpha", type=float, default=0.5, help="weight of the labels' CE")
-    g.add_argument("--temperature", type=float, default=2.0, help="distillation temperature T")
+    g.add_argument("--alpha", type=finite_float, default=0.5, help="weight of the labels' CE")
+    g.add_argument(
+        "--temperature", type=finite_float, default=2.0, help="distillation temperature T"
+    )
     g.add_argument(
         "--distil-hidden",
-        type=float,
+        type=finite_float,
         nargs="?",
         const=1.0,
         default=0.0,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import PrecisionPlanError
+from albert_edge.options import finite_float, int_at_least
 
 if TYPE_CHECKING:
     from albert_edge.options import ConvertOptions
@@ -17,7 +18,7 @@ def add_mixed_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("precision per weight (--precision auto / --precision-plan)")
     g.add_argument(
         "--max-drop",
-        type=float,
+        type=finite_float,
         default=None,
         help="--precision auto: the accuracy budget, in points lost on held-out rows against "
         "the fp32 graph (the interval's lower bound must also be >= --min-lower-bound)",
@@ -37,13 +38,13 @@ def add_mixed_flags(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--search-rows",
-        type=int,
+        type=int_at_least(1),
         default=1000,
         help="--precision auto: held-out rows drawn (seeded) from --data (default: %(default)s)",
     )
     g.add_argument(
         "--workers",
-        type=int,
+        type=int_at_least(1),
         default=1,
         help="--precision auto: parallel candidate evaluations (local process pool, or Ray "
         "with --cluster) (default: %(default)s)",

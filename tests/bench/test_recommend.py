@@ -213,8 +213,8 @@ def test_cli_recommends_on_one_split_and_reports_on_the_other(
     make_checkpoint: Callable[..., Path], sst2_dev: Path, tmp_path: Path
 ) -> None:
     ckpt = make_checkpoint("tiny")
-    data = tmp_path / "dev40.tsv"
-    data.write_text("".join(sst2_dev.read_text().splitlines(keepends=True)[:41]))
+    data = tmp_path / "dev60.tsv"  # 30 + 30: the bootstrap's minimum in each half
+    data.write_text("".join(sst2_dev.read_text().splitlines(keepends=True)[:61]))
     out = tmp_path / "rec.json"
     cmd = [sys.executable, "-m", "albert_edge.cli", "bench", str(ckpt), "--recommend"]
     cmd += ["--candidates", "onnx:fp32,onnx:int8-dynamic,onnx:int8-static"]
@@ -228,15 +228,15 @@ def test_cli_recommends_on_one_split_and_reports_on_the_other(
         assert r["verified"] is True and r["file_bytes"] > 0
         assert [len(v) for v in r["rounds_ms"].values()] == [3, 3]  # 3 rounds x 2 runs
         assert all(len(visit) == 2 for v in r["rounds_ms"].values() for visit in v)
-        assert r["examples"] == 20  # the choose half of 40 rows
+        assert r["examples"] == 30  # the choose half of 60 rows
     acc = result["accuracy"]
-    assert "chose on 20 rows, reporting on the other 20" in acc["split"]
-    assert acc["checkpoint"]["examples"] == 20
+    assert "chose on 30 rows, reporting on the other 30" in acc["split"]
+    assert acc["checkpoint"]["examples"] == 30
     pick = result["recommendation"]
-    assert acc["pick"]["examples"] == 20
+    assert acc["pick"]["examples"] == 30
     assert f"ship: onnx {pick['precision']}" in proc.stdout
     assert "SHIP" in proc.stdout and "min ms" in proc.stdout and "p50 ms" in proc.stdout
-    assert "report split (20 rows, not used to choose)" in proc.stdout
+    assert "report split (30 rows, not used to choose)" in proc.stdout
     assert " %" in proc.stdout  # accuracy as a percentage
     others = [c for c in result["decision"]["comparisons"] if pick["precision"] in c["a"] + c["b"]]
     assert len(others) == 2 and all(c["verdict"] in ("a", "b", "tie") for c in others)

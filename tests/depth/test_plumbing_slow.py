@@ -21,7 +21,7 @@ from albert_edge.facts import floor_bytes
 from albert_edge.options import ConvertOptions
 
 pytestmark = pytest.mark.slow
-SPLIT = SplitSettings(fit_rows=30, held_out_rows=10, max_length=32, resamples=100)
+SPLIT = SplitSettings(fit_rows=30, held_out_rows=30, max_length=32, resamples=100)
 
 
 def _layer_params(h: int, i: int) -> int:

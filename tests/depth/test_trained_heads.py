@@ -18,7 +18,7 @@ from albert_edge.depth.features import FitSettings, trained_exit_heads
 from albert_edge.heads import EXIT_HEADS_FILE
 from albert_edge.sealed import SEAL_NAME, TRAINED, EvidenceError, made_from, seal
 
-SMALL = SplitSettings(fit_rows=48, held_out_rows=16, max_length=32, resamples=100)
+SMALL = SplitSettings(fit_rows=48, held_out_rows=32, max_length=32, resamples=100)
 
 
 def _with_exits(src: Path, dst: Path, shape: tuple[int, int] | None = None) -> Path:

@@ -185,9 +185,10 @@ def quantize_artifact(
         if "config.json" in files:
             set_config_dtype(tmp / "config.json", options.precision)
         info = describe_onnx(model, qpath, file_bytes)
-        keep = {
-            k: v for k, v in manifest.items() if k not in ("format_version", "albert_edge_version")
-        }
+        # the depth block's evidence was measured at the source's precision, not this one
+        # (docs/depth.md: convert at the precision wanted with --depth instead)
+        dropped = ("format_version", "albert_edge_version", "depth")
+        keep = {k: v for k, v in manifest.items() if k not in dropped}
         record = {
             **keep,
             **artifact_record(
