@@ -301,14 +301,27 @@ def _check_output(out: Path, *, overwrite: bool, inputs: Iterable[Path], kind: O
     _check_writable(out)
 
 
-def check_output_file(out: Path, *, inputs: Iterable[Path | str | None], flag: str) -> None:
+def check_output_file(
+    out: Path,
+    *,
+    inputs: Iterable[Path | str | None],
+    flag: str,
+    is_own: Callable[[Path], bool] | None = None,
+) -> None:
     """Refuse, before any work, a single-file output (``bench --json``, ``--markdown``,
     ``--plot``) that is a directory, an input, or inside an input directory: a report
     written into an artifact, a checkpoint or a sealed search would replace a file of it or
-    break its seal (the rule of :func:`check_output`, for files)."""
+    break its seal (the rule of :func:`check_output`, for files). With ``is_own``, an
+    existing file is replaced only when ``is_own`` recognises it as one albert-edge wrote
+    (a previous report of the same kind), never a user's file of the same name."""
     try:
         if out.is_dir():
             raise OutputExistsError(f"{out}: is a directory; {flag} names a file to write")
+        if is_own is not None and (out.is_symlink() or out.exists()) and not _own_file(out, is_own):
+            raise OutputExistsError(
+                f"{out}: exists and is not a report albert-edge wrote; albert-edge never "
+                f"replaces a user's file; move it away or choose another {flag}"
+            )
         resolved = out.resolve()
         for src in inputs:
             if src is None:
@@ -322,6 +335,16 @@ def check_output_file(out: Path, *, inputs: Iterable[Path | str | None], flag: s
                 )
     except OSError as exc:
         raise describe_os_error(exc, out) from None
+
+
+def _own_file(out: Path, is_own: Callable[[Path], bool]) -> bool:
+    """A regular file (not a link) that ``is_own`` recognises; unreadable counts as not."""
+    if out.is_symlink() or not out.is_file():
+        return False
+    try:
+        return bool(is_own(out))
+    except (OSError, ValueError):
+        return False
 
 
 def _check_writable(out: Path) -> None:

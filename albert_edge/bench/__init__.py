@@ -55,6 +55,7 @@ def check_report_files(args: argparse.Namespace) -> None:
     """``--json`` (and its ``.rows.jsonl``), ``--markdown``, ``--plot``: never an input
     (the artifacts or checkpoint benchmarked, the data, a search, the work directory) or
     inside one, checked before any work (:func:`albert_edge.io.check_output_file`)."""
+    from albert_edge.bench.report import is_report_json, is_report_markdown, is_report_plot
     from albert_edge.bench.rowlog import rows_path_for
     from albert_edge.io import check_output_file
 
@@ -63,14 +64,14 @@ def check_report_files(args: argparse.Namespace) -> None:
         inputs.append(getattr(args, name, None))
     json_out = getattr(args, "json_out", None)
     rows = rows_path_for(json_out) if json_out is not None else None
-    for path, flag in (
-        (json_out, "--json"),
-        (rows, "--json"),
-        (getattr(args, "markdown", None), "--markdown"),
-        (getattr(args, "plot", None), "--plot"),
+    for path, flag, is_own in (
+        (json_out, "--json", is_report_json),
+        (rows, "--json", None),  # the row log refuses a file that is not one (rowlog.py)
+        (getattr(args, "markdown", None), "--markdown", is_report_markdown),
+        (getattr(args, "plot", None), "--plot", is_report_plot),
     ):
         if path is not None:
-            check_output_file(Path(path), inputs=inputs, flag=flag)
+            check_output_file(Path(path), inputs=inputs, flag=flag, is_own=is_own)
 
 
 def write_outputs(

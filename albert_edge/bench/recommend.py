@@ -78,6 +78,7 @@ ROUNDS = 12  # default interleaved passes
 RUNS_PER_VISIT = 8  # default timed runs per candidate, length and pass
 WARMUP = 2  # default untimed runs at the start of each visit
 SPLIT_SEED = 20  # the choose/report split of --data (issue 20)
+RECOMMEND_SCHEMA = "albert-edge-recommend/1"  # the --json result's schema (a re-run replaces it)
 RULE = (
     "ranked on each visit's fastest run (mean over the asked lengths), compared round by "
     "round (median ratio); a pair ties unless the 95 % bootstrap interval (over rounds) of "
@@ -914,6 +915,7 @@ def run_recommend_cli(a: Any) -> int:
     if a.json_out is not None:
         from albert_edge.io import atomic_write_bytes
 
-        atomic_write_bytes(a.json_out, (json.dumps(result, indent=2, default=str) + "\n").encode())
+        record = {"schema": RECOMMEND_SCHEMA, **result}  # what a re-run may replace
+        atomic_write_bytes(a.json_out, (json.dumps(record, indent=2, default=str) + "\n").encode())
     print(format_recommendation(result))
     return 0 if result["recommendation"] is not None else 1

@@ -150,6 +150,33 @@ def roofline_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+# What marks a report file as one bench wrote, so a re-run may replace it and nothing else
+# (albert_edge.io.check_output_file): the JSON's schema, the Markdown's first line, the
+# PNG's Software text chunk.
+PLOT_SOFTWARE = "albert-edge bench"
+
+
+def is_report_json(path: Path) -> bool:
+    """A JSON report bench (or ``bench --recommend``) wrote: a ``schema`` of ours."""
+    import json
+
+    data = json.loads(path.read_text())
+    return isinstance(data, dict) and str(data.get("schema", "")).startswith("albert-edge-")
+
+
+def is_report_markdown(path: Path) -> bool:
+    """A Markdown report :func:`to_markdown` wrote: its first line is our heading."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.readline().startswith("## albert-edge")
+
+
+def is_report_plot(path: Path) -> bool:
+    """A PNG :func:`plot` wrote: matplotlib puts ``Software`` in a text chunk up front."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 16)
+    return head.startswith(b"\x89PNG") and PLOT_SOFTWARE.encode() in head
+
+
 def to_markdown(report: Mapping[str, Any], title: str = "albert-edge benchmark") -> str:
     results = report.get("results") or []
     parts = [
@@ -288,6 +315,6 @@ def plot(report: Mapping[str, Any], out: str | Path) -> Path:
     fig.suptitle(machine_line(report)[:160], fontsize=7)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
+    fig.savefig(out, dpi=120, metadata={"Software": PLOT_SOFTWARE})
     plt.close(fig)
     return out

@@ -86,6 +86,26 @@ BENCH = [
         "bench:json-name-250-bytes", (*B, "--json", "j" * 250), 2, "too long", no_import=("torch",)
     ),
     Case("bench:markdown-dir-missing", (*B, "--markdown", "no/r.md"), 2, "no"),
+    # report files follow -o's rule: never over a user's file of the same name
+    *(
+        Case(
+            f"bench:{flag[2:]}-over-a-users-file",
+            (*B, flag, "afile"),
+            2,
+            "not a report albert-edge wrote",
+            ("afile",),
+            no_import=("torch",),
+        )
+        for flag in ("--json", "--markdown", "--plot")
+    ),
+    Case(
+        "bench:recommend-json-over-a-users-file",
+        ("bench", "--recommend", "--json", "afile"),
+        2,
+        "not a report albert-edge wrote",
+        ("afile",),
+        no_import=("torch",),
+    ),
     Case("bench:missing-target", ("bench", "nope", "--backend", "ort-cpu"), 2, "nope"),
     Case(
         "bench:zero-byte-model",
