@@ -91,3 +91,24 @@ def signals_not_ignored() -> Iterator[None]:
     finally:
         for sig, previous in saved.items():
             signal.signal(sig, previous)
+
+
+@pytest.fixture
+def cpu_hog() -> Iterator[None]:
+    """One busy-looping process per usable CPU for the test's length: start-up imports
+    slow down as they do on a loaded machine, where a signal lands inside an import (what
+    made the SIGTERM test of ``python -m albert_edge.train`` flaky)."""
+    import subprocess
+    import sys
+
+    from albert_edge.options import usable_cpus
+
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(usable_cpus())
+    ]
+    try:
+        yield
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()

@@ -372,6 +372,21 @@ def test_python_m_train_stops_cleanly_on_sigterm_and_sighup(
     """Was: ``python -m albert_edge.train`` died on SIGTERM/SIGHUP with the default action,
     leaving its temp directory and lock beside ``--out``. Now it stops as ``albert-edge
     train`` does: one line, exit 128 + N, nothing left."""
+    _train_stops_cleanly(tmp_path, data, sig)
+
+
+@pytest.mark.usefixtures("signals_not_ignored", "cpu_hog")
+def test_python_m_train_stops_cleanly_on_sigterm_under_a_cpu_hog(
+    tmp_path: Path, data: dict[str, Path]
+) -> None:
+    """The same, with every CPU busy: start-up is slow, so the signal can land inside an
+    import (it once ended in a RecursionError traceback); it is held until the imports
+    finish and reported as one line. ``python -m benchmarks.signals_under_load`` runs it 20
+    times."""
+    _train_stops_cleanly(tmp_path, data, signal.SIGTERM)
+
+
+def _train_stops_cleanly(tmp_path: Path, data: dict[str, Path], sig: signal.Signals) -> None:
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "albert_edge.train", *_args(data, out), "--epochs", "100000"],
