@@ -70,10 +70,22 @@ def _config_ckpt(**edits: object) -> Callable[[Path, Mapping[str, Path]], None]:
     return make
 
 
-def _search_copy(edit: Callable[[Path], None]) -> Callable[[Path, Mapping[str, Path]], None]:
+def _search_copy(
+    edit: Callable[[Path], None], *, reseal: bool = False
+) -> Callable[[Path, Mapping[str, Path]], None]:
+    """A copy of the shared search, edited. ``reseal``: the seal is written again over the
+    edit (as someone who edits and re-seals would), so the search's own parser, not the
+    seal, is what meets the damage."""
+
     def make(work: Path, shared: Mapping[str, Path]) -> None:
         shutil.copytree(shared["search"], work / "search")
         edit(work / "search")
+        if reseal:
+            from albert_edge.depth.store import SEARCH
+            from albert_edge.sealed import SEAL_NAME, seal
+
+            made_from = json.loads((work / "search" / SEAL_NAME).read_text())["made_from"]
+            seal(work / "search", SEARCH, made_from)
 
     return make
 
@@ -127,11 +139,15 @@ MINE: dict[str, Callable[[Path, Mapping[str, Path]], None]] = {
     "act_typo": _config_ckpt(hidden_act="gelu2"),
     "eps_negative": _config_ckpt(layer_norm_eps=-1e-12),
     "search": _search_copy(lambda d: None),
-    "search_list": _search_copy(lambda d: (d / "depth_search.json").write_text("[1, 2]")),
-    "search_no_source": _search_copy(_json_edit(_drop("source"))),
-    "search_no_scores": _search_copy(_json_edit(_drop("scores"))),
-    "search_foreign_key": _search_copy(_foreign_key),
-    "search_not_json": _search_copy(lambda d: (d / "depth_search.json").write_text("{")),
+    "search_list": _search_copy(
+        lambda d: (d / "depth_search.json").write_text("[1, 2]"), reseal=True
+    ),
+    "search_no_source": _search_copy(_json_edit(_drop("source")), reseal=True),
+    "search_no_scores": _search_copy(_json_edit(_drop("scores")), reseal=True),
+    "search_foreign_key": _search_copy(_foreign_key, reseal=True),
+    "search_not_json": _search_copy(
+        lambda d: (d / "depth_search.json").write_text("{"), reseal=True
+    ),
     "search_no_heads": _search_copy(lambda d: (d / "exit_heads.safetensors").unlink()),
 }
 FILES = {**MAKERS, **MINE}

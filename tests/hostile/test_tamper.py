@@ -22,7 +22,7 @@ import pytest
 from albert_edge.errors import AlbertEdgeError
 from tests.hostile.judge import Case, run_case
 
-_SPLIT = {"fit_rows": 48, "held_out_rows": 16, "max_length": 32, "resamples": 100}
+_SPLIT = {"fit_rows": 48, "held_out_rows": 32, "max_length": 32, "resamples": 100}
 
 
 def _rows(src: Path, dst: Path, n: int) -> Path:
@@ -111,7 +111,7 @@ def sealed(
     (and ``"ckpt"`` / ``"data"``: what they are made from). Never edited here."""
     root = tmp_path_factory.mktemp("sealed")
     made: dict[str, Path] = {"ckpt": make_checkpoint("tiny")}
-    made["data"] = _rows(sst2_train, root / "data.tsv", 64)
+    made["data"] = _rows(sst2_train, root / "data.tsv", 80)
 
     def get(kind: str) -> Path:
         if kind not in made:
