@@ -185,3 +185,22 @@ def load_state_dict_strict(
     model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
     if hasattr(model, "tie_weights"):
         model.tie_weights()
+
+
+def write_weights(
+    out_dir: Path, config: AlbertConfig, head: HeadSpec, state: dict[str, torch.Tensor]
+) -> None:
+    """``config.json`` and ``model.safetensors`` of an ordinary HF ALBERT directory (what a
+    truncated or trimmed checkpoint is), written only after ``state`` loads strictly into
+    ``config``'s model: a tensor missing, extra or mis-shaped is refused, never saved."""
+    import json
+
+    from safetensors.torch import save_file
+
+    load_state_dict_strict(build_model(config, head), state, out_dir)
+    data = config.to_dict()
+    data.pop("_name_or_path", None)  # a build-machine path, never in a checkpoint we write
+    (out_dir / "config.json").write_text(
+        json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    )
+    save_file({k: v.contiguous() for k, v in state.items()}, str(out_dir / "model.safetensors"))

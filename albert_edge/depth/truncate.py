@@ -134,11 +134,11 @@ def write_truncated(
     The result is loaded back strictly before it is kept, so what is written is exactly
     what transformers builds from its config.
     """
-    from safetensors.torch import save_file
 
-    from albert_edge.checkpoint import build_model, load_checkpoint, load_state_dict_strict
+    from albert_edge.checkpoint import load_checkpoint
     from albert_edge.io import atomic_output_dir
     from albert_edge.sealed import made_from, seal
+    from albert_edge.torch_model import write_weights
 
     if head == "refit":
         if search is None or depth not in search.heads:
@@ -153,13 +153,7 @@ def write_truncated(
     cfg, state = truncated_state(ckpt, depth, tensors)
     out = Path(out)
     with atomic_output_dir(out, overwrite=overwrite, inputs=[ckpt.path], kind=TRUNCATED) as tmp:
-        load_state_dict_strict(build_model(cfg, ckpt.head), state, tmp)  # refuses any mismatch
-        data = cfg.to_dict()
-        data.pop("_name_or_path", None)
-        (tmp / "config.json").write_text(
-            json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
-        )
-        save_file({k: v.contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"))
+        write_weights(tmp, cfg, ckpt.head, state)  # refuses any mismatch
         if ckpt.spiece_model is not None:
             shutil.copyfile(ckpt.spiece_model, tmp / "spiece.model")
         tok = {"do_lower_case": bool(ckpt.do_lower_case)}

@@ -250,24 +250,17 @@ def _write(
 ) -> dict[str, Any]:
     import hashlib
 
-    from safetensors.torch import save_file
-
-    from albert_edge.checkpoint import build_model, load_checkpoint, load_state_dict_strict
+    from albert_edge.checkpoint import load_checkpoint
     from albert_edge.io import atomic_output_dir
     from albert_edge.layout import source_record, write_tokenizer_files
     from albert_edge.tokenizer import AlbertTokenizer
+    from albert_edge.torch_model import write_weights
     from albert_edge.vocab.spm_surgery import id_map_sha256
 
     with atomic_output_dir(
         out, overwrite=options.overwrite, inputs=[ckpt.path], kind=TRIMMED
     ) as tmp:
-        load_state_dict_strict(build_model(cfg, ckpt.head), state, tmp)  # refuses any mismatch
-        data = cfg.to_dict()
-        data.pop("_name_or_path", None)
-        (tmp / "config.json").write_text(
-            json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
-        )
-        save_file({k: v.contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"))
+        write_weights(tmp, cfg, ckpt.head, state)  # refuses any mismatch
         spiece = new_proto.SerializeToString()
         (tmp / "spiece.model").write_bytes(spiece)
         (tmp / "tokenizer_config.json").write_text(
