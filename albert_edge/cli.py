@@ -579,6 +579,11 @@ def _add_bench(sub: Any) -> None:
         help="--recommend: rows of --exit-data (seeded shuffle) for the exit heads "
         "(default: %(default)s)",
     )
+    _add_trim_flags_and_run(p)
+
+
+def _add_trim_flags_and_run(p: Any) -> None:
+    """``bench --recommend``'s vocabulary axis (docs/recommend.md), and what bench runs."""
     p.add_argument(
         "--trim-corpus",
         type=Path,

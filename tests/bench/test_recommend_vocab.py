@@ -48,13 +48,13 @@ def test_flags_are_refused_before_any_model_loads(
         check_flags(corpus, (), None, ckpt)
     empty = tmp_path / "empty.txt"
     empty.write_bytes(b"")
-    with pytest.raises(DataError, match="empty.txt"):
+    with pytest.raises(DataError, match=r"empty\.txt"):
         check_flags(empty, (), dev, ckpt)
     latin = tmp_path / "latin1.txt"
     latin.write_bytes("caf\xe9 cr\xe8me\n".encode("latin-1"))
-    with pytest.raises(DataError, match="latin1.txt.*not UTF-8"):
+    with pytest.raises(DataError, match=r"latin1\.txt.*not UTF-8"):
         check_flags(latin, (), dev, ckpt)
-    with pytest.raises(DataError, match="nope.txt"):
+    with pytest.raises(DataError, match=r"nope\.txt"):
         check_flags(tmp_path / "nope.txt", (), dev, ckpt)
     least = len(mandatory_ids(read_model(ckpt / "spiece.model")))  # what the trim keeps
     with pytest.raises(BenchmarkError, match=f"--trim-keep {least - 1} is below the {least}"):
@@ -74,7 +74,11 @@ def test_recommend_builds_scores_and_judges_trimmed_candidates(
     from albert_edge.depth import Rule
     from albert_edge.sealed import SEAL_NAME
 
-    ckpt, corpus, dev = make_checkpoint("tiny"), _corpus(sst2_train, tmp_path), _dev(sst2_dev, tmp_path)
+    ckpt, corpus, dev = (
+        make_checkpoint("tiny"),
+        _corpus(sst2_train, tmp_path),
+        _dev(sst2_dev, tmp_path),
+    )
     work = tmp_path / "work"
     result = recommend(
         ckpt, seq_lens=(8,), threads=1, data=dev, candidates=(("onnx", "fp32"),),
@@ -98,9 +102,10 @@ def test_recommend_builds_scores_and_judges_trimmed_candidates(
         manifest = json.loads((Path(r["artifact"]) / "manifest.json").read_text())
         assert manifest["vocabulary"]["pieces_kept"] == v["pieces_kept"]
         spiece = Path(v["checkpoint"]) / "spiece.model"
-        assert hashlib.sha256(spiece.read_bytes()).hexdigest() == manifest["vocabulary"][
-            "spiece_sha256"
-        ]
+        assert (
+            hashlib.sha256(spiece.read_bytes()).hexdigest()
+            == manifest["vocabulary"]["spiece_sha256"]
+        )
         assert [len(x) for x in r["rounds_ms"]["8"]] == [2, 2]
     full = rows[0]
     assert all(r["file_bytes"] < full["file_bytes"] for r in trimmed)  # fewer table rows
