@@ -18,8 +18,8 @@ on each row.
 
 Refused before any model loads (:func:`check_flags`): ``--trim-keep`` without
 ``--trim-corpus``, ``--trim-corpus`` without ``--data`` (nothing would admit a trimmed
-candidate), a corpus the trim cannot read (:func:`albert_edge.vocab.corpus.read_sentences`),
-and a ``--trim-keep`` below the pieces every trim keeps (counted on the checkpoint's own
+candidate) or that is ``--data`` (the trim would have seen the rows that judge it), a
+corpus the trim cannot read (:func:`albert_edge.vocab.corpus.read_sentences`), and a ``--trim-keep`` below the pieces every trim keeps (counted on the checkpoint's own
 SentencePiece model, as the trim counts it).
 """
 
@@ -68,6 +68,11 @@ def check_flags(
         raise BenchmarkError(
             "--trim-corpus needs --data: trimmed candidates are admitted by their accuracy "
             "on the choose split"
+        )
+    if trim_corpus.exists() and data.exists() and trim_corpus.resolve() == data.resolve():
+        raise BenchmarkError(
+            f"{trim_corpus}: --trim-corpus is also --data; trim for other text (e.g. the "
+            "training set) than the rows that choose and report, or the trim has seen them"
         )
     from albert_edge.vocab.corpus import read_sentences
 

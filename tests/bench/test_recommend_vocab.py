@@ -46,6 +46,8 @@ def test_flags_are_refused_before_any_model_loads(
         check_flags(None, (5000,), dev, ckpt)
     with pytest.raises(BenchmarkError, match="--trim-corpus needs --data"):
         check_flags(corpus, (), None, ckpt)
+    with pytest.raises(BenchmarkError, match="--trim-corpus is also --data"):
+        check_flags(dev, (), dev, ckpt)
     empty = tmp_path / "empty.txt"
     empty.write_bytes(b"")
     with pytest.raises(DataError, match=r"empty\.txt"):
