@@ -19,7 +19,8 @@ on each row.
 Refused before any model loads (:func:`check_flags`): ``--trim-keep`` without
 ``--trim-corpus``, ``--trim-corpus`` without ``--data`` (nothing would admit a trimmed
 candidate) or that is ``--data`` (the trim would have seen the rows that judge it), a
-corpus the trim cannot read (:func:`albert_edge.vocab.corpus.read_sentences`), and a ``--trim-keep`` below the pieces every trim keeps (counted on the checkpoint's own
+corpus the trim cannot read (:func:`albert_edge.vocab.corpus.read_sentences`), and a
+``--trim-keep`` below the pieces every trim keeps (counted on the checkpoint's own
 SentencePiece model, as the trim counts it).
 """
 
