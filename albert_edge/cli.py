@@ -579,6 +579,24 @@ def _add_bench(sub: Any) -> None:
         help="--recommend: rows of --exit-data (seeded shuffle) for the exit heads "
         "(default: %(default)s)",
     )
+    _add_trim_flags_and_run(p)
+
+
+def _add_trim_flags_and_run(p: Any) -> None:
+    """``bench --recommend``'s vocabulary axis (docs/recommend.md), and what bench runs."""
+    p.add_argument(
+        "--trim-corpus",
+        type=Path,
+        default=None,
+        help="--recommend: the deployment's text (as `trim --corpus`); adds every candidate "
+        "converted from the checkpoint trimmed for it (needs --data; docs/recommend.md)",
+    )
+    p.add_argument(
+        "--trim-keep",
+        default=None,
+        help="--recommend: comma-separated vocabulary sizes to try besides every piece "
+        "--trim-corpus uses (as `trim --keep`)",
+    )
     p.set_defaults(run=_run_bench)
 
 

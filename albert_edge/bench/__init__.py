@@ -60,7 +60,7 @@ def check_report_files(args: argparse.Namespace) -> None:
     from albert_edge.io import check_output_file
 
     inputs = [*(args.targets or [])]
-    for name in ("data", "report_data", "depth_search", "exit_data", "work_dir"):
+    for name in ("data", "report_data", "depth_search", "exit_data", "work_dir", "trim_corpus"):
         inputs.append(getattr(args, name, None))
     json_out = getattr(args, "json_out", None)
     rows = rows_path_for(json_out) if json_out is not None else None

@@ -272,9 +272,12 @@ class _Scorer:
         self.max_len = int(ckpt.config.max_position_embeddings)
         self.reference: dict[str, list[bool]] = {}
 
-    def _right(self, fn: Callable[[Any], Any], split: str, max_len: int) -> list[bool]:
+    def _right(
+        self, fn: Callable[[Any], Any], split: str, max_len: int, tokenizer: Any = None
+    ) -> list[bool]:
         rows = self.splits[split]
-        pred = _predictions(fn, self.ckpt.tokenizer(), [t for _, t in rows], max_len)
+        tok = tokenizer if tokenizer is not None else self.ckpt.tokenizer()
+        pred = _predictions(fn, tok, [t for _, t in rows], max_len)
         return [bool(p == label) for p, (label, _) in zip(pred, rows, strict=True)]
 
     def checkpoint(self, split: str) -> list[bool]:
@@ -294,7 +297,18 @@ class _Scorer:
                 torch.set_num_threads(before)
         return self.reference[split]
 
-    def artifact(self, path: Path, split: str) -> list[bool]:
+    def tokenizer_of(self, row: Mapping[str, Any]) -> Any:
+        """The tokenizer a candidate's text goes through: a vocabulary-trimmed candidate's
+        own trimmed SentencePiece model, else the checkpoint's."""
+        vocab = row.get("vocab")
+        if not vocab:
+            return None
+        from albert_edge.tokenizer import AlbertTokenizer
+
+        spiece = Path(vocab["checkpoint"]) / "spiece.model"
+        return AlbertTokenizer(spiece, do_lower_case=bool(self.ckpt.do_lower_case))
+
+    def artifact(self, path: Path, split: str, tokenizer: Any = None) -> list[bool]:
         from albert_edge.early_exit.runner import open_any_runner
 
         runner = open_any_runner(path, threads=self.threads)
@@ -304,7 +318,7 @@ class _Scorer:
             def fn(feeds: Any) -> Any:
                 return runner.run({k: v for k, v in feeds.items() if k in names})["logits"]
 
-            return self._right(fn, split, min(self.max_len, int(runner.max_seq_len)))
+            return self._right(fn, split, min(self.max_len, int(runner.max_seq_len)), tokenizer)
         finally:
             close = getattr(runner, "close", None)
             if close is not None:
@@ -331,11 +345,14 @@ def _build(
     say: Callable[[str], None],
     *,
     at_depth: tuple[Any, int] | None = None,
+    at_vocab: tuple[Any, int, Mapping[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], Path]]]:
     """Convert ``ckpt`` into each candidate (with the checks ``convert`` runs).
 
     ``at_depth``: (depth search, k) converts the truncated checkpoint at depth k instead
-    (:func:`albert_edge.depth.convert_at_depth`, the path ``convert --depth`` takes)."""
+    (:func:`albert_edge.depth.convert_at_depth`, the path ``convert --depth`` takes);
+    ``at_vocab``: (trimmed checkpoint, pieces, row fields) converts the vocabulary-trimmed
+    checkpoint (:mod:`albert_edge.bench.recommend_vocab`)."""
     from albert_edge.convert import convert
     from albert_edge.options import ConvertOptions
 
@@ -347,6 +364,9 @@ def _build(
         if at_depth is not None:
             suffix = f"-depth{at_depth[1]}"
             row.update(kind="depth", depth=at_depth[1], name=f"{target} {precision} d{at_depth[1]}")
+        if at_vocab is not None:
+            suffix = f"-vocab{at_vocab[1]}"
+            row.update(kind="vocab", name=f"{target} {precision} vocab{at_vocab[1]}", **at_vocab[2])
         rows.append(row)
         if (precision in STATIC_PRECISIONS or precision == "auto") and calibration is None:
             row["error"] = f"{precision} needs labelled text: pass --data"
@@ -362,9 +382,9 @@ def _build(
         say(f"recommend: converting {target} {precision}{suffix} ...")
         try:
             if precision == "auto":
-                manifest = _build_auto(ckpt, out, opts, calibration, at_depth)
+                manifest = _build_auto(ckpt, out, opts, calibration, at_depth, at_vocab)
             elif at_depth is None:
-                manifest = convert(ckpt, out, opts)
+                manifest = convert(ckpt if at_vocab is None else at_vocab[0], out, opts)
             else:
                 from albert_edge.depth import convert_at_depth
 
@@ -380,13 +400,21 @@ def _build(
 
 
 def _build_auto(
-    ckpt: Any, out: Path, opts: Any, data: Path | None, at_depth: tuple[Any, int] | None
+    ckpt: Any,
+    out: Path,
+    opts: Any,
+    data: Path | None,
+    at_depth: tuple[Any, int] | None,
+    at_vocab: tuple[Any, int, Any] | None = None,
 ) -> dict[str, Any]:
-    """The auto plan on the choose split (``data``), budget int8's bar, then its artifact."""
+    """The auto plan on the choose split (``data``), budget int8's bar, then its artifact
+    (of the trimmed checkpoint, ``at_vocab``: its plan searched on its own tokenizer)."""
     from albert_edge.mixed import Settings, convert_auto
 
     if at_depth is not None:
         raise BenchmarkError("an auto precision plan at a depth is not built by --recommend")
+    if at_vocab is not None:
+        ckpt = at_vocab[0]
     assert data is not None
     return convert_auto(ckpt, out, opts, data, Settings(max_drop=MAX_DROP_POINTS["auto"]))
 
@@ -453,7 +481,8 @@ def _score(
     ref = scorer.checkpoint("choose")
     for row, out in built:
         try:
-            row.update(_accuracy_fields(scorer.artifact(out, "choose"), ref))
+            tok = scorer.tokenizer_of(row)
+            row.update(_accuracy_fields(scorer.artifact(out, "choose", tok), ref))
         except AlbertEdgeError as exc:  # this candidate cannot ship; the others still rank
             row["error"] = f"scoring failed: {exc}"
     return sum(ref) / len(ref), ref
@@ -476,8 +505,15 @@ def recommend(
     depth_search: str | Path | None = None,
     exit_data: str | Path | None = None,
     exit_fit_rows: int = 2000,
+    trim_corpus: str | Path | None = None,
+    trim_keep: Sequence[int] = (),
 ) -> dict[str, Any]:
     """Convert ``checkpoint`` into each candidate, verify, score, time; return the answer.
+
+    ``trim_corpus`` (the deployment's text) adds each candidate converted from the
+    checkpoint vocabulary-trimmed for it (every piece it uses, and each ``trim_keep``
+    size): scored with its own tokenizer, judged by the same rule; needs ``data``
+    (:mod:`albert_edge.bench.recommend_vocab`).
 
     ``depth_search`` (a directory ``albert-edge depth search`` wrote) adds the depths it
     admits, ``exit_data`` (labelled rows to fit exit heads on, ``exit_fit_rows`` of them)
@@ -495,6 +531,7 @@ def recommend(
     a previous run sealed), written atomically and sealed (:data:`WORK_DIR`), with the
     result as ``recommend.json``.
     """
+    from albert_edge.bench import recommend_vocab
     from albert_edge.bench.recommend_depth import check_flags
     from albert_edge.checkpoint import load_checkpoint
 
@@ -505,7 +542,10 @@ def recommend(
         exit_fit_rows=exit_fit_rows,
         candidates=candidates,
     )
+    corpus = Path(trim_corpus) if trim_corpus is not None else None
+    recommend_vocab.check_flags(corpus, trim_keep, Path(data) if data else None, checkpoint)
     inputs = {"data": data, "report_data": report_data, "exit_data": exit_data}
+    inputs["trim_corpus"] = trim_corpus
     if work_dir is not None:
         check_work_dir(Path(work_dir), [checkpoint, depth_search, *inputs.values()])
     if depth_search is not None:  # its seal and its checkpoint, before anything loads
@@ -528,6 +568,7 @@ def recommend(
         "progress": progress,
         "say": log or (lambda _msg: None),
         "depth_exit": (depth_search, exit_data, exit_fit_rows),
+        "vocab": (trim_corpus, tuple(trim_keep)),
     }
     if work_dir is None:
         with tempfile.TemporaryDirectory(prefix="albert-edge-recommend-") as tmp:
@@ -571,8 +612,10 @@ def _recommend_in(
         work=work,
         say=say,
     )
-    timed = built + extra["timed"]
-    rows, built = rows + extra["rows"], built + extra["built"]
+    vocab = _add_vocab(ckpt, settings, work, calibration)
+    timed = built + extra["timed"] + vocab["built"]
+    rows, built = rows + extra["rows"] + vocab["rows"], built + extra["built"] + vocab["built"]
+    extra["rule"] = extra["rule"] or vocab["rule"]
     if scorer is not None:
         say("recommend: scoring on the choose split ...")
         ref_acc, _ = _score(scorer, built)
@@ -595,8 +638,28 @@ def _recommend_in(
         "decision": decision,
         "candidates": rows,
         "depth_exit": extra["info"],
+        "vocabulary": vocab["info"],
         "bench": report,
     }
+
+
+def _add_vocab(
+    ckpt: Any, settings: Mapping[str, Any], work: Path, calibration: Path | None
+) -> dict[str, Any]:
+    """The vocabulary-trimmed candidates (none without ``--trim-corpus``)."""
+    from albert_edge.bench.recommend_vocab import add_vocab
+
+    say, seq_lens = settings["say"], settings["seq_lens"]
+    trim_corpus, trim_keep = settings["vocab"]
+    return add_vocab(
+        ckpt,
+        trim_corpus=trim_corpus,
+        trim_keep=trim_keep,
+        candidates=settings["candidates"],
+        build=lambda c, **kw: _build(ckpt, c, seq_lens, work, calibration, say, **kw),
+        work=work,
+        say=say,
+    )
 
 
 # ``--work-dir``: what bench --recommend leaves for the user (the artifacts it built, the
@@ -735,7 +798,8 @@ def _report_accuracy(
         "checkpoint": _accuracy_fields(ref, ref),
     }
     if pick is not None and pick.get("artifact"):
-        out["pick"] = _accuracy_fields(scorer.artifact(Path(pick["artifact"]), "report"), ref)
+        tok = scorer.tokenizer_of(pick)
+        out["pick"] = _accuracy_fields(scorer.artifact(Path(pick["artifact"]), "report", tok), ref)
     return out
 
 
@@ -797,11 +861,16 @@ def format_recommendation(result: Mapping[str, Any]) -> str:
         from albert_edge.bench.recommend_depth import format_depth_exit
 
         lines += format_depth_exit(result)
+    if result.get("vocabulary"):
+        from albert_edge.bench.recommend_vocab import format_vocab
+
+        lines += format_vocab(result)
     acc = result.get("accuracy")
     if acc:
         lines += _accuracy_lines(acc)
-        if result.get("depth_exit"):
-            lines.append(f"  and the rule: {result['depth_exit']['rule_text']}")
+        ruled = result.get("depth_exit") or result.get("vocabulary")
+        if ruled:
+            lines.append(f"  and the rule: {ruled['rule_text']}")
     pick = decision.get("pick")
     if pick is None:
         lines.append("ship: none of the candidates ran and kept accuracy (see the reasons)")
@@ -818,6 +887,12 @@ def _shape_note(pick: Mapping[str, Any]) -> str:
     """What the pick is beyond its precision: a depth, or a dynamic exit (not one file)."""
     if pick.get("kind") == "depth":
         return f"; depth {pick['depth']} (a truncated checkpoint, converted as usual)"
+    if pick.get("kind") == "vocab":
+        v = pick["vocab"]
+        return (
+            f"; vocabulary trimmed to {v['pieces_kept']} of {v['of_pieces']} pieces for "
+            f"{v['corpus']['file']} (ship its own tokenizer: the artifact's spiece.model)"
+        )
     if pick.get("kind") == "early-exit":
         from albert_edge.bench.recommend_depth import NOT_STANDARD
 
@@ -878,6 +953,13 @@ def _accuracy_lines(acc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _trim_keep(a: Any) -> tuple[int, ...]:
+    from albert_edge.bench.recommend_vocab import parse_keeps
+
+    text = getattr(a, "trim_keep", None)
+    return parse_keeps(text) if text is not None else ()
+
+
 def run_recommend_cli(a: Any) -> int:
     """``albert-edge bench --recommend [CHECKPOINT]``: print the answer; JSON with --json."""
     import json
@@ -909,6 +991,8 @@ def run_recommend_cli(a: Any) -> int:
         depth_search=getattr(a, "depth_search", None),
         exit_data=getattr(a, "exit_data", None),
         exit_fit_rows=getattr(a, "exit_fit_rows", None) or 2000,
+        trim_corpus=getattr(a, "trim_corpus", None),
+        trim_keep=_trim_keep(a),
         progress=not quiet,
         log=None if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)),
     )
