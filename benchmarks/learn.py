@@ -86,16 +86,18 @@ def _ft(work: Path, name: str, rows: int, **kw: Any) -> tuple[Path, dict[str, An
     from albert_edge.learn import FineTune, fine_tune
 
     out = work / name
-    settings = dict(epochs=1, batch_size=64, lr=2e-4, max_train_rows=rows, threads=1)
-    ft = FineTune(init=DEFAULT_MODEL, out=out, train=TRAIN, dev=DEV, **{**settings, **kw})
+    settings = dict(init=DEFAULT_MODEL, epochs=1, batch_size=64, lr=2e-4, max_train_rows=rows)
+    ft = FineTune(out=out, train=TRAIN, dev=DEV, threads=1, **{**settings, **kw})
     t0 = time.time()
     summary = fine_tune(ft)
     summary["bench_wall_s"] = round(time.time() - t0, 1)
     return out, summary
 
 
-def _torch_correct(ckpt_path: Path | None, rows: list[tuple[int, str]], head: Any = None) -> Any:
-    """Full-depth (or ``head`` after layer 1) correctness of a checkpoint, PyTorch fp32."""
+def _torch_correct(
+    ckpt_path: Path | None, rows: list[tuple[int, str]], head: Any = None, depth: int = 1
+) -> Any:
+    """Full-depth (or ``head`` after layer ``depth``) correctness of a checkpoint, fp32."""
     import torch
 
     from albert_edge.checkpoint import load_checkpoint
@@ -104,7 +106,7 @@ def _torch_correct(ckpt_path: Path | None, rows: list[tuple[int, str]], head: An
     ckpt = load_checkpoint(ckpt_path)
     feats = cls_states(ckpt, [t for _, t in rows], max_length=64)
     y = torch.tensor([lab for lab, _ in rows])
-    k = 0 if head is not None else -1
+    k = depth - 1 if head is not None else -1
     return (predictions(head or own_head(ckpt), feats[:, k]) == y).numpy()
 
 
@@ -361,7 +363,134 @@ def _md_w(p: dict[str, Any]) -> list[str]:
     ]
 
 
-PARTS = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "w": part_w}
+DEEP_LAYERS = 12  # the deep teacher: one shared layer applied 12 times (compute, not params)
+DEEP_STUDENT = 4  # <= L/3
+DEEP_TEACHER_ROWS = 40000  # of the 60,614 rows outside the held-out split, drawn by seed 5
+DEEP_TEACHER_ARGS = ["--epochs", "2", "--lr", "5e-4", "--threads", "1"]
+
+
+def _deep_teacher(work: Path, reuse: Path | None) -> tuple[Path, dict[str, Any]]:
+    """Train (or take ``reuse``, trained by the same command on the same rows) a 12-layer
+    model FROM SCRATCH on rows outside the held-out split; returns (dir, its record)."""
+    import hashlib
+
+    import numpy as np
+
+    from albert_edge.data import read_sst2
+    from albert_edge.learn import HeldOut
+
+    rows = read_sst2(TRAIN, labels=range(2))
+    fit_idx, held_idx = HeldOut().split(len(rows), str(TRAIN))
+    pick = np.random.default_rng(5).permutation(fit_idx)[:DEEP_TEACHER_ROWS]
+    idx = sorted(int(i) for i in pick)
+    assert not set(idx) & set(held_idx)
+    tsv = work / "deep_teacher_train.tsv"
+    tsv.write_text("label\tsentence\n" + "".join(f"{rows[i][0]}\t{rows[i][1]}\n" for i in idx))
+    digest = hashlib.sha256(tsv.read_bytes()).hexdigest()
+    config = json.dumps({"num_hidden_layers": DEEP_LAYERS})
+    cmd = ["--train", str(tsv), "--config", config, *DEEP_TEACHER_ARGS]
+    info: dict[str, Any] = {"rows": len(idx), "train_tsv_sha256": digest, "args": cmd[2:]}
+    if reuse is not None:
+        rec = json.loads((reuse / "training.json").read_text())
+        words = str(rec.get("command", "")).split()
+        given = Path(words[words.index("--train") + 1]) if "--train" in words else reuse
+        same = given.is_file() and hashlib.sha256(given.read_bytes()).hexdigest() == digest
+        hp = rec.get("hyperparameters", {})
+        same = same and (hp.get("epochs"), hp.get("lr")) == (2, 5e-4)
+        if not same or rec.get("config_overrides") != {"num_hidden_layers": DEEP_LAYERS}:
+            raise SystemExit(f"{reuse}: not trained on the same rows by the same command")
+        info.update(reused=str(reuse), command=rec.get("command"), wall_s=rec.get("wall_time_s"))
+        return reuse, info
+    out = work / "deep-teacher"
+    t0 = time.time()
+    argv = [sys.executable, "-m", "albert_edge.cli", "train", *cmd, "-o", str(out)]
+    subprocess.run(argv, check=True)  # its progress goes to stderr
+    info["wall_s"] = round(time.time() - t0, 1)
+    return out, info
+
+
+def _refit_at(ckpt_path: Path, fit_rows: list[tuple[int, str]], depth: int) -> tuple[Any, float]:
+    """``depth search``'s head fit on the [CLS] state after layer ``depth``."""
+    import torch
+
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.depth import FitSettings
+    from albert_edge.depth.features import cls_states, fit_head, own_head
+
+    ckpt = load_checkpoint(ckpt_path)
+    t0 = time.time()
+    feats = cls_states(ckpt, [t for _, t in fit_rows], max_length=64)
+    y = torch.tensor([lab for lab, _ in fit_rows])
+    head = fit_head(own_head(ckpt), feats[:, depth - 1], y, FitSettings(), depth=depth)
+    return head, time.time() - t0
+
+
+def part_deep(
+    work: Path, rows: int, held: list[tuple[int, str]], reuse: Path | None = None
+) -> dict[str, Any]:
+    from albert_edge.data import read_sst2
+    from albert_edge.learn import HeldOut
+
+    _say("deep teacher (12 layers, from scratch) ...")
+    teacher_dir, teacher_info = _deep_teacher(work, reuse)
+    all_rows = read_sst2(TRAIN, labels=range(2))
+    fit_idx, _ = HeldOut().split(len(all_rows), str(TRAIN))
+    fit_rows = [all_rows[i] for i in fit_idx[:rows]]
+    k = DEEP_STUDENT
+    _say(f"teacher truncated to {k} + re-fitted head ...")
+    head, refit_s = _refit_at(teacher_dir, fit_rows, k)
+    teacher = _torch_correct(teacher_dir, held)
+    refit = _torch_correct(teacher_dir, held, head=head, depth=k)
+    _say(f"fine-tune at depth {k}, no teacher ...")
+    ft = dict(init=teacher_dir, depth=k, lr=5e-4)
+    plain_out, plain = _ft(work, "deep-plain", rows, **ft)
+    _say(f"distil into depth {k} ...")
+    kd_out, kd = _ft(work, "deep-kd", rows, distil=True, **ft)
+    plain_c, kd_c = _torch_correct(plain_out, held), _torch_correct(kd_out, held)
+    _say("dev report ...")
+    dev = read_sst2(DEV, labels=range(2))
+    on_dev = {
+        "teacher": _torch_correct(teacher_dir, dev),
+        "truncate_refit_head": _torch_correct(teacher_dir, dev, head=head, depth=k),
+        "finetune_no_teacher": _torch_correct(plain_out, dev),
+        "distil": _torch_correct(kd_out, dev),
+    }
+    dev_ref = on_dev["truncate_refit_head"]
+    return {
+        "dev_report": {
+            k2: {"dev": _iv(v), "vs_refit_dev": _paired(v, dev_ref)} for k2, v in on_dev.items()
+        },
+        "teacher": {**teacher_info, "layers": DEEP_LAYERS, "held_out": _iv(teacher)},
+        "student_depth": k,
+        "truncate_refit_head": {
+            "held_out": _iv(refit),
+            "fit_s": round(refit_s, 1),
+            "vs_teacher": _paired(refit, teacher),
+        },
+        "finetune_no_teacher": {
+            "held_out": _iv(plain_c),
+            "wall_s": plain["bench_wall_s"],
+            "vs_refit": _paired(plain_c, refit),
+            "vs_teacher": _paired(plain_c, teacher),
+        },
+        "distil": {
+            "held_out": _iv(kd_c),
+            "wall_s": kd["bench_wall_s"],
+            "alpha": 0.5,
+            "temperature": 2.0,
+            "vs_refit": _paired(kd_c, refit),
+            "vs_no_teacher": _paired(kd_c, plain_c),
+            "vs_teacher": _paired(kd_c, teacher),
+        },
+    }
+
+
+def _say(msg: str) -> None:
+    print(f"benchmarks.learn: {msg}", file=sys.stderr, flush=True)
+
+
+PARTS: dict[str, Any] = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "w": part_w}
+PARTS["deep-teacher"] = part_deep
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -370,6 +499,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ddp-rows", type=int, default=4000, help="train rows of part d")
     p.add_argument("--parts", default="a,b,c,d")
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument(
+        "--deep-teacher-from",
+        type=Path,
+        default=None,
+        help="part deep-teacher: take this teacher (trained by the part's own command on the "
+        "same rows; checked) instead of training it again",
+    )
     a = p.parse_args(argv)
     import torch
 
@@ -385,11 +521,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"benchmarks.learn: part {key} ...", file=sys.stderr, flush=True)
             t0 = time.time()
             rows = a.ddp_rows if key == "d" else a.rows
-            res = PARTS[key](Path(tmp), rows, held)
+            extra = {"reuse": a.deep_teacher_from} if key == "deep-teacher" else {}
+            res = PARTS[key](Path(tmp), rows, held, **extra)
             res["machine"] = _machine()
             res["part_wall_s"] = round(time.time() - t0, 1)
             res["rows"] = rows
-            data[key] = res
+            data[key] = res  # the other parts' results in learn.json are kept (merged)
             a.out.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(data, indent=2, default=str) + "\n")
             (a.out / "learn.md").write_text(render(data))
@@ -434,6 +571,7 @@ def render(data: dict[str, Any]) -> str:
         ("b", "b. Shallow student"),
         ("c", "c. QAT int4 vs post-training int4"),
         ("d", "d. torchrun 2 vs 1"),
+        ("deep-teacher", "e. Shallow student of a teacher that uses its depth (L=12)"),
     ):
         lines += [f"## {title}", ""]
         part = data.get(key)
@@ -544,7 +682,48 @@ def _md_d(p: dict[str, Any]) -> list[str]:
     ]
 
 
-_PART_MD = {"a": _md_a, "b": _md_b, "c": _md_c, "d": _md_d, "w": _md_w}
+def _md_deep(p: dict[str, Any]) -> list[str]:
+    t, k = p["teacher"], p["student_depth"]
+    tr, pl, kd = p["truncate_refit_head"], p["finetune_no_teacher"], p["distil"]
+    how = f"reused from `{t['reused']}`" if t.get("reused") else "trained in this run"
+    return [
+        f"Teacher: {t['layers']} layers (the one shared ALBERT layer applied {t['layers']} "
+        "times: the embedded model's parameters, 3x its compute), **trained from scratch** "
+        f"by `albert-edge train --config '{{\"num_hidden_layers\": {t['layers']}}}' "
+        f"{' '.join(t['args'][2:])}` on {t['rows']:,} rows drawn (seed 5) from the SST-2 train "
+        f"rows outside the held-out split ({how}; wall {t.get('wall_s')} s). Unlike parts a-c "
+        "no model here saw the held-out rows, so held-out and dev agree in level (~80 %, "
+        "bag-of-words level, not a pretrained ALBERT). Students: "
+        f"{p['rows']} rows outside the held-out split, 1 epoch, lr 5e-4.",
+        "",
+        f"Does the teacher use its depth? Its truncation to {k} layers with a re-fitted head "
+        f"vs the teacher at full depth: {_dpts(tr['vs_teacher'])} points (held-out).",
+        "",
+        f"| student (depth {k} of {t['layers']}) | held-out acc % | Δ vs truncation + re-fit "
+        "head | Δ vs teacher |",
+        "|---|---|---|---|",
+        f"| teacher (full depth) | {_pct(t['held_out'])} | — | — |",
+        f"| truncation + re-fitted head | {_pct(tr['held_out'])} | — | {_dpts(tr['vs_teacher'])} |",
+        f"| fine-tune at depth {k}, no teacher | {_pct(pl['held_out'])} | "
+        f"{_dpts(pl['vs_refit'])} | {_dpts(pl['vs_teacher'])} |",
+        f"| distilled (alpha 0.5, T 2) | {_pct(kd['held_out'])} | {_dpts(kd['vs_refit'])} | "
+        f"{_dpts(kd['vs_teacher'])} |",
+        "",
+        f"Distilled vs no teacher: {_dpts(kd['vs_no_teacher'])} points. Wall: fine-tune "
+        f"{pl['wall_s']} s, distillation {kd['wall_s']} s (not side by side).",
+        "",
+        *_dev_lines(p, "vs_refit_dev", "Δ vs truncation + re-fit head (dev)"),
+    ]
+
+
+_PART_MD = {
+    "a": _md_a,
+    "b": _md_b,
+    "c": _md_c,
+    "d": _md_d,
+    "w": _md_w,
+    "deep-teacher": _md_deep,
+}
 
 
 if __name__ == "__main__":
