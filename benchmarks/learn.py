@@ -22,6 +22,14 @@ c. int4: post-training (convert of the checkpoint and of a plain fine-tune) vs Q
    (fine-tune with convert's int4 quantizer in the loop), accuracy of the converted ONNX
    artifacts (ONNX Runtime, batch 1) on held-out rows.
 d. ``torchrun --nproc-per-node 2`` (gloo) vs one process: same rows, global batch, seed.
+deep-teacher (``--parts deep-teacher``; ``--deep-layers 6 --deep-lr 1e-3`` for the L=6 run).
+   A teacher that uses its depth: ``albert-edge train --config '{"num_hidden_layers": L}'``
+   FROM SCRATCH on ``--deep-teacher-rows`` rows drawn (seed 5) from the rows outside the
+   held-out split (one shared layer applied L times: compute, not parameters); its own
+   truncation to L/3 with a re-fitted head against it at full depth (does it use its
+   depth?), then the depth-L/3 student three ways as in b. No model of this part saw the
+   held-out rows. ``--deep-teacher-from DIR`` takes a teacher trained by the same command
+   on the same rows (checked) instead of training it again.
 
 Runs with one torch thread per process (the machine is a shared 2-core VM) and writes
 ``benchmarks/results/learn.json`` and ``learn.md`` after every part (an interrupted run
@@ -363,10 +371,9 @@ def _md_w(p: dict[str, Any]) -> list[str]:
     ]
 
 
-DEEP_LAYERS = 12  # the deep teacher: one shared layer applied 12 times (compute, not params)
-DEEP_STUDENT = 4  # <= L/3
-DEEP_TEACHER_ROWS = 40000  # of the 60,614 rows outside the held-out split, drawn by seed 5
-DEEP_TEACHER_ARGS = ["--epochs", "2", "--lr", "5e-4", "--threads", "1"]
+DEEP_LAYERS = 12  # the deep teacher: one shared layer applied L times (compute, not params)
+DEEP_TEACHER_ROWS = 30000  # of the 60,614 rows outside the held-out split, drawn by seed 5
+DEEP_TEACHER_ARGS = ["--epochs", "2", "--lr", "2e-4", "--threads", "1"]
 
 
 def _deep_teacher(work: Path, reuse: Path | None) -> tuple[Path, dict[str, Any]]:
@@ -396,7 +403,8 @@ def _deep_teacher(work: Path, reuse: Path | None) -> tuple[Path, dict[str, Any]]
         given = Path(words[words.index("--train") + 1]) if "--train" in words else reuse
         same = given.is_file() and hashlib.sha256(given.read_bytes()).hexdigest() == digest
         hp = rec.get("hyperparameters", {})
-        same = same and (hp.get("epochs"), hp.get("lr")) == (2, 5e-4)
+        want = DEEP_TEACHER_ARGS
+        same = same and (hp.get("epochs"), hp.get("lr")) == (int(want[1]), float(want[3]))
         if not same or rec.get("config_overrides") != {"num_hidden_layers": DEEP_LAYERS}:
             raise SystemExit(f"{reuse}: not trained on the same rows by the same command")
         info.update(reused=str(reuse), command=rec.get("command"), wall_s=rec.get("wall_time_s"))
@@ -436,7 +444,7 @@ def part_deep(
     all_rows = read_sst2(TRAIN, labels=range(2))
     fit_idx, _ = HeldOut().split(len(all_rows), str(TRAIN))
     fit_rows = [all_rows[i] for i in fit_idx[:rows]]
-    k = DEEP_STUDENT
+    k = DEEP_LAYERS // 3
     _say(f"teacher truncated to {k} + re-fitted head ...")
     head, refit_s = _refit_at(teacher_dir, fit_rows, k)
     teacher = _torch_correct(teacher_dir, held)
@@ -506,7 +514,12 @@ def main(argv: list[str] | None = None) -> int:
         help="part deep-teacher: take this teacher (trained by the part's own command on the "
         "same rows; checked) instead of training it again",
     )
+    p.add_argument("--deep-layers", type=int, default=DEEP_LAYERS, help="deep teacher's L")
+    p.add_argument("--deep-lr", default=DEEP_TEACHER_ARGS[3], help="deep teacher's --lr")
+    p.add_argument("--deep-teacher-rows", type=int, default=DEEP_TEACHER_ROWS)
     a = p.parse_args(argv)
+    globals().update(DEEP_LAYERS=a.deep_layers, DEEP_TEACHER_ROWS=a.deep_teacher_rows)
+    DEEP_TEACHER_ARGS[3] = a.deep_lr
     import torch
 
     from albert_edge.progress import set_enabled
@@ -526,7 +539,11 @@ def main(argv: list[str] | None = None) -> int:
             res["machine"] = _machine()
             res["part_wall_s"] = round(time.time() - t0, 1)
             res["rows"] = rows
-            data[key] = res  # the other parts' results in learn.json are kept (merged)
+            if key == "deep-teacher" and DEEP_LAYERS != 12:
+                key = f"deep-teacher-L{DEEP_LAYERS}"
+            # merged into learn.json as it is now: other parts' (and runs') results are kept
+            data = json.loads(path.read_text()) if path.is_file() else {}
+            data[key] = res
             a.out.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(data, indent=2, default=str) + "\n")
             (a.out / "learn.md").write_text(render(data))
@@ -572,6 +589,7 @@ def render(data: dict[str, Any]) -> str:
         ("c", "c. QAT int4 vs post-training int4"),
         ("d", "d. torchrun 2 vs 1"),
         ("deep-teacher", "e. Shallow student of a teacher that uses its depth (L=12)"),
+        ("deep-teacher-L6", "e (L=6). The same with a 6-layer teacher, student depth 2"),
     ):
         lines += [f"## {title}", ""]
         part = data.get(key)
@@ -723,6 +741,7 @@ _PART_MD = {
     "d": _md_d,
     "w": _md_w,
     "deep-teacher": _md_deep,
+    "deep-teacher-L6": _md_deep,
 }
 
 
