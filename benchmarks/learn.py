@@ -22,6 +22,14 @@ c. int4: post-training (convert of the checkpoint and of a plain fine-tune) vs Q
    (fine-tune with convert's int4 quantizer in the loop), accuracy of the converted ONNX
    artifacts (ONNX Runtime, batch 1) on held-out rows.
 d. ``torchrun --nproc-per-node 2`` (gloo) vs one process: same rows, global batch, seed.
+deep-teacher (``--parts deep-teacher``; ``--deep-layers 6 --deep-lr 1e-3`` for the L=6 run).
+   A teacher that uses its depth: ``albert-edge train --config '{"num_hidden_layers": L}'``
+   FROM SCRATCH on ``--deep-teacher-rows`` rows drawn (seed 5) from the rows outside the
+   held-out split (one shared layer applied L times: compute, not parameters); its own
+   truncation to L/3 with a re-fitted head against it at full depth (does it use its
+   depth?), then the depth-L/3 student three ways as in b. No model of this part saw the
+   held-out rows. ``--deep-teacher-from DIR`` takes a teacher trained by the same command
+   on the same rows (checked) instead of training it again.
 
 Runs with one torch thread per process (the machine is a shared 2-core VM) and writes
 ``benchmarks/results/learn.json`` and ``learn.md`` after every part (an interrupted run
@@ -86,16 +94,18 @@ def _ft(work: Path, name: str, rows: int, **kw: Any) -> tuple[Path, dict[str, An
     from albert_edge.learn import FineTune, fine_tune
 
     out = work / name
-    settings = dict(epochs=1, batch_size=64, lr=2e-4, max_train_rows=rows, threads=1)
-    ft = FineTune(init=DEFAULT_MODEL, out=out, train=TRAIN, dev=DEV, **{**settings, **kw})
+    settings = dict(init=DEFAULT_MODEL, epochs=1, batch_size=64, lr=2e-4, max_train_rows=rows)
+    ft = FineTune(out=out, train=TRAIN, dev=DEV, threads=1, **{**settings, **kw})
     t0 = time.time()
     summary = fine_tune(ft)
     summary["bench_wall_s"] = round(time.time() - t0, 1)
     return out, summary
 
 
-def _torch_correct(ckpt_path: Path | None, rows: list[tuple[int, str]], head: Any = None) -> Any:
-    """Full-depth (or ``head`` after layer 1) correctness of a checkpoint, PyTorch fp32."""
+def _torch_correct(
+    ckpt_path: Path | None, rows: list[tuple[int, str]], head: Any = None, depth: int = 1
+) -> Any:
+    """Full-depth (or ``head`` after layer ``depth``) correctness of a checkpoint, fp32."""
     import torch
 
     from albert_edge.checkpoint import load_checkpoint
@@ -104,7 +114,7 @@ def _torch_correct(ckpt_path: Path | None, rows: list[tuple[int, str]], head: An
     ckpt = load_checkpoint(ckpt_path)
     feats = cls_states(ckpt, [t for _, t in rows], max_length=64)
     y = torch.tensor([lab for lab, _ in rows])
-    k = 0 if head is not None else -1
+    k = depth - 1 if head is not None else -1
     return (predictions(head or own_head(ckpt), feats[:, k]) == y).numpy()
 
 
@@ -361,7 +371,143 @@ def _md_w(p: dict[str, Any]) -> list[str]:
     ]
 
 
-PARTS = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "w": part_w}
+DEEP_LAYERS = 12  # the deep teacher: one shared layer applied L times (compute, not params)
+DEEP_GROUPS = 1  # > 1: that many distinct layer groups (parameters too)
+DEEP_TEACHER_ROWS = 30000  # of the 60,614 rows outside the held-out split, drawn by seed 5
+DEEP_TEACHER_ARGS = ["--epochs", "2", "--lr", "2e-4", "--threads", "1"]
+
+
+def _deep_teacher(work: Path, reuse: Path | None) -> tuple[Path, dict[str, Any]]:
+    """Train (or take ``reuse``, trained by the same command on the same rows) a 12-layer
+    model FROM SCRATCH on rows outside the held-out split; returns (dir, its record)."""
+    import hashlib
+
+    import numpy as np
+
+    from albert_edge.data import read_sst2
+    from albert_edge.learn import HeldOut
+
+    rows = read_sst2(TRAIN, labels=range(2))
+    fit_idx, held_idx = HeldOut().split(len(rows), str(TRAIN))
+    pick = np.random.default_rng(5).permutation(fit_idx)[:DEEP_TEACHER_ROWS]
+    idx = sorted(int(i) for i in pick)
+    assert not set(idx) & set(held_idx)
+    tsv = work / "deep_teacher_train.tsv"
+    tsv.write_text("label\tsentence\n" + "".join(f"{rows[i][0]}\t{rows[i][1]}\n" for i in idx))
+    digest = hashlib.sha256(tsv.read_bytes()).hexdigest()
+    overrides = {"num_hidden_layers": DEEP_LAYERS}
+    if DEEP_GROUPS > 1:
+        overrides["num_hidden_groups"] = DEEP_GROUPS
+    config = json.dumps(overrides)
+    cmd = ["--train", str(tsv), "--config", config, *DEEP_TEACHER_ARGS]
+    info: dict[str, Any] = {"rows": len(idx), "train_tsv_sha256": digest, "args": cmd[2:]}
+    if reuse is not None:
+        rec = json.loads((reuse / "training.json").read_text())
+        words = str(rec.get("command", "")).split()
+        given = Path(words[words.index("--train") + 1]) if "--train" in words else reuse
+        same = given.is_file() and hashlib.sha256(given.read_bytes()).hexdigest() == digest
+        hp = rec.get("hyperparameters", {})
+        want = DEEP_TEACHER_ARGS
+        same = same and (hp.get("epochs"), hp.get("lr")) == (int(want[1]), float(want[3]))
+        if not same or rec.get("config_overrides") != overrides:
+            raise SystemExit(f"{reuse}: not trained on the same rows by the same command")
+        info.update(reused=str(reuse), command=rec.get("command"), wall_s=rec.get("wall_time_s"))
+        return reuse, info
+    out = work / "deep-teacher"
+    t0 = time.time()
+    argv = [sys.executable, "-m", "albert_edge.cli", "train", *cmd, "-o", str(out)]
+    subprocess.run(argv, check=True)  # its progress goes to stderr
+    info["wall_s"] = round(time.time() - t0, 1)
+    return out, info
+
+
+def _refit_at(ckpt_path: Path, fit_rows: list[tuple[int, str]], depth: int) -> tuple[Any, float]:
+    """``depth search``'s head fit on the [CLS] state after layer ``depth``."""
+    import torch
+
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.depth import FitSettings
+    from albert_edge.depth.features import cls_states, fit_head, own_head
+
+    ckpt = load_checkpoint(ckpt_path)
+    t0 = time.time()
+    feats = cls_states(ckpt, [t for _, t in fit_rows], max_length=64)
+    y = torch.tensor([lab for lab, _ in fit_rows])
+    head = fit_head(own_head(ckpt), feats[:, depth - 1], y, FitSettings(), depth=depth)
+    return head, time.time() - t0
+
+
+def part_deep(
+    work: Path, rows: int, held: list[tuple[int, str]], reuse: Path | None = None
+) -> dict[str, Any]:
+    from albert_edge.data import read_sst2
+    from albert_edge.learn import HeldOut
+
+    _say("deep teacher (12 layers, from scratch) ...")
+    teacher_dir, teacher_info = _deep_teacher(work, reuse)
+    all_rows = read_sst2(TRAIN, labels=range(2))
+    fit_idx, _ = HeldOut().split(len(all_rows), str(TRAIN))
+    fit_rows = [all_rows[i] for i in fit_idx[:rows]]
+    k = DEEP_LAYERS // 3
+    _say(f"teacher truncated to {k} + re-fitted head ...")
+    head, refit_s = _refit_at(teacher_dir, fit_rows, k)
+    teacher = _torch_correct(teacher_dir, held)
+    refit = _torch_correct(teacher_dir, held, head=head, depth=k)
+    _say(f"fine-tune at depth {k}, no teacher ...")
+    ft = dict(init=teacher_dir, depth=k, lr=5e-4)
+    plain_out, plain = _ft(work, "deep-plain", rows, **ft)
+    _say(f"distil into depth {k} ...")
+    kd_out, kd = _ft(work, "deep-kd", rows, distil=True, **ft)
+    plain_c, kd_c = _torch_correct(plain_out, held), _torch_correct(kd_out, held)
+    _say("dev report ...")
+    dev = read_sst2(DEV, labels=range(2))
+    on_dev = {
+        "teacher": _torch_correct(teacher_dir, dev),
+        "truncate_refit_head": _torch_correct(teacher_dir, dev, head=head, depth=k),
+        "finetune_no_teacher": _torch_correct(plain_out, dev),
+        "distil": _torch_correct(kd_out, dev),
+    }
+    dev_ref = on_dev["truncate_refit_head"]
+    return {
+        "dev_report": {
+            k2: {"dev": _iv(v), "vs_refit_dev": _paired(v, dev_ref)} for k2, v in on_dev.items()
+        },
+        "teacher": {
+            **teacher_info,
+            "layers": DEEP_LAYERS,
+            "groups": DEEP_GROUPS,
+            "held_out": _iv(teacher),
+        },
+        "student_depth": k,
+        "truncate_refit_head": {
+            "held_out": _iv(refit),
+            "fit_s": round(refit_s, 1),
+            "vs_teacher": _paired(refit, teacher),
+        },
+        "finetune_no_teacher": {
+            "held_out": _iv(plain_c),
+            "wall_s": plain["bench_wall_s"],
+            "vs_refit": _paired(plain_c, refit),
+            "vs_teacher": _paired(plain_c, teacher),
+        },
+        "distil": {
+            "held_out": _iv(kd_c),
+            "wall_s": kd["bench_wall_s"],
+            "alpha": 0.5,
+            "temperature": 2.0,
+            "vs_refit": _paired(kd_c, refit),
+            "vs_no_teacher": _paired(kd_c, plain_c),
+            "vs_teacher": _paired(kd_c, teacher),
+        },
+    }
+
+
+def _say(msg: str) -> None:
+    print(f"benchmarks.learn: {msg}", file=sys.stderr, flush=True)
+
+
+PARTS: dict[str, Any] = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "w": part_w}
+PARTS["deep-teacher"] = part_deep
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -370,7 +516,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ddp-rows", type=int, default=4000, help="train rows of part d")
     p.add_argument("--parts", default="a,b,c,d")
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument(
+        "--deep-teacher-from",
+        type=Path,
+        default=None,
+        help="part deep-teacher: take this teacher (trained by the part's own command on the "
+        "same rows; checked) instead of training it again",
+    )
+    p.add_argument("--deep-layers", type=int, default=DEEP_LAYERS, help="deep teacher's L")
+    p.add_argument("--deep-lr", default=DEEP_TEACHER_ARGS[3], help="deep teacher's --lr")
+    p.add_argument("--deep-groups", type=int, default=DEEP_GROUPS, help="its layer groups")
+    p.add_argument("--deep-teacher-rows", type=int, default=DEEP_TEACHER_ROWS)
     a = p.parse_args(argv)
+    globals().update(DEEP_LAYERS=a.deep_layers, DEEP_TEACHER_ROWS=a.deep_teacher_rows)
+    globals().update(DEEP_GROUPS=a.deep_groups)
+    DEEP_TEACHER_ARGS[3] = a.deep_lr
     import torch
 
     from albert_edge.progress import set_enabled
@@ -385,10 +545,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"benchmarks.learn: part {key} ...", file=sys.stderr, flush=True)
             t0 = time.time()
             rows = a.ddp_rows if key == "d" else a.rows
-            res = PARTS[key](Path(tmp), rows, held)
+            extra = {"reuse": a.deep_teacher_from} if key == "deep-teacher" else {}
+            res = PARTS[key](Path(tmp), rows, held, **extra)
             res["machine"] = _machine()
             res["part_wall_s"] = round(time.time() - t0, 1)
             res["rows"] = rows
+            if key == "deep-teacher" and (DEEP_LAYERS, DEEP_GROUPS) != (12, 1):
+                key = f"deep-teacher-L{DEEP_LAYERS}" + (f"-G{DEEP_GROUPS}" * (DEEP_GROUPS > 1))
+            # merged into learn.json as it is now: other parts' (and runs') results are kept
+            data = json.loads(path.read_text()) if path.is_file() else {}
             data[key] = res
             a.out.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(data, indent=2, default=str) + "\n")
@@ -434,6 +599,9 @@ def render(data: dict[str, Any]) -> str:
         ("b", "b. Shallow student"),
         ("c", "c. QAT int4 vs post-training int4"),
         ("d", "d. torchrun 2 vs 1"),
+        ("deep-teacher", "e. Shallow student of a deeper teacher (L=12, one shared layer)"),
+        ("deep-teacher-L6", "e (L=6). The same with a 6-layer teacher, student depth 2"),
+        ("deep-teacher-L12-G12", "e (L=12, 12 groups). 12 distinct layers, student depth 4"),
     ):
         lines += [f"## {title}", ""]
         part = data.get(key)
@@ -544,7 +712,65 @@ def _md_d(p: dict[str, Any]) -> list[str]:
     ]
 
 
-_PART_MD = {"a": _md_a, "b": _md_b, "c": _md_c, "d": _md_d, "w": _md_w}
+def _md_deep(p: dict[str, Any]) -> list[str]:
+    t, k = p["teacher"], p["student_depth"]
+    tr, pl, kd = p["truncate_refit_head"], p["finetune_no_teacher"], p["distil"]
+    how = f"reused from `{t['reused']}`" if t.get("reused") else "trained in this run"
+    g = t.get("groups", 1)
+    shape = (
+        f"the one shared ALBERT layer applied {t['layers']} times: the embedded model's "
+        f"parameters, {t['layers'] / 4:g}x its compute"
+        if g == 1
+        else f"{g} layer groups: {g} distinct layers, parameters and compute"
+    )
+    return [
+        f"Teacher: {t['layers']} layers ({shape}), **trained from scratch** "
+        f"by `albert-edge train --config '{t['args'][1]}' "
+        f"{' '.join(t['args'][2:])}` on {t['rows']:,} rows drawn (seed 5) from the SST-2 train "
+        f"rows outside the held-out split ({how}; wall {t.get('wall_s')} s): ~80 % dev, "
+        "bag-of-words level, not a pretrained ALBERT. Unlike parts a-c no model here saw "
+        "the held-out rows; they are SST-2 train rows (many short phrases), easier than dev's "
+        f"whole sentences: the teacher has {100 * t['held_out']['accuracy']:.1f} % there, "
+        f"{100 * p['dev_report']['teacher']['dev']['accuracy']:.1f} % on dev. Students: "
+        f"{p['rows']} rows outside the held-out split, 1 epoch, lr 5e-4.",
+        "",
+        f"Does the teacher use its depth? Its truncation to {k} layers with a re-fitted head "
+        f"vs the teacher at full depth: {_dpts(tr['vs_teacher'])} points (held-out): "
+        + (
+            "**yes**, the interval lies below zero."
+            if tr["vs_teacher"]["high"] < 0
+            else "**no**, the interval holds zero: this from-scratch model does not need "
+            f"its layers beyond {k}, so the students below are not the case of a teacher "
+            "whose depth carries accuracy."
+        ),
+        "",
+        f"| student (depth {k} of {t['layers']}) | held-out acc % | Δ vs truncation + re-fit "
+        "head | Δ vs teacher |",
+        "|---|---|---|---|",
+        f"| teacher (full depth) | {_pct(t['held_out'])} | — | — |",
+        f"| truncation + re-fitted head | {_pct(tr['held_out'])} | — | {_dpts(tr['vs_teacher'])} |",
+        f"| fine-tune at depth {k}, no teacher | {_pct(pl['held_out'])} | "
+        f"{_dpts(pl['vs_refit'])} | {_dpts(pl['vs_teacher'])} |",
+        f"| distilled (alpha 0.5, T 2) | {_pct(kd['held_out'])} | {_dpts(kd['vs_refit'])} | "
+        f"{_dpts(kd['vs_teacher'])} |",
+        "",
+        f"Distilled vs no teacher: {_dpts(kd['vs_no_teacher'])} points. Wall: fine-tune "
+        f"{pl['wall_s']} s, distillation {kd['wall_s']} s (not side by side).",
+        "",
+        *_dev_lines(p, "vs_refit_dev", "Δ vs truncation + re-fit head (dev)"),
+    ]
+
+
+_PART_MD = {
+    "a": _md_a,
+    "b": _md_b,
+    "c": _md_c,
+    "d": _md_d,
+    "w": _md_w,
+    "deep-teacher": _md_deep,
+    "deep-teacher-L6": _md_deep,
+    "deep-teacher-L12-G12": _md_deep,
+}
 
 
 if __name__ == "__main__":
