@@ -32,7 +32,7 @@ optimum, transformers.js / onnxruntime-node and LiteRT.
 
 Outputs: ``benchmarks/results/depth.json`` (albert-edge-bench/1 + ``depth`` keys) and
 ``depth.md``. ``--render`` re-renders the Markdown from the JSON. Run:
-``python benchmarks/depth.py [--rounds 5 --runs 50]``.
+``python -m benchmarks.depth [--rounds 5 --runs 50]``.
 """
 
 from __future__ import annotations
@@ -47,15 +47,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("USE_TF", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from precisions import DEV, TRAIN, TRAINED, w2_latencies  # noqa: E402
-
 from albert_edge.bench import bench, resolve_target, validate_report  # noqa: E402
 from albert_edge.bench.report import machine_line  # noqa: E402
+from benchmarks.precisions import DEV, TRAIN, TRAINED, w2_latencies  # noqa: E402
 
 BACKEND = {"onnx": "ort-cpu", "tflite": "litert-xnnpack"}
 TFLITE_BUCKETS = (32, 128, 512)
@@ -779,12 +776,11 @@ def plumbing(work: Path) -> list[dict[str, Any]]:
     """The same search + ``convert --depth`` on random-init albert-base shapes (1 and 2
     hidden groups): accuracy means nothing there (random weights, 40 rows); the rows prove
     the plumbing and the byte accounting (what a truncation keeps, drops and weighs)."""
-    from precisions import SPIECE
-
     from albert_edge.configs import make_config, make_random_checkpoint
     from albert_edge.depth import FitSettings, SplitSettings, convert_at_depth, search_depths
     from albert_edge.facts import floor_bytes
     from albert_edge.options import ConvertOptions
+    from benchmarks.precisions import SPIECE
 
     data = work / "plumbing-rows.tsv"
     data.write_text("\n".join(TRAIN.read_text().splitlines()[:41]) + "\n")

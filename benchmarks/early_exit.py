@@ -42,7 +42,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("USE_TF", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(ROOT))
 
 SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
 DEV = SHARED / "data" / "sst2" / "dev.tsv"

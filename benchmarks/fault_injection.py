@@ -2,7 +2,7 @@
 damaged artifact, or ends in a traceback, and that a kill -9 leaves nothing the next run
 does not clean.
 
-    PYTHONPATH=. python benchmarks/fault_injection.py [--kill-target 200] [--seed 13]
+    python -m benchmarks.fault_injection [--kill-target 200] [--seed 13]
 
 Writes benchmarks/results/fault_injection.{json,md} (``--results DIR`` elsewhere) after
 every trial, atomically, so a run that is stopped keeps what it measured (``"complete":
@@ -48,9 +48,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from tests.faults.harness import (  # noqa: E402  (after the path insert: run as a script)
+from tests.faults.harness import (  # noqa: E402
     EMBEDDED,
     KillCommand,
     MountUnavailable,
@@ -836,7 +835,7 @@ def main() -> int:
         # process still outlives a hang-up.
         signal.signal(signal.SIGHUP, lambda signum, frame: None)
     meta = {
-        "command": "PYTHONPATH=. python benchmarks/fault_injection.py " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks.fault_injection " + " ".join(sys.argv[1:]),
         "cpu": cpu_info(),
         "seed": a.seed,
         "started_utc": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
