@@ -252,32 +252,14 @@ def _summary(prep: Prepared, result: Any, w: Any, device: str, t0: float) -> dic
 
 def _write(tmp: Path, prep: Prepared, result: Any, summary: dict[str, Any]) -> None:
     """The checkpoint directory; ``training.json`` last (the sha256 of every other file)."""
-    import json
-    import shutil
-
-    from albert_edge.learn.scratch import EXIT_HEADS_FILE, TRAINING_RECORD, _own_files, _save_model
+    from albert_edge.learn.scratch import TRAINING_RECORD, _own_files, write_model_files
     from albert_edge.manifest import dumps_strict
     from albert_edge.sealed import TRAINED, made_from, seal
 
     st = prep.student
-    _save_model(st.model, tmp)
-    if st.exits is not None:
-        from safetensors.torch import save_file
-
-        tensors = {
-            f"depth{k + 1}.classifier.{name}": t.detach().cpu().contiguous()
-            for k, lin in enumerate(st.exits)
-            for name, t in (("weight", lin.weight), ("bias", lin.bias))
-        }
-        save_file(tensors, str(tmp / EXIT_HEADS_FILE))
-    shutil.copyfile(prep.spiece, tmp / "spiece.model")
-    tok = {
-        "tokenizer_class": "AlbertTokenizer",
-        "do_lower_case": bool(st.init.do_lower_case),
-        "keep_accents": False,
-        "model_max_length": prep.ft.max_len,
-    }
-    (tmp / "tokenizer_config.json").write_text(json.dumps(tok, indent=2) + "\n")
+    write_model_files(
+        tmp, st.model, st.exits, prep.spiece, bool(st.init.do_lower_case), prep.ft.max_len
+    )
     summary["sha256"] = _own_files(tmp)
     (tmp / TRAINING_RECORD).write_text(dumps_strict(summary, indent=2) + "\n")
     seal(tmp, TRAINED, made_from(prep.ft.init, data={"train": prep.ft.train, "dev": prep.ft.dev}))

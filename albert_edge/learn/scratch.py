@@ -464,6 +464,32 @@ def _save_model(model: Any, out_dir: Path) -> None:
         raise OSError(code, os.strerror(code), str(out_dir / "model.safetensors")) from None
 
 
+def write_model_files(
+    tmp: Path, model: Any, exits: Any, spiece: Path, do_lower_case: bool, max_len: int
+) -> None:
+    """What every training output holds before its record: the model, the exit
+    classifiers (PABEE; beside the model, which stays an ordinary checkpoint), the
+    SentencePiece model and ``tokenizer_config.json``. From scratch and ``--init`` alike."""
+    _save_model(model, tmp)
+    if exits is not None:
+        from safetensors.torch import save_file
+
+        tensors = {
+            f"depth{k + 1}.classifier.{name}": t.detach().cpu().contiguous()
+            for k, lin in enumerate(exits)
+            for name, t in (("weight", lin.weight), ("bias", lin.bias))
+        }
+        save_file(tensors, str(tmp / EXIT_HEADS_FILE))
+    shutil.copyfile(spiece, tmp / "spiece.model")
+    tok = {
+        "tokenizer_class": "AlbertTokenizer",
+        "do_lower_case": do_lower_case,
+        "keep_accents": False,
+        "model_max_length": max_len,
+    }
+    (tmp / "tokenizer_config.json").write_text(json.dumps(tok, indent=2) + "\n")
+
+
 def _write_output(
     tmp: Path, model: Any, summary: dict[str, Any], args: argparse.Namespace, exits: Any = None
 ) -> None:
@@ -471,29 +497,7 @@ def _write_output(
     file (what makes it recognisable as ours: :func:`is_training_output`). With
     ``--exit-loss pabee`` the exit classifiers go to their own file beside the model, so
     ``model.safetensors`` stays an ordinary AlbertForSequenceClassification."""
-    _save_model(model, tmp)
-    if exits is not None:
-        from safetensors.torch import save_file
-
-        tensors = {
-            f"depth{k + 1}.classifier.{name}": t.detach().contiguous()
-            for k, lin in enumerate(exits)
-            for name, t in (("weight", lin.weight), ("bias", lin.bias))
-        }
-        save_file(tensors, str(tmp / EXIT_HEADS_FILE))
-    shutil.copyfile(args.spiece, tmp / "spiece.model")
-    (tmp / "tokenizer_config.json").write_text(
-        json.dumps(
-            {
-                "tokenizer_class": "AlbertTokenizer",
-                "do_lower_case": True,
-                "keep_accents": False,
-                "model_max_length": args.max_len,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
+    write_model_files(tmp, model, exits, Path(args.spiece), True, args.max_len)
     summary["sha256"] = _own_files(tmp)
     (tmp / TRAINING_RECORD).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     data = {"train": args.train, "dev": args.dev, "spiece": args.spiece}
