@@ -76,10 +76,14 @@ def read_truncation(path: Path) -> dict[str, Any]:
     return data
 
 
-def read_trained_for(path: Path, precision: str) -> dict[str, Any] | None:
+def read_trained_for(
+    path: Path, precision: str, options: ConvertOptions | None = None
+) -> dict[str, Any] | None:
     """The ``qat`` record of a checkpoint's ``training.json`` (trained with convert's
-    quantizer in the loop), with whether this artifact's precision is the one it was
-    trained for; None when the checkpoint was not trained for a precision."""
+    quantizer in the loop), with whether this artifact is what it was trained for: its
+    precision, and each convert option the record names (``convert_options``) that this
+    conversion set otherwise (``differs``); None when the checkpoint was not trained for
+    a precision."""
     import json
 
     try:
@@ -89,7 +93,14 @@ def read_trained_for(path: Path, precision: str) -> dict[str, Any] | None:
     qat = data.get("qat") if isinstance(data, dict) else None
     if not isinstance(qat, dict):
         return None
-    return {**qat, "matches_this_artifact": qat.get("convert_precision") == precision}
+    wanted = qat.get("convert_options")
+    differs = sorted(
+        k
+        for k, v in (wanted.items() if isinstance(wanted, dict) and options is not None else ())
+        if k != "precision" and getattr(options, k, v) != v
+    )
+    match = qat.get("convert_precision") == precision and not differs
+    return {**qat, "matches_this_artifact": match, **({"differs": differs} if differs else {})}
 
 
 def convert(
@@ -175,7 +186,9 @@ def finish_artifact(
     if ckpt is not None and "truncation" in ckpt.extra_files:  # depth-truncated: how, why
         manifest["depth"] = read_truncation(ckpt.extra_files["truncation"])
     if ckpt is not None and "training" in ckpt.extra_files:  # trained for a precision (QAT)
-        trained_for = read_trained_for(ckpt.extra_files["training"], options.precision)
+        trained_for = read_trained_for(
+            ckpt.extra_files["training"], options.precision, options
+        )
         if trained_for is not None:
             manifest["trained_for"] = trained_for
     if ckpt is not None and "trim" in ckpt.extra_files:  # vocabulary-trimmed: what was kept

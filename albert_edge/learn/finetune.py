@@ -237,6 +237,8 @@ def _summary(prep: Prepared, result: Any, w: Any, device: str, t0: float) -> dic
         }
     if prep.qat is not None:
         s["qat"] = prep.qat.record()
+        if result.qat_ranges is not None:
+            s["qat"]["activation_ranges"] = result.qat_ranges
     if st.exits is not None:
         from albert_edge.learn.scratch import EXIT_HEADS_FILE, pabee_weights
 

@@ -30,6 +30,7 @@ class LoopResult:
     report: dict[str, Any] | None
     log: list[dict[str, Any]]
     train_s: float
+    qat_ranges: list[dict[str, Any]] | None = None  # int8-static: the simulated ranges
 
 
 def _autocast(device: str, amp: str) -> Any:
@@ -164,7 +165,11 @@ def train_loop(prep: Prepared, w: World, device: str) -> LoopResult:
     trainee.load_state_dict(run.best["weights"])
     trainee.to("cpu")
     report = _report(prep, trainee, w)
-    return LoopResult(run.best["selected"], run.best["held_out"], report, run.log, time.time() - t0)
+    acts = getattr(trainee, "acts", None)
+    ranges = acts.ranges() if acts is not None else None
+    return LoopResult(
+        run.best["selected"], run.best["held_out"], report, run.log, time.time() - t0, ranges
+    )
 
 
 class _Run:
@@ -270,6 +275,7 @@ class _Run:
         import torch
 
         self.trainee.train()
+        self._freeze_ranges()
         loss = _loss(self.model, self.teacher, self.w.shard(batch), self.prep, self.device)
         if not bool(torch.isfinite(loss.detach()).all()):
             raise LearnError(
@@ -285,6 +291,17 @@ class _Run:
         self.sched.step()
         self.step += 1
         return float(loss.detach())
+
+    def _freeze_ranges(self) -> None:
+        """int8-static QAT: at ``QatSpec.freeze`` of the steps, the activation ranges are
+        calibrated as convert's recipe does and frozen (:mod:`albert_edge.learn.qat_static`)."""
+        from albert_edge.learn.qat_static import EMA
+
+        acts, spec = getattr(self.trainee, "acts", None), self.prep.qat
+        if acts is None or spec is None or int(acts.phase) != EMA:
+            return
+        if self.step >= int(spec.freeze * self.n * self.prep.ft.epochs):
+            acts.calibrate(self.trainee, self.prep.train_ex[: spec.num_calibration], self.device)
 
     def _end_epoch(self, epoch: int) -> None:
         from albert_edge.io import signals_held

@@ -31,17 +31,34 @@ from typing import Any
 
 from albert_edge.learn.errors import LearnError
 
-PRECISIONS = ("int8", "int4")
+PRECISIONS = ("int8", "int4", "int8-static")
+# ``--qat`` value -> the ``convert --precision`` whose recipe it simulates
+CONVERT_PRECISION = {"int8": "int8-dynamic", "int4": "int4", "int8-static": "int8-static"}
 
 
 @dataclass(frozen=True)
 class QatSpec:
     """What is simulated: the convert precision, its int8 ``--target`` recipe, the int4
-    block request (convert's ``--block-size``)."""
+    block request (convert's ``--block-size``); for int8-static the activation ranges'
+    schedule (:mod:`albert_edge.learn.qat_static`): EMA observers with ``ema`` as the
+    averaging constant until ``freeze`` of the steps, then the recipe's calibration method
+    (``minmax``) over ``num_calibration`` training sentences, frozen to the end."""
 
     precision: str
     target: str = "portable"
     block_size: int = 256
+    ema: float = 0.01
+    freeze: float = 0.75
+    num_calibration: int = 128
+    calibration_method: str = "minmax"
+
+    @property
+    def convert_precision(self) -> str:
+        return CONVERT_PRECISION[self.precision]
+
+    @property
+    def static(self) -> bool:
+        return self.precision == "int8-static"
 
     def limit(self) -> int:
         from albert_edge.onnx.quant.recipes import SATURATION_FREE_MAX_ABS, int8_recipe
@@ -54,11 +71,13 @@ class QatSpec:
         return int8_recipe(self.target).per_channel
 
     def record(self) -> dict[str, Any]:
-        """What ``training.json`` (and the converted manifest's ``trained_for``) says."""
+        """What ``training.json`` (and the converted manifest's ``trained_for``) says:
+        the simulated recipe, and the convert options it holds for (``convert_options``:
+        convert lists every one its artifact differs in)."""
         from albert_edge.onnx.quant.recipes import RECIPES
 
-        name = "int8-dynamic" if self.precision == "int8" else "int4"
-        return {
+        name = self.convert_precision
+        rec: dict[str, Any] = {
             "precision": self.precision,
             "convert_precision": name,
             "target": self.target,
@@ -70,9 +89,47 @@ class QatSpec:
                 if self.precision == "int4"
                 else ""
             ),
-            "simulated": "every Linear weight (Q/K/V one scale); not the embedding tables or "
-            "run-time activation quantization",
+            "tables": table_recipe(self),
+            "simulated": "every Linear weight (Q/K/V one scale); the word table and the "
+            "side tables (position embeddings; token types when they reach the side-table "
+            "minimum) as convert stores them"
+            + (
+                "; uint8 per-tensor activations at every tensor quantize_static quantizes "
+                "(each quantized MatMul's input and output before its bias)"
+                if self.static
+                else "; not the run-time activation quantization"
+            ),
+            "convert_options": {
+                "precision": name,
+                "runs_on": self.target,
+                "quantize_embeddings": True,
+                **(
+                    {"block_size": self.block_size, "int4_kernel": "int8"} if name == "int4" else {}
+                ),
+                **({"calibration_method": self.calibration_method} if self.static else {}),
+            },
         }
+        if self.static:
+            rec["activations"] = {
+                "observer": "torch.ao MovingAverageMinMaxObserver (averaging constant "
+                f"{self.ema}) on real tokens (padding excluded) until {self.freeze:g} of the "
+                f"steps, then MinMaxObserver over the first {self.num_calibration} training "
+                "sentences with the weights of that step, frozen to the end",
+                "approximates": "convert's ranges: quantize_static's MinMax over --calibration "
+                "sentences, computed again on the trained weights (the ranges simulated here "
+                "are not stored in the checkpoint)",
+            }
+        return rec
+
+
+def table_recipe(spec: QatSpec) -> str:
+    """How convert stores the tables at ``spec``'s precision (the recipe's embedding
+    recipe, :data:`~albert_edge.onnx.quant.recipes.EMBEDDING_RECIPES`)."""
+    from albert_edge.onnx.quant.recipes import RECIPES
+
+    emb = RECIPES[spec.convert_precision].embeddings
+    assert emb is not None
+    return f"{emb.name}: {emb.description}"
 
 
 def qat_spec(
@@ -93,7 +150,7 @@ def qat_spec(
         int8_recipe(target)
     except Exception as exc:
         raise LearnError(f"--qat-target {target}: {exc}") from None
-    return QatSpec(precision, target, block_size)
+    return QatSpec(str(precision), target, block_size)
 
 
 def fake_int8(w: Any, absmax: Any, spec: QatSpec) -> Any:
@@ -145,10 +202,11 @@ def _absmax(weights: list[Any], per_channel: bool) -> Any:
 
 def fake_quantized(model: Any, spec: QatSpec) -> dict[str, Any]:
     """``{parameter name: fake-quantized weight}`` for every Linear weight of ``model``,
-    each computed once (the shared layer's too)."""
+    each computed once (the shared layer's too), and the embedding tables convert
+    quantizes (:func:`fake_tables`)."""
     import torch
 
-    fq = fake_int8 if spec.precision == "int8" else fake_int4
+    fq = fake_int4 if spec.precision == "int4" else fake_int8
     linears = {n: m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
     out: dict[str, Any] = {}
     per_channel = spec.per_channel()
@@ -166,4 +224,104 @@ def fake_quantized(model: Any, spec: QatSpec) -> dict[str, Any]:
                 out[f"{stem}.{p}.weight"] = fq(m.weight, a, spec)
             continue
         out[f"{name}.weight"] = fq(mod.weight, _absmax([mod.weight], per_channel), spec)
+    out.update(fake_tables(model, spec))
     return out
+
+
+# --- the embedding tables, as albert-edge's own table passes store them -----------------
+#
+# The formulas are :func:`albert_edge.onnx.quant.tables._quantize_blocks` (word table,
+# 4-bit side tables), :func:`albert_edge.onnx.quant.embed._qdq_table` (int8-static word
+# table) and :func:`albert_edge.onnx.quant.embed.quantize_side_tables` (int8 per column),
+# written again in torch so that they run on the training device every step; a test
+# checks them against the tables ONNX Runtime reads from a converted artifact.
+
+
+def _ste(w: Any, deq: Any) -> Any:
+    """``deq`` forward, the identity backward (straight-through)."""
+    return w + (deq - w).detach()
+
+
+def _blocks(w: Any, bits: int, block: int, scales: str) -> Any:
+    """Symmetric codes per block of ``block`` values along a row, dequantized, with the
+    stored scale format applied first (``fp16``, ``u8`` x super-scale, ``u4log``)."""
+    import torch
+
+    v, e = w.shape
+    nb = -(-e // block)
+    d = torch.nn.functional.pad(w.detach().float(), (0, nb * block - e))
+    blocks = d.reshape(v, nb, block)
+    qmax = 2 ** (bits - 1) - 1
+    step = blocks.abs().amax(dim=-1) / qmax
+    if scales == "u8":
+        sup = float(step.max()) / 255.0 or 1.0
+        stored = torch.clamp(torch.ceil(step / sup - 1e-6), 1, 255)
+        step = stored * torch.tensor(sup, dtype=torch.float32, device=w.device)
+    elif scales == "u4log":
+        sup = float(step.max()) or 1.0
+        ratio = torch.clamp_min(step[:, :1], 1e-30) / sup
+        k = torch.clamp(torch.floor(-torch.log2(ratio) * 4 + 1e-9), 0, 15)
+        two = torch.tensor(2.0, dtype=torch.float32, device=w.device)
+        step = torch.tensor(sup, dtype=torch.float32, device=w.device) * torch.pow(two, -k / 4)
+    else:
+        step = torch.where(step == 0, torch.ones_like(step), step)
+        if scales == "fp16":
+            step = step.half().float()
+    q = torch.clamp(torch.round(blocks / step[..., None]), -qmax, qmax)
+    return (q * step[..., None]).reshape(v, nb * block)[:, :e].to(w.dtype)
+
+
+def _per_tensor(w: Any, qmax: int) -> Any:
+    """int8 per tensor (the int8-static word table: Gather + DequantizeLinear)."""
+    import torch
+
+    amax = float(w.detach().abs().max()) or 1.0
+    scale = torch.tensor(amax / qmax, dtype=torch.float32, device=w.device)
+    return torch.clamp(torch.round(w.detach() / scale), -qmax, qmax) * scale
+
+
+def _per_column(w: Any) -> Any:
+    """int8 per column (side tables of the int8 recipes: Gather + DequantizeLinear)."""
+    import torch
+
+    scale = w.detach().abs().amax(dim=0) / 127.0
+    scale = torch.where(scale == 0, torch.ones_like(scale), scale)
+    return torch.clamp(torch.round(w.detach() / scale), -127, 127) * scale
+
+
+def fake_tables(model: Any, spec: QatSpec) -> dict[str, Any]:
+    """``{parameter name: fake-quantized table}``: the word table at the recipe's
+    embedding recipe, the side tables (position; token type past
+    :data:`~albert_edge.onnx.quant.tables.MIN_SIDE_TABLE` values) as
+    :func:`~albert_edge.onnx.quant.embed.quantize_side_tables` stores them. A
+    classifier has no tied decoder, so the tables take their gather-only forms."""
+    from albert_edge.onnx.quant.tables import (
+        MIN_SIDE_TABLE,
+        table_block_size,
+        table_scale_format,
+    )
+
+    emb = getattr(getattr(model, "albert", model), "embeddings", None)
+    if emb is None:
+        return {}
+    prefix = "albert.embeddings." if hasattr(model, "albert") else "embeddings."
+    word = emb.word_embeddings.weight
+    e = int(word.shape[1])
+    out: dict[str, Any] = {}
+    if spec.precision == "int8-static":
+        out["word_embeddings.weight"] = _ste(word, _per_tensor(word, 127))
+    else:
+        bits = 4 if spec.precision == "int4" else 8
+        fold = bits == 4  # int4 on int8 kernels: the table unpacked to int8 at load
+        block = table_block_size(e, bits, spec.block_size, tied=False, fold=fold)
+        fmt = table_scale_format(bits, tied=False, dim=e, fold=fold)
+        out["word_embeddings.weight"] = _ste(word, _blocks(word, bits, block, fmt))
+    for side in ("position_embeddings", "token_type_embeddings"):
+        t = getattr(emb, side).weight
+        if t.numel() < MIN_SIDE_TABLE:
+            continue
+        if spec.precision == "int4" and t.shape[1] % 2 == 0:
+            out[f"{side}.weight"] = _ste(t, _blocks(t, 4, int(t.shape[1]), "u8"))
+        else:
+            out[f"{side}.weight"] = _ste(t, _per_column(t))
+    return {prefix + k: v for k, v in out.items()}

@@ -5,11 +5,14 @@ returns every exit's logits, computed as ``AlbertForSequenceClassification`` com
 own (pooler tanh on [CLS], dropout, linear): the exit after the last layer is the model's
 own classifier. Under QAT the fake-quantized weights are computed once per forward
 (:func:`albert_edge.learn.qat.fake_quantized`) and handed to the backbone through
-``torch.func.functional_call``, so ALBERT's shared layer is quantized once, as stored.
+``torch.func.functional_call``, so ALBERT's shared layer is quantized once, as stored;
+under ``int8-static`` the activations too (:mod:`albert_edge.learn.qat_static`: hooks
+in the backbone, the full-depth head here). Exit heads stay float (the artifact has none).
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -25,6 +28,11 @@ class Trainee(torch.nn.Module):
         self.model = model
         self.exits = exits
         self.qat = qat
+        self.float_pass = False  # int8-static calibration: the float model, observed
+        if qat is not None and qat.static:
+            from albert_edge.learn.qat_static import StaticActs
+
+            self.acts = StaticActs(model, qat.ema)
 
     def forward(self, ids: Any, mask: Any) -> tuple[list[Any], Any]:
         """(logits of each exit, shallowest first; hidden states after each layer)."""
@@ -32,19 +40,30 @@ class Trainee(torch.nn.Module):
         from torch.func import functional_call
 
         m = self.model
-        fq = fake_quantized(m, self.qat) if self.qat is not None else {}
+        fq = fake_quantized(m, self.qat) if self.qat is not None and not self.float_pass else {}
         kwargs = {"input_ids": ids, "attention_mask": mask, "output_hidden_states": True}
         backbone = {k[len("albert.") :]: v for k, v in fq.items() if k.startswith("albert.")}
-        out = functional_call(m.albert, backbone, (), kwargs) if backbone else m.albert(**kwargs)
+        acts = getattr(self, "acts", None)
+        with acts.active(mask) if acts is not None else contextlib.nullcontext():
+            out = (
+                functional_call(m.albert, backbone, (), kwargs) if backbone else m.albert(**kwargs)
+            )
         hs = out.hidden_states
-        pw = fq.get("albert.pooler.weight", m.albert.pooler.weight)
+        pw, pb = fq.get("albert.pooler.weight", m.albert.pooler.weight), m.albert.pooler.bias
         heads = [(e.weight, e.bias) for e in self.exits] if self.exits is not None else []
-        heads.append((fq.get("classifier.weight", m.classifier.weight), m.classifier.bias))
-        states = hs[len(hs) - len(heads) :]
+        cw, cb = fq.get("classifier.weight", m.classifier.weight), m.classifier.bias
+        if acts is None:
+            heads.append((cw, cb))
+        states = hs[len(hs) - len(heads) - (acts is not None) :]
         logits = [
-            F.linear(m.dropout(torch.tanh(F.linear(h[:, 0], pw, m.albert.pooler.bias))), w, b)
-            for (w, b), h in zip(heads, states, strict=True)
+            F.linear(m.dropout(torch.tanh(F.linear(h[:, 0], pw, pb))), w, b)
+            for (w, b), h in zip(heads, states, strict=False)
         ]
+        if acts is not None:  # convert's QDQ head: [CLS], pooler MatMul, Tanh, classifier
+            with acts.active(None):
+                x = F.linear(acts.fq("head.cls", hs[-1][:, 0]), pw, pb)
+                x = m.dropout(acts.fq("head.tanh", torch.tanh(acts.fq_mm("head.pooler.mm", x, pb))))
+                logits.append(acts.fq_mm("head.classifier.mm", F.linear(x, cw, cb), cb))
         return logits, hs
 
 

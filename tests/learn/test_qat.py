@@ -60,7 +60,66 @@ def test_shared_qkv_scale_and_once_per_forward(make_checkpoint):
         codes = fq[f"{attn}.{p}.weight"].detach() / step
         assert torch.allclose(codes, codes.round(), atol=1e-4)
     linears = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
-    assert sorted(fq) == sorted(f"{n}.weight" for n in linears)  # shared layer: one entry
+    tables = [f"albert.embeddings.{t}.weight" for t in ("word_embeddings", "position_embeddings")]
+    # shared layer: one entry; the token-type table (2 x E) is below the side-table minimum
+    assert sorted(fq) == sorted([f"{n}.weight" for n in linears] + tables)
+
+
+@pytest.mark.parametrize(
+    ("qat", "precision"), [("int8", "int8-dynamic"), ("int4", "int4"), ("int8-static", "int8-static")]
+)
+def test_fake_tables_are_what_onnx_runtime_reads(make_checkpoint, dev60, tmp_path, qat, precision):
+    """The word and position tables fake-quantized for ``--qat Q`` are, value for value,
+    the tables ONNX Runtime reads from ``convert --precision P``'s artifact: the embedding
+    sum (before its LayerNorm) over every token id at every position."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    import torch
+
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.convert import convert
+    from albert_edge.learn.qat import QatSpec, fake_quantized
+    from albert_edge.options import ConvertOptions
+
+    ckpt = make_checkpoint()
+    calib = {"calibration": dev60, "num_calibration": 8} if precision == "int8-static" else {}
+    convert(ckpt, tmp_path / "art", ConvertOptions(precision=precision, verify=False, **calib))
+    m = onnx.load(str(next((tmp_path / "art" / "onnx").glob("*.onnx"))))
+    ln = next(n for n in m.graph.node if n.op_type == "LayerNormalization")
+    m.graph.output.append(
+        onnx.helper.make_tensor_value_info(ln.input[0], onnx.TensorProto.FLOAT, None)
+    )
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    model = load_checkpoint(ckpt).model
+    v, s = model.config.vocab_size, model.config.max_position_embeddings
+    ids = (np.arange(-(-v // s) * s) % v).reshape(-1, s)
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": 0 * ids}
+    names = {i.name for i in sess.get_inputs()}
+    got = sess.run([ln.input[0]], {k: a for k, a in feeds.items() if k in names})[0]
+    fq = fake_quantized(model, QatSpec(qat))
+    e = model.albert.embeddings
+    tt = e.token_type_embeddings.weight[0]
+    want = fq["albert.embeddings.word_embeddings.weight"][torch.from_numpy(ids)] + tt
+    want = (want + fq["albert.embeddings.position_embeddings.weight"][:s]).detach().numpy()
+    plain = e.word_embeddings.weight[torch.from_numpy(ids)] + tt + e.position_embeddings.weight
+    assert float(np.abs(got - plain.detach().numpy()).max()) > 1e-4  # stored quantized
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-7)
+
+
+def test_fake_tables_straight_through(make_checkpoint):
+    import torch
+
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.learn.qat import QatSpec, fake_tables
+
+    model = load_checkpoint(make_checkpoint()).model
+    for t in fake_tables(model, QatSpec("int4")).values():
+        t.sum().backward()
+    w = model.albert.embeddings.word_embeddings.weight
+    assert torch.equal(w.grad, torch.ones_like(w))
 
 
 def test_qat_int4_checkpoint_converts_with_record(make_checkpoint, rows200, tmp_path):
