@@ -12,6 +12,7 @@ from tests.hostile.judge import Case, params, run_case
 
 B = ("bench", "{art}", "--backend", "ort-cpu")
 T = ("train", "-o", "out", "--train", "bom.tsv", "--dev", "bom.tsv")
+TI = ("train", "-o", "out", "--init", "{ckpt}", "--train", "bom.tsv")
 X = ("export-triton", "{art}", "-o", "repo")
 
 INSPECT = [
@@ -225,6 +226,15 @@ TRAIN = [
         ("bom.tsv",),
     ),
     Case("train:output-name-300-bytes", ("train", "-o", "t" * 300), 2, "too long"),
+    Case("train:qat-fp16", (*TI, "--qat", "fp16"), 2, "no trainable quantizer", ("bom.tsv",)),
+    Case("train:qat-int9", (*TI, "--qat", "int9"), 2, "invalid choice", ("bom.tsv",)),
+    Case(
+        "train:qat-static-target-unknown",
+        (*TI, "--qat", "int8-static", "--qat-target", "tpu"),
+        2,
+        "--qat-target tpu",
+        ("bom.tsv",),
+    ),
 ]
 
 TRITON = [

@@ -109,7 +109,7 @@ def test_too_few_rows(make_checkpoint, rows200, tmp_path, capsys):
     )
 
 
-@pytest.mark.parametrize("precision", ["fp16", "int8-static"])
+@pytest.mark.parametrize("precision", ["fp16"])
 def test_qat_without_quantizer(make_checkpoint, rows200, tmp_path, capsys, precision):
     _refused(
         capsys,

@@ -66,7 +66,8 @@ def test_shared_qkv_scale_and_once_per_forward(make_checkpoint):
 
 
 @pytest.mark.parametrize(
-    ("qat", "precision"), [("int8", "int8-dynamic"), ("int4", "int4"), ("int8-static", "int8-static")]
+    ("qat", "precision"),
+    [("int8", "int8-dynamic"), ("int4", "int4"), ("int8-static", "int8-static")],
 )
 def test_fake_tables_are_what_onnx_runtime_reads(make_checkpoint, dev60, tmp_path, qat, precision):
     """The word and position tables fake-quantized for ``--qat Q`` are, value for value,
