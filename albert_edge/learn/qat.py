@@ -116,8 +116,8 @@ class QatSpec:
                 f"steps, then MinMaxObserver over the first {self.num_calibration} training "
                 "sentences with the weights of that step, frozen to the end",
                 "approximates": "convert's ranges: quantize_static's MinMax over --calibration "
-                "sentences, computed again on the trained weights (the ranges simulated here "
-                "are not stored in the checkpoint)",
+                "sentences, computed again on the trained weights (the simulated ranges are "
+                "recorded as activation_ranges, for comparison; convert does not read them)",
             }
         return rec
 

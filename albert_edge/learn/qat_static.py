@@ -84,8 +84,11 @@ class ActQuant(torch.nn.Module):
 
     def qparams(self, phase: int) -> dict[str, Any]:
         obs = self.observer(phase)
+        if not bool(torch.isfinite(obs.min_val)):
+            return {"observed": False, "ort_producer": self.ort_producer}
         scale, zero = obs.calculate_qparams()
         return {
+            "phase": "ema" if phase == EMA else "frozen",
             "min": float(obs.min_val),
             "max": float(obs.max_val),
             "scale": float(scale),

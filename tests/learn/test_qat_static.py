@@ -121,3 +121,40 @@ def test_freeze_point_calibrates_once(make_checkpoint, rows200):
     t(ids, mask)  # frozen: training batches no longer move the ranges
     after = {k: v for k, v in t.state_dict().items() if "calib" in k}
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+@pytest.mark.slow
+def test_int8_static_resumed_equals_uninterrupted(make_checkpoint, rows200, tmp_path):
+    """Stopped before the ranges freeze and resumed, a run ends with the weights and
+    the frozen ranges of an uninterrupted one."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.learn.test_resume_ddp import _env, _weights
+
+    args = ["--init", str(make_checkpoint()), "--train", str(rows200), "--epochs", "3"]
+    args += ["--batch-size", "16", "--lr", "1e-3", "--qat", "int8-static"]
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    assert cli(*args, "-o", full) == 0
+    cmd = [sys.executable, "-m", "albert_edge.train", *args]
+    proc = subprocess.Popen(
+        [*cmd, "-o", str(cut)],
+        env=_env(),
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith('{"epoch": 2, "step"'):
+            proc.send_signal(signal.SIGINT)
+            break
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=120) == 128 + signal.SIGINT, rest
+    subprocess.run([*cmd, "-q", "--resume", "-o", str(cut)], env=_env(), check=True)
+    a, b = _weights(full), _weights(cut)
+    assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
+    ra = json.loads((full / "training.json").read_text())["qat"]["activation_ranges"]
+    rb = json.loads((cut / "training.json").read_text())["qat"]["activation_ranges"]
+    assert ra == rb  # the phase too (ema or frozen: that of the epoch held-out chose)
