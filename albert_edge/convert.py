@@ -186,9 +186,7 @@ def finish_artifact(
     if ckpt is not None and "truncation" in ckpt.extra_files:  # depth-truncated: how, why
         manifest["depth"] = read_truncation(ckpt.extra_files["truncation"])
     if ckpt is not None and "training" in ckpt.extra_files:  # trained for a precision (QAT)
-        trained_for = read_trained_for(
-            ckpt.extra_files["training"], options.precision, options
-        )
+        trained_for = read_trained_for(ckpt.extra_files["training"], options.precision, options)
         if trained_for is not None:
             manifest["trained_for"] = trained_for
     if ckpt is not None and "trim" in ckpt.extra_files:  # vocabulary-trimmed: what was kept

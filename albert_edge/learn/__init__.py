@@ -4,7 +4,8 @@ checkpoint the user already has (``albert-edge train --init CKPT``).
 * :func:`fine_tune` / :class:`FineTune` — the run (``finetune``), its loop (``loop``),
   resumable state (``resume``), data-parallel processes (``ddp``);
 * :mod:`.distil` — logit and hidden-state distillation losses;
-* :mod:`.qat` — convert's weight quantizers as fake quantization in the loop;
+* :mod:`.qat` — convert's weight and table quantizers as fake quantization in the loop
+  (:mod:`.qat_static`: int8-static's activations);
 * :mod:`.source` — what a run starts from (init, student at ``--depth``, teacher checks);
 * :mod:`.split` — the seeded held-out split the epoch is chosen on.
 
@@ -16,7 +17,14 @@ from __future__ import annotations
 from albert_edge.learn.distil import DistilSettings, kd_term, layer_map
 from albert_edge.learn.errors import LearnError
 from albert_edge.learn.finetune import FineTune, fine_tune, prepare
-from albert_edge.learn.qat import QatSpec, fake_int4, fake_int8, fake_quantized, qat_spec
+from albert_edge.learn.qat import (
+    QatSpec,
+    fake_int4,
+    fake_int8,
+    fake_quantized,
+    fake_tables,
+    qat_spec,
+)
 from albert_edge.learn.split import HeldOut
 
 __all__ = [
@@ -28,6 +36,7 @@ __all__ = [
     "fake_int4",
     "fake_int8",
     "fake_quantized",
+    "fake_tables",
     "fine_tune",
     "kd_term",
     "layer_map",

@@ -91,7 +91,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=("int8", "int4", "int8-static", "fp16"),
         default=None,
         help="train with convert's quantizer for this precision in the loop "
-        "(int8, int4; the others have no trainable quantizer and are refused)",
+        "(int8 = int8-dynamic, int4, int8-static: weights, embedding tables and, for "
+        "int8-static, activations; fp16 has no trainable quantizer and is refused)",
     )
     g.add_argument(
         "--qat-target",

@@ -7,6 +7,8 @@ not a scheme of its own:
   tensor, |q| <= 64; the int32-accumulating targets 8-bit symmetric per output channel):
   ``torch.fake_quantize_per_tensor_affine`` / ``..._per_channel_affine``, PyTorch's
   fake-quant primitives with their straight-through gradient.
+* ``int8-static`` (``quantize_static``'s QDQ weights): the same int8 weights per the
+  ``--target`` recipe, plus the activations (below).
 * ``int4`` (4-bit codes on int8 kernels, :mod:`albert_edge.onnx.quant.int4`): one base
   scale per tensor (or column) ``absmax / (7 M)``, per block of ``B`` input rows and column
   the smallest integer multiplier ``m <= M`` that covers the block, codes ``q in [-7, 7]``;
@@ -16,12 +18,26 @@ not a scheme of its own:
 
 Which weights: every ``nn.Linear`` of the model (ORT's quantizer takes every MatMul/Gemm
 weight: projection E->H, attention, FFN, pooler, classifier). The attention's Q, K and V
-share one per-tensor scale, because convert quantizes them as one fused QAttention weight
-``[H, 3H]``. ALBERT's shared layer is one set of parameters: it is fake-quantized once per
-forward and the result used at every depth (``torch.func.functional_call``), as the
-artifact stores it once. The word and position tables (albert-edge's own row/block passes)
-and the run-time activation quantization of the dynamic recipes are not simulated.
-``int8-static`` and ``fp16`` have no trainable quantizer here and are refused.
+share one per-tensor scale, because convert quantizes them as one fused weight
+``[H, 3H]`` (QAttention, or the static recipe's unfused MatMul). ALBERT's shared layer is
+one set of parameters: it is fake-quantized once per forward and the result used at every
+depth (``torch.func.functional_call``), as the artifact stores it once.
+
+The embedding tables, as albert-edge's own table passes store them
+(:mod:`albert_edge.onnx.quant.embed`, the recipe's
+:data:`~albert_edge.onnx.quant.recipes.EMBEDDING_RECIPES`; :func:`fake_tables`): the word
+table at int8 one fp16 scale per row (int8-dynamic), int8 per tensor (int8-static), or
+4-bit codes per block with one-byte or 4-bit log-grid scales times a super-scale (int4 on
+int8 kernels); the side tables (position, and token types when they reach
+:data:`~albert_edge.onnx.quant.tables.MIN_SIDE_TABLE` values) int8 per column, or 4-bit
+per row at int4. A test checks them value for value against the tables ONNX Runtime reads
+from a converted artifact. The TFLite routes (ai-edge-quantizer: per-channel FC weights,
+per-tensor EMBEDDING_LOOKUP) are not simulated.
+
+``int8-static`` adds the activations ``quantize_static`` quantizes, with ranges from
+torch.ao observers (:mod:`albert_edge.learn.qat_static`). The run-time activation
+quantization of the dynamic recipes (int8, int4) is not simulated; ``fp16`` has no
+trainable quantizer here and is refused.
 """
 
 from __future__ import annotations
