@@ -100,7 +100,8 @@ def read_trained_for(
         if k != "precision" and getattr(options, k, v) != v
     )
     match = qat.get("convert_precision") == precision and not differs
-    return {**qat, "matches_this_artifact": match, **({"differs": differs} if differs else {})}
+    kept = {k: v for k, v in qat.items() if k != "activation_ranges"}  # training.json has them
+    return {**kept, "matches_this_artifact": match, **({"differs": differs} if differs else {})}
 
 
 def convert(
