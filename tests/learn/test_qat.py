@@ -150,3 +150,28 @@ def test_qat_int4_checkpoint_converts_with_record(make_checkpoint, rows200, tmp_
     manifest = convert(out, tmp_path / "art", ConvertOptions(precision="int4"))
     assert manifest["trained_for"]["precision"] == "int4"
     assert manifest["trained_for"]["matches_this_artifact"] is True
+
+
+@pytest.mark.parametrize(
+    ("qat", "options", "differs"),
+    [
+        ("int4", {"precision": "int4"}, []),
+        ("int4", {"precision": "int4", "quantize_embeddings": False}, ["quantize_embeddings"]),
+        ("int4", {"precision": "int4", "int4_kernel": "nbits"}, ["int4_kernel"]),
+        ("int4", {"precision": "int4", "block_size": 64}, ["block_size"]),
+        ("int8", {"precision": "int8-dynamic", "runs_on": "arm64"}, ["runs_on"]),
+        ("int8", {"precision": "int8-static"}, []),  # another precision: no match either
+    ],
+)
+def test_trained_for_names_what_differs(tmp_path, qat, options, differs):
+    from albert_edge.convert import read_trained_for
+    from albert_edge.learn.qat import QatSpec
+    from albert_edge.options import ConvertOptions
+
+    rec = tmp_path / "training.json"
+    rec.write_text(json.dumps({"qat": QatSpec(qat).record()}))
+    opts = ConvertOptions(**options)
+    got = read_trained_for(rec, opts.precision, opts)
+    assert got is not None and got.get("differs", []) == differs
+    same = QatSpec(qat).convert_precision == opts.precision
+    assert got["matches_this_artifact"] is (same and not differs)
