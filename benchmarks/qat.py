@@ -256,6 +256,13 @@ def _md_part(p: dict[str, Any]) -> list[str]:
         f"{p['wall_s']['qat']} s (shared CPU, not side by side). The converted manifest's "
         f"`trained_for.matches_this_artifact`: {p['trained_for']}.",
     ]
+    fq = next(v for k, v in p["fp32_pytorch_held_out"].items() if k != "plain")
+    out.append(
+        f"- The QAT run's own held-out accuracy in PyTorch (fake-quantized, the epoch's "
+        f"choice): {100 * fq['accuracy']:.2f} %, beside its converted artifact's "
+        f"{100 * p['held_out']['qat']['accuracy']:.2f} % (how well the simulation predicts "
+        "the artifact)."
+    )
     rc = p.get("ranges_vs_convert")
     if rc and "error" not in rc:
         out += [
@@ -314,7 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--parts", default="static,int4")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--render", action="store_true", help="re-write qat.md from qat.json")
     a = ap.parse_args(argv)
+    if a.render:
+        (a.out / "qat.md").write_text(render(json.loads((a.out / "qat.json").read_text())))
+        return 0
     a.out.mkdir(parents=True, exist_ok=True)
     path = a.out / "qat.json"
     data: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
