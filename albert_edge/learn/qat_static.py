@@ -115,12 +115,21 @@ _HEAD = (
 )
 
 
-def point_names(layers: int) -> list[tuple[str, str]]:
+# the op convert's fusion makes of the FFN activation (albert_edge/onnx/passes/fuse_rules.py)
+_ACT_OP = {"gelu": "Gelu", "gelu_python": "Gelu", "quick_gelu": "QuickGelu", "relu": "Relu"}
+
+
+def point_names(layers: int, hidden_act: str = "gelu_new") -> list[tuple[str, str]]:
     """(name, producer op in convert's graph) of every quantized activation, in the
     order of convert's QuantizeLinear nodes."""
+    act = _ACT_OP.get(hidden_act, "FastGelu")
     pts = [("emb.ln", "LayerNormalization"), ("emb.proj.mm", "MatMul"), ("emb.proj", "Add")]
     for d in range(layers):
-        pts += [(f"l{d}.{p}", op) for p, op in _LAYER if not (p == "out" and d == layers - 1)]
+        pts += [
+            (f"l{d}.{p}", act if p == "gelu" else op)
+            for p, op in _LAYER
+            if not (p == "out" and d == layers - 1)
+        ]
     return pts + list(_HEAD)
 
 
@@ -132,7 +141,7 @@ class StaticActs(torch.nn.Module):
         super().__init__()
         cfg = model.config  # every AlbertLayer call is one layer of convert's graph
         self.layers = int(cfg.num_hidden_layers) * int(getattr(cfg, "inner_group_num", 1))
-        self.names = point_names(self.layers)
+        self.names = point_names(self.layers, str(getattr(cfg, "hidden_act", "gelu_new")))
         self.q = torch.nn.ModuleDict(
             {n.replace(".", "_"): ActQuant(ema, op) for n, op in self.names}
         )
