@@ -82,10 +82,7 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
         raise PrecisionPlanError(
             f"--precision-plan sets every weight's precision; drop --precision {a.precision}"
         )
-    if a.depth is not None or a.depth_search is not None:
-        raise PrecisionPlanError(
-            "--precision auto/--precision-plan do not combine with --depth yet"
-        )
+    at_depth = a.depth is not None or a.depth_search is not None
     if a.calibration is not None and a.precision == "auto":
         raise PrecisionPlanError(
             "--calibration applies to --precision int8-static (with or without a budget) and "
@@ -93,7 +90,12 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
         )
     options: ConvertOptions = options_for("fp32")
     if a.precision_plan is not None:
-        return mixed.convert_plan_file(a.checkpoint, a.output, options, a.precision_plan)
+        plan_file = a.precision_plan
+        if at_depth:  # a bad file is refused before the model loads and is truncated
+            from albert_edge.mixed.api import check_calibration
+
+            check_calibration(mixed.load_plan(plan_file), options, str(plan_file))
+        return _hand_off(a, options, lambda c, o, op: mixed.convert_plan_file(c, o, op, plan_file))
     if a.max_drop is None or a.data is None:
         raise PrecisionPlanError(
             f"--precision {a.precision} with a budget needs --max-drop POINTS and --data "
@@ -114,15 +116,20 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
         if enabled():
             console().print(f"albert-edge:   {line}")
 
-    return mixed.convert_auto(
-        a.checkpoint,
-        a.output,
-        options,
-        a.data,
-        settings,
-        base="int8-static" if a.precision == "int8-static" else "int4",
-        workers=a.workers,
-        cluster=cluster,
-        engine=engine,
-        progress=note,
+    if at_depth:  # too few rows: refused before the model loads and is truncated
+        mixed.held_out_rows(a.data, settings)
+    base = "int8-static" if a.precision == "int8-static" else "int4"
+    run = {"workers": a.workers, "cluster": cluster, "engine": engine, "progress": note}
+    return _hand_off(
+        a, options, lambda c, o, op: mixed.convert_auto(c, o, op, a.data, settings, base, **run)
     )
+
+
+def _hand_off(a: argparse.Namespace, options: ConvertOptions, build: Any) -> dict[str, Any]:
+    """``build(checkpoint, output, options)`` on the checkpoint, or with ``--depth`` on the
+    truncated one (the plan is then the truncated model's: depth's convert_at_depth)."""
+    if a.depth is None and a.depth_search is None:
+        return dict(build(a.checkpoint, a.output, options))
+    from albert_edge.depth.command import run_convert_at_depth
+
+    return run_convert_at_depth(a, options, build)
