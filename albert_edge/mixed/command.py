@@ -91,11 +91,19 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
     options: ConvertOptions = options_for("fp32")
     if a.precision_plan is not None:
         plan_file = a.precision_plan
-        if at_depth:  # a bad file is refused before the model loads and is truncated
+        plan = mixed.load_plan(plan_file)  # a bad file: refused before the model loads
+        _check_plan_depth(a, plan, str(plan_file), a.depth)
+        if at_depth:  # ... and before it is truncated
             from albert_edge.mixed.api import check_calibration
 
-            check_calibration(mixed.load_plan(plan_file), options, str(plan_file))
-        return _hand_off(a, options, lambda c, o, op: mixed.convert_plan_file(c, o, op, plan_file))
+            check_calibration(plan, options, str(plan_file))
+
+        def replay(c: Any, out: Any, opts: Any) -> dict[str, Any]:
+            if a.depth == "auto":  # the depth the rule chose: the plan's?
+                _check_plan_depth(a, plan, str(plan_file), int(c.config.num_hidden_layers))
+            return mixed.convert_plan_file(c, out, opts, plan_file)
+
+        return _hand_off(a, options, replay)
     if a.max_drop is None or a.data is None:
         raise PrecisionPlanError(
             f"--precision {a.precision} with a budget needs --max-drop POINTS and --data "
@@ -133,3 +141,32 @@ def _hand_off(a: argparse.Namespace, options: ConvertOptions, build: Any) -> dic
     from albert_edge.depth.command import run_convert_at_depth
 
     return run_convert_at_depth(a, options, build)
+
+
+def _check_plan_depth(
+    a: argparse.Namespace, plan: dict[str, Any], where: str, depth: int | str | None
+) -> None:
+    """A plan replays at the depth it was searched at. The weights' sha256 alone cannot
+    say so: depths of a one-group model keeping its own head hold the same weights. The
+    name a truncated model's plan records ends in ``-depthK`` (the depth package's
+    truncated_checkpoint names it so), the depth it was made at."""
+    import re
+
+    from albert_edge.layout import EMBEDDED_NAME
+
+    name = str((plan.get("checkpoint") or {}).get("name", ""))
+    at = re.fullmatch(r".*-depth(\d+)", name)
+    if depth is not None:  # --depth auto: checked once the rule has chosen
+        if depth != "auto" and not name.endswith(f"-depth{depth}"):
+            made = f"at depth {at.group(1)}" if at else "at full depth"
+            raise PrecisionPlanError(
+                f"{where}: the plan was made {made} ({name}), not at depth {depth}; replay "
+                f"it at its depth or search a plan at depth {depth} with --precision auto"
+            )
+        return
+    own = Path(a.checkpoint).resolve().name if a.checkpoint is not None else EMBEDDED_NAME
+    if at is not None and name != own:
+        raise PrecisionPlanError(
+            f"{where}: the plan was made at depth {at.group(1)} ({name}); pass --depth "
+            f"{at.group(1)} --depth-search DIR (the search it was truncated with)"
+        )

@@ -83,19 +83,43 @@ def test_auto_plan_at_a_depth_records_both_and_replays(
     assert (out / m["model_file"]).read_bytes() == (again / m2["model_file"]).read_bytes()
     assert m2["depth"]["layers"] == 2 and m2["precision_plan"]["units"] == plan["units"]
 
-    # the same plan at full depth, or at another depth, is another model's: one line
-    for where, extra in (("full", ()), ("d1", ("--depth", "1", "--depth-search", str(search)))):
+    # the same plan at full depth, or at another depth, is another model's: one line each
+    for where, extra, want in (
+        ("full", (), "made at depth 2"),
+        ("d1", ("--depth", "1", "--depth-search", str(search)), "not at depth 1"),
+    ):
+        plan_file = str(out / "plan.json")
         code, err = _convert(
-            capsys,
-            str(ckpt),
-            *extra,
-            "--precision-plan",
-            str(out / "plan.json"),
-            "-o",
-            str(tmp_path / where),
+            capsys, str(ckpt), *extra, "--precision-plan", plan_file, "-o", str(tmp_path / where)
         )
-        assert code != 0 and "made for another model" in err and len(err.splitlines()) == 1
+        assert code != 0 and want in err and len(err.splitlines()) == 1, err
         assert not (tmp_path / where).exists()
+
+
+def test_own_head_depths_share_weights_yet_a_plan_keeps_its_depth(
+    searched: tuple[Path, Path],
+    rows_tsv: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With the model's own head, depths 1 and 2 of a one-group model hold the same
+    weights (same sha256): the plan's depth is still checked, for K and for auto."""
+    ckpt, search = searched
+    own = ("--depth-search", str(search), "--exit-head", "own")
+    out = tmp_path / "auto"
+    code, err = _convert(
+        capsys, str(ckpt), "--depth", "2", *own, "--precision", "auto", *BUDGET,
+        "--data", str(rows_tsv), "-o", str(out),
+    )  # fmt: skip
+    assert code == 0, err
+    plan_file = str(out / "plan.json")
+    for depth, want in (("1", "not at depth 1"), ("auto", "not at depth")):
+        argv = ("--depth", depth, *own, "--max-point-loss", "100", "--min-lower-bound", "-100")
+        code, err = _convert(
+            capsys, str(ckpt), *argv, "--precision-plan", plan_file, "-o", str(tmp_path / "o")
+        )
+        assert code != 0 and want in err and len(err.splitlines()) == 1, err
+        assert not (tmp_path / "o").exists()
 
 
 def test_depth_plan_refusals_come_before_the_model_loads(
