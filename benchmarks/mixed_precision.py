@@ -61,9 +61,13 @@ def machine() -> dict[str, Any]:
         ),
         platform.processor(),
     )
+    import re
+
+    family = re.search(r"avx512_vnni|avx2", info)  # grep -o -m1 'avx512_vnni\|avx2'
     return {
         "cpu": cpu,
         "cpu_flags": flags,
+        "kernel_family": family.group(0) if family else None,
         "cores": os.cpu_count(),
         "loadavg": os.getloadavg(),
     }

@@ -96,9 +96,11 @@ def train(a: Any, work: Path, files: dict[str, str]) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "albert_edge.cli", "train", "--train", files["train"]]
     cmd += ["--dev", str(a.dev), "-o", str(out), "--epochs", str(a.epochs), "--seed", "13", "-q"]
     record = out / "training.json"
+    facts_file = work / "training_facts.json"
     if record.is_file() and json.loads(record.read_text()).get("train_examples") == a.train_rows:
         log(f"reusing the trained model in {out}")
-        return {**_training_facts(record), "reused": True}
+        kept = json.loads(facts_file.read_text()) if facts_file.is_file() else {}
+        return {**_training_facts(record), **kept, "reused": True}
     log(f"training from scratch on {a.train_rows} rows, {a.epochs} epoch(s) …")
     load0, t0 = os.getloadavg(), time.perf_counter()
     subprocess.run(cmd, check=True)
@@ -106,6 +108,7 @@ def train(a: Any, work: Path, files: dict[str, str]) -> dict[str, Any]:
     facts.update(wall_s=round(time.perf_counter() - t0, 1), loadavg_before=load0)
     facts["loadavg_after"] = os.getloadavg()
     facts["command"] = "albert-edge " + " ".join(cmd[3:]).replace(str(work), "WORK")
+    facts_file.write_text(json.dumps(facts))
     return facts
 
 
@@ -270,8 +273,8 @@ def artifacts(
 
             shutil.rmtree(out)
         m = make(out)
-        paths[name] = out / m["model_file"]
-        rows[name] = _score_row(setup_h, setup_d, paths[name].read_bytes(), m, ref)
+        paths[name] = out
+        rows[name] = _score_row(setup_h, setup_d, (out / m["model_file"]).read_bytes(), m, ref)
         section["artifacts"] = rows
         save()
     return paths
@@ -322,7 +325,7 @@ def latency(
     turn), then W2 (:func:`benchmarks.precisions.w2_latencies`)."""
     names = [n for n in paths if n != "fp32"]
     out = work / "bench-w1.json"
-    cmd = [sys.executable, "-m", "albert_edge.cli", "bench", *(str(paths[n].parent) for n in names)]
+    cmd = [sys.executable, "-m", "albert_edge.cli", "bench", *(str(paths[n]) for n in names)]
     cmd += ["--backend", "ort-cpu", "--seq-lens", "128", "--threads", "1"]
     cmd += ["--runs", str(a.w1_runs), "--rounds", str(a.w1_rounds), "--warmup", "5"]
     cmd += ["--json", str(out), "-q"]
@@ -333,7 +336,7 @@ def latency(
     subprocess.run(cmd, check=True)
     results = json.loads(out.read_text())["results"]
     lat: dict[str, Any] = {
-        "w1": {n: _w1_row(results, paths[n].parent) for n in names},
+        "w1": {n: _w1_row(results, paths[n]) for n in names},
         "w1_loadavg_before": load0,
         "w1_loadavg_after": os.getloadavg(),
         "w1_rounds": a.w1_rounds,
@@ -345,10 +348,17 @@ def latency(
 
     log(f"[latency] W2: {a.w2} dev sentences at their own length …")
     load0 = os.getloadavg()
-    w2 = w2_latencies([(n, paths[n]) for n in names], a.w2, 1, rounds=a.w2_rounds)
+    files = {n: paths[n] / json.loads((paths[n] / "manifest.json").read_text())["model_file"]
+             for n in names}  # fmt: skip
+    w2 = w2_latencies([(n, files[n]) for n in names], a.w2, 1, rounds=a.w2_rounds)
     lat.update(w2_median_ms=w2, w2_loadavg_before=load0, w2_loadavg_after=os.getloadavg())
     lat.update(w2_sentences=a.w2, w2_rounds=a.w2_rounds)
     save()
+
+
+def _load(x: Any) -> str:
+    """A load average triple as the shell prints it."""
+    return ", ".join(f"{v:.2f}" for v in x) if isinstance(x, list | tuple) else str(x)
 
 
 def _iv(d: dict[str, Any]) -> str:
@@ -376,11 +386,12 @@ def _latency_lines(lat: dict[str, Any]) -> list[str]:
     lines = [
         f"W1: batch 1, 128 tokens, 1 thread, `albert-edge bench --rounds {lat.get('w1_rounds')} "
         f"--runs {lat.get('w1_runs')}` (each artifact resident in its own process, visited in "
-        f"turn), load average {lat.get('w1_loadavg_before')} → {lat.get('w1_loadavg_after')}. "
+        f"turn), load average {_load(lat.get('w1_loadavg_before'))} → "
+        f"{_load(lat.get('w1_loadavg_after'))}. "
         f"W2: median over {lat.get('w2_sentences', '—')} SST-2 dev sentences at their own "
         f"length ({lat.get('w2_rounds', '—')} passes, block-interleaved resident processes, "
         "`benchmarks.precisions.w2_latencies`; median only), load average "
-        f"{lat.get('w2_loadavg_before', '—')} → {lat.get('w2_loadavg_after', '—')}.",
+        f"{_load(lat.get('w2_loadavg_before', '—'))} → {_load(lat.get('w2_loadavg_after', '—'))}.",
         "",
         "| artifact | W1 min ms | W1 p50 ms | W1 p50 / int8-dynamic | W2 median ms |",
         "|---|---:|---:|---:|---:|",
@@ -408,15 +419,18 @@ def render(sec: dict[str, Any]) -> list[str]:
         "# A model whose held-out rows were never trained on",
         "",
         f"Measured {sec.get('measured')}; {m.get('cpu')}, {m.get('cores')} cores shared with "
-        f"other work, CPU flags {m.get('cpu_flags')}, load average at start {m.get('loadavg')}.",
+        f"other work, CPU flags {m.get('cpu_flags')} (`grep -o -m1 'avx512_vnni\\|avx2' "
+        f"/proc/cpuinfo` → {m.get('kernel_family', 'not recorded')}), load average at start "
+        f"{_load(m.get('loadavg'))}.",
         "",
         f"**The model** is trained here, from scratch (`albert-edge train`, the embedded "
         f"model's config and recipe, {tr.get('hyperparameters', {}).get('epochs')} epochs) on "
         f"{rows.get('train')} SST-2 train rows; SST-2 dev {100 * (tr.get('dev_accuracy') or 0):.2f} % "
         f"(bag-of-words level, like the embedded model; not a pretrained ALBERT). Training took "
-        f"{tr.get('wall_s', tr.get('wall_time_s'))} s (load average {tr.get('loadavg_before')} "
-        "before): small on purpose, so the benchmark trains it itself in a few minutes on a "
-        "loaded 2-core CPU. **Held-out rows**: a seeded set of "
+        f"{tr.get('wall_s', tr.get('wall_time_s'))} s (load average "
+        f"{_load(tr.get('loadavg_before'))} before, {_load(tr.get('loadavg_after'))} after): "
+        "small on purpose, so that the benchmark trains it itself on a loaded 2-core CPU. "
+        "**Held-out rows**: a seeded set of "
         f"{rows.get('held')} SST-2 train rows (seed {sp.get('seed')}) excluded from training; "
         "every plan is chosen on them (`--data`, all rows). The depth search uses another "
         f"{rows.get('depth')} excluded rows. Dev (872 rows, ±1.7 points at 95 %) is reported "
