@@ -180,6 +180,7 @@ def artifacts(
 
 
 def render(r: dict[str, Any]) -> str:
+    from benchmarks.mixed_trained import _load
     from benchmarks.mixed_trained import render as render_trained
 
     m = r.get("machine", {})
@@ -195,7 +196,7 @@ def render(r: dict[str, Any]) -> str:
         "",
         f"Machine: {m.get('cpu')}, {m.get('cores')} cores, "
         f"CPU flags present: {m.get('cpu_flags')}, "
-        f"load average at start {m.get('loadavg')}.",
+        f"load average at start {_load(m.get('loadavg'))}.",
         "",
         "**Caveats.** The embedded model is trained from scratch (about 81 % SST-2 dev, "
         "bag-of-words level), and the held-out rows the plan is chosen on are drawn from "
