@@ -165,8 +165,23 @@ def _check_plan_depth(
             )
         return
     own = Path(a.checkpoint).resolve().name if a.checkpoint is not None else EMBEDDED_NAME
-    if at is not None and name != own:
+    if at is not None and name != own and _layers(a.checkpoint) != int(at.group(1)):
         raise PrecisionPlanError(
             f"{where}: the plan was made at depth {at.group(1)} ({name}); pass --depth "
             f"{at.group(1)} --depth-search DIR (the search it was truncated with)"
         )
+
+
+def _layers(checkpoint: str | Path | None) -> int | None:
+    """The depth a truncated checkpoint directory says it runs (its ``truncation.json``;
+    convert checks its seal before it is used), None for any other checkpoint."""
+    import json
+
+    from albert_edge.convert import TRUNCATED_CHECKPOINT
+
+    record = Path(checkpoint or "") / TRUNCATED_CHECKPOINT.primary
+    try:
+        layers = json.loads(record.read_text()).get("layers") if checkpoint else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return layers if isinstance(layers, int) else None

@@ -120,6 +120,20 @@ def test_own_head_depths_share_weights_yet_a_plan_keeps_its_depth(
         )
         assert code != 0 and want in err and len(err.splitlines()) == 1, err
         assert not (tmp_path / "o").exists()
+    # the truncated checkpoint written under another name is that model: the plan applies
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.depth import load_search, write_truncated
+
+    renamed = write_truncated(
+        load_checkpoint(ckpt), 2, tmp_path / "renamed", search=load_search(search), head="own"
+    )
+    code, err = _convert(
+        capsys, str(renamed), "--precision-plan", plan_file, "-o", str(tmp_path / "r")
+    )
+    assert code == 0, err
+    m = json.loads((out / "manifest.json").read_text())
+    r = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert (out / m["model_file"]).read_bytes() == (tmp_path / "r" / r["model_file"]).read_bytes()
 
 
 def test_depth_plan_refusals_come_before_the_model_loads(
