@@ -108,6 +108,43 @@ def search_twice(prep: Any, a: argparse.Namespace, report: dict[str, Any]) -> di
     return plans[1]
 
 
+def ray_search(a: argparse.Namespace, report: dict[str, Any]) -> None:
+    """Part ``ray``: the embedded model's first-budget search on a local Ray (``ray.init()``
+    on this machine) with 1 and 2 workers, each beside the in-process plan: the same?"""
+    from albert_edge.mixed import ray_available
+
+    if not ray_available():
+        report["ray"] = {"skipped": "ray is not installed (pip install 'albert-edge[ray]')"}
+        return
+    prep = prepare(None, ConvertOptions())
+    settings = Settings(max_drop=a.max_drop[0], min_lower_bound=a.min_lower_bound, rows=a.rows)
+    base = (report.get("plans") or {}).get(str(a.max_drop[0]))
+    out: dict[str, Any] = {"loadavg_before": os.getloadavg(), "command": report["command"]}
+    for workers in (1, 2):
+        log(f"search on a local Ray with {workers} worker(s) …")
+        start = time.perf_counter()
+        plan, result = auto_plan(
+            prep, a.data, settings, ConvertOptions(verify=False), workers=workers, engine="ray"
+        )
+        import ray
+
+        # the pool starts a local Ray sized to its workers and leaves it running; a second
+        # pool with more workers would find too few CPUs in it: each run starts its own
+        ray.shutdown()
+        out[str(workers)] = {
+            "wall_s": round(time.perf_counter() - start, 2),
+            "search_s": round(result.seconds, 2),
+            "executor": result.executor,
+            "loadavg": os.getloadavg(),
+            "same_plan_as_in_process": base is not None
+            and [(u["tensor"], u["precision"]) for u in plan["units"]]
+            == [(u["tensor"], u["precision"]) for u in base["units"]]
+            and plan["search"]["loss"] == base["search"]["loss"],
+        }
+        report["ray"] = out
+        save(report)
+
+
 def more_plans(prep: Any, a: argparse.Namespace, report: dict[str, Any]) -> None:
     for drop in a.max_drop[1:]:
         log(f"search at --max-drop {drop} …")
@@ -187,7 +224,9 @@ def render(r: dict[str, Any]) -> str:
     lines = [
         "# Precision per shared weight (`--precision auto`, int8-static with fallback)",
         "",
-        f"Command: `{r.get('command')}` (the embedded model's part: `{r.get('embedded_from')}`). "
+        f"Commands: the embedded model's part `{r.get('embedded_from')}`; the trained "
+        f"model's `{(r.get('trained') or {}).get('command', '—')}`; Ray "
+        f"`{(r.get('ray') or {}).get('command', '—')}`. "
         "Every model here is trained from scratch by albert-edge (about 80 % SST-2 dev, "
         "bag-of-words level), not a pretrained ALBERT.",
         "",
@@ -234,10 +273,20 @@ def render(r: dict[str, Any]) -> str:
             if w in s:
                 lines.append(
                     f"- {w} worker(s) ({s[w]['executor']['kind']}): {s[w]['wall_s']} s "
-                    f"(search {s[w]['search_s']} s; load average after {s[w]['loadavg']})"
+                    f"(search {s[w]['search_s']} s; load average after {_load(s[w]['loadavg'])})"
                 )
         if "same_plan" in s:
             lines.append(f"- same plan from both: **{s['same_plan']}**")
+        for w, x in sorted((r.get("ray") or {}).items()):
+            if isinstance(x, dict) and "wall_s" in x:
+                lines.append(
+                    f"- Ray, {w} worker(s) (`ray.init()` on this machine, its start included): "
+                    f"{x['wall_s']} s (search {x['search_s']} s; load average after "
+                    f"{_load(x['loadavg'])}); same plan as in-process: "
+                    f"**{x['same_plan_as_in_process']}**"
+                )
+        if (r.get("ray") or {}).get("skipped"):
+            lines.append(f"- Ray: {r['ray']['skipped']}")
         lines += [
             "",
             "The machine has 2 cores shared with other work; the 2-worker time includes "
@@ -268,6 +317,7 @@ def run_trained(a: argparse.Namespace, report: dict[str, Any]) -> None:
 
     sec: dict[str, Any] = report.setdefault("trained", {})
     sec.update(measured=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine=machine())
+    sec["command"] = report["command"]
 
     def save_now() -> None:
         save(report)
@@ -328,7 +378,7 @@ def main() -> int:
     p.add_argument(
         "--parts",
         nargs="+",
-        choices=("embedded", "trained", "latency"),
+        choices=("embedded", "ray", "trained", "latency"),
         default=["embedded", "trained", "latency"],
         help="embedded: the shipped model (held-out rows it was trained on); trained: a model "
         "trained here without its held-out rows; latency: W1/W2 of the trained model's "
@@ -375,6 +425,8 @@ def main() -> int:
     else:
         report["embedded_from"] = report["command"]
         run_embedded(a, report)
+    if "ray" in a.parts:  # beside the embedded part's in-process plan
+        ray_search(a, report)
     if "trained" in a.parts or "latency" in a.parts:
         if "trained" not in a.parts:
             report["trained"] = previous.get("trained", {})
@@ -386,7 +438,7 @@ def main() -> int:
     return 0
 
 
-EMBEDDED_KEYS = ("search", "plans", "static_plans", "artifacts", "machine", "settings")
+EMBEDDED_KEYS = ("search", "plans", "static_plans", "artifacts", "machine", "settings", "ray")
 
 
 def run_embedded(a: argparse.Namespace, report: dict[str, Any]) -> None:
