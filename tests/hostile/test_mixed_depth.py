@@ -56,18 +56,19 @@ FILES = {
     "full.json": _copy("plan_full", "full.json"),
 }
 
+NO_TORCH = ("torch",)  # refused before the model (or the depth search) loads
 CV = ("convert", "{ckpt}", "-o", "out", "--no-verify")
 D2 = ("--depth", "2", "--depth-search", "search")
 AUTO = ("--precision", "auto", "--max-drop", "5", "--min-lower-bound", "-100")
 
 CASES = [
     Case("convert-onnx:depth-auto-no-budget", (*CV, *D2, "--precision", "auto", "--data",
-         "rows120.tsv"), 2, "--max-drop POINTS and --data", ("search", "rows120.tsv")),
+         "rows120.tsv"), 2, "--max-drop POINTS and --data", ("search", "rows120.tsv"), no_import=NO_TORCH),
     Case("convert-onnx:depth-auto-too-few-rows", (*CV, *D2, "--precision", "auto", "--max-drop",
-         "1", "--data", "rows120.tsv"), 2, "give at least 200 rows", ("search", "rows120.tsv")),
+         "1", "--data", "rows120.tsv"), 2, "give at least 200 rows", ("search", "rows120.tsv"), no_import=NO_TORCH),
     Case("convert-onnx:depth-auto-search-rows-too-few", (*CV, *D2, *AUTO, "--data",
          "rows120.tsv", "--search-rows", "20"), 2, "draw at least 50 rows",
-         ("search", "rows120.tsv")),
+         ("search", "rows120.tsv"), no_import=NO_TORCH),
     Case("convert-onnx:depth-auto-no-search", (*CV, "--depth", "2", *AUTO, "--data",
          "rows120.tsv"), 2, "--depth needs --depth-search", ("rows120.tsv",)),
     Case("convert-onnx:depth-search-no-depth", (*CV, "--depth-search", "search", *AUTO,
@@ -80,21 +81,21 @@ CASES = [
     Case("convert-onnx:depth-auto-output-exists", (*CV, *D2, *AUTO, "--data", "rows120.tsv"),
          2, "output exists", ("search", "rows120.tsv", "user_dir")),
     Case("convert-onnx:depth-auto-with-calibration", (*CV, *D2, *AUTO, "--data", "rows120.tsv",
-         "--calibration", "rows120.tsv"), 2, "drop --calibration", ("search", "rows120.tsv")),
+         "--calibration", "rows120.tsv"), 2, "drop --calibration", ("search", "rows120.tsv"), no_import=NO_TORCH),
     Case("convert-onnx:depth-static-budget-no-calibration", (*CV, *D2, "--precision",
          "int8-static", "--max-drop", "5", "--data", "rows120.tsv"), 2, "--calibration",
          ("search", "rows120.tsv")),
     Case("convert-onnx:depth-plan-not-json", (*CV, *D2, "--precision-plan", "notjson.json"), 2,
-         "not a readable precision plan", ("search", "notjson.json")),
+         "not a readable precision plan", ("search", "notjson.json"), no_import=NO_TORCH),
     Case("convert-onnx:depth-plan-made-at-full-depth", (*CV, *D2, "--precision-plan",
-         "full.json"), 2, "made at full depth", ("search", "full.json")),
+         "full.json"), 2, "made at full depth", ("search", "full.json"), no_import=NO_TORCH),
     Case("convert-onnx:depth-plan-replayed-at-full-depth", (*CV, "--precision-plan",
-         "d2.json"), 2, "made at depth 2 .*pass --depth 2", ("d2.json",)),
+         "d2.json"), 2, "made at depth 2 .*pass --depth 2", ("d2.json",), no_import=NO_TORCH),
     Case("convert-onnx:depth-plan-at-another-depth", (*CV, "--depth", "1", "--depth-search",
-         "search", "--precision-plan", "d2.json"), 2, "not at depth 1", ("search", "d2.json")),
+         "search", "--precision-plan", "d2.json"), 2, "not at depth 1", ("search", "d2.json"), no_import=NO_TORCH),
     Case("convert-onnx:depth-plan-with-int8-dynamic", (*CV, *D2, "--precision", "int8-dynamic",
          "--precision-plan", "d2.json"), 2, "drop --precision int8-dynamic",
-         ("search", "d2.json")),
+         ("search", "d2.json"), no_import=NO_TORCH),
     Case("convert-onnx:depth-plan-replays", (*CV, *D2, "--precision-plan", "d2.json"), 0, "",
          ("search", "d2.json"), creates=("out",), timeout=300),
     Case("convert-onnx:depth-auto-plan", (*CV, *D2, *AUTO, "--data", "rows60.tsv"), 0, "",
