@@ -190,6 +190,15 @@ def depth_plan(
     """A depth search on its own rows, the depth its rule admits (else L-1, given), and the
     auto plan on the truncated model: ``convert --depth K --precision auto``'s path."""
     sdir = work / "depth-search"
+    if (sdir / "seal.json").is_file():  # a search of an earlier model is searched again
+        from albert_edge.depth.truncate import check_same_source
+
+        try:
+            check_same_source(a.trained_model, load_search(sdir))
+        except AlbertEdgeError:
+            import shutil
+
+            shutil.rmtree(sdir)
     if not (sdir / "seal.json").is_file():
         log("[trained] depth search …")
         split_s = SplitSettings(
