@@ -403,8 +403,16 @@ def main() -> int:
     p.add_argument("--w2", type=int, default=200)
     p.add_argument("--w2-rounds", type=int, default=2)
     p.add_argument("--out", type=Path, default=OUT, help="results directory")
+    p.add_argument(
+        "--render", action="store_true", help="rewrite the Markdown from the JSON, measure nothing"
+    )
     a = p.parse_args()
     OUT = a.out
+    if a.render:
+        (OUT / "mixed_precision.md").write_text(
+            render(json.loads((OUT / "mixed_precision.json").read_text()))
+        )
+        return 0
     previous = {}
     if (OUT / "mixed_precision.json").is_file():  # parts not run keep what they measured
         previous = json.loads((OUT / "mixed_precision.json").read_text())

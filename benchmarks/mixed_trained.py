@@ -533,10 +533,16 @@ def _static_lines(sec: dict[str, Any]) -> list[str]:
             f"{len(floats)} unit(s) in float — {', '.join(floats) or 'none'} — and "
             f"{share.get('matmuls_quantized')}/{share.get('matmuls_total')} weight MatMuls "
             f"compute on integers (share {share.get('share')}). Calibration: 128 training rows. "
-            "The revert loop moves the unit whose own loss is largest one step wider and "
-            f"re-validates: {_reverts(plan)}. A table left in float "
-            "is a Gather, not a MatMul: the integer MatMul share stays whole, while the bytes "
-            "grow by the table's fp32 size.",
+            "A unit stays in float where, alone, its integer form fails the budget (the "
+            "greedy step; its row below), or through the revert loop, which moves the unit "
+            "whose own loss is largest one step wider and re-validates the plan: "
+            f"{_reverts(plan)}."
+            + (
+                " A table left in float is a Gather, not a MatMul: the integer MatMul share "
+                "stays whole, while the bytes grow by the table's fp32 size."
+                if any("table" in f for f in floats)
+                else ""
+            ),
             "",
             format_plan(plan),
             "",
