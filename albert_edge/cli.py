@@ -555,7 +555,7 @@ def _add_bench(sub: Any) -> None:
         help="--recommend: comma-separated, from {"
         + ", ".join(f"{t}:{q}" for t, q in CANDIDATES)
         + "} (default: all); opt-in: onnx:auto (a precision per weight searched on the "
-        "choose split, docs/mixed-precision.md)",
+        "choose split; with --depth-search also at each admitted depth, docs/mixed-precision.md)",
     )
     p.add_argument("--work-dir", type=Path, default=None, help="--recommend: keep artifacts here")
     p.add_argument(

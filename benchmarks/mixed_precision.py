@@ -61,9 +61,13 @@ def machine() -> dict[str, Any]:
         ),
         platform.processor(),
     )
+    import re
+
+    family = re.search(r"avx512_vnni|avx2", info)  # grep -o -m1 'avx512_vnni\|avx2'
     return {
         "cpu": cpu,
         "cpu_flags": flags,
+        "kernel_family": family.group(0) if family else None,
         "cores": os.cpu_count(),
         "loadavg": os.getloadavg(),
     }
@@ -102,6 +106,43 @@ def search_twice(prep: Any, a: argparse.Namespace, report: dict[str, Any]) -> di
     report["plans"] = {str(a.max_drop[0]): plans[1]}
     save(report)
     return plans[1]
+
+
+def ray_search(a: argparse.Namespace, report: dict[str, Any]) -> None:
+    """Part ``ray``: the embedded model's first-budget search on a local Ray (``ray.init()``
+    on this machine) with 1 and 2 workers, each beside the in-process plan: the same?"""
+    from albert_edge.mixed import ray_available
+
+    if not ray_available():
+        report["ray"] = {"skipped": "ray is not installed (pip install 'albert-edge[ray]')"}
+        return
+    prep = prepare(None, ConvertOptions())
+    settings = Settings(max_drop=a.max_drop[0], min_lower_bound=a.min_lower_bound, rows=a.rows)
+    base = (report.get("plans") or {}).get(str(a.max_drop[0]))
+    out: dict[str, Any] = {"loadavg_before": os.getloadavg(), "command": report["command"]}
+    for workers in (1, 2):
+        log(f"search on a local Ray with {workers} worker(s) …")
+        start = time.perf_counter()
+        plan, result = auto_plan(
+            prep, a.data, settings, ConvertOptions(verify=False), workers=workers, engine="ray"
+        )
+        import ray
+
+        # the pool starts a local Ray sized to its workers and leaves it running; a second
+        # pool with more workers would find too few CPUs in it: each run starts its own
+        ray.shutdown()
+        out[str(workers)] = {
+            "wall_s": round(time.perf_counter() - start, 2),
+            "search_s": round(result.seconds, 2),
+            "executor": result.executor,
+            "loadavg": os.getloadavg(),
+            "same_plan_as_in_process": base is not None
+            and [(u["tensor"], u["precision"]) for u in plan["units"]]
+            == [(u["tensor"], u["precision"]) for u in base["units"]]
+            and plan["search"]["loss"] == base["search"]["loss"],
+        }
+        report["ray"] = out
+        save(report)
 
 
 def more_plans(prep: Any, a: argparse.Namespace, report: dict[str, Any]) -> None:
@@ -176,13 +217,25 @@ def artifacts(
 
 
 def render(r: dict[str, Any]) -> str:
+    from benchmarks.mixed_trained import _load
+    from benchmarks.mixed_trained import render as render_trained
+
     m = r.get("machine", {})
     lines = [
-        "# Precision per shared weight (the embedded SST-2 model)",
+        "# Precision per shared weight (`--precision auto`, int8-static with fallback)",
         "",
-        f"Command: `{r.get('command')}`. Machine: {m.get('cpu')}, {m.get('cores')} cores, "
+        f"Commands: the embedded model's part `{r.get('embedded_from')}`; the trained "
+        f"model's `{(r.get('trained') or {}).get('command', '—')}`; Ray "
+        f"`{(r.get('ray') or {}).get('command', '—')}`. "
+        "Every model here is trained from scratch by albert-edge (about 80 % SST-2 dev, "
+        "bag-of-words level), not a pretrained ALBERT.",
+        "",
+        *render_trained(r.get("trained") or {}),
+        "# The embedded SST-2 model",
+        "",
+        f"Machine: {m.get('cpu')}, {m.get('cores')} cores, "
         f"CPU flags present: {m.get('cpu_flags')}, "
-        f"load average at start {m.get('loadavg')}.",
+        f"load average at start {_load(m.get('loadavg'))}.",
         "",
         "**Caveats.** The embedded model is trained from scratch (about 81 % SST-2 dev, "
         "bag-of-words level), and the held-out rows the plan is chosen on are drawn from "
@@ -220,10 +273,20 @@ def render(r: dict[str, Any]) -> str:
             if w in s:
                 lines.append(
                     f"- {w} worker(s) ({s[w]['executor']['kind']}): {s[w]['wall_s']} s "
-                    f"(search {s[w]['search_s']} s; load average after {s[w]['loadavg']})"
+                    f"(search {s[w]['search_s']} s; load average after {_load(s[w]['loadavg'])})"
                 )
         if "same_plan" in s:
             lines.append(f"- same plan from both: **{s['same_plan']}**")
+        for w, x in sorted((r.get("ray") or {}).items()):
+            if isinstance(x, dict) and "wall_s" in x:
+                lines.append(
+                    f"- Ray, {w} worker(s) (`ray.init()` on this machine, its start included): "
+                    f"{x['wall_s']} s (search {x['search_s']} s; load average after "
+                    f"{_load(x['loadavg'])}); same plan as in-process: "
+                    f"**{x['same_plan_as_in_process']}**"
+                )
+        if (r.get("ray") or {}).get("skipped"):
+            lines.append(f"- Ray: {r['ray']['skipped']}")
         lines += [
             "",
             "The machine has 2 cores shared with other work; the 2-worker time includes "
@@ -247,14 +310,112 @@ def render(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_trained(a: argparse.Namespace, report: dict[str, Any]) -> None:
+    """Part ``trained`` (and ``latency``): a model trained here whose held-out rows it never
+    saw (:mod:`benchmarks.mixed_trained`)."""
+    from benchmarks import mixed_trained as mt
+
+    sec: dict[str, Any] = report.setdefault("trained", {})
+    sec.update(measured=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine=machine())
+    sec["command"] = report["command"]
+
+    def save_now() -> None:
+        save(report)
+
+    work = a.work
+    work.mkdir(parents=True, exist_ok=True)
+    sp = mt.split(a, work)
+    sec["split"] = {k: v for k, v in sp.items() if k != "files"}
+    files = sp["files"]
+    sec["training"] = mt.train(a, work, files)
+    save_now()
+    a.trained_model = work / "model"
+    held, cal = Path(files["held"]), Path(files["calibration"])
+    prep = prepare(a.trained_model, ConvertOptions())
+    sec["targets"] = targets_note(a, prep)
+    if "trained" in a.parts:
+        mt.plans(a, prep, held, sec, save_now)
+        static = mt.static_fallback(a, cal, held, sec, save_now)
+        depth = mt.depth_plan(a, files, sec, save_now, work)
+    else:
+        static = prepare(a.trained_model, ConvertOptions(calibration=cal), base="int8-static")
+        depth = mt.depth_plan(a, files, sec, save_now, work) if sec.get("depth") else None
+    ctx = {"held": held, "cal": cal, "work": work, "depth": depth}
+    paths = mt.artifacts(a, prep, static, ctx, sec, save_now)
+    if "latency" in a.parts:
+        mt.latency(a, paths, sec, save_now, work)
+
+
+def targets_note(a: argparse.Namespace, prep: Any) -> dict[str, Any]:
+    """``--targets``: ONNX rows are measured; a TFLite plan is asked of the mixed package
+    and, while it refuses (the TFLite side is not merged), the refusal is recorded."""
+    out: dict[str, Any] = {"onnx": "measured"}
+    if "tflite" in a.targets:
+        from albert_edge.errors import AlbertEdgeError
+
+        try:
+            prepare(prep.ckpt, ConvertOptions(target="tflite"))
+        except AlbertEdgeError as exc:
+            out["tflite"] = f"skipped: {exc}"
+            log(f"--targets tflite: skipped ({exc})")
+        else:
+            out["tflite"] = (
+                "skipped: the mixed package now prepares TFLite plans, but this benchmark's "
+                "TFLite rows are not written yet (add them in benchmarks/mixed_trained.py)"
+            )
+            log(out["tflite"])
+    return out
+
+
 def main() -> int:
+    global OUT
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--max-drop", type=float, nargs="+", default=[0.5, 0.25])
     p.add_argument("--min-lower-bound", type=float, default=-1.5)
     p.add_argument("--rows", type=int, default=1000)
     p.add_argument("--data", type=Path, default=SHARED / "train.tsv")
     p.add_argument("--dev", type=Path, default=SHARED / "dev.tsv")
+    p.add_argument(
+        "--parts",
+        nargs="+",
+        choices=("embedded", "ray", "trained", "latency"),
+        default=["embedded", "trained", "latency"],
+        help="embedded: the shipped model (held-out rows it was trained on); trained: a model "
+        "trained here without its held-out rows; latency: W1/W2 of the trained model's "
+        "artifacts. Parts not run keep the previous results file's values.",
+    )
+    p.add_argument(
+        "--targets",
+        nargs="+",
+        choices=("onnx", "tflite"),
+        default=["onnx"],
+        help="tflite: recorded as skipped while the mixed package refuses TFLite plans",
+    )
+    p.add_argument("--work", type=Path, default=Path("/tmp/albert-edge-mixed-bench"))
+    p.add_argument("--split-seed", type=int, default=34)
+    p.add_argument("--held-rows", type=int, default=2500)
+    p.add_argument("--depth-rows", type=int, default=2000)
+    p.add_argument("--train-rows", type=int, default=24000)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--trained-max-drop", type=float, nargs="+", default=[0.5, 0.2])
+    p.add_argument("--w1-rounds", type=int, default=6)
+    p.add_argument("--w1-runs", type=int, default=60)
+    p.add_argument("--w2", type=int, default=200)
+    p.add_argument("--w2-rounds", type=int, default=2)
+    p.add_argument("--out", type=Path, default=OUT, help="results directory")
+    p.add_argument(
+        "--render", action="store_true", help="rewrite the Markdown from the JSON, measure nothing"
+    )
     a = p.parse_args()
+    OUT = a.out
+    if a.render:
+        (OUT / "mixed_precision.md").write_text(
+            render(json.loads((OUT / "mixed_precision.json").read_text()))
+        )
+        return 0
+    previous = {}
+    if (OUT / "mixed_precision.json").is_file():  # parts not run keep what they measured
+        previous = json.loads((OUT / "mixed_precision.json").read_text())
     report: dict[str, Any] = {
         "command": "python -m benchmarks.mixed_precision " + " ".join(sys.argv[1:]),
         "machine": machine(),
@@ -266,6 +427,30 @@ def main() -> int:
             "dev": a.dev.name,
         },
     }
+    if "embedded" not in a.parts:
+        report.update({k: previous[k] for k in EMBEDDED_KEYS if k in previous})
+        report["embedded_from"] = previous.get("embedded_from") or previous.get("command")
+    else:
+        report["embedded_from"] = report["command"]
+        run_embedded(a, report)
+    if "ray" in a.parts:  # beside the embedded part's in-process plan
+        ray_search(a, report)
+    if "trained" in a.parts or "latency" in a.parts:
+        if "trained" not in a.parts:
+            report["trained"] = previous.get("trained", {})
+        run_trained(a, report)
+    elif "trained" in previous:
+        report["trained"] = previous["trained"]
+    save(report)
+    log(f"wrote {OUT / 'mixed_precision.md'}")
+    return 0
+
+
+EMBEDDED_KEYS = ("search", "plans", "static_plans", "artifacts", "machine", "settings", "ray")
+
+
+def run_embedded(a: argparse.Namespace, report: dict[str, Any]) -> None:
+    """Part ``embedded``: the shipped model, 1 vs 2 workers, plans, int8-static, artifacts."""
     log("prepare the embedded model …")
     prep = prepare(None, ConvertOptions())
     search_twice(prep, a, report)
@@ -276,8 +461,6 @@ def main() -> int:
         cal.write_text("\n".join([lines[0], *lines[-128:]]) + "\n")
         static = static_plan(a, cal, report)
         artifacts(prep, a, report, static, cal)
-    log(f"wrote {OUT / 'mixed_precision.md'}")
-    return 0
 
 
 if __name__ == "__main__":

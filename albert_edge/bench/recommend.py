@@ -408,15 +408,23 @@ def _build_auto(
     at_vocab: tuple[Any, int, Any] | None = None,
 ) -> dict[str, Any]:
     """The auto plan on the choose split (``data``), budget int8's bar, then its artifact
-    (of the trimmed checkpoint, ``at_vocab``: its plan searched on its own tokenizer)."""
+    (of the trimmed checkpoint, ``at_vocab``: its plan searched on its own tokenizer; of
+    the truncated checkpoint, ``at_depth``: its plan searched on the truncated model, as
+    ``convert --depth k --precision auto`` does)."""
     from albert_edge.mixed import Settings, convert_auto
 
-    if at_depth is not None:
-        raise BenchmarkError("an auto precision plan at a depth is not built by --recommend")
     if at_vocab is not None:
         ckpt = at_vocab[0]
     assert data is not None
-    return convert_auto(ckpt, out, opts, data, Settings(max_drop=MAX_DROP_POINTS["auto"]))
+    settings = Settings(max_drop=MAX_DROP_POINTS["auto"])
+    if at_depth is None:
+        return convert_auto(ckpt, out, opts, data, settings)
+    from albert_edge.depth import convert_at_depth
+
+    def build(truncated: Any, output: Any, options: Any) -> dict[str, Any]:
+        return convert_auto(truncated, output, options, data, settings)
+
+    return convert_at_depth(ckpt, out, opts, at_depth[0], at_depth[1], build=build)
 
 
 def _time(

@@ -251,8 +251,9 @@ def run_choose(a: argparse.Namespace) -> int:
     return 0 if result["chosen"] is not None else 1
 
 
-def run_convert_at_depth(a: argparse.Namespace, options: Any) -> dict[str, Any]:
-    """``convert --depth K|auto --depth-search DIR``: truncate, then the ordinary convert."""
+def run_convert_at_depth(a: argparse.Namespace, options: Any, build: Any = None) -> dict[str, Any]:
+    """``convert --depth K|auto --depth-search DIR``: truncate, then the ordinary convert
+    (or ``build``, :func:`albert_edge.depth.convert_at_depth`'s: a precision plan's)."""
     from albert_edge.depth import convert_at_depth
     from albert_edge.errors import UnsupportedError
 
@@ -260,6 +261,13 @@ def run_convert_at_depth(a: argparse.Namespace, options: Any) -> dict[str, Any]:
         raise UnsupportedError("--depth-search needs --depth K (or --depth auto)")
     search = require_search(a)
     manifest: dict[str, Any] = convert_at_depth(
-        a.checkpoint, a.output, options, search, a.depth, head=a.exit_head, rule=_rule(a)
+        a.checkpoint,
+        a.output,
+        options,
+        search,
+        a.depth,
+        head=a.exit_head,
+        rule=_rule(a),
+        build=build,
     )
     return manifest

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +35,10 @@ from albert_edge.manifest import dumps_strict
 if TYPE_CHECKING:
     from albert_edge.checkpoint import Checkpoint
     from albert_edge.options import ConvertOptions
+
+# How convert_at_depth converts the truncated checkpoint: (checkpoint, output, options) →
+# manifest; convert itself unless a caller (a precision plan) brings its own.
+Build = Callable[["Checkpoint", "str | Path", "ConvertOptions"], dict[str, Any]]
 
 PROVENANCE = TRUNCATED_CHECKPOINT.primary
 # --overwrite replaces only a sealed, unchanged truncated checkpoint
@@ -211,8 +215,15 @@ def convert_at_depth(
     *,
     head: str = "refit",
     rule: Rule | None = None,
+    build: Build | None = None,
 ) -> dict[str, Any]:
     """``convert --depth``: truncate, then run the ordinary ``convert`` on the result.
+
+    ``build(truncated checkpoint, output, options)`` converts it (default:
+    :func:`albert_edge.convert.convert`). A precision plan passes its own (``convert
+    --depth K --precision auto | --precision-plan``): the plan is searched on, and made
+    for, the truncated model — its identity is the truncated weights' — and the
+    artifact's manifest carries both the ``depth`` and the ``precision_plan``.
 
     The output is checked before any work (a destructive ``-o`` costs nothing).
     """
@@ -223,4 +234,4 @@ def convert_at_depth(
     check_output(Path(output), overwrite=options.overwrite, inputs=inputs)
     check_same_source(checkpoint, search)  # before the model loads
     with truncated_checkpoint(checkpoint, search, depth, head=head, rule=rule) as ckpt:
-        return convert(ckpt, output, options)
+        return (build or convert)(ckpt, output, options)

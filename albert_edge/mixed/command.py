@@ -82,10 +82,7 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
         raise PrecisionPlanError(
             f"--precision-plan sets every weight's precision; drop --precision {a.precision}"
         )
-    if a.depth is not None or a.depth_search is not None:
-        raise PrecisionPlanError(
-            "--precision auto/--precision-plan do not combine with --depth yet"
-        )
+    at_depth = a.depth is not None or a.depth_search is not None
     if a.calibration is not None and a.precision == "auto":
         raise PrecisionPlanError(
             "--calibration applies to --precision int8-static (with or without a budget) and "
@@ -93,7 +90,20 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
         )
     options: ConvertOptions = options_for("fp32")
     if a.precision_plan is not None:
-        return mixed.convert_plan_file(a.checkpoint, a.output, options, a.precision_plan)
+        plan_file = a.precision_plan
+        plan = mixed.load_plan(plan_file)  # a bad file: refused before the model loads
+        _check_plan_depth(a, plan, str(plan_file), a.depth)
+        if at_depth:  # ... and before it is truncated
+            from albert_edge.mixed.api import check_calibration
+
+            check_calibration(plan, options, str(plan_file))
+
+        def replay(c: Any, out: Any, opts: Any) -> dict[str, Any]:
+            if a.depth == "auto":  # the depth the rule chose: the plan's?
+                _check_plan_depth(a, plan, str(plan_file), int(c.config.num_hidden_layers))
+            return mixed.convert_plan_file(c, out, opts, plan_file)
+
+        return _hand_off(a, options, replay)
     if a.max_drop is None or a.data is None:
         raise PrecisionPlanError(
             f"--precision {a.precision} with a budget needs --max-drop POINTS and --data "
@@ -114,15 +124,64 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
         if enabled():
             console().print(f"albert-edge:   {line}")
 
-    return mixed.convert_auto(
-        a.checkpoint,
-        a.output,
-        options,
-        a.data,
-        settings,
-        base="int8-static" if a.precision == "int8-static" else "int4",
-        workers=a.workers,
-        cluster=cluster,
-        engine=engine,
-        progress=note,
+    if at_depth:  # too few rows: refused before the model loads and is truncated
+        mixed.held_out_rows(a.data, settings)
+    base = "int8-static" if a.precision == "int8-static" else "int4"
+    run = {"workers": a.workers, "cluster": cluster, "engine": engine, "progress": note}
+    return _hand_off(
+        a, options, lambda c, o, op: mixed.convert_auto(c, o, op, a.data, settings, base, **run)
     )
+
+
+def _hand_off(a: argparse.Namespace, options: ConvertOptions, build: Any) -> dict[str, Any]:
+    """``build(checkpoint, output, options)`` on the checkpoint, or with ``--depth`` on the
+    truncated one (the plan is then the truncated model's: depth's convert_at_depth)."""
+    if a.depth is None and a.depth_search is None:
+        return dict(build(a.checkpoint, a.output, options))
+    from albert_edge.depth.command import run_convert_at_depth
+
+    return run_convert_at_depth(a, options, build)
+
+
+def _check_plan_depth(
+    a: argparse.Namespace, plan: dict[str, Any], where: str, depth: int | str | None
+) -> None:
+    """A plan replays at the depth it was searched at. The weights' sha256 alone cannot
+    say so: depths of a one-group model keeping its own head hold the same weights. The
+    name a truncated model's plan records ends in ``-depthK`` (the depth package's
+    truncated_checkpoint names it so), the depth it was made at."""
+    import re
+
+    from albert_edge.layout import EMBEDDED_NAME
+
+    name = str((plan.get("checkpoint") or {}).get("name", ""))
+    at = re.fullmatch(r".*-depth(\d+)", name)
+    if depth is not None:  # --depth auto: checked once the rule has chosen
+        if depth != "auto" and not name.endswith(f"-depth{depth}"):
+            made = f"at depth {at.group(1)}" if at else "at full depth"
+            raise PrecisionPlanError(
+                f"{where}: the plan was made {made} ({name}), not at depth {depth}; replay "
+                f"it at its depth or search a plan at depth {depth} with --precision auto"
+            )
+        return
+    own = Path(a.checkpoint).resolve().name if a.checkpoint is not None else EMBEDDED_NAME
+    if at is not None and name != own and _layers(a.checkpoint) != int(at.group(1)):
+        raise PrecisionPlanError(
+            f"{where}: the plan was made at depth {at.group(1)} ({name}); pass --depth "
+            f"{at.group(1)} --depth-search DIR (the search it was truncated with)"
+        )
+
+
+def _layers(checkpoint: str | Path | None) -> int | None:
+    """The depth a truncated checkpoint directory says it runs (its ``truncation.json``;
+    convert checks its seal before it is used), None for any other checkpoint."""
+    import json
+
+    from albert_edge.convert import TRUNCATED_CHECKPOINT
+
+    record = Path(checkpoint or "") / TRUNCATED_CHECKPOINT.primary
+    try:
+        layers = json.loads(record.read_text()).get("layers") if checkpoint else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return layers if isinstance(layers, int) else None
