@@ -69,7 +69,7 @@ def wants_plan(a: argparse.Namespace) -> bool:
     return (
         a.precision == "auto"
         or a.precision_plan is not None
-        or (a.precision == "int8-static" and a.max_drop is not None)
+        or (a.precision in ("int8-static", "int8-full") and a.max_drop is not None)
     )
 
 
@@ -78,7 +78,12 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
     builds the ConvertOptions the CLI would for that precision."""
     from albert_edge import mixed
 
-    if a.precision_plan is not None and a.precision not in (None, "auto", "int8-static"):
+    if a.precision_plan is not None and a.precision not in (
+        None,
+        "auto",
+        "int8-static",
+        "int8-full",
+    ):
         raise PrecisionPlanError(
             f"--precision-plan sets every weight's precision; drop --precision {a.precision}"
         )
@@ -88,8 +93,8 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
         )
     if a.calibration is not None and a.precision == "auto":
         raise PrecisionPlanError(
-            "--calibration applies to --precision int8-static (with or without a budget) and "
-            "to replaying an int8-static plan; drop --calibration"
+            "--calibration applies to --precision int8-static/int8-full (with or without a budget) "
+            "and to replaying such a plan; drop --calibration"
         )
     options: ConvertOptions = options_for("fp32")
     if a.precision_plan is not None:
@@ -120,9 +125,17 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
         options,
         a.data,
         settings,
-        base="int8-static" if a.precision == "int8-static" else "int4",
+        base=_base(a.precision, options.target),
         workers=a.workers,
         cluster=cluster,
         engine=engine,
         progress=note,
     )
+
+
+def _base(precision: str, target: str) -> str:
+    """The recipe a searched plan builds on: the integer graph asked for, else the
+    target's weight-only recipe that holds fp32, int8 and int4 weights in one graph."""
+    if precision in ("int8-static", "int8-full"):
+        return precision
+    return "int8-dynamic" if target == "tflite" else "int4"

@@ -167,7 +167,7 @@ def _op_census(model: Any, const_ids: set[int]) -> dict[str, Any]:
     with an integer operand), ``weight_matmuls`` (a constant operand, possibly through a
     DEQUANTIZE of a constant: the ONNX side's definition, activation × activation
     products left out), ``float_compute_ops`` (ops computing a float32 output, casts and
-    lookups aside) and ``op_counts``. Why: they say whether quantization reached the
+    lookups aside), ``compute_ops`` (every op but those) and ``op_counts``. Why: they say whether quantization reached the
     products that hold the weights."""
     from albert_edge.tflite import flatbuffer as fb
 
@@ -176,6 +176,7 @@ def _op_census(model: Any, const_ids: set[int]) -> dict[str, Any]:
     matmul = {k: {"total": 0, "quantized": 0} for k in _MATMULS}
     float_compute: Counter[str] = Counter()
     weight_matmuls = {"total": 0, "quantized": 0}
+    compute = 0
     for sg in model.subgraphs:
         weights = _dequantized_constants(model, sg, const_ids)
         for op in sg.operators:
@@ -192,14 +193,16 @@ def _op_census(model: Any, const_ids: set[int]) -> dict[str, Any]:
                 ):
                     weight_matmuls["total"] += 1
                     weight_matmuls["quantized"] += int(any(t in _INT_TYPES for t in in_types))
-            if name not in ("QUANTIZE", "DEQUANTIZE", "CAST", "EMBEDDING_LOOKUP", "GATHER") and any(
-                types.get(sg.tensors[i].type, "") == "FLOAT32" for i in op.outputs
-            ):
+            if name in ("QUANTIZE", "DEQUANTIZE", "CAST", "EMBEDDING_LOOKUP", "GATHER"):
+                continue
+            compute += 1
+            if any(types.get(sg.tensors[i].type, "") == "FLOAT32" for i in op.outputs):
                 float_compute[name] += 1
     return {
         "matmul_ops": matmul,
         "weight_matmuls": weight_matmuls,
         "float_compute_ops": dict(sorted(float_compute.items())),
+        "compute_ops": compute,
         "op_counts": dict(sorted(op_counts.items())),
     }
 
