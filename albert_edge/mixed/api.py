@@ -145,6 +145,7 @@ def make_setup(prep: Prepared, options: ConvertOptions, rows: list[tuple[int, st
 
         calibration = tuple(load_calibration(build) or ())
         tokenizer = (str(tok.path), tok.do_lower_case, tok.keep_accents)
+    assert not isinstance(prep.model, bytes)  # ONNX: the fp32 graph
     return Setup(
         ir.to_proto(prep.model).SerializeToString(),
         build,

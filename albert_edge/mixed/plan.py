@@ -42,7 +42,7 @@ def recipe_record(options: ConvertOptions, base: str = "int4") -> dict[str, Any]
     if options.target == "tflite":
         from dataclasses import replace
 
-        record = {
+        record: dict[str, Any] = {
             "base": base,
             "per_channel": replace(options, precision=base).weight_per_channel,
             "block_size": options.block_size,
@@ -55,7 +55,7 @@ def recipe_record(options: ConvertOptions, base: str = "int4") -> dict[str, Any]
                 "method": options.calibration_method,
             }
         return record
-    record: dict[str, Any] = {
+    record = {
         "base": base,
         "int4_kernel": "int8",
         "runs_on": options.runs_on,
