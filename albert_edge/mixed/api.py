@@ -178,7 +178,8 @@ def auto_plan(
     rows = held_out_rows(data, settings)
     setup = make_setup(prep, options, rows)
     with executor(setup, workers=workers, cluster=cluster, engine=engine) as run:
-        result = search(prep.units, run, settings, progress)
+        integer = prep.base in ("int8-static", "int8-full")  # fallback: fewest in float
+        result = search(prep.units, run, settings, progress, from_narrowest=integer)
     data_record = {k: v for k, v in input_file_record(Path(data)).items() if k != "path"}
     plan = make_plan(
         result,
