@@ -194,7 +194,7 @@ def _add_convert(sub: Any) -> None:
         "--precision",
         default=None,
         help=f"onnx: {{{','.join(ONNX_PRECISIONS)}}}; tflite: {{{','.join(TFLITE_PRECISIONS)}}} "
-        "(default fp32; fp16 with --target gpu); onnx: auto = a precision per weight "
+        "(default fp32; fp16 with --target gpu); auto (onnx, tflite) = a precision per weight "
         "chosen on held-out rows (--max-drop, --data; docs/mixed-precision.md)",
     )
     p.add_argument(

@@ -71,6 +71,7 @@ SIZE_BARS: dict[str, float] = {
     "int8-static": 1.05,
     "int8-full": 1.05,
     "int4": 1.05,
+    "plan": 1.05,  # a precision plan: each unit at its own width (plan_floor_bytes)
 }
 
 
@@ -353,6 +354,20 @@ def tflite_precision(report: Mapping[str, Any]) -> str:
     return "fp32"
 
 
+def integer_op_share(report: Mapping[str, Any]) -> dict[str, Any]:
+    """How many of a TFLite graph's compute ops run on integers (what an integer-only
+    NPU/DSP delegate takes), from :func:`albert_edge.tflite.inspect.analyze_model`'s
+    census: compute ops are every op but QUANTIZE/DEQUANTIZE/CAST and the lookups, and
+    a float one is a compute op with a float32 output (``float_compute_ops``)."""
+    total = int(report.get("compute_ops") or 0)
+    floats = sum(int(v) for v in (report.get("float_compute_ops") or {}).values())
+    return {
+        "integer_ops": total - floats,
+        "compute_ops": total,
+        "share": round((total - floats) / total, 4) if total else None,
+    }
+
+
 def tflite_facts(
     report: Mapping[str, Any],
     path: Path | None = None,
@@ -360,11 +375,14 @@ def tflite_facts(
     precision: str | None = None,
     config: Mapping[str, Any] | None = None,
     head: str | None = None,
+    plan: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The facts (:data:`FACT_KEYS`) of a TFLite model, from its ``analyze_model`` report."""
+    """The facts (:data:`FACT_KEYS`) of a TFLite model, from its ``analyze_model`` report
+    (``plan``: its precision plan, else the manifest's; the floor is then the plan's)."""
     meta = report.get("albert_edge") or {}
     manifest = manifest_beside(path) or {}
     precision = precision or manifest.get("precision") or meta.get("precision")
+    plan = plan if plan is not None else manifest.get("precision_plan")
     detected = tflite_precision(report)
     head = head or manifest.get("head") or meta.get("head")
     config = config or _config(path, meta.get("config"))
@@ -376,7 +394,7 @@ def tflite_facts(
         "unique_tensor_bytes": report["unique_tensor_bytes"],
         "duplicate_tensor_bytes": report["duplicate_tensor_bytes"],
         "unique_params": report["unique_params"],
-        **floor_fields(model_bytes, config, head, precision or detected),
+        **floor_fields(model_bytes, config, head, precision or detected, plan),
         "matmuls_total": int(weights["total"]),
         "matmuls_quantized": int(weights["quantized"]),
         "matmuls_fp16": 0,  # TFLite fp16 weights feed a DEQUANTIZE: the op computes in float

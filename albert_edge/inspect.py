@@ -24,26 +24,32 @@ def inspect_path(path: str | Path | None = None) -> dict[str, Any]:
             p = model_file(p)
         if p.suffix == ".onnx":
             require_model_file(p, "ONNX")
-            from albert_edge.facts import artifact_facts, manifest_beside
+            from albert_edge.facts import artifact_facts
             from albert_edge.onnx.inspect import inspect_onnx
 
-            info = {**inspect_onnx(p), **artifact_facts(p)}
-            plan = (manifest_beside(p) or {}).get("precision_plan")
-            if isinstance(plan, dict):  # a precision per weight: what each unit got, and why
-                info["precision_plan"] = {
-                    "summary": plan.get("summary"),
-                    "units": plan.get("units"),
-                    "search": plan.get("search"),
-                }
-            return info
+            return _with_plan({**inspect_onnx(p), **artifact_facts(p)}, p)
         if p.suffix == ".tflite":
             require_model_file(p, "TFLite")
             from albert_edge.facts import tflite_facts
             from albert_edge.tflite.inspect import inspect_tflite
 
             report = inspect_tflite(p)
-            return {**report, **tflite_facts(report, p)}
+            return _with_plan({**report, **tflite_facts(report, p)}, p)
     from albert_edge.accounting import account
     from albert_edge.checkpoint import load_checkpoint
 
     return account(load_checkpoint(path))
+
+
+def _with_plan(info: dict[str, Any], p: Path) -> dict[str, Any]:
+    """A precision per weight (the manifest's plan): what each unit got, and why."""
+    from albert_edge.facts import manifest_beside
+
+    plan = (manifest_beside(p) or {}).get("precision_plan")
+    if isinstance(plan, dict):
+        info["precision_plan"] = {
+            "summary": plan.get("summary"),
+            "units": plan.get("units"),
+            "search": plan.get("search"),
+        }
+    return info

@@ -115,12 +115,15 @@ class ConvertOptions:
                 f"unknown --int4-kernel {self.int4_kernel!r}; choose one of "
                 + ", ".join(INT4_KERNELS)
             )
-        if self.unit_precisions and not (self.int4_folded or self.precision == "int8-static"):
+        # Plan bases: ONNX int4 on int8 kernels / TFLite int8-dynamic (fp32, int8 and int4
+        # weights in one graph), and the integer graphs with fp32 fallback.
+        wide = self.int4_folded or (self.target == "tflite" and self.precision == "int8-dynamic")
+        if self.unit_precisions and not (wide or self.precision in ("int8-static", "int8-full")):
             raise UnsupportedError(
                 "a precision plan is built on --precision int4 --int4-kernel int8 (fp32, int8 "
                 "and int4 weights) or int8-static (fp32 fallback); use --precision-plan alone"
             )
-        widths = UNIT_PRECISIONS if self.int4_folded else ("fp32", "int8")
+        widths = UNIT_PRECISIONS if wide else ("fp32", "int8")
         bad = sorted({p for _, p in self.unit_precisions} - set(widths))
         if bad:
             raise UnsupportedError(

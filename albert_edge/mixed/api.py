@@ -33,7 +33,7 @@ class Prepared:
     """The fp32 graph of a checkpoint, its units and its identity."""
 
     ckpt: Checkpoint
-    model: ir.Model
+    model: ir.Model | bytes  # ONNX: the fp32 graph; TFLite: the float flatbuffer
     units: list[Unit]
     identity: dict[str, Any]
     base: str = "int4"
@@ -49,18 +49,36 @@ def prepare(
     from albert_edge.layout import source_record
     from albert_edge.onnx.pipeline import optimize
 
-    if options.target != "onnx":
+    bases = ("int4", "int8-static") if options.target == "onnx" else ("int8-dynamic", "int8-full")
+    if base not in bases:
+        other = dict(zip(("int8-static", "int8-full"), ("int8-full", "int8-static"), strict=True))
         raise PrecisionPlanError(
-            "precision plans are built for --to onnx (TFLite per-unit plans are not "
-            "implemented); drop --to tflite"
+            f"--to {options.target} builds precision plans on {' or '.join(bases)}, not {base}"
+            + (f"; use --precision {other[base]}" if base in other else "")
         )
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
+    if options.target == "tflite":
+        return _prepare_tflite(ckpt, options, base)
     model, _ = optimize(ckpt, replace(options, precision="fp32", unit_precisions=()))
     if base == "int8-static":
         from albert_edge.onnx.quant import check_options
 
         check_options(replace(options, precision=base))  # --calibration: before any work
     units = find_units(model, options, int(ckpt.config.vocab_size), base)
+    return Prepared(ckpt, model, units, source_record(ckpt), base)
+
+
+def _prepare_tflite(ckpt: Checkpoint, options: ConvertOptions, base: str) -> Prepared:
+    from albert_edge.layout import source_record
+    from albert_edge.mixed import tflite
+
+    if base == "int8-full" and options.calibration is None:  # before the export
+        raise PrecisionPlanError(
+            "--precision int8-full needs calibration sentences: pass --calibration FILE "
+            "(SST-2 train .tsv or one sentence per line)"
+        )
+    model = tflite.float_graph(ckpt, options)
+    units = tflite.find_tflite_units(model, ckpt, base)
     return Prepared(ckpt, model, units, source_record(ckpt), base)
 
 
@@ -88,9 +106,32 @@ def held_out_rows(data: str | Path, settings: Settings) -> list[tuple[int, str]]
     return [rows[int(i)] for i in sorted(pick.tolist())]
 
 
+def _tflite_setup(prep: Prepared, options: ConvertOptions, rows: list[tuple[int, str]]) -> Setup:
+    from albert_edge.mixed import tflite
+
+    tok = prep.ckpt.tokenizer()
+    seq_lens = tflite.seq_lens_of(prep.ckpt, options)
+    feeds = tuple(
+        tok.encode(text, max_length=max(seq_lens), padding="none").as_numpy() for _, text in rows
+    )
+    build = replace(options, precision=prep.base, verify=False, seq_lens=seq_lens)
+    cal = tflite.calibration_feeds(prep.ckpt, build) if prep.base == "int8-full" else None
+    assert isinstance(prep.model, bytes)
+    return Setup(
+        prep.model,
+        build,
+        feeds,
+        tuple(y for y, _ in rows),
+        target="tflite",
+        calibration_feeds=cal,
+    )
+
+
 def make_setup(prep: Prepared, options: ConvertOptions, rows: list[tuple[int, str]]) -> Setup:
     import onnx_ir as ir
 
+    if options.target == "tflite":
+        return _tflite_setup(prep, options, rows)
     tok = prep.ckpt.tokenizer()
     max_len = min(128, int(prep.ckpt.config.max_position_embeddings))
     feeds = tuple(
@@ -104,6 +145,7 @@ def make_setup(prep: Prepared, options: ConvertOptions, rows: list[tuple[int, st
 
         calibration = tuple(load_calibration(build) or ())
         tokenizer = (str(tok.path), tok.do_lower_case, tok.keep_accents)
+    assert not isinstance(prep.model, bytes)  # ONNX: the fp32 graph
     return Setup(
         ir.to_proto(prep.model).SerializeToString(),
         build,
@@ -136,7 +178,8 @@ def auto_plan(
     rows = held_out_rows(data, settings)
     setup = make_setup(prep, options, rows)
     with executor(setup, workers=workers, cluster=cluster, engine=engine) as run:
-        result = search(prep.units, run, settings, progress)
+        integer = prep.base in ("int8-static", "int8-full")  # fallback: fewest in float
+        result = search(prep.units, run, settings, progress, from_narrowest=integer)
     data_record = {k: v for k, v in input_file_record(Path(data)).items() if k != "path"}
     plan = make_plan(
         result,
@@ -148,7 +191,13 @@ def auto_plan(
     )
     plan["search"]["seconds"] = round(result.seconds, 3)
     plan["search"]["executor"] = result.executor
-    plan["search"]["integer_matmul_share"] = integer_share(setup, result.plan)
+    if setup.target == "tflite":
+        if prep.base == "int8-full":
+            from albert_edge.mixed.tflite import integer_ops
+
+            plan["search"]["integer_ops"] = integer_ops(setup, result.plan)
+    else:
+        plan["search"]["integer_matmul_share"] = integer_share(setup, result.plan)
     return plan, result
 
 
@@ -183,6 +232,16 @@ def plan_options(options: ConvertOptions, plan: dict[str, Any], assignment: Any)
             num_calibration=int(cal.get("samples", options.num_calibration)),
             calibration_method=str(cal.get("method", options.calibration_method)),
         )
+    if plan.get("target") == "tflite":
+        return replace(
+            options,
+            precision=str(r.get("base", "int8-dynamic")),
+            per_channel=r.get("per_channel", options.per_channel),
+            block_size=int(r.get("block_size", options.block_size)),
+            seq_lens=tuple(int(x) for x in r.get("seq_lens") or ()),
+            unit_precisions=tuple(assignment),
+            plan_record=plan,
+        )
     return replace(
         options,
         precision=str(r.get("base", "int4")),
@@ -213,6 +272,12 @@ def convert_plan_file(
 ) -> dict[str, Any]:
     """``convert --precision-plan plan.json``."""
     plan = load_plan(plan_file)  # a bad file is refused before the model loads
+    made_for = str(plan.get("target", "onnx"))
+    if made_for != options.target:
+        raise PrecisionPlanError(
+            f"{plan_file}: the plan was made for --to {made_for}; convert it with "
+            f"--to {made_for}, or search a plan for --to {options.target}"
+        )
     base = str((plan.get("recipe") or {}).get("base", "int4"))
     check_calibration(plan, options, str(plan_file))
     prep = prepare(checkpoint, options, base)

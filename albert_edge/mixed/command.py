@@ -69,7 +69,7 @@ def wants_plan(a: argparse.Namespace) -> bool:
     return (
         a.precision == "auto"
         or a.precision_plan is not None
-        or (a.precision == "int8-static" and a.max_drop is not None)
+        or (a.precision in ("int8-static", "int8-full") and a.max_drop is not None)
     )
 
 
@@ -78,15 +78,20 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
     builds the ConvertOptions the CLI would for that precision."""
     from albert_edge import mixed
 
-    if a.precision_plan is not None and a.precision not in (None, "auto", "int8-static"):
+    if a.precision_plan is not None and a.precision not in (
+        None,
+        "auto",
+        "int8-static",
+        "int8-full",
+    ):
         raise PrecisionPlanError(
             f"--precision-plan sets every weight's precision; drop --precision {a.precision}"
         )
     at_depth = a.depth is not None or a.depth_search is not None
     if a.calibration is not None and a.precision == "auto":
         raise PrecisionPlanError(
-            "--calibration applies to --precision int8-static (with or without a budget) and "
-            "to replaying an int8-static plan; drop --calibration"
+            "--calibration applies to --precision int8-static/int8-full (with or without a budget) "
+            "and to replaying such a plan; drop --calibration"
         )
     options: ConvertOptions = options_for("fp32")
     if a.precision_plan is not None:
@@ -126,7 +131,7 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
 
     if at_depth:  # too few rows: refused before the model loads and is truncated
         mixed.held_out_rows(a.data, settings)
-    base = "int8-static" if a.precision == "int8-static" else "int4"
+    base = _base(a.precision, options.target)
     run = {"workers": a.workers, "cluster": cluster, "engine": engine, "progress": note}
     return _hand_off(
         a, options, lambda c, o, op: mixed.convert_auto(c, o, op, a.data, settings, base, **run)
@@ -185,3 +190,11 @@ def _layers(checkpoint: str | Path | None) -> int | None:
     except (OSError, ValueError, AttributeError):
         return None
     return layers if isinstance(layers, int) else None
+
+
+def _base(precision: str, target: str) -> str:
+    """The recipe a searched plan builds on: the integer graph asked for, else the
+    target's weight-only recipe that holds fp32, int8 and int4 weights in one graph."""
+    if precision in ("int8-static", "int8-full"):
+        return precision
+    return "int8-dynamic" if target == "tflite" else "int4"

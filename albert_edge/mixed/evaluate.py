@@ -4,8 +4,9 @@ An evaluation builds the artifact's graph for one assignment (each unit at a pre
 with the int4 recipe's passes — ONNX Runtime's ``quantize_dynamic`` restricted by
 ``nodes_to_quantize``, albert-edge's table and int4 passes per unit — and runs it in ONNX
 Runtime on every held-out sentence (batch 1, each at its own length, one thread so the
-logits, and so the plan, are the same on every worker). It returns the per-sentence
-correctness vector (the paired bootstrap needs the rows, not the mean) and the bytes.
+logits, and so the plan, are the same on every worker); a TFLite plan's candidates are
+built and run in LiteRT by :mod:`albert_edge.mixed.tflite`, the same way. It returns
+the per-sentence correctness vector (the paired bootstrap needs the rows, not the mean) and the bytes.
 
 Evaluations are independent, so they run through an :class:`Executor`: in this process
 (one worker), a local process pool (``spawn``: no forked ONNX Runtime or PyTorch state),
@@ -45,6 +46,9 @@ class Setup:
     # keep accents) that turns them into feeds, rebuilt in each worker
     calibration: tuple[str, ...] = ()
     tokenizer: tuple[str, bool, bool] | None = None
+    # "tflite": ``model`` is the float flatbuffer, built and scored by albert_edge.mixed.tflite
+    target: str = "onnx"
+    calibration_feeds: Any = None  # TFLite int8-full: convert's feeds per signature
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,10 @@ class Outcome:
 
 def build(setup: Setup, assignment: Assignment) -> bytes:
     """The serialized graph of ``assignment`` (the fp32 graph where nothing is quantized)."""
+    if setup.target == "tflite":
+        from albert_edge.mixed import tflite
+
+        return tflite.build(setup, assignment)
     import onnx_ir as ir
 
     from albert_edge.onnx.quant import quantize_model
@@ -87,6 +95,10 @@ def _proto(data: bytes) -> Any:
 
 def score(setup: Setup, model: bytes) -> tuple[np.ndarray, float]:
     """(correct per row, seconds for the pass) of serialized ``model`` on the rows."""
+    if setup.target == "tflite":
+        from albert_edge.mixed import tflite
+
+        return tflite.score(setup, model)
     import numpy as np
     import onnxruntime as ort
 

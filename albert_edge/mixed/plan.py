@@ -39,7 +39,23 @@ def recipe_record(options: ConvertOptions, base: str = "int4") -> dict[str, Any]
     """The recipe a plan is applied with (int8-static: and its calibration file)."""
     from albert_edge.data import input_file_record
 
-    record: dict[str, Any] = {
+    if options.target == "tflite":
+        from dataclasses import replace
+
+        record: dict[str, Any] = {
+            "base": base,
+            "per_channel": replace(options, precision=base).weight_per_channel,
+            "block_size": options.block_size,
+            "seq_lens": list(options.seq_lens),  # [] = convert's default buckets
+        }
+        if base == "int8-full" and options.calibration is not None:
+            record["calibration"] = {
+                **input_file_record(options.calibration),
+                "samples": options.num_calibration,
+                "method": options.calibration_method,
+            }
+        return record
+    record = {
         "base": base,
         "int4_kernel": "int8",
         "runs_on": options.runs_on,
@@ -73,7 +89,7 @@ def make_plan(
     return {
         "format": FORMAT,
         "version": VERSION,
-        "target": "onnx",
+        "target": options.target,
         "checkpoint": dict(identity),
         "recipe": recipe_record(options, base),
         "units": units,
@@ -86,7 +102,8 @@ def make_plan(
             "data": dict(data),
             "rows": result.rows,
             "seed": settings.seed,
-            "reference": "the fp32 ONNX graph on the same rows (paired bootstrap, 95 %)",
+            "reference": f"the fp32 {'TFLite (LiteRT)' if options.target == 'tflite' else 'ONNX'}"
+            " graph on the same rows (paired bootstrap, 95 %)",
             "reference_accuracy": round(result.reference_accuracy, 6),
             "loss": {"delta": f.delta, "delta_low": f.delta_low, "delta_high": f.delta_high},
             "model_bytes": f.model_bytes,
@@ -110,7 +127,7 @@ def written_plan(
     return {
         "format": FORMAT,
         "version": VERSION,
-        "target": "onnx",
+        "target": options.target,
         "checkpoint": dict(identity),
         "recipe": recipe_record(options, base),
         "units": rows,
@@ -212,6 +229,12 @@ def format_plan(plan: Mapping[str, Any]) -> str:
         lines.append(
             f"weight MatMuls computing on integers: {share.get('matmuls_quantized')} of "
             f"{share.get('matmuls_total')} ({share.get('share')})"
+        )
+    ops = search.get("integer_ops")
+    if isinstance(ops, Mapping):
+        lines.append(
+            f"compute ops on integers: {ops.get('integer_ops')} of {ops.get('compute_ops')} "
+            f"({ops.get('share')})"
         )
     lines += [
         "",

@@ -219,7 +219,16 @@ def _referenced_tensors(model: ModelT, si: int) -> set[int]:
     for sd in model.signatureDefs or []:
         if int(sd.subgraphIndex) == si:
             used.update(int(tm.tensorIndex) for tm in [*(sd.inputs or []), *(sd.outputs or [])])
+    for t in sg.tensors:  # a blockwise weight names its scale (and zero point) tensors
+        used.update(i for i in _detail_tensors(t) if i >= 0)
     return used
+
+
+def _detail_tensors(tensor: Any) -> list[int]:
+    """Tensor indices a tensor's quantization details name (BlockwiseQuantization's
+    ``scales`` / ``zeroPoints``; -1 where absent)."""
+    details = tensor.quantization.details if tensor.quantization is not None else None
+    return [int(getattr(details, k)) for k in ("scales", "zeroPoints") if hasattr(details, k)]
 
 
 def orphan_tensor_count(model: ModelT) -> int:
@@ -259,6 +268,10 @@ def drop_orphan_tensors(model: ModelT) -> int:
             op.inputs, op.outputs = _map(op.inputs), _map(op.outputs)
             op.intermediates = _map(op.intermediates)
         sg.inputs, sg.outputs = _map(sg.inputs), _map(sg.outputs)
+        for t in sg.tensors:
+            for k, i in zip(("scales", "zeroPoints"), _detail_tensors(t), strict=False):
+                if i >= 0:
+                    setattr(t.quantization.details, k, remap[i])
         for sd in sigs:
             for tm in [*(sd.inputs or []), *(sd.outputs or [])]:
                 tm.tensorIndex = remap[int(tm.tensorIndex)]

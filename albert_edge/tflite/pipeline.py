@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from albert_edge.data import input_file_record
 from albert_edge.errors import PassError, QuantizationError, UnsupportedError
+from albert_edge.tflite.quantize import WORD_TABLE
 from albert_edge.torch_model import CONFIG_KEYS
 
 if TYPE_CHECKING:
@@ -175,40 +176,15 @@ def tflite_passes(
     """Every stage after export, in order, each a :class:`TflitePass` (one concern, a
     postcondition; see :mod:`albert_edge.tflite.passes`). Its report lands in the
     manifest under ``stages`` by the pass's name."""
-    from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite import passes as tp
 
-    hashes = fb.param_hashes(
-        (n, p.detach().cpu().numpy()) for n, p in ckpt.model.named_parameters()
-    )
     # The float graph: every weight stored once, named after its parameter.
-    passes: list[TflitePass] = [
-        tp.UnfoldScaledCopiesPass(),
-        tp.SharePrefixSlicesPass(),
-        tp.DedupBuffersPass(),
-        tp.CompactNamesPass(hashes),
-    ]
+    passes = float_passes(ckpt, options)
     if options.precision in ("fp32", "fp16"):
         # GPU-clean graph (exact rewrites): float artifacts are the GPU format.
         passes += [p() for p in tp.GPU_CLEAN_PASSES]
     if options.precision != "fp32":
-        passes += [
-            tp.QuantizePass(
-                options.precision,
-                per_channel=options.weight_per_channel,
-                quantize_embeddings=options.quantize_embeddings,
-                calibration=calibration,
-            ),
-            tp.DedupAfterQuantizePass(),
-            tp.NarrowConstantsPass(options.precision),
-        ]
-        if options.precision.startswith("int8"):
-            # the narrowed tables' DEQUANTIZE next to its reader: one XNNPACK partition fewer
-            passes.append(tp.SinkConstantOpsPass())
-        passes += [
-            tp.Int8OutputsPass() if options.int8_io else tp.FloatOutputsPass(),
-            tp.DropUnusedBuffersPass(),
-        ]
+        passes += quantize_passes(options, calibration)
     # Finishing: names only where useful, then what the runner reads from the file.
     passes += [
         tp.StripActivationNamesPass(),
@@ -216,6 +192,50 @@ def tflite_passes(
         tp.RecordConfigPass(record(ckpt, options, seq_lens)),
     ]
     return passes
+
+
+def quantize_passes(options: ConvertOptions, calibration: Any = None) -> list[TflitePass]:
+    """The passes that quantize the float graph and tidy what the quantizer leaves (also
+    what a precision plan's search runs on each candidate: ``albert_edge.mixed``)."""
+    from albert_edge.tflite import passes as tp
+
+    passes: list[TflitePass] = [
+        tp.QuantizePass(
+            options.precision,
+            per_channel=options.weight_per_channel,
+            quantize_embeddings=options.quantize_embeddings,
+            calibration=calibration,
+            unit_precisions=options.unit_precisions,
+            block_size=options.block_size,
+        ),
+        tp.DedupAfterQuantizePass(),
+        tp.NarrowConstantsPass(options.precision),
+    ]
+    if options.precision.startswith("int8"):
+        # the narrowed tables' DEQUANTIZE next to its reader: one XNNPACK partition fewer
+        passes.append(tp.SinkConstantOpsPass())
+    return [
+        *passes,
+        tp.Int8OutputsPass() if options.int8_io else tp.FloatOutputsPass(),
+        tp.DropUnusedBuffersPass(),
+    ]
+
+
+def float_passes(ckpt: Checkpoint, options: ConvertOptions) -> list[TflitePass]:
+    """The passes that make the exported graph the float graph every precision starts
+    from: every weight stored once, named after its parameter."""
+    from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite import passes as tp
+
+    hashes = fb.param_hashes(
+        (n, p.detach().cpu().numpy()) for n, p in ckpt.model.named_parameters()
+    )
+    return [
+        tp.UnfoldScaledCopiesPass(),
+        tp.SharePrefixSlicesPass(),
+        tp.DedupBuffersPass(),
+        tp.CompactNamesPass(hashes),
+    ]
 
 
 def build_tflite(
@@ -342,15 +362,26 @@ def quantization_record(
     calibration: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """The manifest's ``quantization``: how the weights are stored and what was quantized."""
+    from albert_edge.facts import integer_op_share
+
     precision = options.precision
-    if options.quantize_embeddings and precision.startswith("int8"):
+    planned = dict(options.unit_precisions).get(WORD_TABLE)
+    if planned is not None and precision == "int8-dynamic":
+        word_embeddings = {"fp32": "float32", "int8": "int8 per tensor"}.get(
+            planned, "int4 in blocks along E"
+        )
+    elif options.quantize_embeddings and precision.startswith("int8"):
         word_embeddings = "int8 per tensor"
     else:
         word_embeddings = "float16" if precision == "fp16" else "float32"
     return {
         "precision": precision,
         "tool": "ai-edge-quantizer" if precision != "fp32" else None,
-        "weights": WEIGHT_FORMS[precision],
+        "weights": (
+            f"per unit, {options.plan_record.get('summary')} (precision_plan)"
+            if options.plan_record
+            else WEIGHT_FORMS[precision]
+        ),
         "per_channel": options.weight_per_channel,
         "word_embeddings": word_embeddings,
         "quantized_fully_connected": report["quantized_fully_connected"],
@@ -360,6 +391,8 @@ def quantization_record(
         "matmuls_total": facts["matmuls_total"],
         "matmuls_quantized": facts["matmuls_quantized"],
         "float_compute_ops": report["float_compute_ops"] if precision == "int8-full" else None,
+        "integer_ops": integer_op_share(report) if precision == "int8-full" else None,
+        "precision_plan": (options.plan_record or {}).get("summary"),
         "int8_io": options.int8_io,
         "calibration": calibration,
     }
@@ -432,10 +465,18 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
     final = fb.read_model(data)
     report = analyze_model(final, len(data), data=data)
     config, head = ckpt.config.to_dict(), ckpt.head.name
-    facts = tflite_facts(report, path, precision=options.precision, config=config, head=head)
+    facts = tflite_facts(
+        report,
+        path,
+        precision=options.precision,
+        config=config,
+        head=head,
+        plan=options.plan_record,
+    )
 
     checks = check_postconditions(report, ckpt, fb.orphan_tensor_count(final))
-    check_integer_only(report, ckpt, options.precision)
+    if not any(p == "fp32" for _, p in options.unit_precisions):  # a fallback plan: float FCs
+        check_integer_only(report, ckpt, options.precision)
     accelerators = _gpu_check(final, options, path)
 
     sizes = size_figures(final, report, facts, ckpt, options.precision)

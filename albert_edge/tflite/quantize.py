@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -138,8 +139,14 @@ def quantize_flatbuffer(
     quantize_embeddings: bool = True,
     calibration: Mapping[str, Iterable[Mapping[str, np.ndarray]]] | None = None,
     threads: int = 2,
+    unit_precisions: Mapping[str, str] | None = None,
+    block_size: int = 256,
 ) -> bytes:
-    """Quantize a float flatbuffer; ``calibration`` maps signature → feeds (int8-full)."""
+    """Quantize a float flatbuffer; ``calibration`` maps signature → feeds (int8-full).
+
+    ``unit_precisions``: a precision plan (unit name → fp32/int8/int4, :func:`plan_units`)
+    applied with :func:`plan_recipe` on the ``precision`` recipe instead of one width for
+    every weight."""
     import contextlib
     import io
 
@@ -149,12 +156,29 @@ def quantize_flatbuffer(
 
     for name in ("root", "absl"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    recipe = _recipe(
-        precision,
-        per_channel=per_channel,
-        quantize_embeddings=quantize_embeddings,
-        tied=tied_table_readers(model_bytes),
-    )
+    if unit_precisions is not None:
+        units = plan_units(model_bytes)
+        lacking = sorted(set(unit_precisions) - {u.name for u in units})
+        if lacking:
+            raise QuantizationError(
+                f"the precision plan names {len(lacking)} weight(s) this graph lacks "
+                f"({', '.join(lacking[:3])}); search a plan for this model"
+            )
+        recipe = plan_recipe(
+            units,
+            unit_precisions,
+            precision,
+            per_channel=per_channel,
+            block_size=block_size,
+            quantize_embeddings=quantize_embeddings,
+        )
+    else:
+        recipe = _recipe(
+            precision,
+            per_channel=per_channel,
+            quantize_embeddings=quantize_embeddings,
+            tied=tied_table_readers(model_bytes),
+        )
 
     def _calibrated(data: bytes) -> tuple[Any, dict[str, Any]]:
         q = quantizer.Quantizer(bytearray(data))
@@ -422,3 +446,221 @@ def bound_softmax_input_ranges(
         qsv[name] = {**qsv[name], "min": np.maximum(old, new_lo).astype(old.dtype)}
         clipped += 1
     return clipped
+
+
+# --- precision plans: one recipe entry per unique weight ----------------------------------
+
+# Tables an EMBEDDING_LOOKUP reads with fewer rows than this (the 2-row token-type table)
+# are no unit: no recipe entry pays for itself there, and every plan leaves them float32.
+MIN_TABLE_ROWS = 16
+# Block sizes the quantizer offers for blockwise int4 (QuantGranularity.BLOCKWISE_*).
+INT4_BLOCKS = (32, 64, 128, 256)
+
+
+@dataclass(frozen=True)
+class PlanUnit:
+    """One unique weight of a float flatbuffer: the buffer every reader shares, the
+    tensor name it is known by, its shape, and the op scopes (the quantizer's regex
+    target: an op's output names joined by ";") of the ops reading it, by op kind."""
+
+    name: str
+    buffer: int
+    kind: str  # FULLY_CONNECTED (a weight) or EMBEDDING_LOOKUP (a table)
+    shape: tuple[int, ...]
+    scopes: tuple[str, ...]
+    tied_scopes: tuple[str, ...] = ()  # FULLY_CONNECTED readers of a table (tied decoder)
+
+    @property
+    def params(self) -> int:
+        return int(np.prod(self.shape))
+
+
+def _scope(sg: Any, op: Any) -> str:
+    names = [sg.tensors[o].name.decode() for o in op.outputs if o >= 0 and sg.tensors[o].name]
+    return ";".join(names) + (";" if names else "")
+
+
+def _unit_name(names: set[str]) -> str:
+    """The unit's name among its readers' weight tensor names: a parameter's name when one
+    reader carries it (``compact_names`` names weights after the parameter they equal),
+    else the first converter name — the same for the same graph, so a plan replays."""
+    params = sorted(n for n in names if n.endswith(".weight"))
+    return params[0] if params else sorted(names)[0]
+
+
+def plan_units(model_bytes: bytes) -> list[PlanUnit]:
+    """The unique weights of a float flatbuffer a precision plan decides: each constant
+    FULLY_CONNECTED weight buffer once (however many layers and signatures read it) and
+    each EMBEDDING_LOOKUP table of at least :data:`MIN_TABLE_ROWS` rows (a FULLY_CONNECTED
+    reading a table is the tied decoder: it joins the table's unit). Ordered: tables,
+    then weights, each by name. A scope shared by readers of two buffers would let one
+    unit's recipe entry reach the other's ops: refused (:class:`QuantizationError`)."""
+    from albert_edge.tflite import flatbuffer as fb
+
+    model = fb.read_model(model_bytes)
+    kinds = fb.builtin_names()
+    readers: dict[int, dict[str, Any]] = {}
+    owner: dict[str, int] = {}
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            kind = kinds.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex]))
+            if kind not in ("FULLY_CONNECTED", "EMBEDDING_LOOKUP") or len(op.inputs) < 2:
+                continue
+            w = sg.tensors[op.inputs[1]]
+            data = model.buffers[int(w.buffer)].data if w.buffer else None
+            if data is None or not len(data) or fb.tensor_type_names().get(w.type) != "FLOAT32":
+                continue
+            r = readers.setdefault(
+                int(w.buffer), {"kinds": set(), "names": set(), "shape": tuple(w.shape)}
+            )
+            r["kinds"].add(kind)
+            r["names"].add(w.name.decode() if w.name else f"buffer{int(w.buffer)}")
+            r.setdefault(kind, []).append(_scope(sg, op))
+    units = []
+    for buf, r in readers.items():
+        table = "EMBEDDING_LOOKUP" in r["kinds"]
+        if table and int(r["shape"][0]) < MIN_TABLE_ROWS:
+            continue
+        kind = "EMBEDDING_LOOKUP" if table else "FULLY_CONNECTED"
+        for s in r.get("EMBEDDING_LOOKUP", []) + r.get("FULLY_CONNECTED", []):
+            if owner.setdefault(s, buf) != buf:
+                raise QuantizationError(
+                    f"op scope {s!r} names readers of two weights; a precision plan cannot "
+                    "address them apart (a bug in albert-edge; report it)"
+                )
+        units.append(
+            PlanUnit(
+                _unit_name(r["names"]),
+                buf,
+                kind,
+                tuple(int(d) for d in r["shape"]),
+                tuple(sorted(r.get(kind, []))),
+                tuple(sorted(r.get("FULLY_CONNECTED", []))) if table else (),
+            )
+        )
+    return sorted(units, key=lambda u: (u.kind != "EMBEDDING_LOOKUP", u.name))
+
+
+def _exactly(scopes: Iterable[str]) -> str:
+    """A regex matching exactly these op scopes (the quantizer ``re.search``es it)."""
+    import re
+
+    return "^(?:" + "|".join(re.escape(s) for s in sorted(scopes)) + ")$"
+
+
+def int4_table_block(dim: int, block_size: int) -> int:
+    """The int4 table's block: the largest offered block <= ``block_size`` dividing the
+    row length (E), else the smallest one dividing it; 0 (per tensor) when none does."""
+    fits = [b for b in INT4_BLOCKS if dim % b == 0]
+    under = [b for b in fits if b <= block_size]
+    return max(under) if under else (min(fits) if fits else 0)
+
+
+def plan_recipe(
+    units: Iterable[PlanUnit],
+    precisions: Mapping[str, str],
+    base: str,
+    *,
+    per_channel: bool,
+    block_size: int,
+    quantize_embeddings: bool = True,
+) -> Any:
+    """The ai-edge-quantizer recipe of a precision plan: one entry per unit, its regex the
+    exact scopes of the ops reading that weight, so every layer and signature reading a
+    shared weight gets the same precision (and the weight stays one buffer).
+
+    ``int8-dynamic`` base (weights only; activations float): a unit at ``int8`` is the
+    int8-dynamic recipe's entry (FULLY_CONNECTED per channel as ``per_channel`` says; a
+    table per tensor); at ``int4`` a FULLY_CONNECTED weight is int4 per channel (LiteRT's
+    hybrid FULLY_CONNECTED runs it in XNNPACK and in the builtin kernels alike; its
+    blockwise form measured 0.29 logit apart between the two, so it is not used) and a
+    table is int4 in blocks along E (:func:`int4_table_block`: the gathered rows are
+    dequantized, per tensor a 16-level table moved logits by 0.06 on the embedded
+    model); at ``fp32`` no entry. A table a decoder reads (tied) quantizes its decoder
+    with it, per tensor, so the bytes stay one buffer.
+
+    ``int8-full`` base: the int8-full recipe, then a ``no_quantize`` entry for each unit
+    at ``fp32``: its FULLY_CONNECTED ops compute in float (the quantizer puts a
+    DEQUANTIZE before and a QUANTIZE after them) — the activation quantizers a fallback
+    leaves out."""
+    from ai_edge_quantizer import algorithm_manager, qtyping, recipe_manager
+
+    op = qtyping.TFLOperationName
+    gran = qtyping.QuantGranularity
+    units = list(units)
+    if base == "int8-full":
+        rm = _recipe("int8-full", per_channel=per_channel, quantize_embeddings=quantize_embeddings)
+        manager = recipe_manager.RecipeManager()
+        manager.load_quantization_recipe(rm)
+        for u in units:
+            if precisions.get(u.name, "int8") == "fp32" and u.kind == "FULLY_CONNECTED":
+                manager.add_quantization_config(
+                    regex=_exactly(u.scopes),
+                    operation_name=op.FULLY_CONNECTED,
+                    algorithm_key=algorithm_manager.AlgorithmName.NO_QUANTIZE,
+                )
+        return manager.get_quantization_recipe()
+    if base != "int8-dynamic":
+        raise QuantizationError(f"no TFLite precision plan on {base!r}")
+    rm = recipe_manager.RecipeManager()
+    fc_int8 = gran.CHANNELWISE if per_channel else gran.TENSORWISE
+    for u in units:
+        p = precisions.get(u.name, "fp32")
+        if p == "fp32":
+            continue
+        bits = 4 if p == "int4" else 8
+        if u.kind == "FULLY_CONNECTED":
+            rm.add_dynamic_config(
+                regex=_exactly(u.scopes),
+                operation_name=op.FULLY_CONNECTED,
+                num_bits=bits,
+                granularity=gran.CHANNELWISE if bits == 4 else fc_int8,
+            )
+            continue
+        block = int4_table_block(u.shape[-1], block_size) if bits == 4 else 0
+        rm.add_dynamic_config(
+            regex=_exactly(u.scopes),
+            operation_name=op.EMBEDDING_LOOKUP,
+            num_bits=bits,
+            granularity=gran(f"BLOCKWISE_{block}") if block else gran.TENSORWISE,
+        )
+        if u.tied_scopes:
+            rm.add_dynamic_config(
+                regex=_exactly(u.tied_scopes),
+                operation_name=op.FULLY_CONNECTED,
+                num_bits=bits,
+                granularity=gran.TENSORWISE,
+            )
+    return rm.get_quantization_recipe()
+
+
+def check_plan_types(
+    model: Any, units: Iterable[PlanUnit], precisions: Mapping[str, str]
+) -> str | None:
+    """Why the quantized ``model`` does not store each planned weight at its precision
+    (None when it does): every reader of a unit reads an INT4 / INT8 / FLOAT32 tensor as
+    its plan says (through a DEQUANTIZE where the quantizer puts one)."""
+    from albert_edge.tflite import flatbuffer as fb
+
+    want = {"fp32": "FLOAT32", "int8": "INT8", "int4": "INT4"}
+    types, kinds = fb.tensor_type_names(), fb.builtin_names()
+    by_scope = {s: u for u in units for s in (*u.scopes, *u.tied_scopes)}
+    for sg in model.subgraphs:
+        producer = {int(o): op for op in sg.operators for o in op.outputs}
+        for op in sg.operators:
+            u = by_scope.get(_scope(sg, op))
+            if u is None or u.name not in precisions:  # a unit the plan leaves to the recipe
+                continue
+            w = int(op.inputs[1])
+            src = producer.get(w)
+            if (
+                src is not None
+                and kinds.get(fb.opcode_builtin(model.operatorCodes[src.opcodeIndex]))
+                == "DEQUANTIZE"
+            ):
+                w = int(src.inputs[0])
+            p = precisions[u.name]
+            have = types.get(sg.tensors[w].type)
+            if have != want[p]:
+                return f"{u.name} is read as {have}, its plan says {p}"
+    return None

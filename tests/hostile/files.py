@@ -193,6 +193,11 @@ MAKERS: dict[str, Callable[[Path, Mapping[str, Path]], None]] = {
     "headeronly.tsv": _write("headeronly.tsv", b"label\tsentence\n"),
     "crlf.tsv": _write("crlf.tsv", _tsv(ROWS).replace("\n", "\r\n").encode()),
     "calib.txt": _write("calib.txt", "".join(t + "\n" for _, t in ROWS).encode()),
+    "rows60.tsv": _write("rows60.tsv", _tsv((ROWS * 60)[:60]).encode()),
+    "onnx_plan.json": _write(
+        "onnx_plan.json",
+        b'{"format": "albert-edge/precision-plan", "version": 1, "target": "onnx", "units": []}',
+    ),
     "zero/model.onnx": _write("zero/model.onnx", b""),
     "garbage/model.onnx": _write("garbage/model.onnx", b"this is not a protobuf" * 50),
     "garbage/model.tflite": _write("garbage/model.tflite", b"TFL3 but not really" * 50),

@@ -55,23 +55,16 @@ def test_plan_with_another_precision(capsys: pytest.CaptureFixture[str], tmp_pat
     assert code != 0 and "drop --precision int8-dynamic" in err
 
 
-def test_tflite_plans_are_refused(
+def test_tflite_integer_fallback_is_int8_full(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, rows_tsv: Path
 ) -> None:
     code, err = _run(
         capsys,
-        "--to",
-        "tflite",
-        "--precision",
-        "auto",
-        "--max-drop",
-        "5",
-        "--data",
-        str(rows_tsv),
-        "-o",
-        str(tmp_path / "o"),
+        *("--to", "tflite", "--precision", "int8-static", "--max-drop", "5"),
+        *("--data", str(rows_tsv), "-o", str(tmp_path / "o")),
     )
-    assert code != 0 and "--to onnx" in err and len(err.splitlines()) == 1
+    assert code != 0 and "use --precision int8-full" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "o").exists()
 
 
 def test_auto_refuses_calibration(

@@ -115,3 +115,13 @@ def test_latency_objective_takes_the_fastest_admitted_candidate() -> None:
     fast = search(units, Timed(units, {}), Settings(max_drop=1.0, objective="latency"))
     small = search(units, Timed(units, {}), Settings(max_drop=1.0, objective="bytes"))
     assert set(fast.plan.values()) == {"int8"} and set(small.plan.values()) == {"int4"}
+
+
+def test_integer_fallback_starts_from_every_unit_integer_and_reverts() -> None:
+    units = [Unit(n, n, 1000, (10, 100), ("fp32", "int8")) for n in ("a", "b", "c")]
+    wrong = {("a", "int8"): {0}, ("b", "int8"): {0}, ("c", "int8"): {0, 1, 2, 3}}
+    s = Settings(max_drop=0.5, min_lower_bound=-3)
+    result = search(units, Table(units, wrong), s, from_narrowest=True)
+    assert result.combined[0].assignment == {"a": "int8", "b": "int8", "c": "int8"}
+    assert [(r["tensor"], r["to"]) for r in result.reverted] == [("c", "fp32")]
+    assert result.plan == {"a": "int8", "b": "int8", "c": "fp32"}

@@ -31,9 +31,14 @@ class QuantizePass(TflitePass):
         per_channel: bool = True,
         quantize_embeddings: bool = True,
         calibration: Any = None,
+        unit_precisions: tuple[tuple[str, str], ...] = (),
+        block_size: int = 256,
     ) -> None:
         super().__init__()
         self.precision = precision
+        self.unit_precisions = dict(unit_precisions)  # a precision plan: unit -> width
+        self.block_size = block_size
+        self.units: list[Any] = []
         self.per_channel = per_channel
         self.quantize_embeddings = quantize_embeddings
         self.calibration = calibration
@@ -62,7 +67,13 @@ class QuantizePass(TflitePass):
                 per_channel=self.per_channel,
                 quantize_embeddings=self.quantize_embeddings,
                 calibration=self.calibration,
+                unit_precisions=self.unit_precisions or None,
+                block_size=self.block_size,
             )
+            if self.unit_precisions:  # the units, named on the float graph, for the check
+                from albert_edge.tflite.quantize import plan_units
+
+                self.units = plan_units(fb.write_model(model))
         except QuantizationError:
             raise
         except Exception as exc:
@@ -76,6 +87,13 @@ class QuantizePass(TflitePass):
     def postcondition(self, model: ModelT) -> None:
         from albert_edge.tflite import flatbuffer as fb
 
+        if self.unit_precisions:  # each planned weight at its own width
+            from albert_edge.tflite.quantize import check_plan_types
+
+            why = check_plan_types(model, self.units, self.unit_precisions)
+            if why:
+                self.fail(why)
+            return
         types = fb.tensor_type_names()
         want = ("FLOAT16",) if self.precision == "fp16" else ("INT8",)
         for sg in model.subgraphs:
