@@ -191,13 +191,20 @@ def executor(
         from albert_edge.extras import require
 
         require("ray", "--cluster (candidate evaluations on Ray; drop it for a local pool)")
+        import ray
         from ray.util.multiprocessing import Pool as RayPool
 
+        # A Ray this run starts (no cluster, none running) is sized for this pool; it is
+        # shut down with it, so a later pool of another size starts its own. A Ray the
+        # caller started, or a cluster joined, is left as it was.
+        started_here = not ray.is_initialized()
         pool = RayPool(processes=workers, initializer=_init, initargs=(setup,), ray_address=cluster)
         try:
             yield _Pool(pool, workers, "ray")
         finally:
             pool.terminate()
+            if started_here:
+                ray.shutdown()
         return
     if workers == 1:
         yield _InProcess(setup)

@@ -149,6 +149,13 @@ def test_same_plan_on_a_local_ray(prepared: Any, rows_tsv: Path) -> None:
     assert r.executor["kind"] == "ray"
     assert [u["precision"] for u in one["units"]] == [u["precision"] for u in ray["units"]]
     assert one["search"]["loss"] == ray["search"]["loss"]
+    # The local Ray the pool started is gone with it: a pool of another size starts its own.
+    import ray as ray_module
+
+    assert not ray_module.is_initialized()
+    again, r1 = auto_plan(prepared, rows_tsv, s, opts, workers=1, engine="ray")
+    assert r1.executor["kind"] == "ray"
+    assert [u["precision"] for u in again["units"]] == [u["precision"] for u in one["units"]]
 
 
 def test_int8_static_plan_leaves_a_unit_in_float_and_replays(
