@@ -253,6 +253,28 @@ def _summarise(run: list[_Event]) -> dict[str, Any]:
 def profile(path: Path, *, threads: int = 2, runs: int = 100, warmup: int = 10) -> dict[str, Any]:
     """Per-op and per-partition times of signature 0 (the longest bucket of an
     albert-edge file; the only one of litert-torch's); see module docstring."""
+    return summary(profile_runs(path, threads=threads, runs=runs, warmup=warmup))
+
+
+def interleaved(
+    paths: dict[str, Path], *, threads: int = 2, runs: int = 100, rounds: int = 4
+) -> dict[str, dict[str, Any]]:
+    """:func:`profile` of several files in ``rounds`` alternating blocks of
+    ``runs // rounds`` inferences each, so a change of the machine's load reaches every
+    file alike (the op times of files profiled one after the other moved by up to 2.5x
+    on a loaded VM); the medians are over all blocks."""
+    per_run: dict[str, list[dict[str, Any]]] = {name: [] for name in paths}
+    block = max(1, runs // rounds)
+    for _ in range(rounds):
+        for name, path in paths.items():
+            per_run[name] += profile_runs(path, threads=threads, runs=block, warmup=3)
+    return {name: summary(rows) for name, rows in per_run.items()}
+
+
+def profile_runs(
+    path: Path, *, threads: int = 2, runs: int = 100, warmup: int = 10
+) -> list[dict[str, Any]]:
+    """One summary per profiled inference (op and partition times, the Invoke)."""
     session = _Session(Path(path), threads, 0)
     try:
         _feed(session, 0)
@@ -269,10 +291,11 @@ def profile(path: Path, *, threads: int = 2, runs: int = 100, warmup: int = 10) 
     per_run = [r for r in per_run if r["invoke"]]
     if not per_run:
         raise LiteRTError(f"{path}: the profiler recorded no interpreter Invoke")
-    return _medians(per_run)
+    return per_run
 
 
-def _medians(per_run: list[dict[str, Any]]) -> dict[str, Any]:
+def summary(per_run: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over the inferences of :func:`profile_runs`."""
     med = statistics.median
     ops = sorted({k for r in per_run for k in r["by_op"]})
     rows = [
@@ -326,7 +349,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"# {report['title']}",
         "",
         f"`python -m benchmarks.litert_op_profile` ({report['threads']} threads, batch 1, "
-        f"signature 0; {m['cpu']}, kernel family {m['cpu_flag']}, load average "
+        f"signature 0, files alternating in blocks; {m['cpu']}, kernel family {m['cpu_flag']}, load average "
         f"{m['loadavg']}). {report.get('note', '')}",
         "",
     ]
@@ -347,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="output stem (.json and .md)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--runs", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=4, help="alternating blocks per file")
     p.add_argument("--title", default="LiteRT per-op profile")
     p.add_argument("--note", default="")
     a = p.parse_args(argv)
@@ -361,11 +385,10 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "files": {},
     }
-    for label, path in pairs:
-        report["files"][label] = {
-            "file": Path(path).name,
-            **profile(Path(path), threads=a.threads, runs=a.runs),
-        }
+    paths = {label: Path(path) for label, path in pairs}
+    profiles = interleaved(paths, threads=a.threads, runs=a.runs, rounds=a.rounds)
+    for label, path in paths.items():
+        report["files"][label] = {"file": path.name, **profiles[label]}
     text = json.dumps(portable(report), indent=2)
     a.out.with_suffix(".json").write_text(text + "\n")
     a.out.with_suffix(".md").write_text(markdown(json.loads(text)))

@@ -21,7 +21,8 @@ Profiles (seq 128, batch 1, ``--threads``):
   how many ops the runtime executes and which take the time, including the
   DynamicQuantizeLinear steps.
 - LiteRT, per op: TFLite's op profiler through the LiteRT C API
-  (:mod:`benchmarks.litert_op_profile`, median over ``--runs``): every op the
+  (:mod:`benchmarks.litert_op_profile`, median over ``--runs`` inferences in ``--rounds``
+  blocks alternating between the files): every op the
   interpreter runs itself (outside XNNPACK) and every XNNPACK operator, by type, and
   each XNNPACK partition's summed time; the interpreter's whole ``Invoke`` beside, and
   what no op event covers (XNNPACK reports whole microseconds, so its ~0.5 us ops read
@@ -126,18 +127,22 @@ def _albert_edge(ckpt: Path, work: Path, target: str, seq_lens: tuple[int, ...])
     return built(out)
 
 
-def artifacts(ckpt: Path, work: Path) -> dict[str, Path]:
+ARTIFACTS = {"tflite": TFLITE, "tflite128": TFLITE_128, "onnx": ONNX, "litert": LITERT}
+ARTIFACTS["optimum"] = OPTIMUM
+
+
+def artifacts(ckpt: Path, work: Path, keys: Sequence[str] = tuple(ARTIFACTS)) -> dict[str, Path]:
     """Label -> the model file each runtime opens (built once under ``work``)."""
     from albert_edge.runtime import model_file
 
-    out = {
-        TFLITE: model_file(_albert_edge(ckpt, work, "tflite", ())),
-        TFLITE_128: model_file(_albert_edge(ckpt, work, "tflite", (128,))),
-        ONNX: model_file(_albert_edge(ckpt, work, "onnx", ())),
-        LITERT: peers.build_litert_torch(ckpt, work, (128,)),
-        OPTIMUM: peers.build_optimum(ckpt, work, "int8"),
+    build = {
+        "tflite": lambda: model_file(_albert_edge(ckpt, work, "tflite", ())),
+        "tflite128": lambda: model_file(_albert_edge(ckpt, work, "tflite", (128,))),
+        "onnx": lambda: model_file(_albert_edge(ckpt, work, "onnx", ())),
+        "litert": lambda: peers.build_litert_torch(ckpt, work, (128,)),
+        "optimum": lambda: peers.build_optimum(ckpt, work, "int8"),
     }
-    return {k: Path(v) for k, v in out.items()}
+    return {ARTIFACTS[k]: Path(build[k]()) for k in ARTIFACTS if k in keys}
 
 
 def _feeds(inputs: Any, seq: int) -> dict[str, Any]:
@@ -228,13 +233,15 @@ def litert_partitions(path: Path, threads: int) -> dict[str, Any]:
 
 def profile_model(label: str, arts: dict[str, Path], a: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"model": label, "artifacts": {}}
+    tflite = {n: p for n, p in arts.items() if p.suffix == ".tflite"}
+    ops = litert_op_profile.interleaved(tflite, threads=a.threads, runs=a.runs, rounds=a.rounds)
     for name, path in arts.items():
         row: dict[str, Any] = {"file": str(path), "bytes": path.stat().st_size}
         if path.suffix == ".onnx":
             row["ort"] = ort_profile(path, a.threads, a.runs)
         else:
             row["litert"] = litert_partitions(path, a.threads)
-            row["litert_ops"] = litert_op_profile.profile(path, threads=a.threads, runs=a.runs)
+            row["litert_ops"] = ops[name]
         out["artifacts"][name] = row
         log(f"{label}: profiled {name}")
     return out
@@ -261,7 +268,7 @@ def time_model(
     from albert_edge.bench import bench, resolve_target
 
     before = machine()
-    w2 = precisions.w2_latencies(list(arts.items()), a.w2, a.threads, a.rounds)
+    w2 = precisions.w2_latencies(list(arts.items()), a.w2, a.threads, a.rounds) if a.w2 else {}
     targets = [resolve_target(p).with_(name=n) for n, p in arts.items()]
     rep = bench(
         targets,
@@ -439,14 +446,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--time", action="store_true", help="also W1/W2 latencies side by side")
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--w1-runs", type=int, default=400)
-    p.add_argument("--w2", type=int, default=300)
+    p.add_argument("--w2", type=int, default=300, help="SST-2 dev sentences (0: no W2)")
+    p.add_argument("--no-profile", action="store_true", help="timings only (with --time)")
     p.add_argument("--render", action="store_true", help="re-render the .md from the .json")
     p.add_argument(
         "--models", default="embedded,h256", help=f"comma-separated, of {','.join(MODELS)}"
     )
     p.add_argument("--name", default="small_model_profile", help="output file stem")
+    p.add_argument(
+        "--artifacts",
+        default=",".join(ARTIFACTS),
+        help=f"comma-separated, of {','.join(ARTIFACTS)}",
+    )
     a = p.parse_args(argv)
     names = [m.strip() for m in a.models.split(",") if m.strip()]
+    keys = [k.strip() for k in a.artifacts.split(",") if k.strip()]
+    if [k for k in keys if k not in ARTIFACTS]:
+        p.error(f"--artifacts: choose from {', '.join(ARTIFACTS)}")
     unknown = [m for m in names if m not in MODELS]
     if unknown:
         p.error(f"--models: unknown {', '.join(unknown)}; choose from {', '.join(MODELS)}")
@@ -456,8 +472,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     report: dict[str, Any] = {"settings": {**vars(a), "machine": machine()}, "models": []}
     for label, ckpt in checkpoints(a.work, names).items():
-        arts = artifacts(ckpt, a.work / re.sub(r"\W+", "-", label).strip("-"))
-        entry = profile_model(label, arts, a)
+        arts = artifacts(ckpt, a.work / re.sub(r"\W+", "-", label).strip("-"), keys)
+        entry = {"model": label, "artifacts": {}} if a.no_profile else profile_model(label, arts, a)
         if a.time:
             entry["timing"] = time_model(label, arts, ckpt, a)
         report["models"].append(entry)
