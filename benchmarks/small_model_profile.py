@@ -2,9 +2,10 @@
 """Where a small ALBERT's time goes, per runtime, beside litert-torch's and optimum's files
 of the same checkpoint; and, with ``--time``, the full-depth latencies side by side.
 
-Models: the embedded trained SST-2 model (H 128, 4 layers, 1 group) and a 6-layer,
-2-group ALBERT with H 256, E 64, 4 heads, FFN 512, 128 positions (random weights, seed 0:
-latency and graph structure only). For each, the artifacts a user compares:
+Models (``--models``): the embedded trained SST-2 model (H 128, 4 layers, 1 group), a
+6-layer, 2-group ALBERT with H 256, E 64, 4 heads, FFN 512, 128 positions, and (``base``)
+albert-base-v2's shape; the last two with random weights, seed 0 (latency and graph
+structure only). For each, the artifacts a user compares:
 
 - albert-edge TFLite int8-dynamic, default flags (signatures 16/32/64/128), and the same
   with ``--seq-lens 128`` (the one-signature file the defaults used to write);
@@ -19,15 +20,18 @@ Profiles (seq 128, batch 1, ``--threads``):
   graph, summed by op type per inference (mean over ``--runs``), with the node count:
   how many ops the runtime executes and which take the time, including the
   DynamicQuantizeLinear steps.
-- LiteRT: the XNNPACK partition report of signature subgraph 0 (the seq-128 one): ops,
-  partitions (DELEGATE nodes in the execution plan), and which ops stay outside XNNPACK.
-  Which ops are outside is read from an interpreter built with
-  ``experimental_disable_delegate_node_fusion`` (one DELEGATE node per delegated op, so
-  each op's outputs tell whether XNNPACK took it). ai-edge-litert 2.3.0 exposes no
-  per-op timer to Python (the interpreter has no profiler hook, ``litert-benchmark`` has
-  no op-profiling flag, and CompiledModel's profiler needs runtime options its Python
-  API does not pass), so LiteRT's per-op time is not measured here; its whole-graph
-  latency is ``--time``'s.
+- LiteRT, per op: TFLite's op profiler through the LiteRT C API
+  (:mod:`benchmarks.litert_op_profile`, median over ``--runs`` inferences in ``--rounds``
+  blocks alternating between the files): every op the
+  interpreter runs itself (outside XNNPACK) and every XNNPACK operator, by type, and
+  each XNNPACK partition's summed time; the interpreter's whole ``Invoke`` beside, and
+  what no op event covers (XNNPACK reports whole microseconds, so its ~0.5 us ops read
+  0: the remainder holds them and the delegate's dispatch).
+- LiteRT, partitions: the XNNPACK partition report of signature subgraph 0 (the seq-128
+  one) from the Python interpreter: ops, partitions (DELEGATE nodes in the execution
+  plan), and which ops stay outside XNNPACK. Which ops are outside is read from an
+  interpreter built with ``experimental_disable_delegate_node_fusion`` (one DELEGATE
+  node per delegated op, so each op's outputs tell whether XNNPACK took it).
 
 ``--time``: W1 (seq 128, batch 1) through :func:`albert_edge.bench.bench` with
 ``--rounds`` interleaved passes, each artifact in its own process; W2 (``--w2`` SST-2 dev
@@ -36,7 +40,8 @@ through :func:`benchmarks.precisions.w2_latencies`, block by block in turn. The 
 average and the CPU's kernel family are recorded beside the figures.
 
 Outputs (``--out``, default ``benchmarks/results``): ``small_model_profile.json`` and
-``.md``. Run: ``python -m benchmarks.small_model_profile [--time] [--threads 2]``.
+``.md``. Run: ``python -m benchmarks.small_model_profile [--time] [--threads 2]
+[--models embedded,h256,base]``.
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("USE_TF", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from benchmarks import peers, precisions  # noqa: E402
+from benchmarks import litert_op_profile, peers, precisions  # noqa: E402
 from benchmarks.script_report import built, portable, reusable  # noqa: E402
 
 SPIECE = precisions.SPIECE
@@ -84,13 +89,27 @@ def log(msg: str) -> None:
     print(f"small_model_profile: {msg}", file=sys.stderr, flush=True)
 
 
-def checkpoints(work: Path) -> dict[str, Path]:
+MODELS = {
+    "embedded": "embedded (trained)",
+    "h256": "H256 E64 6L 2G (random)",
+    "base": "albert-base shape (random)",
+}
+
+
+def checkpoints(work: Path, names: Sequence[str] = ("embedded", "h256")) -> dict[str, Path]:
     from albert_edge.configs import make_config, make_random_checkpoint
 
-    h256 = work / "h256-6L2G" / "ckpt"
-    if not (h256 / "config.json").is_file():
-        make_random_checkpoint(h256, make_config("tiny", **H256), spiece_model=SPIECE, seed=0)
-    return {"embedded (trained)": TRAINED, "H256 E64 6L 2G (random)": h256}
+    out: dict[str, Path] = {}
+    for name in names:
+        if name == "embedded":
+            out[MODELS[name]] = TRAINED
+            continue
+        ckpt = work / {"h256": "h256-6L2G", "base": "albert-base"}[name] / "ckpt"
+        if not (ckpt / "config.json").is_file():
+            cfg = make_config("tiny", **H256) if name == "h256" else make_config("albert-base")
+            make_random_checkpoint(ckpt, cfg, spiece_model=SPIECE, seed=0)
+        out[MODELS[name]] = ckpt
+    return out
 
 
 def _albert_edge(ckpt: Path, work: Path, target: str, seq_lens: tuple[int, ...]) -> Path:
@@ -108,18 +127,22 @@ def _albert_edge(ckpt: Path, work: Path, target: str, seq_lens: tuple[int, ...])
     return built(out)
 
 
-def artifacts(ckpt: Path, work: Path) -> dict[str, Path]:
+ARTIFACTS = {"tflite": TFLITE, "tflite128": TFLITE_128, "onnx": ONNX, "litert": LITERT}
+ARTIFACTS["optimum"] = OPTIMUM
+
+
+def artifacts(ckpt: Path, work: Path, keys: Sequence[str] = tuple(ARTIFACTS)) -> dict[str, Path]:
     """Label -> the model file each runtime opens (built once under ``work``)."""
     from albert_edge.runtime import model_file
 
-    out = {
-        TFLITE: model_file(_albert_edge(ckpt, work, "tflite", ())),
-        TFLITE_128: model_file(_albert_edge(ckpt, work, "tflite", (128,))),
-        ONNX: model_file(_albert_edge(ckpt, work, "onnx", ())),
-        LITERT: peers.build_litert_torch(ckpt, work, (128,)),
-        OPTIMUM: peers.build_optimum(ckpt, work, "int8"),
+    build = {
+        "tflite": lambda: model_file(_albert_edge(ckpt, work, "tflite", ())),
+        "tflite128": lambda: model_file(_albert_edge(ckpt, work, "tflite", (128,))),
+        "onnx": lambda: model_file(_albert_edge(ckpt, work, "onnx", ())),
+        "litert": lambda: peers.build_litert_torch(ckpt, work, (128,)),
+        "optimum": lambda: peers.build_optimum(ckpt, work, "int8"),
     }
-    return {k: Path(v) for k, v in out.items()}
+    return {ARTIFACTS[k]: Path(build[k]()) for k in ARTIFACTS if k in keys}
 
 
 def _feeds(inputs: Any, seq: int) -> dict[str, Any]:
@@ -210,12 +233,15 @@ def litert_partitions(path: Path, threads: int) -> dict[str, Any]:
 
 def profile_model(label: str, arts: dict[str, Path], a: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"model": label, "artifacts": {}}
+    tflite = {n: p for n, p in arts.items() if p.suffix == ".tflite"}
+    ops = litert_op_profile.interleaved(tflite, threads=a.threads, runs=a.runs, rounds=a.rounds)
     for name, path in arts.items():
         row: dict[str, Any] = {"file": str(path), "bytes": path.stat().st_size}
         if path.suffix == ".onnx":
             row["ort"] = ort_profile(path, a.threads, a.runs)
         else:
             row["litert"] = litert_partitions(path, a.threads)
+            row["litert_ops"] = ops[name]
         out["artifacts"][name] = row
         log(f"{label}: profiled {name}")
     return out
@@ -242,7 +268,7 @@ def time_model(
     from albert_edge.bench import bench, resolve_target
 
     before = machine()
-    w2 = precisions.w2_latencies(list(arts.items()), a.w2, a.threads, a.rounds)
+    w2 = precisions.w2_latencies(list(arts.items()), a.w2, a.threads, a.rounds) if a.w2 else {}
     targets = [resolve_target(p).with_(name=n) for n, p in arts.items()]
     rep = bench(
         targets,
@@ -293,6 +319,33 @@ def _litert_lines(name: str, rep: dict[str, Any]) -> list[str]:
         f"XNNPACK in **{rep['partitions']} partition(s)**; outside XNNPACK: {outside}. "
         f"Most frequent ops: {ops}.",
     ]
+
+
+def _litert_ops_table(name: str, prof: dict[str, Any], top: int = 10) -> list[str]:
+    parts = "; ".join(
+        f"#{p['index']}: {p['ops']} ops, {p['us']:.0f} us" for p in prof["partitions"]
+    )
+    lines = [
+        f"**{name}** (LiteRT op profiler, median of {prof['runs']} runs): Invoke "
+        f"{prof['invoke_us']:.0f} us = XNNPACK ops {prof['xnnpack_us']:.0f} + TFLite kernels "
+        f"outside XNNPACK {prof['outside_xnnpack_us']:.0f} + unattributed "
+        f"{prof['unattributed_us']:.0f}. Partitions: {parts}.",
+        "",
+        "| op (where it runs) | per inference | us / inference | share of Invoke |",
+        "|---|---:|---:|---:|",
+    ]
+    rows = prof["by_op"]
+    lines += [
+        f"| {r['op']} | {r['per_inference']} | {r['us']:.1f} | "
+        f"{100 * r['us'] / prof['invoke_us']:.1f} % |"
+        for r in rows[:top]
+    ]
+    rest = rows[top:]
+    if rest:
+        us = sum(r["us"] for r in rest)
+        n = sum(r["per_inference"] for r in rest)
+        lines.append(f"| {len(rest)} other types | {n} | {us:.1f} | |")
+    return [*lines, ""]
 
 
 def _ms(v: float | None) -> str:
@@ -374,6 +427,9 @@ def markdown(rep: dict[str, Any]) -> str:
                 lines += _litert_lines(name, art["litert"])
         lines.append("")
         for name, art in entry["artifacts"].items():
+            if "litert_ops" in art:
+                lines += _litert_ops_table(name, art["litert_ops"])
+        for name, art in entry["artifacts"].items():
             if "ort" in art:
                 lines += _ort_table(name, art["ort"])
         if "timing" in entry:
@@ -390,17 +446,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--time", action="store_true", help="also W1/W2 latencies side by side")
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--w1-runs", type=int, default=400)
-    p.add_argument("--w2", type=int, default=300)
+    p.add_argument("--w2", type=int, default=300, help="SST-2 dev sentences (0: no W2)")
+    p.add_argument("--no-profile", action="store_true", help="timings only (with --time)")
     p.add_argument("--render", action="store_true", help="re-render the .md from the .json")
+    p.add_argument(
+        "--models", default="embedded,h256", help=f"comma-separated, of {','.join(MODELS)}"
+    )
+    p.add_argument("--name", default="small_model_profile", help="output file stem")
+    p.add_argument(
+        "--artifacts",
+        default=",".join(ARTIFACTS),
+        help=f"comma-separated, of {','.join(ARTIFACTS)}",
+    )
     a = p.parse_args(argv)
-    path = a.out / "small_model_profile.json"
+    names = [m.strip() for m in a.models.split(",") if m.strip()]
+    keys = [k.strip() for k in a.artifacts.split(",") if k.strip()]
+    if [k for k in keys if k not in ARTIFACTS]:
+        p.error(f"--artifacts: choose from {', '.join(ARTIFACTS)}")
+    unknown = [m for m in names if m not in MODELS]
+    if unknown:
+        p.error(f"--models: unknown {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    path = a.out / f"{a.name}.json"
     if a.render:
         path.with_suffix(".md").write_text(markdown(json.loads(path.read_text())))
         return 0
     report: dict[str, Any] = {"settings": {**vars(a), "machine": machine()}, "models": []}
-    for label, ckpt in checkpoints(a.work).items():
-        arts = artifacts(ckpt, a.work / re.sub(r"\W+", "-", label).strip("-"))
-        entry = profile_model(label, arts, a)
+    for label, ckpt in checkpoints(a.work, names).items():
+        arts = artifacts(ckpt, a.work / re.sub(r"\W+", "-", label).strip("-"), keys)
+        entry = {"model": label, "artifacts": {}} if a.no_profile else profile_model(label, arts, a)
         if a.time:
             entry["timing"] = time_model(label, arts, ckpt, a)
         report["models"].append(entry)

@@ -3,9 +3,9 @@
 Stages: export (litert-torch, one signature per sequence bucket), then the passes of
 :func:`tflite_passes`, each a :class:`~albert_edge.tflite.passes.TflitePass` with its
 postcondition (re-tie the MLM decoder to the word table, share position-embedding
-prefixes, dedup buffers, compact names, [GPU-clean], quantize with ai-edge-quantizer,
-dedup again, narrow the constants the quantizer cannot reach, [int8: move the ops that
-read only constants next to their readers], float or int8 outputs,
+prefixes, dedup buffers, compact names, drop the mask's BROADCAST_TO, quantize with
+ai-edge-quantizer, dedup again, narrow the constants the quantizer cannot reach, [int8:
+move the ops that read only constants next to their readers], float or int8 outputs,
 drop unused buffers, strip activation names, share weight names, record the config) →
 artifact postconditions (no duplicate buffers, factorized embedding intact, no weight
 stored twice) → the record. Verification against PyTorch (every signature bucket, batch 2)
@@ -180,9 +180,6 @@ def tflite_passes(
 
     # The float graph: every weight stored once, named after its parameter.
     passes = float_passes(ckpt, options)
-    if options.precision in ("fp32", "fp16"):
-        # GPU-clean graph (exact rewrites): float artifacts are the GPU format.
-        passes += [p() for p in tp.GPU_CLEAN_PASSES]
     if options.precision != "fp32":
         passes += quantize_passes(options, calibration)
     # Finishing: names only where useful, then what the runner reads from the file.
@@ -223,19 +220,23 @@ def quantize_passes(options: ConvertOptions, calibration: Any = None) -> list[Tf
 
 def float_passes(ckpt: Checkpoint, options: ConvertOptions) -> list[TflitePass]:
     """The passes that make the exported graph the float graph every precision starts
-    from: every weight stored once, named after its parameter."""
+    from: every weight stored once, named after its parameter, no mask broadcast."""
     from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite import passes as tp
 
     hashes = fb.param_hashes(
         (n, p.detach().cpu().numpy()) for n, p in ckpt.model.named_parameters()
     )
-    return [
+    passes: list[TflitePass] = [
         tp.UnfoldScaledCopiesPass(),
         tp.SharePrefixSlicesPass(),
         tp.DedupBuffersPass(),
         tp.CompactNamesPass(hashes),
     ]
+    # Exact rewrites every precision gets: the attention mask's BROADCAST_TO, which
+    # LiteRT's GPU accelerator rejects and XNNPACK leaves to TFLite's generic kernel
+    # (~15 % of a small model's CPU latency; benchmarks/results/small_model_profile.md).
+    return passes + [p() for p in tp.GPU_CLEAN_PASSES]
 
 
 def build_tflite(

@@ -4,7 +4,8 @@ Each pass edits a parsed ``ModelT`` in place, reports what it changed, and check
 postcondition afterwards; :func:`run_passes` runs a list and returns the reports for the
 manifest. ``albert_edge.tflite.pipeline.tflite_passes`` lists the conversion's passes in
 order. The GPU-clean passes (:mod:`.broadcast`) remove what LiteRT's GPU accelerator
-cannot run, so a float artifact runs on it with at most one CPU↔GPU boundary.
+cannot run, so a float artifact runs on it with at most one CPU↔GPU boundary; they are
+exact and run for every precision (on the CPU, the op they drop ran outside XNNPACK).
 :mod:`.metadata` attaches the LiteRT metadata (every precision, last).
 """
 
