@@ -29,7 +29,12 @@ deep-teacher (``--parts deep-teacher``; ``--deep-layers 6 --deep-lr 1e-3`` for t
    truncation to L/3 with a re-fitted head against it at full depth (does it use its
    depth?), then the depth-L/3 student three ways as in b. No model of this part saw the
    held-out rows. ``--deep-teacher-from DIR`` takes a teacher trained by the same command
-   on the same rows (checked) instead of training it again.
+   on the same rows (checked) instead of training it again, or a teacher PRETRAINED by
+   masked-LM and fine-tuned by ``python -m benchmarks.deep_teacher`` (checked: its
+   pretraining sentences and fine-tune rows lie outside the same held-out split), recorded
+   as ``deep-teacher-mlm-L<L>-G<G>``; ``--deep-check-only`` stops after the teacher's own
+   truncation (does it use its depth?) and records that attempt as
+   ``deep-check-<teacher dir>``.
 
 Runs with one torch thread per process (the machine is a shared 2-core VM) and writes
 ``benchmarks/results/learn.json`` and ``learn.md`` after every part (an interrupted run
