@@ -159,7 +159,7 @@ def pretrain(a: argparse.Namespace) -> dict[str, Any]:
     opt = torch.optim.AdamW(mlm.parameters(), lr=a.lr, weight_decay=0.01)
     warm = max(1, int(0.05 * a.steps))
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / warm, max(0.0, (a.steps - s) / (a.steps - warm)))
+        opt, lambda s: min((s + 1) / warm, max(0.0, (a.steps - s) / max(1, a.steps - warm)))
     )
     rng, gen = np.random.default_rng(a.seed), torch.Generator().manual_seed(a.seed)
     lengths = [len(e) for e in enc]

@@ -758,7 +758,9 @@ def _teacher_md(t: dict[str, Any]) -> str:
         f"{c['rows_outside_held_out']:,} SST-2 train rows outside the held-out split (labels "
         f"not read; dev never read): {pre['steps_done']} steps of {hp['batch']}, lr "
         f"{hp['lr']}, {pre['wall_s']} s on {pre['threads']} threads, final MLM loss "
-        f"{pre['final_mlm_loss']}; then fine-tuned (`train --init`, what "
+        f"{pre['final_mlm_loss']}"
+        + (" (**a control**: one step, i.e. the random init)" if pre["steps_done"] <= 1 else "")
+        + f"; then fine-tuned (`train --init`, what "
         f"`benchmarks.deep_teacher finetune` runs) {ft['epochs']} epoch(s), lr {ft['lr']}, "
         f"batch {ft['batch']}, on {t.get('rows')} labelled rows outside the held-out split "
         f"({ft['wall_s']} s). Not a released pretrained ALBERT: a tiny one pretrained on "
