@@ -750,16 +750,18 @@ def _teacher_md(t: dict[str, Any]) -> str:
         )
     pre, ft = t["pretraining"], t["finetune"]
     c, hp = pre["corpus"], pre["hyperparameters"]
+    control = pre["steps_done"] <= 1
     return (
         f"Teacher: {t['layers']} layers in {t['groups']} groups, H={t['hidden']}, "
-        "**pretrained here by masked-LM** (`python -m benchmarks.deep_teacher pretrain`: "
+        + ("initialised by" if control else "**pretrained here by**")
+        + " masked-LM (`python -m benchmarks.deep_teacher pretrain`: "
         "transformers' AlbertForMaskedLM, the real 30k-clean SentencePiece model, BERT "
         f"masking 15 %) on the {c['distinct_sentences']:,} distinct sentences of the "
         f"{c['rows_outside_held_out']:,} SST-2 train rows outside the held-out split (labels "
         f"not read; dev never read): {pre['steps_done']} steps of {hp['batch']}, lr "
         f"{hp['lr']}, {pre['wall_s']} s on {pre['threads']} threads, final MLM loss "
         f"{pre['final_mlm_loss']}"
-        + (" (**a control**: one step, i.e. the random init)" if pre["steps_done"] <= 1 else "")
+        + (" (**a control**: one step, i.e. the random init)" if control else "")
         + f"; then fine-tuned (`train --init`, what "
         f"`benchmarks.deep_teacher finetune` runs) {ft['epochs']} epoch(s), lr {ft['lr']}, "
         f"batch {ft['batch']}, on {t.get('rows')} labelled rows outside the held-out split "
@@ -778,7 +780,13 @@ def _md_check(p: dict[str, Any]) -> list[str]:
         "",
         f"Teacher held-out {_pct(t['held_out'])} %; truncated to {k} of {t['layers']} layers "
         f"with a re-fitted head {_pct(tr['held_out'])} %: {_dpts(tr['vs_teacher'])} points "
-        + ("(**uses its depth**: the interval lies below zero)." if uses else "(does not)."),
+        + ("(**uses its depth**: the interval lies below zero)." if uses else "(does not).")
+        + (
+            " The teacher itself did not learn the task (held-out at the majority class's "
+            "share: the fine-tune did not leave the one-class answer)."
+            if t["held_out"]["accuracy"] < 0.6
+            else ""
+        ),
     ]
 
 
