@@ -81,7 +81,7 @@ def test_deep_teacher_from_takes_the_pretrained_teacher(
     assert key == "deep-teacher-mlm-L3-G1"
     res.update(machine={"load_average": [0.0]}, part_wall_s=1.0, rows=100)
     md = learn.render({key: res})
-    assert "pretrained here by masked-LM" in md and "Distilled vs no teacher" in md
+    assert "**pretrained here by** masked-LM" in md and "Distilled vs no teacher" in md
 
     check = learn.part_deep(tmp_path / "c", 100, held, reuse=teacher, check_only=True)
     assert set(check) == {"teacher", "student_depth", "truncate_refit_head"}
