@@ -27,7 +27,12 @@ The masked-LM loop is written here because the project has no pretraining loop a
 field's (``transformers.Trainer`` + ``DataCollatorForLanguageModeling``) needs a
 transformers tokenizer object and ``accelerate``; the model and its loss head are
 transformers' own. Runs with ``--threads`` torch threads (the machine is shared).
-``python -m benchmarks.deep_teacher pretrain -o DIR --layers 12 --steps 3000``.
+The defaults are the recipe whose teacher uses its depth (benchmarks/results/learn.md):
+``python -m benchmarks.deep_teacher pretrain -o PRE`` (L=6 in 6 groups, 6,000 steps of 32
+sentences, lr 5e-4: the masked-LM loss leaves the unigram plateau; batches of 128 at lr 1e-3
+stayed on it), then ``python -m benchmarks.deep_teacher finetune --pretrained PRE -o T``
+(20,000 rows, 2 epochs, lr 1e-4; at lr 1e-3 the fine-tune answers one class), then
+``python -m benchmarks.learn --parts deep-teacher --deep-teacher-from T``.
 """
 
 from __future__ import annotations
@@ -279,25 +284,25 @@ def main(argv: list[str] | None = None) -> int:
     pp = sub.add_parser("pretrain", help="masked-LM pretraining on unlabelled rows")
     pp.add_argument("-o", "--out", type=Path, required=True)
     pp.add_argument("--train", type=Path, default=TRAIN, help="SST-2 train TSV (text read)")
-    pp.add_argument("--layers", type=int, default=12)
-    pp.add_argument("--groups", type=int, default=1)
+    pp.add_argument("--layers", type=int, default=6)
+    pp.add_argument("--groups", type=int, default=6)
     pp.add_argument("--hidden", type=int, default=128)
-    pp.add_argument("--steps", type=int, default=3000)
-    pp.add_argument("--batch", type=int, default=128)
-    pp.add_argument("--lr", type=float, default=1e-3)
+    pp.add_argument("--steps", type=int, default=6000)
+    pp.add_argument("--batch", type=int, default=32)
+    pp.add_argument("--lr", type=float, default=5e-4)
     pp.add_argument("--seed", type=int, default=7)
     pp.add_argument("--threads", type=int, default=1)
-    pp.add_argument("--log-every", type=int, default=25)
+    pp.add_argument("--log-every", type=int, default=100)
     pp.add_argument("--save-every", type=int, default=250)
     pf = sub.add_parser("finetune", help="train --init of the pretrained model: the teacher")
     pf.add_argument("--pretrained", type=Path, required=True)
     pf.add_argument("-o", "--out", type=Path, required=True)
     pf.add_argument("--train", type=Path, default=TRAIN, help="labelled SST-2 train TSV")
     pf.add_argument("--dev", type=Path, default=DEV, help="printed, never chosen on")
-    pf.add_argument("--epochs", type=int, default=1)
+    pf.add_argument("--epochs", type=int, default=2)
     pf.add_argument("--batch", type=int, default=32)
     pf.add_argument("--lr", type=float, default=1e-4)
-    pf.add_argument("--rows", type=int, default=None, help="at most this many train rows")
+    pf.add_argument("--rows", type=int, default=20000, help="at most this many train rows")
     pf.add_argument("--threads", type=int, default=1)
     a = p.parse_args(argv)
     rec = pretrain(a) if a.stage == "pretrain" else finetune(a)
