@@ -29,7 +29,12 @@ deep-teacher (``--parts deep-teacher``; ``--deep-layers 6 --deep-lr 1e-3`` for t
    truncation to L/3 with a re-fitted head against it at full depth (does it use its
    depth?), then the depth-L/3 student three ways as in b. No model of this part saw the
    held-out rows. ``--deep-teacher-from DIR`` takes a teacher trained by the same command
-   on the same rows (checked) instead of training it again.
+   on the same rows (checked) instead of training it again, or a teacher PRETRAINED by
+   masked-LM and fine-tuned by ``python -m benchmarks.deep_teacher`` (checked: its
+   pretraining sentences and fine-tune rows lie outside the same held-out split), recorded
+   as ``deep-teacher-mlm-L<L>-G<G>``; ``--deep-check-only`` stops after the teacher's own
+   truncation (does it use its depth?) and records that attempt as
+   ``deep-check-<teacher dir>``.
 
 Runs with one torch thread per process (the machine is a shared 2-core VM) and writes
 ``benchmarks/results/learn.json`` and ``learn.md`` after every part (an interrupted run
@@ -379,7 +384,11 @@ DEEP_TEACHER_ARGS = ["--epochs", "2", "--lr", "2e-4", "--threads", "1"]
 
 def _deep_teacher(work: Path, reuse: Path | None) -> tuple[Path, dict[str, Any]]:
     """Train (or take ``reuse``, trained by the same command on the same rows) a 12-layer
-    model FROM SCRATCH on rows outside the held-out split; returns (dir, its record)."""
+    model FROM SCRATCH on rows outside the held-out split; returns (dir, its record).
+    A ``reuse`` written by ``benchmarks.deep_teacher`` (masked-LM pretrained, then
+    fine-tuned) is checked by :func:`_pretrained_teacher` instead."""
+    if reuse is not None and (reuse / "deep_teacher.json").is_file():
+        return _pretrained_teacher(reuse)
     import hashlib
 
     import numpy as np
@@ -421,6 +430,44 @@ def _deep_teacher(work: Path, reuse: Path | None) -> tuple[Path, dict[str, Any]]
     return out, info
 
 
+def _pretrained_teacher(reuse: Path) -> tuple[Path, dict[str, Any]]:
+    """A teacher written by ``python -m benchmarks.deep_teacher finetune -o DIR``: checked
+    to have been pretrained on sentences outside today's held-out split (the corpus is
+    recomputed and its sha256 compared) and fine-tuned on rows outside the same split."""
+    from albert_edge.learn import HeldOut
+    from benchmarks import deep_teacher
+
+    rec = json.loads((reuse / deep_teacher.TEACHER_RECORD).read_text())
+    teacher = reuse / deep_teacher.TEACHER_DIR
+    pre = rec["pretraining"]
+    _, now = deep_teacher.corpus(TRAIN)
+    trained = json.loads((teacher / "training.json").read_text())
+    held = trained.get("data", {}).get("held_out", {})
+    split = {k: held.get(k) for k in ("fraction", "seed")}
+    want = {"fraction": HeldOut().fraction, "seed": HeldOut().seed}
+    if pre["corpus"]["sentences_sha256"] != now["sentences_sha256"] or split != want:
+        raise SystemExit(f"{reuse}: not pretrained/fine-tuned outside today's held-out split")
+    config = json.loads((teacher / "config.json").read_text())
+    curve = pre.get("loss_curve") or [[0, None, None]]
+    info = {
+        "recipe": "mlm",
+        "reused": str(reuse),
+        "layers": int(config["num_hidden_layers"]),
+        "groups": int(config["num_hidden_groups"]),
+        "hidden": int(config["hidden_size"]),
+        "pretraining": {
+            **{k: pre[k] for k in ("recipe", "corpus", "hyperparameters", "threads")},
+            "steps_done": pre.get("steps_done"),
+            "wall_s": pre.get("wall_s"),
+            "final_mlm_loss": curve[-1][1],
+        },
+        "finetune": rec["finetune"],
+        "rows": held.get("trained_rows"),
+        "wall_s": round(float(pre.get("wall_s") or 0) + float(rec["finetune"]["wall_s"]), 1),
+    }
+    return teacher, info
+
+
 def _refit_at(ckpt_path: Path, fit_rows: list[tuple[int, str]], depth: int) -> tuple[Any, float]:
     """``depth search``'s head fit on the [CLS] state after layer ``depth``."""
     import torch
@@ -438,21 +485,37 @@ def _refit_at(ckpt_path: Path, fit_rows: list[tuple[int, str]], depth: int) -> t
 
 
 def part_deep(
-    work: Path, rows: int, held: list[tuple[int, str]], reuse: Path | None = None
+    work: Path,
+    rows: int,
+    held: list[tuple[int, str]],
+    reuse: Path | None = None,
+    check_only: bool = False,
 ) -> dict[str, Any]:
     from albert_edge.data import read_sst2
     from albert_edge.learn import HeldOut
 
-    _say("deep teacher (12 layers, from scratch) ...")
+    _say("deep teacher ...")
     teacher_dir, teacher_info = _deep_teacher(work, reuse)
+    layers = int(json.loads((teacher_dir / "config.json").read_text())["num_hidden_layers"])
     all_rows = read_sst2(TRAIN, labels=range(2))
     fit_idx, _ = HeldOut().split(len(all_rows), str(TRAIN))
     fit_rows = [all_rows[i] for i in fit_idx[:rows]]
-    k = DEEP_LAYERS // 3
+    k = layers // 3
     _say(f"teacher truncated to {k} + re-fitted head ...")
     head, refit_s = _refit_at(teacher_dir, fit_rows, k)
     teacher = _torch_correct(teacher_dir, held)
     refit = _torch_correct(teacher_dir, held, head=head, depth=k)
+    _say(f"held-out: teacher {teacher.mean():.4f}, truncated to {k} + re-fit {refit.mean():.4f}")
+    if check_only:
+        return {
+            "teacher": {**teacher_info, "layers": layers, "held_out": _iv(teacher)},
+            "student_depth": k,
+            "truncate_refit_head": {
+                "held_out": _iv(refit),
+                "fit_s": round(refit_s, 1),
+                "vs_teacher": _paired(refit, teacher),
+            },
+        }
     _say(f"fine-tune at depth {k}, no teacher ...")
     ft = dict(init=teacher_dir, depth=k, lr=5e-4)
     plain_out, plain = _ft(work, "deep-plain", rows, **ft)
@@ -473,9 +536,9 @@ def part_deep(
             k2: {"dev": _iv(v), "vs_refit_dev": _paired(v, dev_ref)} for k2, v in on_dev.items()
         },
         "teacher": {
-            **teacher_info,
-            "layers": DEEP_LAYERS,
+            "layers": layers,
             "groups": DEEP_GROUPS,
+            **teacher_info,
             "held_out": _iv(teacher),
         },
         "student_depth": k,
@@ -500,6 +563,19 @@ def part_deep(
             "vs_teacher": _paired(kd_c, teacher),
         },
     }
+
+
+def _deep_key(res: dict[str, Any], reuse: Path | None, check_only: bool) -> str:
+    """learn.json's key of a deep-teacher run: one per teacher shape and recipe, and one
+    per checked teacher directory (every attempt keeps its figures)."""
+    t = res["teacher"]
+    if check_only:
+        return f"deep-check-{reuse.name if reuse is not None else 'scratch'}"
+    if t.get("recipe") == "mlm":
+        return f"deep-teacher-mlm-L{t['layers']}-G{t['groups']}"
+    if (DEEP_LAYERS, DEEP_GROUPS) != (12, 1):
+        return f"deep-teacher-L{DEEP_LAYERS}" + (f"-G{DEEP_GROUPS}" * (DEEP_GROUPS > 1))
+    return "deep-teacher"
 
 
 def _say(msg: str) -> None:
@@ -527,6 +603,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--deep-lr", default=DEEP_TEACHER_ARGS[3], help="deep teacher's --lr")
     p.add_argument("--deep-groups", type=int, default=DEEP_GROUPS, help="its layer groups")
     p.add_argument("--deep-teacher-rows", type=int, default=DEEP_TEACHER_ROWS)
+    p.add_argument(
+        "--deep-check-only",
+        action="store_true",
+        help="part deep-teacher: stop after the teacher's own truncation to L/3 with a "
+        "re-fitted head (does it use its depth?); recorded as deep-check-<teacher dir>",
+    )
     a = p.parse_args(argv)
     globals().update(DEEP_LAYERS=a.deep_layers, DEEP_TEACHER_ROWS=a.deep_teacher_rows)
     globals().update(DEEP_GROUPS=a.deep_groups)
@@ -545,13 +627,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"benchmarks.learn: part {key} ...", file=sys.stderr, flush=True)
             t0 = time.time()
             rows = a.ddp_rows if key == "d" else a.rows
-            extra = {"reuse": a.deep_teacher_from} if key == "deep-teacher" else {}
+            extra: dict[str, Any] = {}
+            if key == "deep-teacher":
+                extra = {"reuse": a.deep_teacher_from, "check_only": a.deep_check_only}
             res = PARTS[key](Path(tmp), rows, held, **extra)
             res["machine"] = _machine()
             res["part_wall_s"] = round(time.time() - t0, 1)
             res["rows"] = rows
-            if key == "deep-teacher" and (DEEP_LAYERS, DEEP_GROUPS) != (12, 1):
-                key = f"deep-teacher-L{DEEP_LAYERS}" + (f"-G{DEEP_GROUPS}" * (DEEP_GROUPS > 1))
+            if key == "deep-teacher":
+                key = _deep_key(res, a.deep_teacher_from, a.deep_check_only)
             # merged into learn.json as it is now: other parts' (and runs') results are kept
             data = json.loads(path.read_text()) if path.is_file() else {}
             data[key] = res
@@ -602,6 +686,7 @@ def render(data: dict[str, Any]) -> str:
         ("deep-teacher", "e. Shallow student of a deeper teacher (L=12, one shared layer)"),
         ("deep-teacher-L6", "e (L=6). The same with a 6-layer teacher, student depth 2"),
         ("deep-teacher-L12-G12", "e (L=12, 12 groups). 12 distinct layers, student depth 4"),
+        *_mlm_sections(data),
     ):
         lines += [f"## {title}", ""]
         part = data.get(key)
@@ -613,8 +698,96 @@ def render(data: dict[str, Any]) -> str:
             f"{part['machine']['load_average']}; part wall {part['part_wall_s']} s.",
             "",
         ]
-        lines += [*_PART_MD[key](part), ""]
+        lines += [*_part_md(key)(part), ""]
     return "\n".join(lines) + "\n"
+
+
+def _mlm_sections(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """The sections of the pretrained (masked-LM) teachers: each checked attempt, then
+    each full run."""
+    out = []
+    for key in sorted(k for k in data if k.startswith("deep-check-")):
+        t = data[key]["teacher"]
+        title = f"e (attempt `{key[len('deep-check-') :]}`). Does this teacher use its depth?"
+        out.append((key, title if t.get("recipe") == "mlm" else title + " (from scratch)"))
+    for key in sorted(k for k in data if k.startswith("deep-teacher-mlm-")):
+        t = data[key]["teacher"]
+        out.append(
+            (
+                key,
+                f"e (pretrained, L={t['layers']}, {t['groups']} groups). Shallow student of "
+                "a teacher pretrained by masked-LM, then fine-tuned",
+            )
+        )
+    return out
+
+
+def _part_md(key: str) -> Any:
+    if key.startswith("deep-check-"):
+        return _md_check
+    if key.startswith("deep-teacher-mlm-"):
+        return _md_deep
+    return _PART_MD[key]
+
+
+def _teacher_md(t: dict[str, Any]) -> str:
+    """How the teacher was made, in a sentence or two."""
+    if t.get("recipe") != "mlm":
+        g = t.get("groups", 1)
+        shape = (
+            f"the one shared ALBERT layer applied {t['layers']} times: the embedded model's "
+            f"parameters, {t['layers'] / 4:g}x its compute"
+            if g == 1
+            else f"{g} layer groups: {g} distinct layers, parameters and compute"
+        )
+        how = f"reused from `{t['reused']}`" if t.get("reused") else "trained in this run"
+        return (
+            f"Teacher: {t['layers']} layers ({shape}), **trained from scratch** "
+            f"by `albert-edge train --config '{t['args'][1]}' "
+            f"{' '.join(t['args'][2:])}` on {t['rows']:,} rows drawn (seed 5) from the SST-2 "
+            f"train rows outside the held-out split ({how}; wall {t.get('wall_s')} s): ~80 % "
+            "dev, bag-of-words level, not a pretrained ALBERT."
+        )
+    pre, ft = t["pretraining"], t["finetune"]
+    c, hp = pre["corpus"], pre["hyperparameters"]
+    control = pre["steps_done"] <= 1
+    return (
+        f"Teacher: {t['layers']} layers in {t['groups']} groups, H={t['hidden']}, "
+        + ("initialised by" if control else "**pretrained here by**")
+        + " masked-LM (`python -m benchmarks.deep_teacher pretrain`: "
+        "transformers' AlbertForMaskedLM, the real 30k-clean SentencePiece model, BERT "
+        f"masking 15 %) on the {c['distinct_sentences']:,} distinct sentences of the "
+        f"{c['rows_outside_held_out']:,} SST-2 train rows outside the held-out split (labels "
+        f"not read; dev never read): {pre['steps_done']} steps of {hp['batch']}, lr "
+        f"{hp['lr']}, {pre['wall_s']} s on {pre['threads']} threads, final MLM loss "
+        f"{pre['final_mlm_loss']}"
+        + (" (**a control**: one step, i.e. the random init)" if control else "")
+        + f"; then fine-tuned (`train --init`, what "
+        f"`benchmarks.deep_teacher finetune` runs) {ft['epochs']} epoch(s), lr {ft['lr']}, "
+        f"batch {ft['batch']}, on {t.get('rows')} labelled rows outside the held-out split "
+        f"({ft['wall_s']} s). Not a released pretrained ALBERT: a tiny one pretrained on "
+        "SST-2's own sentences only. Held-out rows are phrases of SST-2 train: sub-phrases "
+        "of the same reviews also occur among the pretraining sentences (never the same "
+        "string)."
+    )
+
+
+def _md_check(p: dict[str, Any]) -> list[str]:
+    t, k, tr = p["teacher"], p["student_depth"], p["truncate_refit_head"]
+    uses = tr["vs_teacher"]["high"] < 0
+    return [
+        _teacher_md(t),
+        "",
+        f"Teacher held-out {_pct(t['held_out'])} %; truncated to {k} of {t['layers']} layers "
+        f"with a re-fitted head {_pct(tr['held_out'])} %: {_dpts(tr['vs_teacher'])} points "
+        + ("(**uses its depth**: the interval lies below zero)." if uses else "(does not).")
+        + (
+            " The teacher itself did not learn the task (held-out at the majority class's "
+            "share: the fine-tune did not leave the one-class answer)."
+            if t["held_out"]["accuracy"] < 0.6
+            else ""
+        ),
+    ]
 
 
 def _md_a(p: dict[str, Any]) -> list[str]:
@@ -715,20 +888,8 @@ def _md_d(p: dict[str, Any]) -> list[str]:
 def _md_deep(p: dict[str, Any]) -> list[str]:
     t, k = p["teacher"], p["student_depth"]
     tr, pl, kd = p["truncate_refit_head"], p["finetune_no_teacher"], p["distil"]
-    how = f"reused from `{t['reused']}`" if t.get("reused") else "trained in this run"
-    g = t.get("groups", 1)
-    shape = (
-        f"the one shared ALBERT layer applied {t['layers']} times: the embedded model's "
-        f"parameters, {t['layers'] / 4:g}x its compute"
-        if g == 1
-        else f"{g} layer groups: {g} distinct layers, parameters and compute"
-    )
     return [
-        f"Teacher: {t['layers']} layers ({shape}), **trained from scratch** "
-        f"by `albert-edge train --config '{t['args'][1]}' "
-        f"{' '.join(t['args'][2:])}` on {t['rows']:,} rows drawn (seed 5) from the SST-2 train "
-        f"rows outside the held-out split ({how}; wall {t.get('wall_s')} s): ~80 % dev, "
-        "bag-of-words level, not a pretrained ALBERT. Unlike parts a-c no model here saw "
+        _teacher_md(t) + " Unlike parts a-c no model here saw "
         "the held-out rows; they are SST-2 train rows (many short phrases), easier than dev's "
         f"whole sentences: the teacher has {100 * t['held_out']['accuracy']:.1f} % there, "
         f"{100 * p['dev_report']['teacher']['dev']['accuracy']:.1f} % on dev. Students: "
@@ -739,7 +900,7 @@ def _md_deep(p: dict[str, Any]) -> list[str]:
         + (
             "**yes**, the interval lies below zero."
             if tr["vs_teacher"]["high"] < 0
-            else "**no**, the interval holds zero: this from-scratch model does not need "
+            else "**no**, the interval holds zero: this model does not need "
             f"its layers beyond {k}, so the students below are not the case of a teacher "
             "whose depth carries accuracy."
         ),
