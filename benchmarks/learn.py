@@ -62,7 +62,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 FROM_SCRATCH_PABEE_S = 284  # benchmarks/results/depth.md: train --exit-loss pabee, 3 epochs
 
 
-def _machine() -> dict[str, Any]:
+def machine() -> dict[str, Any]:
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
     return {
         "load_average": [round(x, 2) for x in os.getloadavg()],
@@ -72,14 +72,14 @@ def _machine() -> dict[str, Any]:
     }
 
 
-def _iv(v: Any) -> dict[str, float]:
+def interval(v: Any) -> dict[str, float]:
     from albert_edge.depth.stats import accuracy_interval
 
     i = accuracy_interval(v)
     return {"accuracy": i.delta, "low": i.low, "high": i.high, "rows": len(v)}
 
 
-def _paired(a: Any, b: Any) -> dict[str, float]:
+def paired(a: Any, b: Any) -> dict[str, float]:
     from albert_edge.depth.stats import paired_bootstrap
 
     return paired_bootstrap(a, b).to_dict()
@@ -194,33 +194,33 @@ def part_b(work: Path, rows: int, held: list[tuple[int, str]]) -> dict[str, Any]
     }
     dev_ref = on_dev["truncate_refit_head"]
     dev_report = {
-        k: {"dev": _iv(v), "vs_refit_dev": _paired(v, dev_ref)} for k, v in on_dev.items()
+        k: {"dev": interval(v), "vs_refit_dev": paired(v, dev_ref)} for k, v in on_dev.items()
     }
     return {
         "dev_report": dev_report,
         "teacher": {
             "what": "the embedded model, L=4, trained from scratch (3 epochs SST-2)",
-            "held_out": _iv(teacher),
+            "held_out": interval(teacher),
         },
         "student_depth": 1,
         "truncate_refit_head": {
-            "held_out": _iv(refit),
+            "held_out": interval(refit),
             "fit_s": round(refit_s, 1),
-            "vs_teacher": _paired(refit, teacher),
+            "vs_teacher": paired(refit, teacher),
         },
         "finetune_depth1_no_teacher": {
-            "held_out": _iv(plain_c),
+            "held_out": interval(plain_c),
             "wall_s": plain["bench_wall_s"],
-            "vs_refit": _paired(plain_c, refit),
+            "vs_refit": paired(plain_c, refit),
         },
         "distil_depth1": {
-            "held_out": _iv(kd_c),
+            "held_out": interval(kd_c),
             "wall_s": kd["bench_wall_s"],
             "alpha": 0.5,
             "temperature": 2.0,
-            "vs_refit": _paired(kd_c, refit),
-            "vs_no_teacher": _paired(kd_c, plain_c),
-            "vs_teacher": _paired(kd_c, teacher),
+            "vs_refit": paired(kd_c, refit),
+            "vs_no_teacher": paired(kd_c, plain_c),
+            "vs_teacher": paired(kd_c, teacher),
             "dev": kd["report"],
         },
     }
@@ -246,20 +246,20 @@ def part_c(work: Path, rows: int, held: list[tuple[int, str]]) -> dict[str, Any]
         on_dev[name] = artifact_correct(art, dev, threads=1, max_length=64)
     return {
         "dev_report": {
-            k: {"dev": _iv(v), "vs_ptq_of_plain_finetune_dev": _paired(v, on_dev["plain"])}
+            k: {"dev": interval(v), "vs_ptq_of_plain_finetune_dev": paired(v, on_dev["plain"])}
             for k, v in on_dev.items()
         },
-        "ptq_int4_of_embedded": {"held_out": _iv(scored["embedded"][0])},
+        "ptq_int4_of_embedded": {"held_out": interval(scored["embedded"][0])},
         "ptq_int4_of_plain_finetune": {
-            "held_out": _iv(scored["plain"][0]),
+            "held_out": interval(scored["plain"][0]),
             "wall_s": plain["bench_wall_s"],
         },
         "qat_int4": {
-            "held_out": _iv(scored["qat"][0]),
+            "held_out": interval(scored["qat"][0]),
             "wall_s": qat["bench_wall_s"],
             "trained_for": scored["qat"][1].get("trained_for"),
-            "vs_ptq_of_plain_finetune": _paired(scored["qat"][0], scored["plain"][0]),
-            "vs_ptq_of_embedded": _paired(scored["qat"][0], scored["embedded"][0]),
+            "vs_ptq_of_plain_finetune": paired(scored["qat"][0], scored["plain"][0]),
+            "vs_ptq_of_embedded": paired(scored["qat"][0], scored["embedded"][0]),
         },
         "fp32_pytorch_held_out": {
             "plain": plain["held_out_accuracy"],
@@ -508,12 +508,12 @@ def part_deep(
     _say(f"held-out: teacher {teacher.mean():.4f}, truncated to {k} + re-fit {refit.mean():.4f}")
     if check_only:
         return {
-            "teacher": {**teacher_info, "layers": layers, "held_out": _iv(teacher)},
+            "teacher": {**teacher_info, "layers": layers, "held_out": interval(teacher)},
             "student_depth": k,
             "truncate_refit_head": {
-                "held_out": _iv(refit),
+                "held_out": interval(refit),
                 "fit_s": round(refit_s, 1),
-                "vs_teacher": _paired(refit, teacher),
+                "vs_teacher": paired(refit, teacher),
             },
         }
     _say(f"fine-tune at depth {k}, no teacher ...")
@@ -533,34 +533,34 @@ def part_deep(
     dev_ref = on_dev["truncate_refit_head"]
     return {
         "dev_report": {
-            k2: {"dev": _iv(v), "vs_refit_dev": _paired(v, dev_ref)} for k2, v in on_dev.items()
+            k2: {"dev": interval(v), "vs_refit_dev": paired(v, dev_ref)} for k2, v in on_dev.items()
         },
         "teacher": {
             "layers": layers,
             "groups": DEEP_GROUPS,
             **teacher_info,
-            "held_out": _iv(teacher),
+            "held_out": interval(teacher),
         },
         "student_depth": k,
         "truncate_refit_head": {
-            "held_out": _iv(refit),
+            "held_out": interval(refit),
             "fit_s": round(refit_s, 1),
-            "vs_teacher": _paired(refit, teacher),
+            "vs_teacher": paired(refit, teacher),
         },
         "finetune_no_teacher": {
-            "held_out": _iv(plain_c),
+            "held_out": interval(plain_c),
             "wall_s": plain["bench_wall_s"],
-            "vs_refit": _paired(plain_c, refit),
-            "vs_teacher": _paired(plain_c, teacher),
+            "vs_refit": paired(plain_c, refit),
+            "vs_teacher": paired(plain_c, teacher),
         },
         "distil": {
-            "held_out": _iv(kd_c),
+            "held_out": interval(kd_c),
             "wall_s": kd["bench_wall_s"],
             "alpha": 0.5,
             "temperature": 2.0,
-            "vs_refit": _paired(kd_c, refit),
-            "vs_no_teacher": _paired(kd_c, plain_c),
-            "vs_teacher": _paired(kd_c, teacher),
+            "vs_refit": paired(kd_c, refit),
+            "vs_no_teacher": paired(kd_c, plain_c),
+            "vs_teacher": paired(kd_c, teacher),
         },
     }
 
@@ -631,7 +631,7 @@ def main(argv: list[str] | None = None) -> int:
             if key == "deep-teacher":
                 extra = {"reuse": a.deep_teacher_from, "check_only": a.deep_check_only}
             res = PARTS[key](Path(tmp), rows, held, **extra)
-            res["machine"] = _machine()
+            res["machine"] = machine()
             res["part_wall_s"] = round(time.time() - t0, 1)
             res["rows"] = rows
             if key == "deep-teacher":

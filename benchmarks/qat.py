@@ -29,11 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks.learn import interval, machine, paired
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
@@ -44,29 +45,6 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 def _say(msg: str) -> None:
     print(f"benchmarks.qat: {msg}", file=sys.stderr, flush=True)
-
-
-def _machine() -> dict[str, Any]:
-    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    return {
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "cpu_kernel_family": "avx512_vnni" if "avx512_vnni" in flags else "avx2",
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-    }
-
-
-def _iv(v: Any) -> dict[str, float]:
-    from albert_edge.depth.stats import accuracy_interval
-
-    i = accuracy_interval(v)
-    return {"accuracy": i.delta, "low": i.low, "high": i.high, "rows": len(v)}
-
-
-def _paired(a: Any, b: Any) -> dict[str, float]:
-    from albert_edge.depth.stats import paired_bootstrap
-
-    return paired_bootstrap(a, b).to_dict()
 
 
 class Bench:
@@ -153,14 +131,14 @@ def _compare(b: Bench, precision: str, qat: str) -> dict[str, Any]:
     }
     res: dict[str, Any] = {
         "precision": precision,
-        "held_out": {k: _iv(v["held"]) for k, v in s.items()},
-        "dev": {k: _iv(v["dev"]) for k, v in s.items()},
-        "qat_vs_ptq_of_plain_finetune": _paired(s["qat"]["held"], s["plain"]["held"]),
-        "qat_vs_ptq_of_embedded": _paired(s["qat"]["held"], s["embedded"]["held"]),
-        "plain_finetune_vs_embedded": _paired(s["plain"]["held"], s["embedded"]["held"]),
-        "ptq_of_embedded_vs_fp32": _paired(s["embedded"]["held"], s["fp32"]["held"]),
-        "dev_qat_vs_ptq_of_plain_finetune": _paired(s["qat"]["dev"], s["plain"]["dev"]),
-        "dev_qat_vs_ptq_of_embedded": _paired(s["qat"]["dev"], s["embedded"]["dev"]),
+        "held_out": {k: interval(v["held"]) for k, v in s.items()},
+        "dev": {k: interval(v["dev"]) for k, v in s.items()},
+        "qat_vs_ptq_of_plain_finetune": paired(s["qat"]["held"], s["plain"]["held"]),
+        "qat_vs_ptq_of_embedded": paired(s["qat"]["held"], s["embedded"]["held"]),
+        "plain_finetune_vs_embedded": paired(s["plain"]["held"], s["embedded"]["held"]),
+        "ptq_of_embedded_vs_fp32": paired(s["embedded"]["held"], s["fp32"]["held"]),
+        "dev_qat_vs_ptq_of_plain_finetune": paired(s["qat"]["dev"], s["plain"]["dev"]),
+        "dev_qat_vs_ptq_of_embedded": paired(s["qat"]["dev"], s["embedded"]["dev"]),
         "fp32_pytorch_held_out": {
             "plain": plain["held_out_accuracy"],
             f"qat_{qat}_fake_quantized": qat_sum["held_out_accuracy"],
@@ -341,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows=a.rows,
                 lr=a.lr,
                 batch=a.batch_size,
-                machine=_machine(),
+                machine=machine(),
                 part_wall_s=round(time.time() - t0, 1),
             )
             data[part] = res
