@@ -60,33 +60,46 @@ def native_stderr_filtered(noise: re.Pattern[str] = NATIVE_NOISE) -> Iterator[No
     except OSError:  # no stderr at all: nothing to filter
         yield
         return
-    read_fd, write_fd = os.pipe()
-    os.dup2(write_fd, 2)
-    os.close(write_fd)
-
-    def pump() -> None:
-        with os.fdopen(read_fd, "rb") as pipe:
-            for line in pipe:  # keeps draining whatever happens: a full pipe would block
-                try:
-                    keep = not noise.match(line.decode("utf-8", "replace"))
-                except Exception:  # never lose a line to the filter itself
-                    keep = True
-                while keep and line:
-                    try:
-                        line = line[os.write(saved, line) :]
-                    except OSError:  # the real stderr is gone: drop, keep draining
-                        break
-
-    thread = threading.Thread(target=pump, name="stderr-filter", daemon=True)
-    thread.start()
+    # Everything after the dup sits inside the try: a stop signal during the set-up (its
+    # KeyboardInterrupt can land between any two lines) must still find descriptor 2
+    # restored, or the run's one-line stop message goes into a pipe nobody reads.
+    thread: threading.Thread | None = None
+    read_fd = -1
     try:
+        read_fd, write_fd = os.pipe()
+        os.dup2(write_fd, 2)
+        os.close(write_fd)
+        thread = threading.Thread(target=_pump, args=(read_fd, saved, noise), daemon=True)
+        thread.name = "stderr-filter"
+        thread.start()
         yield
     finally:
         sys.stderr.flush()
         os.dup2(saved, 2)  # the pipe closes once no process holds it: the pump sees EOF
-        thread.join(timeout=5.0)
-        if not thread.is_alive():  # else a leftover child still writes: keep fd open
-            os.close(saved)
+        if thread is not None and (thread.ident is not None or thread.is_alive()):  # pump owns it
+            thread.join(timeout=5.0)
+            if not thread.is_alive():  # else a leftover child still writes: keep fd open
+                os.close(saved)
+        else:
+            with contextlib.suppress(OSError):
+                if read_fd >= 0:
+                    os.close(read_fd)
+                os.close(saved)
+
+
+def _pump(read_fd: int, saved: int, noise: re.Pattern[str]) -> None:
+    """Copy the lines of ``read_fd`` that do not match ``noise`` to ``saved``."""
+    with os.fdopen(read_fd, "rb") as pipe:
+        for line in pipe:  # keeps draining whatever happens: a full pipe would block
+            try:
+                keep = not noise.match(line.decode("utf-8", "replace"))
+            except Exception:  # never lose a line to the filter itself
+                keep = True
+            while keep and line:
+                try:
+                    line = line[os.write(saved, line) :]
+                except OSError:  # the real stderr is gone: drop, keep draining
+                    break
 
 
 # What libgomp (torch's OpenMP) accepts: positive integers, comma-separated per nesting

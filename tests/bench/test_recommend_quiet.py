@@ -61,3 +61,29 @@ def test_quiet_cli_hides_tensorflow_start_up_lines(tmp_path) -> None:  # type: i
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ship: tflite fp32" in proc.stdout
     assert proc.stderr.strip() == ""
+
+
+INTERRUPTED_SET_UP = """
+import sys, threading
+from albert_edge.environment import native_stderr_filtered
+
+def interrupted(self):  # a stop signal's KeyboardInterrupt, landing mid-set-up
+    raise KeyboardInterrupt
+
+threading.Thread.start = interrupted
+try:
+    with native_stderr_filtered():
+        pass
+except KeyboardInterrupt:
+    print("albert-edge train: stopped by SIGTERM", file=sys.stderr)
+"""
+
+
+def test_a_stop_during_the_filters_set_up_leaves_stderr_restored() -> None:
+    """The stop message is printed after the filter's block: descriptor 2 must be the
+    real stderr again even when the interrupt landed between the filter's own lines."""
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_SET_UP], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == ["albert-edge train: stopped by SIGTERM"]
