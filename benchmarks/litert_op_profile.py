@@ -342,7 +342,7 @@ def summary(per_run: list[dict[str, Any]]) -> dict[str, Any]:
 
 def markdown(report: dict[str, Any]) -> str:
     """The per-file tables (the same layout ``small_model_profile`` prints)."""
-    from benchmarks.small_model_profile import _litert_ops_table
+    from benchmarks.small_model_profile import litert_ops_table
 
     m = report["machine"]
     lines = [
@@ -354,7 +354,7 @@ def markdown(report: dict[str, Any]) -> str:
         "",
     ]
     for name, prof in report["files"].items():
-        lines += _litert_ops_table(name, prof)
+        lines += litert_ops_table(name, prof)
     return "\n".join(lines) + "\n"
 
 

@@ -217,7 +217,7 @@ def artifacts(
 
 
 def render(r: dict[str, Any]) -> str:
-    from benchmarks.mixed_trained import _load
+    from benchmarks.mixed_trained import load_text
     from benchmarks.mixed_trained import render as render_trained
 
     m = r.get("machine", {})
@@ -235,7 +235,7 @@ def render(r: dict[str, Any]) -> str:
         "",
         f"Machine: {m.get('cpu')}, {m.get('cores')} cores, "
         f"CPU flags present: {m.get('cpu_flags')}, "
-        f"load average at start {_load(m.get('loadavg'))}.",
+        f"load average at start {load_text(m.get('loadavg'))}.",
         "",
         "**Caveats.** The embedded model is trained from scratch (about 81 % SST-2 dev, "
         "bag-of-words level), and the held-out rows the plan is chosen on are drawn from "
@@ -273,7 +273,7 @@ def render(r: dict[str, Any]) -> str:
             if w in s:
                 lines.append(
                     f"- {w} worker(s) ({s[w]['executor']['kind']}): {s[w]['wall_s']} s "
-                    f"(search {s[w]['search_s']} s; load average after {_load(s[w]['loadavg'])})"
+                    f"(search {s[w]['search_s']} s; load average after {load_text(s[w]['loadavg'])})"
                 )
         if "same_plan" in s:
             lines.append(f"- same plan from both: **{s['same_plan']}**")
@@ -282,7 +282,7 @@ def render(r: dict[str, Any]) -> str:
                 lines.append(
                     f"- Ray, {w} worker(s) (`ray.init()` on this machine, its start included): "
                     f"{x['wall_s']} s (search {x['search_s']} s; load average after "
-                    f"{_load(x['loadavg'])}); same plan as in-process: "
+                    f"{load_text(x['loadavg'])}); same plan as in-process: "
                     f"**{x['same_plan_as_in_process']}**"
                 )
         if (r.get("ray") or {}).get("skipped"):

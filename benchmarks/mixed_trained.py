@@ -371,7 +371,7 @@ def latency(
     save()
 
 
-def _load(x: Any) -> str:
+def load_text(x: Any) -> str:
     """A load average triple as the shell prints it."""
     return ", ".join(f"{v:.2f}" for v in x) if isinstance(x, list | tuple) else str(x)
 
@@ -401,12 +401,12 @@ def _latency_lines(lat: dict[str, Any]) -> list[str]:
     lines = [
         f"W1: batch 1, 128 tokens, 1 thread, `albert-edge bench --rounds {lat.get('w1_rounds')} "
         f"--runs {lat.get('w1_runs')}` (each artifact resident in its own process, visited in "
-        f"turn), load average {_load(lat.get('w1_loadavg_before'))} → "
-        f"{_load(lat.get('w1_loadavg_after'))}. "
+        f"turn), load average {load_text(lat.get('w1_loadavg_before'))} → "
+        f"{load_text(lat.get('w1_loadavg_after'))}. "
         f"W2: median over {lat.get('w2_sentences', '—')} SST-2 dev sentences at their own "
         f"length ({lat.get('w2_rounds', '—')} passes, block-interleaved resident processes, "
         "`benchmarks.precisions.w2_latencies`; median only), load average "
-        f"{_load(lat.get('w2_loadavg_before', '—'))} → {_load(lat.get('w2_loadavg_after', '—'))}.",
+        f"{load_text(lat.get('w2_loadavg_before', '—'))} → {load_text(lat.get('w2_loadavg_after', '—'))}.",
         "",
         "| artifact | W1 min ms | W1 p50 ms | W1 p50 / int8-dynamic | W2 median ms |",
         "|---|---:|---:|---:|---:|",
@@ -436,14 +436,14 @@ def render(sec: dict[str, Any]) -> list[str]:
         f"Measured {sec.get('measured')}; {m.get('cpu')}, {m.get('cores')} cores shared with "
         f"other work, CPU flags {m.get('cpu_flags')} (`grep -o -m1 'avx512_vnni\\|avx2' "
         f"/proc/cpuinfo` → {m.get('kernel_family', 'not recorded')}), load average at start "
-        f"{_load(m.get('loadavg'))}.",
+        f"{load_text(m.get('loadavg'))}.",
         "",
         f"**The model** is trained here, from scratch (`albert-edge train`, the embedded "
         f"model's config and recipe, {tr.get('hyperparameters', {}).get('epochs')} epochs) on "
         f"{rows.get('train')} SST-2 train rows; SST-2 dev {100 * (tr.get('dev_accuracy') or 0):.2f} % "
         f"(bag-of-words level, like the embedded model; not a pretrained ALBERT). Training took "
         f"{tr.get('wall_s', tr.get('wall_time_s'))} s (load average "
-        f"{_load(tr.get('loadavg_before'))} before, {_load(tr.get('loadavg_after'))} after): "
+        f"{load_text(tr.get('loadavg_before'))} before, {load_text(tr.get('loadavg_after'))} after): "
         "small on purpose, so that the benchmark trains it itself on a loaded 2-core CPU. "
         "**Held-out rows**: a seeded set of "
         f"{rows.get('held')} SST-2 train rows (seed {sp.get('seed')}) excluded from training "

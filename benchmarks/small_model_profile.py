@@ -321,7 +321,7 @@ def _litert_lines(name: str, rep: dict[str, Any]) -> list[str]:
     ]
 
 
-def _litert_ops_table(name: str, prof: dict[str, Any], top: int = 10) -> list[str]:
+def litert_ops_table(name: str, prof: dict[str, Any], top: int = 10) -> list[str]:
     parts = "; ".join(
         f"#{p['index']}: {p['ops']} ops, {p['us']:.0f} us" for p in prof["partitions"]
     )
@@ -428,7 +428,7 @@ def markdown(rep: dict[str, Any]) -> str:
         lines.append("")
         for name, art in entry["artifacts"].items():
             if "litert_ops" in art:
-                lines += _litert_ops_table(name, art["litert_ops"])
+                lines += litert_ops_table(name, art["litert_ops"])
         for name, art in entry["artifacts"].items():
             if "ort" in art:
                 lines += _ort_table(name, art["ort"])
