@@ -1,11 +1,11 @@
 """Count the hostile-input cases per subcommand (issue 26: at least 120 across every
 subcommand), and optionally run them and record how each ended.
 
-    PYTHONPATH=. python benchmarks/hostile_count.py          # count (pytest --collect-only)
-    PYTHONPATH=. python benchmarks/hostile_count.py --run    # and run them, slow ones too
+    python -m benchmarks.hostile_count          # count (pytest --collect-only)
+    python -m benchmarks.hostile_count --run    # and run them, slow ones too
     # and the issue-26 defect cases on an old tree (git archive fb1525b albert_edge | tar
     # -x -C /tmp/fb1525b) and on this one
-    PYTHONPATH=. python benchmarks/hostile_count.py --against /tmp/fb1525b --rev fb1525b
+    python -m benchmarks.hostile_count --against /tmp/fb1525b --rev fb1525b
 
 Writes benchmarks/results/hostile.{json,md}. The count comes from pytest's own collection
 of tests/hostile/ (default run and ``-m slow`` separately), so it is the suite as it
@@ -177,7 +177,7 @@ def markdown(rep: dict[str, Any]) -> str:
     lines = [
         "# Hostile-input suite: cases per subcommand",
         "",
-        f"`PYTHONPATH=. python benchmarks/hostile_count.py{' --run' if 'outcomes' in rep else ''}`"
+        f"`python -m benchmarks.hostile_count{' --run' if 'outcomes' in rep else ''}`"
         f" ({rep['date_utc']} UTC; CPU: {rep['cpu']}).",
         "",
         f"**{rep['total']} cases** in `{rep['suite']}/` ({rep['default_run']} in the default "
