@@ -54,11 +54,7 @@ def machine() -> dict[str, Any]:
     info = Path("/proc/cpuinfo").read_text()
     flags = [f for f in ("avx2", "avx512_vnni") if f" {f} " in info or f" {f}\n" in info]
     cpu = next(
-        (
-            ln.split(":", 1)[1].strip()
-            for ln in Path("/proc/cpuinfo").read_text().splitlines()
-            if ln.startswith("model name")
-        ),
+        (ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")),
         platform.processor(),
     )
     import re

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -46,6 +45,7 @@ from albert_edge.mixed.evaluate import score
 from albert_edge.mixed.plan import format_plan
 from albert_edge.options import ConvertOptions
 from albert_edge.tflite.inspect import inspect_tflite
+from benchmarks.mixed_precision import machine
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "sst2"
@@ -55,16 +55,6 @@ NAME = "mixed_precision_tflite"
 
 def log(msg: str) -> None:
     print(f"{NAME}: {msg}", file=sys.stderr, flush=True)
-
-
-def machine() -> dict[str, Any]:
-    info = Path("/proc/cpuinfo").read_text()
-    flags = [f for f in ("avx2", "avx512_vnni") if f" {f} " in info or f" {f}\n" in info]
-    cpu = next(
-        (ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")),
-        platform.processor(),
-    )
-    return {"cpu": cpu, "cpu_flags": flags, "cores": os.cpu_count(), "loadavg": os.getloadavg()}
 
 
 def save(report: dict[str, Any]) -> None:
