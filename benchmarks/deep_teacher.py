@@ -151,16 +151,19 @@ def pretrain(a: argparse.Namespace) -> dict[str, Any]:
     import torch
     from transformers import AlbertForMaskedLM
 
+    from albert_edge.learn.ddp import resolve_device
     from albert_edge.tokenizer import AlbertTokenizer
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
+    device = resolve_device(a.device)
     texts, cinfo = corpus(a.train)
     tok = AlbertTokenizer(SPIECE)
     enc = [tok.encode(t, max_length=MAX_LEN, padding="none").input_ids[0] for t in texts]
     config = model_config(a.layers, a.groups, a.hidden)
     mlm = AlbertForMaskedLM(config)
     mlm.albert.pooler = None  # not used by the masked-LM loss; the classifier gets a new one
+    mlm.to(device)
     opt = torch.optim.AdamW(mlm.parameters(), lr=a.lr, weight_decay=0.01)
     warm = max(1, int(0.05 * a.steps))
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -174,14 +177,17 @@ def pretrain(a: argparse.Namespace) -> dict[str, Any]:
         "config": {"layers": a.layers, "groups": a.groups, "hidden": a.hidden},
         "hyperparameters": {"steps": a.steps, "batch": a.batch, "lr": a.lr, "seed": a.seed},
         "threads": a.threads,
+        "device": _device_name(device),
+        "max_minutes": a.max_minutes,
         "spiece": SPIECE.name,
         "loss_curve": [],
     }
     mlm.train()
     step, t0, run_loss, epoch = 0, time.time(), 0.0, 0
-    while step < a.steps:
+    stop_at = a.steps
+    while step < stop_at:
         for b in _batches(lengths, a.batch, rng):
-            if step >= a.steps:
+            if step >= stop_at:
                 break
             width = max(lengths[i] for i in b)
             ids = torch.zeros(len(b), width, dtype=torch.long)
@@ -190,6 +196,7 @@ def pretrain(a: argparse.Namespace) -> dict[str, Any]:
             att = (ids != 0).long()
             special = (ids == tok.cls_id) | (ids == tok.sep_id) | (ids == 0)
             inputs, labels = _mask(ids, special, config.vocab_size, tok.mask_id, gen)
+            inputs, att, labels = inputs.to(device), att.to(device), labels.to(device)
             hidden = mlm.albert(input_ids=inputs, attention_mask=att).last_hidden_state
             sel = labels != -100
             logits = mlm.predictions(hidden[sel])
@@ -215,10 +222,22 @@ def pretrain(a: argparse.Namespace) -> dict[str, Any]:
                     file=sys.stderr,
                     flush=True,
                 )
-            if step % a.save_every == 0 or step == a.steps:
+            if a.max_minutes and stop_at == a.steps and time.time() - t0 > 60 * a.max_minutes:
+                stop_at = step  # the wall-clock budget is spent: keep what was learned
+                record["stopped_early"] = f"--max-minutes {a.max_minutes} reached"
+            if step % a.save_every == 0 or step == stop_at:
                 _save(a.out, mlm, config, a.seed, record, step, time.time() - t0)
         epoch += 1
     return record
+
+
+def _device_name(device: str) -> str:
+    """``cpu``, or ``cuda (GPU name)`` for the record."""
+    import torch
+
+    if device.startswith("cuda"):
+        return f"cuda ({torch.cuda.get_device_name(torch.device(device))})"
+    return device
 
 
 def _save(out: Path, mlm: Any, config: Any, seed: int, rec: dict[str, Any], step: int, s: float):
@@ -227,7 +246,7 @@ def _save(out: Path, mlm: Any, config: Any, seed: int, rec: dict[str, Any], step
 
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    _write_classifier(tmp, mlm, config, seed)
+    _write_classifier(tmp, mlm, config, seed)  # load_state_dict copies off the GPU
     rec.update(steps_done=step, wall_s=round(s, 1), epochs_seen=None)
     (tmp / RECORD).write_text(json.dumps(rec, indent=2) + "\n")
     old = out.with_name(out.name + ".old")
@@ -256,6 +275,7 @@ def finetune(a: argparse.Namespace) -> dict[str, Any]:
         lr=a.lr,
         threads=a.threads,
         max_train_rows=a.rows,
+        device=a.device,
     )
     t0 = time.time()
     summary = fine_tune(ft)
@@ -268,6 +288,7 @@ def finetune(a: argparse.Namespace) -> dict[str, Any]:
             "batch": a.batch,
             "lr": a.lr,
             "max_train_rows": a.rows,
+            "device": summary.get("device"),
             "wall_s": round(time.time() - t0, 1),
             "held_out_accuracy": summary.get("held_out_accuracy"),
             "dev_accuracy": summary.get("dev_accuracy"),
@@ -294,6 +315,13 @@ def main(argv: list[str] | None = None) -> int:
     pp.add_argument("--threads", type=int, default=1)
     pp.add_argument("--log-every", type=int, default=100)
     pp.add_argument("--save-every", type=int, default=250)
+    pp.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
+    pp.add_argument(
+        "--max-minutes",
+        type=float,
+        default=0.0,
+        help="stop (and save) after this many minutes even if --steps are not done",
+    )
     pf = sub.add_parser("finetune", help="train --init of the pretrained model: the teacher")
     pf.add_argument("--pretrained", type=Path, required=True)
     pf.add_argument("-o", "--out", type=Path, required=True)
@@ -304,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     pf.add_argument("--lr", type=float, default=1e-4)
     pf.add_argument("--rows", type=int, default=20000, help="at most this many train rows")
     pf.add_argument("--threads", type=int, default=1)
+    pf.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
     a = p.parse_args(argv)
     rec = pretrain(a) if a.stage == "pretrain" else finetune(a)
     print(json.dumps({k: v for k, v in rec.items() if k != "loss_curve"}, default=str)[:2000])

@@ -32,7 +32,8 @@ deep-teacher (``--parts deep-teacher``; ``--deep-layers 6 --deep-lr 1e-3`` for t
    on the same rows (checked) instead of training it again, or a teacher PRETRAINED by
    masked-LM and fine-tuned by ``python -m benchmarks.deep_teacher`` (checked: its
    pretraining sentences and fine-tune rows lie outside the same held-out split), recorded
-   as ``deep-teacher-mlm-L<L>-G<G>``; ``--deep-check-only`` stops after the teacher's own
+   as ``deep-teacher-mlm-L<L>-G<G>`` (``-gpu`` when pretrained on CUDA by
+   ``benchmarks/gpu_learn.sh``); ``--deep-check-only`` stops after the teacher's own
    truncation (does it use its depth?) and records that attempt as
    ``deep-check-<teacher dir>``.
 
@@ -457,6 +458,8 @@ def _pretrained_teacher(reuse: Path) -> tuple[Path, dict[str, Any]]:
         "hidden": int(config["hidden_size"]),
         "pretraining": {
             **{k: pre[k] for k in ("recipe", "corpus", "hyperparameters", "threads")},
+            "device": pre.get("device", "cpu"),
+            "stopped_early": pre.get("stopped_early"),
             "steps_done": pre.get("steps_done"),
             "wall_s": pre.get("wall_s"),
             "final_mlm_loss": curve[-1][1],
@@ -572,7 +575,8 @@ def _deep_key(res: dict[str, Any], reuse: Path | None, check_only: bool) -> str:
     if check_only:
         return f"deep-check-{reuse.name if reuse is not None else 'scratch'}"
     if t.get("recipe") == "mlm":
-        return f"deep-teacher-mlm-L{t['layers']}-G{t['groups']}"
+        gpu = str(t["pretraining"].get("device", "cpu")).startswith("cuda")
+        return f"deep-teacher-mlm-L{t['layers']}-G{t['groups']}" + "-gpu" * gpu
     if (DEEP_LAYERS, DEEP_GROUPS) != (12, 1):
         return f"deep-teacher-L{DEEP_LAYERS}" + (f"-G{DEEP_GROUPS}" * (DEEP_GROUPS > 1))
     return "deep-teacher"
@@ -715,8 +719,9 @@ def _mlm_sections(data: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(
             (
                 key,
-                f"e (pretrained, L={t['layers']}, {t['groups']} groups). Shallow student of "
-                "a teacher pretrained by masked-LM, then fine-tuned",
+                f"e (pretrained, L={t['layers']}, {t['groups']} groups"
+                + (", masked-LM on a GPU" if key.endswith("-gpu") else "")
+                + "). Shallow student of a teacher pretrained by masked-LM, then fine-tuned",
             )
         )
     return out
@@ -759,8 +764,18 @@ def _teacher_md(t: dict[str, Any]) -> str:
         f"masking 15 %) on the {c['distinct_sentences']:,} distinct sentences of the "
         f"{c['rows_outside_held_out']:,} SST-2 train rows outside the held-out split (labels "
         f"not read; dev never read): {pre['steps_done']} steps of {hp['batch']}, lr "
-        f"{hp['lr']}, {pre['wall_s']} s on {pre['threads']} threads, final MLM loss "
-        f"{pre['final_mlm_loss']}"
+        f"{hp['lr']}, {pre['wall_s']} s on "
+        + (
+            f"{pre['threads']} threads"
+            if pre.get("device", "cpu") == "cpu"
+            else f"{pre['device']}, `benchmarks/gpu_learn.sh`"
+        )
+        + (
+            f" (of {hp['steps']} planned: {pre['stopped_early']})"
+            if pre.get("stopped_early")
+            else ""
+        )
+        + f", final MLM loss {pre['final_mlm_loss']}"
         + (" (**a control**: one step, i.e. the random init)" if control else "")
         + f"; then fine-tuned (`train --init`, what "
         f"`benchmarks.deep_teacher finetune` runs) {ft['epochs']} epoch(s), lr {ft['lr']}, "
