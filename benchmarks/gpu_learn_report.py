@@ -94,7 +94,7 @@ def markdown(rec: dict[str, Any]) -> str:
         ]
         lines += [
             "",
-            "At this size (the 4-layer H=312 model, batch 64, length-bucketed batches of many "
+            "At this size (the 4-layer H=128 model, batch 64, length-bucketed batches of many "
             "widths) autocast adds cast kernels around every small GEMM, and for half-precision "
             "attention PyTorch's SDPA takes cuDNN / memory-efficient kernels that set up per "
             "new shape; not investigated further. `--amp auto` stays bf16, the choice for "
