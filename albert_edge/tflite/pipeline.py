@@ -368,9 +368,11 @@ def quantization_record(
     precision = options.precision
     planned = dict(options.unit_precisions).get(WORD_TABLE)
     if planned is not None and precision == "int8-dynamic":
-        word_embeddings = {"fp32": "float32", "int8": "int8 per tensor"}.get(
-            planned, "int4 in blocks along E"
-        )
+        word_embeddings = {
+            "fp32": "float32",
+            "int8": "int8 per tensor",
+            "int4-tensor": "int4 per tensor",
+        }.get(planned, "int4 in blocks along E")
     elif options.quantize_embeddings and precision.startswith("int8"):
         word_embeddings = "int8 per tensor"
     else:
