@@ -106,8 +106,10 @@ def test_all_int4_plan_of_the_embedded_model_lies_within_its_floor(tmp_path: Pat
         plan = written_plan(
             embedded.units, embedded.identity, opts, {WORD: table}, "int4", "int8-dynamic"
         )
-        made[name] = convert_with_plan(embedded, tmp_path / name, opts, plan, "test")["sizes"]
-    tensor, blocks = made["tensor"], made["blocks"]
+        made[name] = convert_with_plan(embedded, tmp_path / name, opts, plan, "test")
+    said = {k: m["quantization"]["word_embeddings"] for k, m in made.items()}
+    assert said == {"tensor": "int4 per tensor", "blocks": "int4 in blocks of 64 along E"}
+    tensor, blocks = made["tensor"]["sizes"], made["blocks"]["sizes"]
     assert tensor["floor_precision"] == "plan" and tensor["floor_bytes"] == blocks["floor_bytes"]
     assert tensor["extra_signature_bytes"] > 0  # 4 buckets: 16, 32, 64, 128
     assert tensor["ratio_to_floor_without_extra_signatures"] <= 1.05
