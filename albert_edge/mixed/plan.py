@@ -188,8 +188,13 @@ def check_plan(
         (plan.get("checkpoint") or {}).get("num_hidden_layers"),
         identity.get("num_hidden_layers"),
     )
+    if layers is None:
+        raise PrecisionPlanError(
+            f"{where}: the plan records no depth (checkpoint.num_hidden_layers: written by an "
+            "earlier albert-edge); search the plan again with --precision auto"
+        )
     if layers != have:
-        made = f"at depth {layers}" if layers is not None else "at an unrecorded depth"
+        made = f"at depth {layers}"
         raise PrecisionPlanError(
             f"{where}: the plan was made {made} ({(plan.get('checkpoint') or {}).get('name')}), "
             f"not at depth {have} (the layers this model runs); replay it at its depth or "

@@ -94,6 +94,12 @@ def test_plan_checks_one_line_each(prepared: Any, tmp_path: Path) -> None:
     deeper = {**good, "checkpoint": {**prepared.identity, "num_hidden_layers": 2}}
     with pytest.raises(PrecisionPlanError, match=r"made at depth 2 .*not at depth 4"):
         check_plan(deeper, prepared.units, prepared.identity, "p")
+    older = {
+        **good,
+        "checkpoint": {k: v for k, v in prepared.identity.items() if k != "num_hidden_layers"},
+    }
+    with pytest.raises(PrecisionPlanError, match="records no depth"):
+        check_plan(older, prepared.units, prepared.identity, "p")
     lacking = {**good, "units": [*good["units"], {"tensor": "nope", "precision": "int8"}]}
     with pytest.raises(PrecisionPlanError, match=r"1 tensor\(s\) this model lacks \(nope"):
         check_plan(lacking, prepared.units, prepared.identity, "p")
