@@ -196,6 +196,14 @@ def test_plan_for_another_target_or_base_is_refused(prep: Any, tmp_path: Path) -
     with pytest.raises(PrecisionPlanError, match="use --precision int8-full"):
         prepare(prep.ckpt, _opts(), base="int8-static")
     assert not (tmp_path / "o").exists()
+    # the one-scale int4 table is a TFLite form: ONNX plans refuse it
+    from albert_edge.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match=r"not available for int4.*fp32, int8, int4$"):
+        ConvertOptions(
+            precision="int4", int4_kernel="int8", unit_precisions=((WORD, "int4-tensor"),)
+        )
+    assert _opts(precision="int8-dynamic", unit_precisions=((WORD, "int4-tensor"),))
 
 
 CLASSIFY = r"""
