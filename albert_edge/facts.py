@@ -19,7 +19,14 @@ Definitions (the keys of :data:`FACT_KEYS`):
   (:func:`param_count` of its config and head; tied weights once);
 * ``floor_bytes`` — ``checkpoint_params`` × the bytes per parameter of ``floor_precision``
   (the precision that was asked for). It never looks at the artifact's dtypes: an
-  artifact that kept a tensor wider than asked reads above 1x, which is the point;
+  artifact that kept a tensor wider than asked reads above 1x, which is the point. It
+  counts no quantization scales, in either format: every width has an encoding with one
+  scale per tensor (a few bytes), so per-channel, per-block or per-row scales are an
+  encoder's choice of accuracy over bytes, not bytes the precision requires — a floor
+  counting them would let a format's choice of scales raise its own bar. (ONNX int4
+  tables fit the bar by storing 4-bit row scales; a TFLite table whose schema stores a
+  float16 scale per block offers ``int4-tensor`` as a plan candidate, so a search can
+  take the floor's form where accuracy allows);
 * ``ratio_to_floor`` — ``file_bytes / floor_bytes``, where a ``.tflite``'s bytes leave out
   the associated files its LiteRT metadata packs in the file's zip tail (``spiece.model``,
   ``labels.txt``; reported as ``associated_files_bytes``): they are the tokenizer files an
@@ -60,6 +67,7 @@ PRECISION_BYTES: dict[str, float] = {
     "int8-full": 1.0,
     "int8": 1.0,
     "int4": 0.5,
+    "int4-tensor": 0.5,  # a plan unit's int4 with one scale per tensor (TFLite tables)
 }
 
 
@@ -180,7 +188,9 @@ def plan_floor_bytes(
     ``precision``'s width, and the checkpoint's other parameters (biases, LayerNorm, the
     tiny tables no recipe quantizes) at the plan's narrowest width — as the uniform
     floors count every parameter at the one width, so a plan with every unit at int4 has
-    int4's floor exactly. None if a unit's precision has no width."""
+    int4's floor exactly. No scales, as for every floor (the module's ``floor_bytes``):
+    ``int4`` and ``int4-tensor`` are both half a byte a parameter. None if a unit's
+    precision has no width."""
     widths = [PRECISION_BYTES.get(str(u.get("precision"))) for u in units]
     if not units or any(w is None for w in widths):
         return None

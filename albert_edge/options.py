@@ -22,6 +22,9 @@ ACCELERATORS = ("cpu", "gpu")
 INT4_KERNELS = ("int8", "nbits")
 # The precisions one unit (one unique weight) of a precision plan may take.
 UNIT_PRECISIONS = ("fp32", "int8", "int4")
+# TFLite int8-dynamic also stores a table at int4 with one scale for the whole tensor
+# (LiteRT's lookup reads it; its "int4" table keeps a float16 scale per block along E).
+TFLITE_UNIT_PRECISIONS = (*UNIT_PRECISIONS, "int4-tensor")
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,11 @@ class ConvertOptions:
                 "a precision plan is built on --precision int4 --int4-kernel int8 (fp32, int8 "
                 "and int4 weights) or int8-static (fp32 fallback); use --precision-plan alone"
             )
-        widths = UNIT_PRECISIONS if wide else ("fp32", "int8")
+        widths = (
+            (TFLITE_UNIT_PRECISIONS if self.target == "tflite" else UNIT_PRECISIONS)
+            if wide
+            else ("fp32", "int8")
+        )
         bad = sorted({p for _, p in self.unit_precisions} - set(widths))
         if bad:
             raise UnsupportedError(

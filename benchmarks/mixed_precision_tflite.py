@@ -105,8 +105,9 @@ def build(
     if name.startswith("int8-full@"):
         plan = r["full_plans"][name.removeprefix("int8-full@")]
         return convert_with_plan(full, out, full_opts, plan, "benchmark plan")
-    if name == "int4":
-        plan = written_plan(prep.units, prep.identity, tflite(), {}, "int4", "int8-dynamic")
+    if name in ("int4", "int4-tensor"):  # the table in blocks along E, or with one scale
+        table = {u.tensor: name for u in prep.units if name in u.candidates}
+        plan = written_plan(prep.units, prep.identity, tflite(), table, "int4", "int8-dynamic")
         return convert_with_plan(prep, out, tflite(), plan, "every unit at int4")
     if name == "int8-full":
         return convert(
@@ -126,7 +127,11 @@ def artifacts(
     setup_d = make_setup(prep, tflite(), read_sst2(a.dev))
     rows: dict[str, Any] = {}
     ref: dict[str, Any] = {}
-    names = ["fp32", "int8-dynamic", "int4", *(f"auto@{d}" for d in report["plans"])]
+    four = [
+        "int4",
+        *(["int4-tensor"] if any("int4-tensor" in u.candidates for u in prep.units) else []),
+    ]
+    names = ["fp32", "int8-dynamic", *four, *(f"auto@{d}" for d in report["plans"])]
     names += ["int8-full"]
     names += [f"int8-full@{d}" for d, p in report["full_plans"].items() if "no_plan" not in p]
     with tempfile.TemporaryDirectory(prefix="mixed-tflite-bench-") as tmp:
@@ -162,6 +167,42 @@ def artifacts(
             }
             report["artifacts"] = rows
             save(report)
+
+
+def latency(a: argparse.Namespace, report: dict[str, Any]) -> None:
+    """Part ``latency``: fp32, int8-dynamic, the searched plan at the smallest budget and
+    every unit at int4 (when the plan differs), built into ``--work`` and timed by
+    :func:`benchmarks.mixed_trained.latency` (W1 ``albert-edge bench --rounds``, W2 real
+    SST-2 lengths) in LiteRT with XNNPACK, at each ``--threads``."""
+    import shutil
+
+    from benchmarks.mixed_trained import latency as timed
+
+    work = a.work / report["name"]
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    prep = prepare(a.checkpoint, tflite(verify=False), base="int8-dynamic")
+    drop = min(report["plans"], key=float)
+    plan = report["plans"][drop]
+    names = ["fp32", "int8-dynamic", f"auto@{drop}"]
+    if any(u["precision"] != "int4" for u in plan["units"]):
+        names.append("int4")
+    paths = {}
+    for name in names:
+        log(f"[latency] build {name} …")
+        paths[name] = work / name
+        if name.startswith("auto@"):
+            convert_with_plan(prep, paths[name], tflite(verify=False), plan, "benchmark plan")
+        elif name == "int4":
+            every = written_plan(prep.units, prep.identity, tflite(), {}, "int4", "int8-dynamic")
+            convert_with_plan(prep, paths[name], tflite(verify=False), every, "every unit int4")
+        else:
+            convert(prep.ckpt, paths[name], tflite(precision=name, verify=False))
+    section = report["latency"] = {"command": report["latency_command"]}
+    for t in a.threads:
+        timed(a, paths, section, lambda: save(report), work, backend="litert-xnnpack",
+              threads=t, key=f"threads_{t}", skip=())  # fmt: skip
+    save(report)
 
 
 def _pts(d: dict[str, Any]) -> str:
@@ -200,8 +241,12 @@ def render(r: dict[str, Any]) -> str:
             "",
             "Δ = accuracy(artifact) − accuracy(fp32 artifact) on the same rows, in LiteRT "
             "(paired bootstrap, 95 %), in points. model bytes = the file without its zip "
-            "tail (spiece.model, labels); the floor of a plan is the plan's. int4 = every "
-            "unit at int4 (a written plan). Integer ops: compute ops on integers / all.",
+            "tail (spiece.model, labels); the floor of a plan is the plan's (no scales, as "
+            "every floor: `albert_edge.facts`). ratio, 1 signature = without the recorded "
+            "bytes of the short buckets (`sizes.extra_signature_bytes`), the bar's measure. "
+            "int4 = every unit at int4 (a written plan), the word table in blocks along E "
+            "(E = 64: a float16 scale per row); int4-tensor = the same with the table's one "
+            "scale. Integer ops: compute ops on integers / all.",
             "",
             "| artifact | model bytes | floor | ratio | ratio, 1 signature | integer weight "
             "MatMuls | integer ops | held-out Δ [95 % CI] | dev acc % | dev Δ [95 % CI] |",
@@ -217,6 +262,20 @@ def render(r: dict[str, Any]) -> str:
                 f"{_pts(a['dev_delta'])} |"
             )
         lines.append("")
+    lat = r.get("latency") or {}
+    if lat:
+        from benchmarks.mixed_trained import latency_lines
+
+        lines += [
+            "## Latency (LiteRT, XNNPACK)",
+            "",
+            f"Command: `{lat.get('command')}`. Each figure beside the load average of its "
+            "part (2 cores shared with other work: min is the steadier figure).",
+            "",
+        ]
+        for rec in lat.values():
+            if isinstance(rec, dict):
+                lines += [f"### {rec.get('threads')} thread(s)", "", *latency_lines(rec), ""]
     for drop, plan in (r.get("plans") or {}).items():
         lines += [f"## The plan at --max-drop {drop} and each unit's sensitivity", ""]
         lines += [f"Search wall time: {plan['search'].get('wall_s')} s (1 worker).", ""]
@@ -258,26 +317,52 @@ def main() -> int:
         help="--data's rows were never trained on by --checkpoint (recorded, printed)",
     )
     p.add_argument("--name", default=NAME, help="results file stem (default: %(default)s)")
+    p.add_argument(
+        "--parts",
+        nargs="+",
+        choices=("plans", "latency"),
+        default=["plans", "latency"],
+        help="plans: searches and artifacts; latency: W1/W2 of fp32, int8-dynamic and the "
+        "plan at the smallest budget. A part not run keeps the previous results file's values.",
+    )
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--w1-rounds", type=int, default=6)
+    p.add_argument("--w1-runs", type=int, default=60)
+    p.add_argument("--w2", type=int, default=200)
+    p.add_argument("--w2-rounds", type=int, default=2)
+    p.add_argument("--work", type=Path, default=Path("/tmp/albert-edge-mixed-tflite-bench"))
     a = p.parse_args()
-    report: dict[str, Any] = {
-        "command": "python -m benchmarks." + NAME + " " + " ".join(sys.argv[1:]),
-        "machine": machine(),
-        "name": a.name,
-        "model": {
-            "checkpoint": a.checkpoint.name if a.checkpoint else None,
-            "held_out_never_trained": a.held_out_unseen,
-        },
-    }
-    with tempfile.TemporaryDirectory(prefix="mixed-tflite-cal-") as tmp:
-        cal = a.calibration
-        if cal is None:
-            lines = a.data.read_text().splitlines()
-            cal = Path(tmp) / "calibration.tsv"
-            cal.write_text("\n".join([lines[0], *lines[-256:]]) + "\n")
-        prep, full = searches(a, cal, report)
-        artifacts(prep, full, a, cal, report)
-    report["machine"]["loadavg_end"] = os.getloadavg()
-    save(report)
+    command = "python -m benchmarks." + NAME + " " + " ".join(sys.argv[1:])
+    previous = OUT / f"{a.name}.json"
+    report: dict[str, Any] = (
+        json.loads(previous.read_text()) if "plans" not in a.parts and previous.is_file() else {}
+    )
+    if "plans" in a.parts:
+        report = {
+            "command": command,
+            "machine": machine(),
+            "name": a.name,
+            "model": {
+                "checkpoint": a.checkpoint.name if a.checkpoint else None,
+                "held_out_never_trained": a.held_out_unseen,
+            },
+        }
+        with tempfile.TemporaryDirectory(prefix="mixed-tflite-cal-") as tmp:
+            cal = a.calibration
+            if cal is None:
+                lines = a.data.read_text().splitlines()
+                cal = Path(tmp) / "calibration.tsv"
+                cal.write_text("\n".join([lines[0], *lines[-256:]]) + "\n")
+            prep, full = searches(a, cal, report)
+            artifacts(prep, full, a, cal, report)
+        report["machine"]["loadavg_end"] = os.getloadavg()
+        save(report)
+    if "latency" in a.parts:
+        if not report.get("plans"):
+            log("latency needs the plans: run --parts plans first")
+            return 2
+        report["latency_command"] = command
+        latency(a, report)
     log(f"wrote {OUT / a.name}.{{json,md}}")
     return 0
 

@@ -334,30 +334,42 @@ def _w1_row(results: list[dict[str, Any]], art: Path) -> dict[str, Any] | None:
 
 
 def latency(
-    a: Any, paths: dict[str, Path], section: dict[str, Any], save: Save, work: Path
+    a: Any,
+    paths: dict[str, Path],
+    section: dict[str, Any],
+    save: Save,
+    work: Path,
+    *,
+    backend: str = "ort-cpu",
+    threads: int = 1,
+    key: str = "latency",
+    skip: tuple[str, ...] = ("fp32",),
 ) -> None:
     """W1 with ``albert-edge bench --rounds`` (one resident process per artifact, visited in
-    turn), then W2 (:func:`benchmarks.precisions.w2_latencies`)."""
-    names = [n for n in paths if n != "fp32"]
-    out = work / "bench-w1.json"
+    turn), then W2 (:func:`benchmarks.precisions.w2_latencies`), into ``section[key]``:
+    every artifact of ``paths`` but ``skip``, on bench's ``backend`` with ``threads``."""
+    names = [n for n in paths if n not in skip]
+    out = work / f"bench-w1-{key}.json"
     cmd = [sys.executable, "-m", "albert_edge.cli", "bench", *(str(paths[n]) for n in names)]
-    cmd += ["--backend", "ort-cpu", "--seq-lens", "128", "--threads", "1"]
+    cmd += ["--backend", backend, "--seq-lens", "128", "--threads", str(threads)]
     cmd += ["--runs", str(a.w1_runs), "--rounds", str(a.w1_rounds), "--warmup", "5"]
     cmd += ["--json", str(out), "-q"]
-    log(f"[latency] W1: {len(names)} artifacts, {a.w1_rounds} interleaved rounds …")
+    log(f"[latency] W1: {len(names)} artifacts, {threads} thread(s), {a.w1_rounds} rounds …")
     load0 = os.getloadavg()
     if out.exists():
         out.unlink()
     subprocess.run(cmd, check=True)
     results = json.loads(out.read_text())["results"]
     lat: dict[str, Any] = {
+        "backend": backend,
+        "threads": threads,
         "w1": {n: _w1_row(results, paths[n]) for n in names},
         "w1_loadavg_before": load0,
         "w1_loadavg_after": os.getloadavg(),
         "w1_rounds": a.w1_rounds,
         "w1_runs": a.w1_runs,
     }
-    section["latency"] = lat
+    section[key] = lat
     save()
     from benchmarks.precisions import w2_latencies
 
@@ -365,7 +377,7 @@ def latency(
     load0 = os.getloadavg()
     files = {n: paths[n] / json.loads((paths[n] / "manifest.json").read_text())["model_file"]
              for n in names}  # fmt: skip
-    w2 = w2_latencies([(n, files[n]) for n in names], a.w2, 1, rounds=a.w2_rounds)
+    w2 = w2_latencies([(n, files[n]) for n in names], a.w2, threads, rounds=a.w2_rounds)
     lat.update(w2_median_ms=w2, w2_loadavg_before=load0, w2_loadavg_after=os.getloadavg())
     lat.update(w2_sentences=a.w2, w2_rounds=a.w2_rounds)
     save()
@@ -396,10 +408,14 @@ def _artifact_lines(rows: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _latency_lines(lat: dict[str, Any]) -> list[str]:
+def latency_lines(lat: dict[str, Any]) -> list[str]:
+    """The Markdown of one :func:`latency` record: how it was timed, then a row per artifact
+    (W1 min and p50, p50 against int8-dynamic's, W2 median)."""
     w1, w2 = lat.get("w1") or {}, lat.get("w2_median_ms") or {}
+    threads = lat.get("threads", 1)
     lines = [
-        f"W1: batch 1, 128 tokens, 1 thread, `albert-edge bench --rounds {lat.get('w1_rounds')} "
+        f"W1: batch 1, 128 tokens, {threads} thread(s), `albert-edge bench --backend "
+        f"{lat.get('backend', 'ort-cpu')} --rounds {lat.get('w1_rounds')} "
         f"--runs {lat.get('w1_runs')}` (each artifact resident in its own process, visited in "
         f"turn), load average {load_text(lat.get('w1_loadavg_before'))} → "
         f"{load_text(lat.get('w1_loadavg_after'))}. "
@@ -470,7 +486,7 @@ def render(sec: dict[str, Any]) -> list[str]:
             "",
         ]
     if sec.get("latency"):
-        lines += ["## Latency of each plan", "", *_latency_lines(sec["latency"]), ""]
+        lines += ["## Latency of each plan", "", *latency_lines(sec["latency"]), ""]
     for drop, plan in (sec.get("plans") or {}).items():
         lines += [f"## auto at --max-drop {drop}: the plan and each unit's sensitivity", ""]
         lines += [

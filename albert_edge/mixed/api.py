@@ -46,7 +46,6 @@ def prepare(
     under the ``base`` recipe (int4: fp32/int8/int4 weights; int8-static: each unit
     integer or left in float, its activation quantizers with it)."""
     from albert_edge.checkpoint import Checkpoint, load_checkpoint
-    from albert_edge.layout import source_record
     from albert_edge.onnx.pipeline import optimize
 
     bases = ("int4", "int8-static") if options.target == "onnx" else ("int8-dynamic", "int8-full")
@@ -65,11 +64,20 @@ def prepare(
 
         check_options(replace(options, precision=base))  # --calibration: before any work
     units = find_units(model, options, int(ckpt.config.vocab_size), base)
-    return Prepared(ckpt, model, units, source_record(ckpt), base)
+    return Prepared(ckpt, model, units, identity(ckpt), base)
+
+
+def identity(ckpt: Checkpoint) -> dict[str, Any]:
+    """What a plan is made for: the manifest's source record (name, weights' sha256) and
+    the depth the model runs (``num_hidden_layers``) — the weights cannot tell depths
+    apart where every depth reads the same ones (a one-group model keeping its own head
+    truncated at depth 2 stores exactly the full model's weights)."""
+    from albert_edge.layout import source_record
+
+    return {**source_record(ckpt), "num_hidden_layers": int(ckpt.config.num_hidden_layers)}
 
 
 def _prepare_tflite(ckpt: Checkpoint, options: ConvertOptions, base: str) -> Prepared:
-    from albert_edge.layout import source_record
     from albert_edge.mixed import tflite
 
     if base == "int8-full" and options.calibration is None:  # before the export
@@ -79,7 +87,7 @@ def _prepare_tflite(ckpt: Checkpoint, options: ConvertOptions, base: str) -> Pre
         )
     model = tflite.float_graph(ckpt, options)
     units = tflite.find_tflite_units(model, ckpt, base)
-    return Prepared(ckpt, model, units, source_record(ckpt), base)
+    return Prepared(ckpt, model, units, identity(ckpt), base)
 
 
 def held_out_rows(data: str | Path, settings: Settings) -> list[tuple[int, str]]:

@@ -104,8 +104,7 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
             check_calibration(plan, options, str(plan_file))
 
         def replay(c: Any, out: Any, opts: Any) -> dict[str, Any]:
-            if a.depth == "auto":  # the depth the rule chose: the plan's?
-                _check_plan_depth(a, plan, str(plan_file), int(c.config.num_hidden_layers))
+            # --depth auto: the plan's identity (its depth) is checked on the chosen model
             return mixed.convert_plan_file(c, out, opts, plan_file)
 
         return _hand_off(a, options, replay)
@@ -151,10 +150,12 @@ def _hand_off(a: argparse.Namespace, options: ConvertOptions, build: Any) -> dic
 def _check_plan_depth(
     a: argparse.Namespace, plan: dict[str, Any], where: str, depth: int | str | None
 ) -> None:
-    """A plan replays at the depth it was searched at. The weights' sha256 alone cannot
-    say so: depths of a one-group model keeping its own head hold the same weights. The
-    name a truncated model's plan records ends in ``-depthK`` (the depth package's
-    truncated_checkpoint names it so), the depth it was made at."""
+    """The early refusal of a plan at another depth than its own, before torch loads and
+    the model is truncated. The check that decides is the plan's identity
+    (``num_hidden_layers``, :func:`albert_edge.mixed.plan.check_plan`) once the model is
+    loaded; this one reads only the plan's name — a truncated model's ends in ``-depthK``
+    (the depth package's truncated_checkpoint names it so) — and, without ``--depth``,
+    the checkpoint's config.json."""
     import re
 
     from albert_edge.layout import EMBEDDED_NAME
@@ -170,23 +171,23 @@ def _check_plan_depth(
             )
         return
     own = Path(a.checkpoint).resolve().name if a.checkpoint is not None else EMBEDDED_NAME
-    if at is not None and name != own and _layers(a.checkpoint) != int(at.group(1)):
+    if at is not None and name != own and _config_layers(a.checkpoint) != int(at.group(1)):
         raise PrecisionPlanError(
             f"{where}: the plan was made at depth {at.group(1)} ({name}); pass --depth "
             f"{at.group(1)} --depth-search DIR (the search it was truncated with)"
         )
 
 
-def _layers(checkpoint: str | Path | None) -> int | None:
-    """The depth a truncated checkpoint directory says it runs (its ``truncation.json``;
-    convert checks its seal before it is used), None for any other checkpoint."""
+def _config_layers(checkpoint: str | Path | None) -> int | None:
+    """``num_hidden_layers`` in a checkpoint directory's config.json (the embedded model's
+    when None), read without loading the model; None when unreadable."""
     import json
 
-    from albert_edge.convert import TRUNCATED_CHECKPOINT
+    from albert_edge.checkpoint import DEFAULT_MODEL
 
-    record = Path(checkpoint or "") / TRUNCATED_CHECKPOINT.primary
     try:
-        layers = json.loads(record.read_text()).get("layers") if checkpoint else None
+        config = json.loads((Path(checkpoint or DEFAULT_MODEL) / "config.json").read_text())
+        layers = config.get("num_hidden_layers")
     except (OSError, ValueError, AttributeError):
         return None
     return layers if isinstance(layers, int) else None

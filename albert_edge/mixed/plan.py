@@ -1,14 +1,16 @@
 """A precision plan as data: ``plan.json``, its schema and its checks.
 
 The plan names the checkpoint it was made for (``weights_sha256``, the manifest's source
-identity), the recipe it is applied with (the int4 recipe on int8 kernels, whose graph
+identity, and ``num_hidden_layers``, the depth it runs: the weights alone cannot tell the
+depths of a model whose every depth reads the same weights), the recipe it is applied with (the int4 recipe on int8 kernels, whose graph
 holds fp32, int8 and int4 weights side by side; its ``--target`` and block size), and
 one entry per unit: the tensor, its role and parameters, the chosen precision and the
 measured sensitivity of each candidate. ``convert --precision-plan plan.json`` rebuilds
 the artifact from it alone, byte for byte.
 
 Checks (each one line naming the file and the fix): not JSON or not a plan; made for
-another checkpoint; naming tensors the model lacks; a precision a unit cannot take.
+another checkpoint or another depth of it; naming tensors the model lacks; a precision a
+unit cannot take.
 """
 
 from __future__ import annotations
@@ -30,9 +32,14 @@ VERSION = 1
 
 
 def summary(units: Sequence[Mapping[str, Any]]) -> str:
-    """ "N of M weights at int4, K at int8, J at fp32": units (unique weights) per precision."""
+    """ "N of M weights at int4, K at int8, J at fp32": units (unique weights) per precision
+    (``int4-tensor``, int4 with one scale, counts as int4 and is named when present)."""
     n = {p: sum(1 for u in units if u.get("precision") == p) for p in ("int4", "int8", "fp32")}
-    return f"{n['int4']} of {len(units)} weights at int4, {n['int8']} at int8, {n['fp32']} at fp32"
+    one = sum(1 for u in units if u.get("precision") == "int4-tensor")
+    int4 = f"{n['int4'] + one} of {len(units)} weights at int4" + (
+        f" ({one} with one scale per tensor)" if one else ""
+    )
+    return f"{int4}, {n['int8']} at int8, {n['fp32']} at fp32"
 
 
 def recipe_record(options: ConvertOptions, base: str = "int4") -> dict[str, Any]:
@@ -177,6 +184,22 @@ def check_plan(
             f"{str(identity.get('weights_sha256'))[:12]}…); search a plan for this checkpoint "
             "with --precision auto"
         )
+    layers, have = (
+        (plan.get("checkpoint") or {}).get("num_hidden_layers"),
+        identity.get("num_hidden_layers"),
+    )
+    if layers is None:
+        raise PrecisionPlanError(
+            f"{where}: the plan records no depth (checkpoint.num_hidden_layers: written by an "
+            "earlier albert-edge); search the plan again with --precision auto"
+        )
+    if layers != have:
+        made = f"at depth {layers}"
+        raise PrecisionPlanError(
+            f"{where}: the plan was made {made} ({(plan.get('checkpoint') or {}).get('name')}), "
+            f"not at depth {have} (the layers this model runs); replay it at its depth or "
+            "search a plan for this one with --precision auto"
+        )
     have = {u.tensor: u for u in units}
     named = [str(u["tensor"]) for u in plan["units"]]
     lacking = [t for t in named if t not in have]
@@ -236,15 +259,20 @@ def format_plan(plan: Mapping[str, Any]) -> str:
             f"compute ops on integers: {ops.get('integer_ops')} of {ops.get('compute_ops')} "
             f"({ops.get('share')})"
         )
+    cols = ["int8", "int4"]
+    if any("int4-tensor" in (u.get("candidates") or ()) for u in units):
+        cols.append("int4-tensor")
     lines += [
         "",
-        "| unit | role | params | precision | lost alone at int8 | lost alone at int4 |",
-        "|---|---|---:|---|---|---|",
+        "| unit | role | params | precision | "
+        + " | ".join(f"lost alone at {c}" for c in cols)
+        + " |",
+        "|---|---|---:|---|" + "---|" * len(cols),
     ]
     for u in units:
         sens = u.get("sensitivity") or {}
         lines.append(
             f"| {u.get('tensor')} | {u.get('role')} | {int(u.get('params', 0)):,} | "
-            f"{u.get('precision')} | {_cell(sens.get('int8'))} | {_cell(sens.get('int4'))} |"
+            f"{u.get('precision')} | " + " | ".join(_cell(sens.get(c)) for c in cols) + " |"
         )
     return "\n".join(lines)

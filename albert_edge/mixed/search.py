@@ -11,7 +11,7 @@
    definition of "inside the budget".
 3. **Combined plan re-validated**; while it fails the rule, the worst offender — the
    quantized unit whose own loss at its current precision is largest — moves one step
-   wider (int4 → int8 → fp32) and the plan is validated again (NNCF's
+   wider (int4-tensor → int4 → int8 → fp32) and the plan is validated again (NNCF's
    ``quantize_with_accuracy_control`` reverts the same way, reporting "N of M reverted").
 
 Deterministic: the rows are drawn with a seed, every evaluation runs ONNX Runtime on one
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from albert_edge.mixed.units import Unit
 
 OBJECTIVES = ("bytes", "latency")
-WIDER = {"int4": "int8", "int8": "fp32"}
+WIDER = {"int4-tensor": "int4", "int4": "int8", "int8": "fp32"}
 DEFAULT_ROWS = 1000
 DEFAULT_SEED = 34
 
@@ -139,17 +139,23 @@ def _greedy(
 
     Bytes are the unit's own (its parameters at the candidate's width, as the plan's floor
     counts them), not the single-unit file's size: a file with one small int4 weight also
-    pays for the 4-bit decode function once, which every int4 unit of a plan shares."""
+    pays for the 4-bit decode function once, which every int4 unit of a plan shares.
+    Between candidates of one width (a TFLite table's ``int4`` in blocks and
+    ``int4-tensor``) the single-unit file's measured bytes decide: the scales."""
     from albert_edge.facts import PRECISION_BYTES
 
     plan = {}
     for u in units:
         admitted = [(c, t) for c, t in sens[u.tensor].items() if t.why_not is None]
 
-        def key(ct: tuple[str, Trial], u: Unit = u) -> tuple[float, float, str]:
+        def key(ct: tuple[str, Trial], u: Unit = u) -> tuple[float, float, float, str]:
             c, t = ct
             own = u.params * PRECISION_BYTES[c]
-            return (t.seconds, own, c) if objective == "latency" else (own, 0.0, c)
+            return (
+                (t.seconds, own, t.model_bytes, c)
+                if objective == "latency"
+                else (own, t.model_bytes, 0.0, c)
+            )
 
         plan[u.tensor] = min(admitted, key=key)[0] if admitted else "fp32"
     return plan

@@ -82,12 +82,14 @@ def _role(weight: np.ndarray, params: dict[str, np.ndarray]) -> str:
 def find_tflite_units(model_bytes: bytes, ckpt: Checkpoint, base: str) -> list[Unit]:
     """The units of the float flatbuffer under ``base``: every weight buffer and large
     table for int8-dynamic (a table a decoder reads takes fp32 or int8 only: its decoder
-    follows it, per tensor); the FULLY_CONNECTED weights for int8-full (the table stays
-    the recipe's int8, a lookup has no activation quantizer to leave out)."""
+    follows it, per tensor; any other table may also be ``int4-tensor``, int4 with one
+    scale, beside ``int4`` in blocks along E); the FULLY_CONNECTED weights for int8-full
+    (the table stays the recipe's int8, a lookup has no activation quantizer to leave
+    out)."""
     import numpy as np
 
     from albert_edge.tflite import flatbuffer as fb
-    from albert_edge.tflite.quantize import plan_units
+    from albert_edge.tflite.quantize import int4_table_block, plan_units
 
     model = fb.read_model(model_bytes)
     params = {n: p.detach().cpu().numpy() for n, p in ckpt.model.named_parameters()}
@@ -98,6 +100,13 @@ def find_tflite_units(model_bytes: bytes, ckpt: Checkpoint, base: str) -> list[U
             continue
         data = np.frombuffer(bytes(model.buffers[u.buffer].data), dtype=np.float32)
         wide = ("fp32", "int8") if u.tied_scopes else widths
+        if (
+            base == "int8-dynamic"
+            and u.kind == "EMBEDDING_LOOKUP"
+            and not u.tied_scopes
+            and int4_table_block(u.shape[-1], 256)  # else "int4" is per tensor already
+        ):
+            wide = (*wide, "int4-tensor")  # one scale, no per-block fp16 scales
         units.append(Unit(u.name, _role(data.reshape(u.shape), params), u.params, u.shape, wide))
     return units
 

@@ -361,16 +361,22 @@ def quantization_record(
     report: dict[str, Any],
     facts: dict[str, Any],
     calibration: dict[str, Any] | None,
+    embedding_size: int | None = None,
 ) -> dict[str, Any]:
-    """The manifest's ``quantization``: how the weights are stored and what was quantized."""
+    """The manifest's ``quantization``: how the weights are stored and what was quantized
+    (``embedding_size``: E, which sets a planned int4 table's block)."""
     from albert_edge.facts import integer_op_share
+    from albert_edge.tflite.quantize import int4_table_block
 
     precision = options.precision
     planned = dict(options.unit_precisions).get(WORD_TABLE)
     if planned is not None and precision == "int8-dynamic":
-        word_embeddings = {"fp32": "float32", "int8": "int8 per tensor"}.get(
-            planned, "int4 in blocks along E"
-        )
+        block = int4_table_block(embedding_size, options.block_size) if embedding_size else 0
+        word_embeddings = {
+            "fp32": "float32",
+            "int8": "int8 per tensor",
+            "int4-tensor": "int4 per tensor",
+        }.get(planned, f"int4 in blocks of {block} along E" if block else "int4 per tensor")
     elif options.quantize_embeddings and precision.startswith("int8"):
         word_embeddings = "int8 per tensor"
     else:
@@ -483,7 +489,9 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
     sizes = size_figures(final, report, facts, ckpt, options.precision)
     return {
         **tflite_record(ckpt, options, report, facts, sizes),
-        "quantization": quantization_record(options, report, facts, calib_info),
+        "quantization": quantization_record(
+            options, report, facts, calib_info, int(ckpt.config.embedding_size)
+        ),
         "postconditions": checks,
         "accelerators": accelerators,
         "stages": stages,

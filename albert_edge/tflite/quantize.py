@@ -144,7 +144,8 @@ def quantize_flatbuffer(
 ) -> bytes:
     """Quantize a float flatbuffer; ``calibration`` maps signature → feeds (int8-full).
 
-    ``unit_precisions``: a precision plan (unit name → fp32/int8/int4, :func:`plan_units`)
+    ``unit_precisions``: a precision plan (unit name → fp32/int8/int4/int4-tensor,
+    :func:`plan_units`)
     applied with :func:`plan_recipe` on the ``precision`` recipe instead of one width for
     every weight."""
     import contextlib
@@ -575,9 +576,12 @@ def plan_recipe(
     hybrid FULLY_CONNECTED runs it in XNNPACK and in the builtin kernels alike; its
     blockwise form measured 0.29 logit apart between the two, so it is not used) and a
     table is int4 in blocks along E (:func:`int4_table_block`: the gathered rows are
-    dequantized, per tensor a 16-level table moved logits by 0.06 on the embedded
-    model); at ``fp32`` no entry. A table a decoder reads (tied) quantizes its decoder
-    with it, per tensor, so the bytes stay one buffer.
+    dequantized; the schema stores a float16 scale per block); at ``int4-tensor`` a
+    table is int4 with one scale (per tensor a 16-level table moved logits by 0.06 on the
+    embedded model, blocks of 64 by 0.025, so the search measures both: on E = 64 the
+    blocks' scales are a row's fp16 each, 60 kB on a 30,000-row table); at ``fp32`` no
+    entry. A table a decoder reads (tied) quantizes its decoder with it, per tensor, so
+    the bytes stay one buffer.
 
     ``int8-full`` base: the int8-full recipe, then a ``no_quantize`` entry for each unit
     at ``fp32``: its FULLY_CONNECTED ops compute in float (the quantizer puts a
@@ -608,7 +612,7 @@ def plan_recipe(
         p = precisions.get(u.name, "fp32")
         if p == "fp32":
             continue
-        bits = 4 if p == "int4" else 8
+        bits = 4 if p.startswith("int4") else 8
         if u.kind == "FULLY_CONNECTED":
             rm.add_dynamic_config(
                 regex=_exactly(u.scopes),
@@ -617,7 +621,7 @@ def plan_recipe(
                 granularity=gran.CHANNELWISE if bits == 4 else fc_int8,
             )
             continue
-        block = int4_table_block(u.shape[-1], block_size) if bits == 4 else 0
+        block = int4_table_block(u.shape[-1], block_size) if p == "int4" else 0
         rm.add_dynamic_config(
             regex=_exactly(u.scopes),
             operation_name=op.EMBEDDING_LOOKUP,
@@ -642,7 +646,7 @@ def check_plan_types(
     its plan says (through a DEQUANTIZE where the quantizer puts one)."""
     from albert_edge.tflite import flatbuffer as fb
 
-    want = {"fp32": "FLOAT32", "int8": "INT8", "int4": "INT4"}
+    want = {"fp32": "FLOAT32", "int8": "INT8", "int4": "INT4", "int4-tensor": "INT4"}
     types, kinds = fb.tensor_type_names(), fb.builtin_names()
     by_scope = {s: u for u in units for s in (*u.scopes, *u.tied_scopes)}
     for sg in model.subgraphs:
@@ -663,4 +667,9 @@ def check_plan_types(
             have = types.get(sg.tensors[w].type)
             if have != want[p]:
                 return f"{u.name} is read as {have}, its plan says {p}"
+            q = sg.tensors[w].quantization
+            if p == "int4-tensor" and (
+                q is None or q.scale is None or len(q.scale) != 1 or q.detailsType
+            ):
+                return f"{u.name} is not stored with one scale, its plan says {p}"
     return None

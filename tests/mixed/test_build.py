@@ -90,6 +90,16 @@ def test_plan_checks_one_line_each(prepared: Any, tmp_path: Path) -> None:
     other = {**good, "checkpoint": {"name": "x", "weights_sha256": "0" * 64}}
     with pytest.raises(PrecisionPlanError, match="made for another model"):
         check_plan(other, prepared.units, prepared.identity, "p")
+    assert prepared.identity["num_hidden_layers"] == prepared.ckpt.config.num_hidden_layers
+    deeper = {**good, "checkpoint": {**prepared.identity, "num_hidden_layers": 2}}
+    with pytest.raises(PrecisionPlanError, match=r"made at depth 2 .*not at depth 4"):
+        check_plan(deeper, prepared.units, prepared.identity, "p")
+    older = {
+        **good,
+        "checkpoint": {k: v for k, v in prepared.identity.items() if k != "num_hidden_layers"},
+    }
+    with pytest.raises(PrecisionPlanError, match="records no depth"):
+        check_plan(older, prepared.units, prepared.identity, "p")
     lacking = {**good, "units": [*good["units"], {"tensor": "nope", "precision": "int8"}]}
     with pytest.raises(PrecisionPlanError, match=r"1 tensor\(s\) this model lacks \(nope"):
         check_plan(lacking, prepared.units, prepared.identity, "p")

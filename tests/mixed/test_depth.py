@@ -120,6 +120,19 @@ def test_own_head_depths_share_weights_yet_a_plan_keeps_its_depth(
         )
         assert code != 0 and want in err and len(err.splitlines()) == 1, err
         assert not (tmp_path / "o").exists()
+    # renamed past the early name check, the plan's identity (its depth) still refuses it
+    # (depth 1 with the own head holds depth 2's weights: the sha256 check passes)
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["checkpoint"]["num_hidden_layers"] == 2
+    renamed_plan = tmp_path / "renamed.json"
+    ck = {**plan["checkpoint"], "name": "x-depth1"}
+    renamed_plan.write_text(json.dumps({**plan, "checkpoint": ck}))
+    code, err = _convert(
+        capsys, str(ckpt), "--depth", "1", *own, "--precision-plan", str(renamed_plan),
+        "-o", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert code != 0 and "made at depth 2 (x-depth1), not at depth 1" in err, err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "o").exists()
     # the truncated checkpoint written under another name is that model: the plan applies
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.depth import load_search, write_truncated

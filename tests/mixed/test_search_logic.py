@@ -18,7 +18,7 @@ from albert_edge.mixed.search import Settings, min_rows, search
 from albert_edge.mixed.units import Unit
 
 N = 400
-SIZE = {"fp32": 4, "int8": 1, "int4": 0.5}
+SIZE = {"fp32": 4, "int8": 1, "int4": 0.5, "int4-tensor": 0.45}  # per tensor: no block scales
 
 
 class Table:
@@ -125,3 +125,24 @@ def test_integer_fallback_starts_from_every_unit_integer_and_reverts() -> None:
     assert result.combined[0].assignment == {"a": "int8", "b": "int8", "c": "int8"}
     assert [(r["tensor"], r["to"]) for r in result.reverted] == [("c", "fp32")]
     assert result.plan == {"a": "int8", "b": "int8", "c": "fp32"}
+
+
+def test_one_scale_table_is_taken_when_admitted_and_reverts_to_blocks() -> None:
+    """int4 and int4-tensor have one width (the floor's); the single-unit files' measured
+    bytes (the blocks' scales) decide between them, and a revert moves int4-tensor to int4."""
+    table = Unit(
+        "t", "word table (V x E)", 1000, (100, 10), ("fp32", "int8", "int4", "int4-tensor")
+    )
+    units = [table, *_units()[:2]]
+    s = Settings(max_drop=1.0, min_lower_bound=-3)
+    assert search(units, Table(units, {}), s).plan["t"] == "int4-tensor"
+    # alone within budget (0.75 points), together with a's int4 over it: t is the worst
+    wrong = {("t", "int4-tensor"): {0, 1, 2}, ("a", "int4"): {3, 4}}
+    result = search(units, Table(units, wrong), s)
+    assert result.reverted[0] == {
+        **result.reverted[0],
+        "tensor": "t",
+        "from": "int4-tensor",
+        "to": "int4",
+    }
+    assert result.plan == {"t": "int4", "a": "int4", "b": "int4"}

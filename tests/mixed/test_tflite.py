@@ -88,6 +88,35 @@ def test_plan_artifact_loads_in_litert_and_replays_byte_identical(
     assert np.isfinite(out[runner.output_names[0]]).all()
 
 
+@pytest.mark.slow  # the embedded model's export and two conversions: ~60-90 s on 2 shared cores
+def test_all_int4_plan_of_the_embedded_model_lies_within_its_floor(tmp_path: Path) -> None:
+    """The plan bar (1.05x the plan's floor, the short buckets' recorded graph tables
+    aside), as the ONNX plan test holds it: every unit int4, the word table with one
+    scale. In blocks along E (E = 64: one float16 scale per row) the same plan is V x 2
+    bytes larger — bytes the floor does not count, since an int4 table needs no more
+    than one scale."""
+    from albert_edge.mixed import convert_with_plan, prepare, written_plan
+
+    opts = ConvertOptions(target="tflite", verify=False)
+    embedded = prepare(None, opts, base="int8-dynamic")
+    word = next(u for u in embedded.units if u.tensor == WORD)
+    assert word.candidates == ("fp32", "int8", "int4", "int4-tensor") and word.shape[1] == 64
+    made = {}
+    for name, table in (("tensor", "int4-tensor"), ("blocks", "int4")):
+        plan = written_plan(
+            embedded.units, embedded.identity, opts, {WORD: table}, "int4", "int8-dynamic"
+        )
+        made[name] = convert_with_plan(embedded, tmp_path / name, opts, plan, "test")
+    said = {k: m["quantization"]["word_embeddings"] for k, m in made.items()}
+    assert said == {"tensor": "int4 per tensor", "blocks": "int4 in blocks of 64 along E"}
+    tensor, blocks = made["tensor"]["sizes"], made["blocks"]["sizes"]
+    assert tensor["floor_precision"] == "plan" and tensor["floor_bytes"] == blocks["floor_bytes"]
+    assert tensor["extra_signature_bytes"] > 0  # 4 buckets: 16, 32, 64, 128
+    assert tensor["ratio_to_floor_without_extra_signatures"] <= 1.05
+    scales = 2 * word.shape[0]
+    assert abs(blocks["file_bytes"] - tensor["file_bytes"] - scales) < 0.02 * scales
+
+
 def test_int4_units_are_stored_in_four_bits(prep: Any) -> None:
     from albert_edge.mixed.api import make_setup
     from albert_edge.mixed.evaluate import build
@@ -167,6 +196,14 @@ def test_plan_for_another_target_or_base_is_refused(prep: Any, tmp_path: Path) -
     with pytest.raises(PrecisionPlanError, match="use --precision int8-full"):
         prepare(prep.ckpt, _opts(), base="int8-static")
     assert not (tmp_path / "o").exists()
+    # the one-scale int4 table is a TFLite form: ONNX plans refuse it
+    from albert_edge.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match=r"not available for int4.*fp32, int8, int4$"):
+        ConvertOptions(
+            precision="int4", int4_kernel="int8", unit_precisions=((WORD, "int4-tensor"),)
+        )
+    assert _opts(precision="int8-dynamic", unit_precisions=((WORD, "int4-tensor"),))
 
 
 CLASSIFY = r"""
