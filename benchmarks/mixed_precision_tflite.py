@@ -96,26 +96,37 @@ def searches(a: argparse.Namespace, cal: Path, report: dict[str, Any]) -> tuple[
 
 
 def build(
-    name: str, prep: Any, full: Any, out: Path, a: argparse.Namespace, cal: Path, r: Any
+    name: str,
+    prep: Any,
+    full: Any,
+    out: Path,
+    a: argparse.Namespace,
+    cal: Path,
+    r: Any,
+    verify: bool = True,
 ) -> Any:
-    full_opts = tflite(calibration=cal, num_calibration=a.calibration_rows)
+    """Artifact ``name`` of the report (``fp32``, ``int8-dynamic``, ``int4``,
+    ``int4-tensor``, ``auto@D``, ``int8-full``, ``int8-full@D``) written to ``out``."""
+    full_opts = tflite(calibration=cal, num_calibration=a.calibration_rows, verify=verify)
     if name.startswith("auto@"):
         plan = r["plans"][name.removeprefix("auto@")]
-        return convert_with_plan(prep, out, tflite(), plan, "benchmark plan")
+        return convert_with_plan(prep, out, tflite(verify=verify), plan, "benchmark plan")
     if name.startswith("int8-full@"):
         plan = r["full_plans"][name.removeprefix("int8-full@")]
         return convert_with_plan(full, out, full_opts, plan, "benchmark plan")
     if name in ("int4", "int4-tensor"):  # the table in blocks along E, or with one scale
         table = {u.tensor: name for u in prep.units if name in u.candidates}
         plan = written_plan(prep.units, prep.identity, tflite(), table, "int4", "int8-dynamic")
-        return convert_with_plan(prep, out, tflite(), plan, "every unit at int4")
+        return convert_with_plan(prep, out, tflite(verify=verify), plan, "every unit at int4")
     if name == "int8-full":
         return convert(
             prep.ckpt,
             out,
-            tflite(precision=name, calibration=cal, num_calibration=a.calibration_rows),
+            tflite(
+                precision=name, calibration=cal, num_calibration=a.calibration_rows, verify=verify
+            ),
         )
-    return convert(prep.ckpt, out, tflite(precision=name))
+    return convert(prep.ckpt, out, tflite(precision=name, verify=verify))
 
 
 def artifacts(
@@ -169,11 +180,12 @@ def artifacts(
             save(report)
 
 
-def latency(a: argparse.Namespace, report: dict[str, Any]) -> None:
-    """Part ``latency``: fp32, int8-dynamic, the searched plan at the smallest budget and
-    every unit at int4 (when the plan differs), built into ``--work`` and timed by
-    :func:`benchmarks.mixed_trained.latency` (W1 ``albert-edge bench --rounds``, W2 real
-    SST-2 lengths) in LiteRT with XNNPACK, at each ``--threads``."""
+def latency(a: argparse.Namespace, report: dict[str, Any], cal: Path) -> None:
+    """Part ``latency``: fp32, int8-dynamic, the searched plan at the smallest budget,
+    every unit at int4 (when the plan differs), ``int8-full`` and ``int8-full`` with its
+    fallback plan (when the search found one), built into ``--work`` by :func:`build` and
+    timed by :func:`benchmarks.mixed_trained.latency` (W1 ``albert-edge bench --rounds``,
+    W2 real SST-2 lengths) in LiteRT with XNNPACK, at each ``--threads``."""
     import shutil
 
     from benchmarks.mixed_trained import latency as timed
@@ -182,22 +194,20 @@ def latency(a: argparse.Namespace, report: dict[str, Any]) -> None:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     prep = prepare(a.checkpoint, tflite(verify=False), base="int8-dynamic")
+    full_opts = tflite(precision="fp32", calibration=cal, num_calibration=a.calibration_rows)
+    full = prepare(a.checkpoint, full_opts, base="int8-full")
     drop = min(report["plans"], key=float)
     plan = report["plans"][drop]
     names = ["fp32", "int8-dynamic", f"auto@{drop}"]
     if any(u["precision"] != "int4" for u in plan["units"]):
         names.append("int4")
+    names.append("int8-full")
+    names += [f"int8-full@{d}" for d, p in report["full_plans"].items() if "no_plan" not in p]
     paths = {}
     for name in names:
         log(f"[latency] build {name} …")
         paths[name] = work / name
-        if name.startswith("auto@"):
-            convert_with_plan(prep, paths[name], tflite(verify=False), plan, "benchmark plan")
-        elif name == "int4":
-            every = written_plan(prep.units, prep.identity, tflite(), {}, "int4", "int8-dynamic")
-            convert_with_plan(prep, paths[name], tflite(verify=False), every, "every unit int4")
-        else:
-            convert(prep.ckpt, paths[name], tflite(precision=name, verify=False))
+        build(name, prep, full, paths[name], a, cal, report, verify=False)
     section = report["latency"] = {"command": report["latency_command"]}
     for t in a.threads:
         timed(a, paths, section, lambda: save(report), work, backend="litert-xnnpack",
@@ -337,32 +347,32 @@ def main() -> int:
     report: dict[str, Any] = (
         json.loads(previous.read_text()) if "plans" not in a.parts and previous.is_file() else {}
     )
-    if "plans" in a.parts:
-        report = {
-            "command": command,
-            "machine": machine(),
-            "name": a.name,
-            "model": {
-                "checkpoint": a.checkpoint.name if a.checkpoint else None,
-                "held_out_never_trained": a.held_out_unseen,
-            },
-        }
-        with tempfile.TemporaryDirectory(prefix="mixed-tflite-cal-") as tmp:
-            cal = a.calibration
-            if cal is None:
-                lines = a.data.read_text().splitlines()
-                cal = Path(tmp) / "calibration.tsv"
-                cal.write_text("\n".join([lines[0], *lines[-256:]]) + "\n")
+    with tempfile.TemporaryDirectory(prefix="mixed-tflite-cal-") as tmp:
+        cal = a.calibration
+        if cal is None:
+            lines = a.data.read_text().splitlines()
+            cal = Path(tmp) / "calibration.tsv"
+            cal.write_text("\n".join([lines[0], *lines[-256:]]) + "\n")
+        if "plans" in a.parts:
+            report = {
+                "command": command,
+                "machine": machine(),
+                "name": a.name,
+                "model": {
+                    "checkpoint": a.checkpoint.name if a.checkpoint else None,
+                    "held_out_never_trained": a.held_out_unseen,
+                },
+            }
             prep, full = searches(a, cal, report)
             artifacts(prep, full, a, cal, report)
-        report["machine"]["loadavg_end"] = os.getloadavg()
-        save(report)
-    if "latency" in a.parts:
-        if not report.get("plans"):
-            log("latency needs the plans: run --parts plans first")
-            return 2
-        report["latency_command"] = command
-        latency(a, report)
+            report["machine"]["loadavg_end"] = os.getloadavg()
+            save(report)
+        if "latency" in a.parts:
+            if not report.get("plans"):
+                log("latency needs the plans: run --parts plans first")
+                return 2
+            report["latency_command"] = command
+            latency(a, report, cal)
     log(f"wrote {OUT / a.name}.{{json,md}}")
     return 0
 
