@@ -196,7 +196,16 @@ def quantize_passes(options: ConvertOptions, calibration: Any = None) -> list[Tf
     what a precision plan's search runs on each candidate: ``albert_edge.mixed``)."""
     from albert_edge.tflite import passes as tp
 
-    passes: list[TflitePass] = [
+    passes: list[TflitePass] = []
+    if (
+        options.precision == "int8-dynamic"
+        and options.weight_per_channel
+        and not options.unit_precisions
+    ):
+        # one FC (one input quantization) for the projections that read one tensor;
+        # exact at int8-dynamic (per-channel weights); a precision plan keeps its units
+        passes += [tp.FuseSharedInputFcPass(), tp.SplitHeadsOncePass()]
+    passes += [
         tp.QuantizePass(
             options.precision,
             per_channel=options.weight_per_channel,
@@ -209,8 +218,9 @@ def quantize_passes(options: ConvertOptions, calibration: Any = None) -> list[Tf
         tp.NarrowConstantsPass(options.precision),
     ]
     if options.precision.startswith("int8"):
+        # int8 rows gathered, dequantized in XNNPACK (not by the lookup's scalar loop);
         # the narrowed tables' DEQUANTIZE next to its reader: one XNNPACK partition fewer
-        passes.append(tp.SinkConstantOpsPass())
+        passes += [tp.GatherThenDequantizePass(), tp.SinkConstantOpsPass()]
     return [
         *passes,
         tp.Int8OutputsPass() if options.int8_io else tp.FloatOutputsPass(),
@@ -236,7 +246,10 @@ def float_passes(ckpt: Checkpoint, options: ConvertOptions) -> list[TflitePass]:
     # Exact rewrites every precision gets: the attention mask's BROADCAST_TO, which
     # LiteRT's GPU accelerator rejects and XNNPACK leaves to TFLite's generic kernel
     # (~15 % of a small model's CPU latency; benchmarks/results/small_model_profile.md).
-    return passes + [p() for p in tp.GPU_CLEAN_PASSES]
+    passes += [p() for p in tp.GPU_CLEAN_PASSES]
+    # Exact: the MULs by a LayerNorm's γ that storing each weight once put in front of a
+    # layer's FCs compute the value the residual branch computes; one op computes it.
+    return [*passes, tp.MergeDuplicateOpsPass()]
 
 
 def build_tflite(

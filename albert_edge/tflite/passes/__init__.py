@@ -16,6 +16,9 @@ from albert_edge.tflite.passes.buffers import (
     DedupBuffersPass,
     DropUnusedBuffersPass,
 )
+from albert_edge.tflite.passes.fuse import FuseSharedInputFcPass, MergeDuplicateOpsPass
+from albert_edge.tflite.passes.gather import GatherThenDequantizePass
+from albert_edge.tflite.passes.heads import SplitHeadsOncePass
 from albert_edge.tflite.passes.metadata import LiteRTMetadataPass
 from albert_edge.tflite.passes.names import (
     CompactNamesPass,
@@ -39,15 +42,19 @@ __all__ = [
     "DedupBuffersPass",
     "DropUnusedBuffersPass",
     "FloatOutputsPass",
+    "FuseSharedInputFcPass",
+    "GatherThenDequantizePass",
     "ImplicitBroadcastPass",
     "Int8OutputsPass",
     "LiteRTMetadataPass",
+    "MergeDuplicateOpsPass",
     "NarrowConstantsPass",
     "QuantizePass",
     "RecordConfigPass",
     "SharePrefixSlicesPass",
     "ShareWeightNamesPass",
     "SinkConstantOpsPass",
+    "SplitHeadsOncePass",
     "StripActivationNamesPass",
     "TflitePass",
     "UnfoldScaledCopiesPass",
