@@ -1,7 +1,8 @@
 """Less work per layer in the int8-dynamic TFLite graph: the MULs by a LayerNorm's γ
 merged into one op, the query/key/value FULLY_CONNECTEDs stacked into one, their heads
 put first by one TRANSPOSE, and the int8 tables gathered as int8 then dequantized in
-XNNPACK. All four rewrites are exact: on the real LiteRT interpreter (XNNPACK) the
+XNNPACK, LayerNorm's MEANs keep their axis (no RESHAPE to put it back), and the
+attention mask is one MUL (one XNNPACK partition). All six rewrites are exact: on the real LiteRT interpreter (XNNPACK) the
 outputs equal the outputs without them, bit for bit, on padded and unpadded rows."""
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from albert_edge.tflite import flatbuffer as fb
 from albert_edge.tflite.passes import (
     FuseSharedInputFcPass,
     GatherThenDequantizePass,
+    KeepReducedDimsPass,
+    MaskSelectToMulPass,
     MergeDuplicateOpsPass,
     SplitHeadsOncePass,
     run_passes,
@@ -26,12 +29,19 @@ from albert_edge.tflite.passes import (
 from albert_edge.tflite.passes.base import op_name
 
 SEQ_LENS = (16, 32)
-EXACT = (MergeDuplicateOpsPass, FuseSharedInputFcPass, SplitHeadsOncePass, GatherThenDequantizePass)
+EXACT = (
+    MergeDuplicateOpsPass,
+    KeepReducedDimsPass,
+    MaskSelectToMulPass,
+    FuseSharedInputFcPass,
+    SplitHeadsOncePass,
+    GatherThenDequantizePass,
+)
 
 
 @pytest.fixture(scope="module")
 def pair(make_checkpoint: Callable[..., Path], tmp_path_factory: Any) -> dict[str, Any]:
-    """The int8-dynamic file as the pipeline writes it, and the same without the four
+    """The int8-dynamic file as the pipeline writes it, and the same without the six
     passes (one export, both pass lists), with each pass's report."""
     import torch
 
@@ -105,6 +115,24 @@ def test_the_graph_does_less(pair: dict[str, Any]) -> None:
         if op_name(model, op) == "EMBEDDING_LOOKUP":
             assert types[sg.tensors[int(op.outputs[0])].type] == "INT8"
     assert log["gather_then_dequantize"]["lookups_rewritten"] == 2 * len(SEQ_LENS)
+    # LayerNorm: MEAN keeps the axis, the three RESHAPEs that restored it are gone
+    norms = 1 + 2 * layers  # embeddings, then attention and FFN per layer
+    assert all(op.builtinOptions.keepDims for op in sg.operators if op_name(model, op) == "MEAN")
+    assert log["keep_reduced_dims"]["reshapes_removed"] == 3 * norms * len(SEQ_LENS)
+    # the mask is one MUL: no SELECT_V2, no bool CAST left to the interpreter
+    assert after["SELECT_V2"] == 0 and before["SELECT_V2"] == 1
+    assert before["CAST"] - after["CAST"] == 1
+
+
+def test_one_xnnpack_partition(pair: dict[str, Any]) -> None:
+    """With the mask in XNNPACK's ops, the interpreter's own ops (lookups, the mask's
+    int CAST) all come first and XNNPACK runs the rest as one partition."""
+    from benchmarks.small_model_profile import litert_partitions
+
+    assert litert_partitions(pair["without"], 1)["partitions"] == 2
+    after = litert_partitions(pair["with"], 1)
+    assert after["partitions"] == 1
+    assert after["outside"] == {"RESHAPE": 3, "EMBEDDING_LOOKUP": 2, "CAST": 1}
 
 
 def test_stacked_weights_stored_once(pair: dict[str, Any]) -> None:
