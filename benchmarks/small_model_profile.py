@@ -39,6 +39,10 @@ sentences, each at its own length; TFLite pads to its smallest signature that fi
 through :func:`benchmarks.precisions.w2_latencies`, block by block in turn. The load
 average and the CPU's kernel family are recorded beside the figures.
 
+``--baseline-work DIR``: the default TFLite file another tree built into its ``--work``
+(e.g. ``git worktree add`` of the commit before a change, then this module there) joins
+each model's profile and timing as the baseline build: before and after, side by side.
+
 Outputs (``--out``, default ``benchmarks/results``): ``small_model_profile.json`` and
 ``.md``. Run: ``python -m benchmarks.small_model_profile [--time] [--threads 2]
 [--models embedded,h256,base]``.
@@ -82,6 +86,8 @@ TFLITE_128 = "albert-edge tflite int8-dynamic --seq-lens 128"
 ONNX = "albert-edge onnx int8-dynamic"
 LITERT = "litert-torch + ai-edge-quantizer int8 (static 128)"
 OPTIMUM = "optimum quantize avx512_vnni"
+BASELINE = "albert-edge tflite int8-dynamic, baseline build"
+BASELINE_DIR = "albert-edge-tflite-int8-dynamic"  # the default file's directory in --work
 BACKEND = {".tflite": "litert-xnnpack", ".onnx": "ort-cpu"}
 
 
@@ -379,7 +385,7 @@ def _timing_lines(t: dict[str, Any]) -> list[str]:
     if own and peer and peer_min:
         w2 = rows.get(TFLITE, {}).get("w2_median_ms")
         lines.append("")
-        for name in (TFLITE, ONNX):
+        for name in (TFLITE, BASELINE, ONNX):
             r = rows.get(name, {})
             if r.get("w1_p50_ms") and r.get("w1_min_ms"):
                 p50, low = r["w1_p50_ms"] / peer, r["w1_min_ms"] / peer_min
@@ -454,6 +460,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--name", default="small_model_profile", help="output file stem")
     p.add_argument(
+        "--baseline-work",
+        type=Path,
+        help="another tree's --work directory: its default TFLite file of each model is "
+        "profiled and timed beside this tree's, as the baseline build",
+    )
+    p.add_argument(
         "--artifacts",
         default=",".join(ARTIFACTS),
         help=f"comma-separated, of {','.join(ARTIFACTS)}",
@@ -472,7 +484,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     report: dict[str, Any] = {"settings": {**vars(a), "machine": machine()}, "models": []}
     for label, ckpt in checkpoints(a.work, names).items():
-        arts = artifacts(ckpt, a.work / re.sub(r"\W+", "-", label).strip("-"), keys)
+        slug = re.sub(r"\W+", "-", label).strip("-")
+        arts = artifacts(ckpt, a.work / slug, keys)
+        base = a.baseline_work and a.baseline_work / slug / f"{BASELINE_DIR}/model.tflite"
+        if base and base.is_file():
+            arts = {BASELINE: base, **arts}
         entry = {"model": label, "artifacts": {}} if a.no_profile else profile_model(label, arts, a)
         if a.time:
             entry["timing"] = time_model(label, arts, ckpt, a)
