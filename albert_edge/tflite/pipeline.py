@@ -3,9 +3,12 @@
 Stages: export (litert-torch, one signature per sequence bucket), then the passes of
 :func:`tflite_passes`, each a :class:`~albert_edge.tflite.passes.TflitePass` with its
 postcondition (re-tie the MLM decoder to the word table, share position-embedding
-prefixes, dedup buffers, compact names, drop the mask's BROADCAST_TO, quantize with
-ai-edge-quantizer, dedup again, narrow the constants the quantizer cannot reach, [int8:
-move the ops that read only constants next to their readers], float or int8 outputs,
+prefixes, dedup buffers, compact names, drop the mask's BROADCAST_TO, merge ops that
+compute one value, [int8-dynamic: LayerNorm MEANs keep their axis, the mask as one MUL,
+the FCs that read one tensor stacked into one and their heads split by one TRANSPOSE],
+quantize with ai-edge-quantizer, dedup again, narrow the constants the quantizer cannot
+reach, [int8: gather int8 table rows then dequantize, move the ops that read only
+constants next to their readers], float or int8 outputs,
 drop unused buffers, strip activation names, share weight names, record the config) →
 artifact postconditions (no duplicate buffers, factorized embedding intact, no weight
 stored twice) → the record. Verification against PyTorch (every signature bucket, batch 2)
