@@ -106,9 +106,10 @@ class MergeDuplicateOpsPass(TflitePass):
                     drop.add(later)
                 sg.operators = [op for k, op in enumerate(sg.operators) if k not in drop]
                 merged += len(drop)
-        fb.drop_orphan_tensors(model)
-        fb.drop_unused_buffers(model)
-        drop_unused_opcodes(model)
+        if merged:  # nothing merged: the file stays as it was, byte for byte
+            fb.drop_orphan_tensors(model)
+            fb.drop_unused_buffers(model)
+            drop_unused_opcodes(model)
         return {"ops_merged": merged}
 
     def postcondition(self, model: ModelT) -> None:
