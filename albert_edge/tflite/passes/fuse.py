@@ -34,6 +34,7 @@ from albert_edge.tflite.passes.base import (
     is_constant,
     op_name,
     shape,
+    signature_shapes,
 )
 
 if TYPE_CHECKING:
@@ -169,7 +170,7 @@ class FuseSharedInputFcPass(TflitePass):
         from albert_edge.tflite import flatbuffer as fb
         from albert_edge.tflite.passes.broadcast import drop_unused_opcodes
 
-        self._before = _signature_shapes(model)
+        self._before = signature_shapes(model)
         stacked: dict[Any, Any] = {}  # weight buffers → new
         fused = removed = 0
         for si in range(len(model.subgraphs)):
@@ -191,18 +192,9 @@ class FuseSharedInputFcPass(TflitePass):
         for si in range(len(model.subgraphs)):
             if _groups(model, si):
                 self.fail(f"subgraph {si}: FULLY_CONNECTED ops reading one tensor remain")
-        after = _signature_shapes(model)
+        after = signature_shapes(model)
         if after != self._before:
             self.fail("signature outputs changed shape")
-
-
-def _signature_shapes(model: ModelT) -> dict[tuple[str, str], tuple[int, ...]]:
-    out = {}
-    for sd in model.signatureDefs or []:
-        sg = model.subgraphs[int(sd.subgraphIndex)]
-        for tm in sd.outputs or []:
-            out[(sd.signatureKey.decode(), tm.name.decode())] = shape(sg, tm.tensorIndex)
-    return out
 
 
 def _stacked(model: ModelT, sg: Any, ops: list[Any], stacked: dict[Any, Any]) -> tuple[int, int]:

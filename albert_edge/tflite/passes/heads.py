@@ -28,6 +28,7 @@ from albert_edge.tflite.passes.base import (
     is_constant,
     op_name,
     shape,
+    signature_shapes,
 )
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ class SplitHeadsOncePass(TflitePass):
         from albert_edge.tflite import flatbuffer as fb
         from albert_edge.tflite.passes.broadcast import drop_unused_opcodes
 
-        self._before = _signature_shapes(model)
+        self._before = signature_shapes(model)
         rewritten = removed = 0
         for si in range(len(model.subgraphs)):
             for plan in reversed(_plans(model, si)):  # later first: earlier indices hold
@@ -139,14 +140,8 @@ class SplitHeadsOncePass(TflitePass):
                 self.fail(
                     f"subgraph {si}: a projection SPLIT still goes through per-part transposes"
                 )
-        if _signature_shapes(model) != self._before:
+        if signature_shapes(model) != self._before:
             self.fail("signature outputs changed shape")
-
-
-def _signature_shapes(model: ModelT) -> dict[tuple[str, str], tuple[int, ...]]:
-    from albert_edge.tflite.passes.fuse import _signature_shapes as shapes
-
-    return shapes(model)
 
 
 def _rewrite(model: ModelT, si: int, plan: dict[str, Any]) -> int:

@@ -28,6 +28,7 @@ from albert_edge.tflite.passes.base import (
     is_constant,
     op_name,
     shape,
+    signature_shapes,
 )
 from albert_edge.tflite.passes.broadcast import BROADCASTING_OPS
 
@@ -113,9 +114,8 @@ class KeepReducedDimsPass(TflitePass):
 
     def run(self, model: ModelT) -> dict[str, Any]:
         from albert_edge.tflite import flatbuffer as fb
-        from albert_edge.tflite.passes.fuse import _signature_shapes
 
-        self._before = _signature_shapes(model)
+        self._before = signature_shapes(model)
         means = dropped = kept = 0
         for si, sg in enumerate(model.subgraphs):
             plan = _plan(model, si)
@@ -142,9 +142,7 @@ class KeepReducedDimsPass(TflitePass):
         return {"means_kept_dims": means, "reshapes_removed": dropped, "subgraphs_left": kept}
 
     def postcondition(self, model: ModelT) -> None:
-        from albert_edge.tflite.passes.fuse import _signature_shapes
-
-        if _signature_shapes(model) != self._before:
+        if signature_shapes(model) != self._before:
             self.fail("signature outputs changed shape")
         for si, sg in enumerate(model.subgraphs):
             for k, op in enumerate(sg.operators):
