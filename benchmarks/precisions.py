@@ -44,7 +44,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,9 +104,10 @@ def build(ckpt: Path, work: Path, target: str, precision: str) -> Path:
     return built(out)
 
 
-def w2_server(path: Path, threads: int, n: int) -> None:
+def w2_server(path: Path, threads: int, n: int, pad: int = 0) -> None:
     """A resident W2 child: loads ``path``, encodes the first ``n`` SST-2 dev sentences
-    (each at its own length), warms up, says ``ready``; then for each block ``lo hi`` read
+    (each at its own length, or padded to ``pad`` tokens: W1 on the same sentences, timed
+    in the same interleaved harness as W2), warms up, says ``ready``; then for each block ``lo hi`` read
     from stdin runs sentence ``lo`` once untimed and sentences ``lo..hi-1`` timed, back to
     back, and writes their ms on one line. The protocol has its own file
     descriptor: whatever a runtime prints to stdout goes to stderr instead."""
@@ -121,7 +122,10 @@ def w2_server(path: Path, threads: int, n: int) -> None:
     tok = AlbertTokenizer(SPIECE)
     feeds = []
     for _, s in read_sst2(DEV)[:n]:
-        enc = tok.encode(s, max_length=512, padding="none").as_numpy()
+        if pad:
+            enc = tok.encode(s, max_length=pad, padding="max_length").as_numpy()
+        else:
+            enc = tok.encode(s, max_length=512, padding="none").as_numpy()
         feeds.append({k: np.ascontiguousarray(v) for k, v in enc.items()})
     r = open_runner(path, threads=threads)
     names = set(r.input_names)
@@ -177,12 +181,15 @@ def w2_latencies(
     rounds: int = 3,
     gap_s: float = 0.05,
     block: int = 10,
+    pad: Mapping[str, int] | None = None,
 ) -> dict[str, float]:
     """Median ms per sentence at its own length, the artifacts timed in turn block by
     block: one resident child process per artifact (:func:`w2_server`); each ``block`` of
     sentences goes to every artifact (the order rotating) before the next block, each
     artifact running it back to back after one untimed warm-up call; ``gap_s`` of idle
-    time between two artifacts; ``rounds`` passes over the sentences.
+    time between two artifacts; ``rounds`` passes over the sentences. ``pad`` (label →
+    tokens) pads that label's sentences to a fixed length: a W1 timed block by block
+    with the W2s, in the same machine state.
 
     Why interleaved: this 2-core VM has slow phases (measured 2026-11-23: for minutes at a
     time, 2-thread runs go at 1-thread speed, and no steal time shows); timed one artifact
@@ -217,6 +224,8 @@ def w2_latencies(
         errs[label] = logs / f"{k}.stderr"
         cmd = [sys.executable, "-m", "benchmarks.precisions", "--w2-server", str(path)]
         cmd += ["--threads", str(threads)]
+        if pad and pad.get(label):
+            cmd += ["--w2-pad", str(pad[label])]
         with errs[label].open("w") as err:  # the child holds its own copy
             procs[label] = subprocess.Popen(
                 [*cmd, "--w2", str(n)],
@@ -460,10 +469,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-tflite", action="store_true")
     p.add_argument("--render", action="store_true", help="re-render precisions.md from the JSON")
     p.add_argument("--w2-server", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--w2-pad", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--w2-only", action="store_true", help="re-time W2 into precisions.json")
     a = p.parse_args(argv)
     if a.w2_server:
-        w2_server(a.w2_server, a.threads, a.w2)
+        w2_server(a.w2_server, a.threads, a.w2, a.w2_pad)
         return 0
     w2_only: dict[str, dict[str, float]] = {}
     seq_lens = tuple(int(x) for x in a.seq_lens.split(","))

@@ -805,19 +805,31 @@ def unfold_scaled_copies(model: ModelT) -> int:
 
 
 def scaled_copy_matches(model: ModelT) -> dict[int, tuple[int, np.ndarray]]:
-    """FULLY_CONNECTED weight buffer → (the buffer it is a column-scaled copy of, γ)."""
+    """FULLY_CONNECTED weight buffer → (the buffer it is a column-scaled copy of, γ).
+
+    Where two FC weights are scaled copies of each other, the direction kept is the one
+    whose γ is a vector the graph already holds (a LayerNorm weight the converter folded
+    into a layer's FC weights), and γ is then that constant, bit for bit: every FC that
+    reads a layer's normalized input multiplies it by the same constant, so those MULs are
+    one computation (:class:`~albert_edge.tflite.passes.fuse.MergeDuplicateOpsPass`) and
+    the FCs read one tensor (:class:`~albert_edge.tflite.passes.fuse.FuseSharedInputFcPass`).
+    """
     types = tensor_type_names()
     names = builtin_names()
     floats: dict[int, np.ndarray] = {}
+    vectors: dict[int, list[np.ndarray]] = defaultdict(list)
     for sg in model.subgraphs:
         for t in sg.tensors:
-            if (
-                t.buffer
-                and types.get(t.type) == "FLOAT32"
-                and t.shape is not None
-                and len(t.shape) == 2
-            ) and (
-                int(t.buffer) not in floats
+            if not t.buffer or types.get(t.type) != "FLOAT32" or t.shape is None:
+                continue
+            if len(t.shape) == 1 and int(t.buffer) not in floats:
+                arr = tensor_array(model, t)
+                if arr is not None and arr.size > 1:
+                    floats[int(t.buffer)] = arr
+                    vectors[arr.size].append(arr)
+            elif (
+                len(t.shape) == 2
+                and int(t.buffer) not in floats
                 and len(buffer_bytes(model, t.buffer)) >= _MIN_SLICE_BYTES
             ):
                 arr = tensor_array(model, t)
@@ -828,20 +840,48 @@ def scaled_copy_matches(model: ModelT) -> dict[int, tuple[int, np.ndarray]]:
         for op in sg.operators:
             if names.get(opcode_builtin(model.operatorCodes[op.opcodeIndex])) == "FULLY_CONNECTED":
                 fc_weight_buffers.add(int(sg.tensors[op.inputs[1]].buffer))
-    matches: dict[int, tuple[int, np.ndarray]] = {}
-    for b_id in fc_weight_buffers & set(floats):
+    candidates = []  # (γ is a graph constant, B, A, γ)
+    for b_id in sorted(fc_weight_buffers & set(floats)):
         B = floats[b_id]
+        if B.ndim != 2:
+            continue
         for a_id, A in floats.items():
-            if a_id == b_id or A.shape != B.shape or a_id in matches:
+            if a_id == b_id or A.shape != B.shape:
                 continue
-            rows = np.abs(A).argmax(axis=0)
-            cols = np.arange(A.shape[1])
-            pivot = A[rows, cols]
-            if np.any(pivot == 0):
+            gamma = _column_scale(A, B)
+            if gamma is None:
                 continue
-            gamma = (B[rows, cols] / pivot).astype(np.float32)
-            scale = float(np.abs(B).max()) or 1.0
-            if float(np.abs(A * gamma[None, :] - B).max()) <= 1e-6 * scale:
-                matches[b_id] = (a_id, gamma)
-                break
+            known = _known_scale(A, B, vectors.get(gamma.size, []))
+            candidates.append((known is not None, b_id, a_id, gamma if known is None else known))
+    matches: dict[int, tuple[int, np.ndarray]] = {}
+    targets: set[int] = set()
+    for _, b_id, a_id, gamma in sorted(candidates, key=lambda c: not c[0]):  # known γ first
+        if b_id in matches or b_id in targets or a_id in matches:
+            continue
+        matches[b_id] = (a_id, gamma)
+        targets.add(a_id)
     return matches
+
+
+def _column_scale(A: np.ndarray, B: np.ndarray) -> np.ndarray | None:
+    """γ with ``B == A * γ`` per input column (to float32 rounding), or None."""
+    rows = np.abs(A).argmax(axis=0)
+    cols = np.arange(A.shape[1])
+    pivot = A[rows, cols]
+    if np.any(pivot == 0):
+        return None
+    gamma = (B[rows, cols] / pivot).astype(np.float32)
+    return gamma if _scales_to(A, B, gamma) else None
+
+
+def _scales_to(A: np.ndarray, B: np.ndarray, gamma: np.ndarray) -> bool:
+    scale = float(np.abs(B).max()) or 1.0
+    return float(np.abs(A * gamma[None, :] - B).max()) <= 1e-6 * scale
+
+
+def _known_scale(A: np.ndarray, B: np.ndarray, vectors: list[np.ndarray]) -> np.ndarray | None:
+    """The graph constant that reproduces ``B`` from ``A`` as well as the recovered γ."""
+    for v in vectors:
+        if _scales_to(A, B, v):
+            return v
+    return None

@@ -3,9 +3,12 @@
 Stages: export (litert-torch, one signature per sequence bucket), then the passes of
 :func:`tflite_passes`, each a :class:`~albert_edge.tflite.passes.TflitePass` with its
 postcondition (re-tie the MLM decoder to the word table, share position-embedding
-prefixes, dedup buffers, compact names, drop the mask's BROADCAST_TO, quantize with
-ai-edge-quantizer, dedup again, narrow the constants the quantizer cannot reach, [int8:
-move the ops that read only constants next to their readers], float or int8 outputs,
+prefixes, dedup buffers, compact names, drop the mask's BROADCAST_TO, merge ops that
+compute one value, [int8-dynamic: LayerNorm MEANs keep their axis, the mask as one MUL,
+the FCs that read one tensor stacked into one and their heads split by one TRANSPOSE],
+quantize with ai-edge-quantizer, dedup again, narrow the constants the quantizer cannot
+reach, [int8: gather int8 table rows then dequantize, move the ops that read only
+constants next to their readers], float or int8 outputs,
 drop unused buffers, strip activation names, share weight names, record the config) →
 artifact postconditions (no duplicate buffers, factorized embedding intact, no weight
 stored twice) → the record. Verification against PyTorch (every signature bucket, batch 2)
@@ -196,7 +199,15 @@ def quantize_passes(options: ConvertOptions, calibration: Any = None) -> list[Tf
     what a precision plan's search runs on each candidate: ``albert_edge.mixed``)."""
     from albert_edge.tflite import passes as tp
 
-    passes: list[TflitePass] = [
+    passes: list[TflitePass] = []
+    if options.precision == "int8-dynamic":
+        # exact rewrites of the CPU default's graph: fewer XNNPACK nodes, the same values
+        passes += [tp.KeepReducedDimsPass(), tp.MaskSelectToMulPass()]
+        if options.weight_per_channel and not options.unit_precisions:
+            # one FC (one input quantization) for the projections that read one tensor;
+            # exact with per-channel weights; a precision plan keeps its units apart
+            passes += [tp.FuseSharedInputFcPass(), tp.SplitHeadsOncePass()]
+    passes += [
         tp.QuantizePass(
             options.precision,
             per_channel=options.weight_per_channel,
@@ -209,8 +220,9 @@ def quantize_passes(options: ConvertOptions, calibration: Any = None) -> list[Tf
         tp.NarrowConstantsPass(options.precision),
     ]
     if options.precision.startswith("int8"):
+        # int8 rows gathered, dequantized in XNNPACK (not by the lookup's scalar loop);
         # the narrowed tables' DEQUANTIZE next to its reader: one XNNPACK partition fewer
-        passes.append(tp.SinkConstantOpsPass())
+        passes += [tp.GatherThenDequantizePass(), tp.SinkConstantOpsPass()]
     return [
         *passes,
         tp.Int8OutputsPass() if options.int8_io else tp.FloatOutputsPass(),
@@ -236,7 +248,10 @@ def float_passes(ckpt: Checkpoint, options: ConvertOptions) -> list[TflitePass]:
     # Exact rewrites every precision gets: the attention mask's BROADCAST_TO, which
     # LiteRT's GPU accelerator rejects and XNNPACK leaves to TFLite's generic kernel
     # (~15 % of a small model's CPU latency; benchmarks/results/small_model_profile.md).
-    return passes + [p() for p in tp.GPU_CLEAN_PASSES]
+    passes += [p() for p in tp.GPU_CLEAN_PASSES]
+    # Exact: the MULs by a LayerNorm's γ that storing each weight once put in front of a
+    # layer's FCs compute the value the residual branch computes; one op computes it.
+    return [*passes, tp.MergeDuplicateOpsPass()]
 
 
 def build_tflite(

@@ -16,6 +16,10 @@ from albert_edge.tflite.passes.buffers import (
     DedupBuffersPass,
     DropUnusedBuffersPass,
 )
+from albert_edge.tflite.passes.fuse import FuseSharedInputFcPass, MergeDuplicateOpsPass
+from albert_edge.tflite.passes.gather import GatherThenDequantizePass
+from albert_edge.tflite.passes.heads import SplitHeadsOncePass
+from albert_edge.tflite.passes.mask import MaskSelectToMulPass
 from albert_edge.tflite.passes.metadata import LiteRTMetadataPass
 from albert_edge.tflite.passes.names import (
     CompactNamesPass,
@@ -28,6 +32,7 @@ from albert_edge.tflite.passes.outputs import FloatOutputsPass, Int8OutputsPass
 from albert_edge.tflite.passes.prefix import SharePrefixSlicesPass
 from albert_edge.tflite.passes.quantize import QuantizePass
 from albert_edge.tflite.passes.record import RecordConfigPass
+from albert_edge.tflite.passes.reduce import KeepReducedDimsPass
 from albert_edge.tflite.passes.tied import UnfoldScaledCopiesPass
 
 GPU_CLEAN_PASSES = (ImplicitBroadcastPass,)
@@ -39,15 +44,21 @@ __all__ = [
     "DedupBuffersPass",
     "DropUnusedBuffersPass",
     "FloatOutputsPass",
+    "FuseSharedInputFcPass",
+    "GatherThenDequantizePass",
     "ImplicitBroadcastPass",
     "Int8OutputsPass",
+    "KeepReducedDimsPass",
     "LiteRTMetadataPass",
+    "MaskSelectToMulPass",
+    "MergeDuplicateOpsPass",
     "NarrowConstantsPass",
     "QuantizePass",
     "RecordConfigPass",
     "SharePrefixSlicesPass",
     "ShareWeightNamesPass",
     "SinkConstantOpsPass",
+    "SplitHeadsOncePass",
     "StripActivationNamesPass",
     "TflitePass",
     "UnfoldScaledCopiesPass",

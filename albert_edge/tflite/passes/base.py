@@ -97,6 +97,16 @@ def graph_outputs(model: ModelT, si: int) -> set[int]:
     return outs
 
 
+def signature_shapes(model: ModelT) -> dict[tuple[str, str], tuple[int, ...]]:
+    """(signature, output name) → shape: what a shape-changing pass must leave as it was."""
+    out = {}
+    for sd in model.signatureDefs or []:
+        sg = model.subgraphs[int(sd.subgraphIndex)]
+        for tm in sd.outputs or []:
+            out[(sd.signatureKey.decode(), tm.name.decode())] = shape(sg, tm.tensorIndex)
+    return out
+
+
 def broadcast_shape(shapes: Iterable[tuple[int, ...]]) -> tuple[int, ...]:
     """NumPy broadcasting of ``shapes`` (what TFLite's broadcasting kernels compute)."""
     import numpy as np
