@@ -29,6 +29,7 @@ from albert_edge.tflite.passes.base import (
     graph_outputs,
     op_name,
     shape,
+    signature_shapes,
 )
 
 if TYPE_CHECKING:
@@ -88,18 +89,10 @@ class ImplicitBroadcastPass(TflitePass):
 
     name = "implicit_broadcast"
 
-    def _signature_shapes(self, model: ModelT) -> dict[tuple[str, str], tuple[int, ...]]:
-        out = {}
-        for sd in model.signatureDefs or []:
-            sg = model.subgraphs[int(sd.subgraphIndex)]
-            for tm in sd.outputs or []:
-                out[(sd.signatureKey.decode(), tm.name.decode())] = shape(sg, tm.tensorIndex)
-        return out
-
     def run(self, model: ModelT) -> dict[str, Any]:
         from albert_edge.tflite import flatbuffer as fb
 
-        self._before = self._signature_shapes(model)
+        self._before = signature_shapes(model)
         removed = kept = 0
         for si, sg in enumerate(model.subgraphs):
             k = 0
@@ -129,7 +122,7 @@ class ImplicitBroadcastPass(TflitePass):
         return {"broadcast_to_removed": removed, "broadcast_to_kept": kept}
 
     def postcondition(self, model: ModelT) -> None:
-        after = self._signature_shapes(model)
+        after = signature_shapes(model)
         changed = [k for k, v in self._before.items() if after.get(k) != v]
         if changed:
             self.fail(f"signature outputs changed shape: {changed[:3]}")
