@@ -13,6 +13,9 @@
    quantized unit whose own loss at its current precision is largest — moves one step
    wider (int4-tensor → int4 → int8 → fp32) and the plan is validated again (NNCF's
    ``quantize_with_accuracy_control`` reverts the same way, reporting "N of M reverted").
+   An integer graph's fallback (``from_narrowest``) starts from every unit integer and
+   reverts in NNCF's order instead: each unit reverted alone from that start, ranked by
+   the accuracy it recovers (:func:`_revert_ranking`).
 
 Deterministic: the rows are drawn with a seed, every evaluation runs ONNX Runtime on one
 thread, the bootstrap is seeded, ties break by tensor name, and the executor keeps the
@@ -166,9 +169,7 @@ def _worst(
 ) -> str | None:
     """The quantized unit whose own loss at its current precision is largest (it can
     still move wider); ties: the lower interval bound, then the name."""
-    movable = [
-        u for u in units if plan[u.tensor] != "fp32" and WIDER[plan[u.tensor]] in u.candidates
-    ]
+    movable = _movable(units, plan)
     if not movable:
         return None
 
@@ -177,6 +178,35 @@ def _worst(
         return (-t.delta, -t.delta_low, u.tensor)
 
     return max(movable, key=offence).tensor
+
+
+def _movable(units: Sequence[Unit], plan: dict[str, str]) -> list[Unit]:
+    return [u for u in units if plan[u.tensor] != "fp32" and WIDER[plan[u.tensor]] in u.candidates]
+
+
+def _revert_ranking(
+    units: Sequence[Unit],
+    plan: dict[str, str],
+    run: Executor,
+    reference: Any,
+    rule: Any,
+) -> list[tuple[str, Trial]]:
+    """Each quantized unit moved one step wider from ``plan`` alone and evaluated, best
+    first: the order an integer graph's fallback reverts in. This is NNCF's ranking
+    (``quantize_with_accuracy_control`` reverts each quantizer group from the fully
+    quantized model and sorts by the metric it recovers), and it is what an integer graph
+    needs: a unit's loss when it alone is integer in a float graph says little about what
+    reverting it recovers among integer neighbours (measured on TFLite ``int8-full``: the
+    single-unit order reverted eight units with no gain and only the ninth recovered the
+    loss). Ties: the narrower interval's lower bound, then the name."""
+    movable = _movable(units, plan)
+    assigns = [_assign(units, {**plan, u.tensor: WIDER[plan[u.tensor]]}) for u in movable]
+    outcomes = run.map(assigns) if assigns else []
+    trials = [
+        (u.tensor, _trial(a, o, reference, rule))
+        for u, a, o in zip(movable, assigns, outcomes, strict=True)
+    ]
+    return sorted(trials, key=lambda tt: (-tt[1].delta, -tt[1].delta_low, tt[0]))
 
 
 def search(
@@ -217,6 +247,8 @@ def search(
     )
     combined: list[Trial] = []
     reverted: list[dict[str, Any]] = []
+    ranking: list[tuple[str, Trial]] | None = None
+    rank_evals = 0
     while True:
         a = _assign(units, plan)
         trial = _trial(a, run.map([a])[0], reference, rule)
@@ -226,18 +258,29 @@ def search(
         )
         if trial.why_not is None:
             break
-        worst = _worst(units, plan, sens)
+        if from_narrowest and ranking is None:
+            ranking = _revert_ranking(units, plan, run, reference, rule)
+            rank_evals = len(ranking)
+            progress("revert order: " + ", ".join(f"{t} ({r.loss_text()})" for t, r in ranking))
+        ranked = [t for t, _ in ranking or () if t in {u.tensor for u in _movable(units, plan)}]
+        worst = ranked[0] if ranked else _worst(units, plan, sens)
         if worst is None:
             break
+        alone = dict(ranking or ()).get(worst)
         reverted.append(
             {
                 "tensor": worst,
                 "from": plan[worst],
                 "to": WIDER[plan[worst]],
                 "plan_loss_points": round(-100 * trial.delta, 4),
+                **(
+                    {"loss_if_reverted_alone_points": round(-100 * alone.delta, 4)} if alone else {}
+                ),
             }
         )
         plan[worst] = WIDER[plan[worst]]
+        if ranking is not None:  # a unit moves one step per ranking (int8 -> fp32 here)
+            ranking = [(t, r) for t, r in ranking if t != worst]
     result = SearchResult(
         list(units),
         sens,
@@ -247,7 +290,7 @@ def search(
         combined,
         reference_accuracy=float(reference.mean()),
         rows=int(reference.shape[0]),
-        evaluations=len(assignments) + len(combined),
+        evaluations=len(assignments) + len(combined) + rank_evals,
         seconds=time.perf_counter() - start,
         executor={"kind": run.kind, "workers": run.workers},
     )

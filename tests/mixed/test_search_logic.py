@@ -127,6 +127,36 @@ def test_integer_fallback_starts_from_every_unit_integer_and_reverts() -> None:
     assert result.plan == {"a": "int8", "b": "int8", "c": "fp32"}
 
 
+class Interacting(Table):
+    """As Table, plus rows lost only while b and c are both integer (an interaction no
+    single-unit trial shows)."""
+
+    def map(self, assignments: Sequence[Assignment]) -> list[Outcome]:
+        outs = super().map(assignments)
+        for a, o in zip(assignments, outs, strict=True):
+            if dict(a).get("b") == "int8" and dict(a).get("c") == "int8":
+                o.correct[[10, 11, 12, 13, 14, 15]] = False
+        return outs
+
+
+def test_integer_fallback_reverts_what_recovers_most_from_the_integer_start() -> None:
+    """NNCF's order: the unit whose revert from the all-integer plan recovers most goes
+    first — not the one that loses most alone in a float graph (a here)."""
+    units = [Unit(n, n, 1000, (10, 100), ("fp32", "int8")) for n in ("a", "b", "c")]
+    wrong = {("a", "int8"): {0, 1}, ("b", "int8"): {2}, ("c", "int8"): set()}
+    s = Settings(max_drop=1.0, min_lower_bound=-3)
+    result = search(units, Interacting(units, wrong), s, from_narrowest=True)
+    first = result.reverted[0]
+    # b recovers the six interaction rows and its own (c: the six; a: its two); the
+    # single-unit order would have reverted a first, recovering two rows of nine
+    assert first["tensor"] == "b"
+    assert first["loss_if_reverted_alone_points"] == 0.5  # a's two rows are left
+    assert result.plan == {"a": "int8", "b": "fp32", "c": "int8"}
+    assert result.final.why_not is None
+    # three single-unit ranking builds beside the sensitivity and the combined plans
+    assert result.evaluations == 1 + 3 + len(result.combined) + 3
+
+
 def test_one_scale_table_is_taken_when_admitted_and_reverts_to_blocks() -> None:
     """int4 and int4-tensor have one width (the floor's); the single-unit files' measured
     bytes (the blocks' scales) decide between them, and a revert moves int4-tensor to int4."""
