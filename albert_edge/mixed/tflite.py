@@ -83,13 +83,14 @@ def find_tflite_units(model_bytes: bytes, ckpt: Checkpoint, base: str) -> list[U
     """The units of the float flatbuffer under ``base``: every weight buffer and large
     table for int8-dynamic (a table a decoder reads takes fp32 or int8 only: its decoder
     follows it, per tensor; any other table may also be ``int4-tensor``, int4 with one
-    scale, beside ``int4`` in blocks along E); the FULLY_CONNECTED weights for int8-full
+    scale, beside ``int4`` in blocks along E); for int8-full the FULLY_CONNECTED weights
     (the table stays the recipe's int8, a lookup has no activation quantizer to leave
-    out)."""
+    out) and one unit per activation op kind (``ops:SOFTMAX``, ...: no weights, the
+    activation quantizers of every op of that kind)."""
     import numpy as np
 
     from albert_edge.tflite import flatbuffer as fb
-    from albert_edge.tflite.quantize import int4_table_block, plan_units
+    from albert_edge.tflite.quantize import activation_op_groups, int4_table_block, plan_units
 
     model = fb.read_model(model_bytes)
     params = {n: p.detach().cpu().numpy() for n, p in ckpt.model.named_parameters()}
@@ -108,6 +109,10 @@ def find_tflite_units(model_bytes: bytes, ckpt: Checkpoint, base: str) -> list[U
         ):
             wide = (*wide, "int4-tensor")  # one scale, no per-block fp16 scales
         units.append(Unit(u.name, _role(data.reshape(u.shape), params), u.params, u.shape, wide))
+    if base == "int8-full":
+        for name, count in activation_op_groups(model_bytes):
+            role = f"activations of the {count} {name.removeprefix('ops:')} ops"
+            units.append(Unit(name, role, 0, (), ("fp32", "int8")))
     return units
 
 

@@ -159,7 +159,10 @@ def quantize_flatbuffer(
         logging.getLogger(name).setLevel(logging.ERROR)
     if unit_precisions is not None:
         units = plan_units(model_bytes)
-        lacking = sorted(set(unit_precisions) - {u.name for u in units})
+        groups = (
+            {g for g, _ in activation_op_groups(model_bytes)} if precision == "int8-full" else set()
+        )
+        lacking = sorted(set(unit_precisions) - {u.name for u in units} - groups)
         if lacking:
             raise QuantizationError(
                 f"the precision plan names {len(lacking)} weight(s) this graph lacks "
@@ -542,6 +545,45 @@ def plan_units(model_bytes: bytes) -> list[PlanUnit]:
     return sorted(units, key=lambda u: (u.kind != "EMBEDDING_LOOKUP", u.name))
 
 
+OP_GROUP_PREFIX = "ops:"
+# The ops whose activation quantizers an int8-full fallback may leave in float, a unit per
+# kind ("ops:SOFTMAX": every SOFTMAX of the graph). Layout ops (RESHAPE, TRANSPOSE, SLICE)
+# only pass their input's scale on; FULLY_CONNECTED is decided per weight.
+ACTIVATION_OP_KINDS = (
+    "ADD",
+    "BATCH_MATMUL",
+    "GELU",
+    "MEAN",
+    "MUL",
+    "RSQRT",
+    "SELECT_V2",
+    "SOFTMAX",
+    "SQUARED_DIFFERENCE",
+    "SUB",
+    "SUM",
+    "TANH",
+)
+
+
+def activation_op_groups(model_bytes: bytes) -> list[tuple[str, int]]:
+    """(``ops:KIND``, how many) for each of :data:`ACTIVATION_OP_KINDS` the float
+    flatbuffer holds: the activation-quantizer units of an ``int8-full`` plan, beside its
+    weights. A kind is one unit because ALBERT applies the same layer at every depth: the
+    softmax of layer 3 is the softmax of layer 1, so one decision moves all of them."""
+    from collections import Counter
+
+    from albert_edge.tflite import flatbuffer as fb
+
+    model = fb.read_model(model_bytes)
+    kinds = fb.builtin_names()
+    n = Counter(
+        kinds.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex]))
+        for sg in model.subgraphs
+        for op in sg.operators
+    )
+    return [(OP_GROUP_PREFIX + k, n[k]) for k in ACTIVATION_OP_KINDS if n[k]]
+
+
 def _exactly(scopes: Iterable[str]) -> str:
     """A regex matching exactly these op scopes (the quantizer ``re.search``es it)."""
     import re
@@ -586,7 +628,8 @@ def plan_recipe(
     ``int8-full`` base: the int8-full recipe, then a ``no_quantize`` entry for each unit
     at ``fp32``: its FULLY_CONNECTED ops compute in float (the quantizer puts a
     DEQUANTIZE before and a QUANTIZE after them) — the activation quantizers a fallback
-    leaves out."""
+    leaves out; an ``ops:KIND`` unit at ``fp32`` (:func:`activation_op_groups`) does the
+    same for every op of that kind."""
     from ai_edge_quantizer import algorithm_manager, qtyping, recipe_manager
 
     op = qtyping.TFLOperationName
@@ -601,6 +644,14 @@ def plan_recipe(
                 manager.add_quantization_config(
                     regex=_exactly(u.scopes),
                     operation_name=op.FULLY_CONNECTED,
+                    algorithm_key=algorithm_manager.AlgorithmName.NO_QUANTIZE,
+                )
+        for name, p in sorted(precisions.items()):
+            kind = name.removeprefix(OP_GROUP_PREFIX)
+            if name.startswith(OP_GROUP_PREFIX) and p == "fp32" and kind in ACTIVATION_OP_KINDS:
+                manager.add_quantization_config(
+                    regex=".*",
+                    operation_name=op[kind],
                     algorithm_key=algorithm_manager.AlgorithmName.NO_QUANTIZE,
                 )
         return manager.get_quantization_recipe()
@@ -672,4 +723,15 @@ def check_plan_types(
                 q is None or q.scale is None or len(q.scale) != 1 or q.detailsType
             ):
                 return f"{u.name} is not stored with one scale, its plan says {p}"
+    groups = {
+        n[len(OP_GROUP_PREFIX) :]: p for n, p in precisions.items() if n.startswith(OP_GROUP_PREFIX)
+    }
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            kind = kinds.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex]))
+            if kind not in groups or len(op.outputs) == 0:
+                continue
+            have = types.get(sg.tensors[int(op.outputs[0])].type)
+            if have != want[groups[kind]]:
+                return f"ops:{kind} computes in {have}, its plan says {groups[kind]}"
     return None

@@ -159,6 +159,43 @@ def test_int8_full_fallback_leaves_units_float_and_reports_integer_share(
 
 
 @pytest.mark.slow  # a TFLite export and conversions: ~30-70 s on 2 shared cores
+def test_int8_full_fallback_can_leave_an_activation_op_kind_float(
+    tiny: Path, tmp_path: Path, rows_tsv: Path
+) -> None:
+    """``ops:SOFTMAX`` at fp32: every SOFTMAX computes in float (its activation
+    quantizers left out), the rest stays integer; the plan replays byte for byte."""
+    from albert_edge.mixed import convert_plan_file, convert_with_plan, prepare, written_plan
+    from albert_edge.tflite import flatbuffer as fb
+
+    opts = _opts(calibration=rows_tsv, num_calibration=8)
+    full = prepare(tiny, opts, base="int8-full")
+    groups = {u.tensor: u for u in full.units if u.tensor.startswith("ops:")}
+    assert {"ops:SOFTMAX", "ops:GELU", "ops:BATCH_MATMUL"} <= set(groups)
+    assert all(u.params == 0 and u.candidates == ("fp32", "int8") for u in groups.values())
+    plan = written_plan(
+        full.units, full.identity, opts, {"ops:SOFTMAX": "fp32"}, "int8", "int8-full"
+    )
+    m = convert_with_plan(full, tmp_path / "a", opts, plan, "test")
+    assert m["quantization"]["float_compute_ops"].get("SOFTMAX", 0) > 0
+    model = fb.read_model((tmp_path / "a" / m["model_file"]).read_bytes())
+    kinds, types = fb.builtin_names(), fb.tensor_type_names()
+    out = {
+        (
+            kinds.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex])),
+            types[sg.tensors[int(op.outputs[0])].type],
+        )
+        for sg in model.subgraphs
+        for op in sg.operators
+    }
+    assert ("SOFTMAX", "FLOAT32") in out and ("SOFTMAX", "INT8") not in out
+    assert ("GELU", "INT8") in out and ("FULLY_CONNECTED", "INT8") in out
+    again = convert_plan_file(tiny, tmp_path / "b", opts, tmp_path / "a" / "plan.json")
+    assert (tmp_path / "a" / m["model_file"]).read_bytes() == (
+        tmp_path / "b" / again["model_file"]
+    ).read_bytes()
+
+
+@pytest.mark.slow  # a TFLite export and conversions: ~30-70 s on 2 shared cores
 def test_search_writes_a_plan_that_lies_within_the_budget(
     tiny: Path, tmp_path: Path, rows_tsv: Path
 ) -> None:
