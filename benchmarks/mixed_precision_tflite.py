@@ -297,8 +297,9 @@ def render(r: dict[str, Any]) -> str:
             continue
         lines += [
             "Calibration: the last rows of SST-2 train (unlabelled use). fp32 = the unit's "
-            "FULLY_CONNECTED ops left in float (no_quantize entries: DEQUANTIZE before, "
-            "QUANTIZE after).",
+            "FULLY_CONNECTED ops, or for `ops:KIND` every op of that kind, left in float "
+            "(no_quantize entries: DEQUANTIZE before, QUANTIZE after). The revert order is "
+            "each unit reverted alone from the all-integer plan, most recovered first.",
             "",
             format_plan(plan),
             "",
