@@ -198,7 +198,7 @@ def _revert_ranking(
     needs: a unit's loss when it alone is integer in a float graph says little about what
     reverting it recovers among integer neighbours (measured on TFLite ``int8-full``: the
     single-unit order reverted eight units with no gain and only the ninth recovered the
-    loss). Ties: the narrower interval's lower bound, then the name."""
+    loss). Ties: the higher lower bound of the interval, then the name."""
     movable = _movable(units, plan)
     assigns = [_assign(units, {**plan, u.tensor: WIDER[plan[u.tensor]]}) for u in movable]
     outcomes = run.map(assigns) if assigns else []
