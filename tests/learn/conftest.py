@@ -45,3 +45,41 @@ def cli(*argv: str | Path) -> int:
     from albert_edge.cli import main
 
     return main(["train", "-q", *map(str, argv)])
+
+
+def train_env() -> dict[str, str]:
+    """The environment of a ``python -m albert_edge.train`` subprocess (this tree first)."""
+    root = Path(__file__).resolve().parents[2]
+    return {**os.environ, "PYTHONPATH": str(root), "USE_TF": "0", "OMP_NUM_THREADS": "1"}
+
+
+def trained_weights(out: Path) -> dict:
+    """Every tensor a training output holds (the model and its exit heads)."""
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(out / "model.safetensors"))
+    if (out / "exit_classifiers.safetensors").is_file():
+        tensors.update(load_file(str(out / "exit_classifiers.safetensors")))
+    return tensors
+
+
+def interrupt_at_epoch_2(cmd: list[str], out: Path) -> None:
+    """Run ``cmd -o out`` and stop it with SIGINT at its first step of epoch 2; it must
+    exit as interrupted (128 + SIGINT), leaving its state to resume from."""
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen(
+        [*cmd, "-o", str(out)],
+        env=train_env(),
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith('{"epoch": 2, "step"'):
+            proc.send_signal(signal.SIGINT)
+            break
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=120) == 128 + signal.SIGINT, rest

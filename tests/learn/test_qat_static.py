@@ -127,33 +127,19 @@ def test_freeze_point_calibrates_once(make_checkpoint, rows200):
 def test_int8_static_resumed_equals_uninterrupted(make_checkpoint, rows200, tmp_path):
     """Stopped before the ranges freeze and resumed, a run ends with the weights and
     the frozen ranges of an uninterrupted one."""
-    import signal
     import subprocess
     import sys
 
-    from tests.learn.test_resume_ddp import _env, _weights
+    from tests.learn.conftest import interrupt_at_epoch_2, train_env, trained_weights
 
     args = ["--init", str(make_checkpoint()), "--train", str(rows200), "--epochs", "3"]
     args += ["--batch-size", "16", "--lr", "1e-3", "--qat", "int8-static"]
     full, cut = tmp_path / "full", tmp_path / "cut"
     assert cli(*args, "-o", full) == 0
     cmd = [sys.executable, "-m", "albert_edge.train", *args]
-    proc = subprocess.Popen(
-        [*cmd, "-o", str(cut)],
-        env=_env(),
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if line.startswith('{"epoch": 2, "step"'):
-            proc.send_signal(signal.SIGINT)
-            break
-    rest = proc.stderr.read()
-    assert proc.wait(timeout=120) == 128 + signal.SIGINT, rest
-    subprocess.run([*cmd, "-q", "--resume", "-o", str(cut)], env=_env(), check=True)
-    a, b = _weights(full), _weights(cut)
+    interrupt_at_epoch_2(cmd, cut)
+    subprocess.run([*cmd, "-q", "--resume", "-o", str(cut)], env=train_env(), check=True)
+    a, b = trained_weights(full), trained_weights(cut)
     assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
     ra = json.loads((full / "training.json").read_text())["qat"]["activation_ranges"]
     rb = json.loads((cut / "training.json").read_text())["qat"]["activation_ranges"]

@@ -4,28 +4,10 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-from pathlib import Path
 
-from tests.learn.conftest import cli
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "USE_TF": "0", "OMP_NUM_THREADS": "1"}
-
-
-def _weights(out: Path) -> dict:
-    from safetensors.torch import load_file
-
-    tensors = load_file(str(out / "model.safetensors"))
-    if (out / "exit_classifiers.safetensors").is_file():
-        tensors.update(load_file(str(out / "exit_classifiers.safetensors")))
-    return tensors
+from tests.learn.conftest import cli, interrupt_at_epoch_2, train_env, trained_weights
 
 
 def test_interrupted_then_resumed_equals_uninterrupted(make_checkpoint, rows200, tmp_path):
@@ -50,28 +32,15 @@ def test_interrupted_then_resumed_equals_uninterrupted(make_checkpoint, rows200,
     full, cut = tmp_path / "full", tmp_path / "cut"
     assert cli(*args, "-o", full) == 0  # in this process: one interpreter start less
 
-    proc = subprocess.Popen(
-        [*cmd, "-o", str(cut)],
-        env=_env(),
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if line.startswith('{"epoch": 2, "step"'):
-            proc.send_signal(signal.SIGINT)
-            break
-    rest = proc.stderr.read()
-    assert proc.wait(timeout=120) == 128 + signal.SIGINT, rest
+    interrupt_at_epoch_2(cmd, cut)
     state = tmp_path / ".cut.train-state"
     assert (state / "state.pt").is_file() and not cut.exists()
 
     subprocess.run(
-        [*cmd, "-q", "--resume", "-o", str(cut)], env=_env(), check=True, capture_output=True
+        [*cmd, "-q", "--resume", "-o", str(cut)], env=train_env(), check=True, capture_output=True
     )
     assert not state.exists()  # removed once the output is written
-    a, b = _weights(full), _weights(cut)
+    a, b = trained_weights(full), trained_weights(cut)
     assert a.keys() == b.keys()
     assert all(bool((a[k] == b[k]).all()) for k in a), "resumed run differs"
     ra = json.loads((full / "training.json").read_text())
@@ -133,14 +102,14 @@ def test_two_gloo_processes_match_one(no_dropout, rows200, tmp_path):
             "-o",
             str(two),
         ],
-        env=_env(),
+        env=train_env(),
         capture_output=True,
         text=True,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert json.loads((two / "training.json").read_text())["processes"] == 2
-    a, b = _weights(one), _weights(two)
-    init = _weights(no_dropout)
+    a, b = trained_weights(one), trained_weights(two)
+    init = trained_weights(no_dropout)
     moved = max(float((a[k] - init[k]).abs().max()) for k in a)
     diff = max(float((a[k] - b[k]).abs().max()) for k in a)
     assert diff <= DDP_ATOL and moved > 20 * diff, (diff, moved)
