@@ -34,12 +34,11 @@ os.environ.setdefault("USE_TF", "0")
 
 from albert_edge.convert import convert
 from albert_edge.data import read_sst2
-from albert_edge.depth.stats import accuracy_interval, paired_bootstrap
 from albert_edge.mixed import Settings, auto_plan, convert_with_plan, prepare
 from albert_edge.mixed.api import held_out_rows, make_setup
-from albert_edge.mixed.evaluate import score
 from albert_edge.mixed.plan import format_plan
 from albert_edge.options import ConvertOptions
+from benchmarks.mixed_trained import scored_row
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "sst2"
@@ -192,22 +191,7 @@ def artifacts(
             else:
                 m = convert(prep.ckpt, out, ConvertOptions(precision=name))
             data = (out / m["model_file"]).read_bytes()
-            h, _ = score(setup_h, data)
-            d, _ = score(setup_d, data)
-            if name == "fp32":
-                ref = {"held": h, "dev": d}
-            ih, idv = paired_bootstrap(h, ref["held"]), paired_bootstrap(d, ref["dev"])
-            rows[name] = {
-                "file_bytes": m["sizes"]["file_bytes"],
-                "floor_bytes": m["sizes"]["floor_bytes"],
-                "ratio_to_floor": m["sizes"]["ratio_to_floor"],
-                "verification": (m.get("verification") or {}).get("passed"),
-                "held_out_accuracy": float(h.mean()),
-                "held_out_delta": ih.to_dict(),
-                "dev_accuracy": accuracy_interval(d).to_dict(),
-                "dev_delta": idv.to_dict(),
-                "weight_matmuls_integer": f"{m['matmuls_quantized']}/{m['matmuls_total']}",
-            }
+            rows[name] = scored_row(setup_h, setup_d, data, m, ref)
             report["artifacts"] = rows
             save(report)
 

@@ -36,16 +36,15 @@ os.environ.setdefault("USE_TF", "0")
 
 from albert_edge.convert import convert
 from albert_edge.data import read_sst2
-from albert_edge.depth.stats import accuracy_interval, paired_bootstrap
 from albert_edge.errors import NoPlanError
 from albert_edge.facts import integer_op_share
 from albert_edge.mixed import Settings, auto_plan, convert_with_plan, prepare, written_plan
 from albert_edge.mixed.api import held_out_rows, make_setup
-from albert_edge.mixed.evaluate import score
 from albert_edge.mixed.plan import format_plan
 from albert_edge.options import ConvertOptions
 from albert_edge.tflite.inspect import inspect_tflite
 from benchmarks.mixed_precision import machine
+from benchmarks.mixed_trained import scored_row
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "sst2"
@@ -151,28 +150,14 @@ def artifacts(
             out = Path(tmp) / name
             m = build(name, prep, full, out, a, cal, report)
             path = out / m["model_file"]
-            data = path.read_bytes()
-            h, _ = score(setup_h, data)
-            d, _ = score(setup_d, data)
-            if name == "fp32":
-                ref = {"held": h, "dev": d}
-            ih, idv = paired_bootstrap(h, ref["held"]), paired_bootstrap(d, ref["dev"])
             sizes = m["sizes"]
             rows[name] = {
-                "file_bytes": sizes["file_bytes"],
+                **scored_row(setup_h, setup_d, path.read_bytes(), m, ref),
                 "model_bytes": sizes["file_bytes"] - sizes.get("associated_files_bytes", 0),
-                "floor_bytes": sizes["floor_bytes"],
                 "floor_precision": sizes["floor_precision"],
-                "ratio_to_floor": sizes["ratio_to_floor"],
                 "ratio_without_extra_signatures": sizes.get(
                     "ratio_to_floor_without_extra_signatures"
                 ),
-                "verification": (m.get("verification") or {}).get("passed"),
-                "held_out_accuracy": float(h.mean()),
-                "held_out_delta": ih.to_dict(),
-                "dev_accuracy": accuracy_interval(d).to_dict(),
-                "dev_delta": idv.to_dict(),
-                "weight_matmuls_integer": f"{m['matmuls_quantized']}/{m['matmuls_total']}",
                 "integer_ops": integer_op_share(inspect_tflite(path)),
                 "plan": (m.get("precision_plan") or {}).get("summary"),
             }

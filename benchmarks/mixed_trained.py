@@ -295,14 +295,17 @@ def artifacts(
     return paths
 
 
-def _score_row(
+def scored_row(
     setup_h: Any, setup_d: Any, data: bytes, m: dict[str, Any], ref: dict[str, Any]
 ) -> dict[str, Any]:
+    """An artifact (its bytes ``data``, its manifest ``m``) scored on the held-out rows
+    and dev against the reference: sizes, verification, accuracies and paired Δs. The
+    first artifact scored (fp32, in every benchmark) fills ``ref`` and is the reference."""
     h, _ = score(setup_h, data)
     d, _ = score(setup_d, data)
     if not ref:
         ref.update(held=h, dev=d)
-    row = {
+    return {
         "file_bytes": m["sizes"]["file_bytes"],
         "floor_bytes": m["sizes"]["floor_bytes"],
         "ratio_to_floor": m["sizes"]["ratio_to_floor"],
@@ -312,8 +315,13 @@ def _score_row(
         "dev_accuracy": accuracy_interval(d).to_dict(),
         "dev_delta": paired_bootstrap(d, ref["dev"]).to_dict(),
         "weight_matmuls_integer": f"{m['matmuls_quantized']}/{m['matmuls_total']}",
-        "loadavg": os.getloadavg(),
     }
+
+
+def _score_row(
+    setup_h: Any, setup_d: Any, data: bytes, m: dict[str, Any], ref: dict[str, Any]
+) -> dict[str, Any]:
+    row = {**scored_row(setup_h, setup_d, data, m, ref), "loadavg": os.getloadavg()}
     if "depth" in m:
         row["depth"] = f"{m['depth']['layers']}/{m['depth']['of_layers']}"
     if "precision_plan" in m:
