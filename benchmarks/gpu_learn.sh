@@ -11,9 +11,12 @@
 # benchmarks/gpu_torch.sh (transformers 4.57.6 and friends for a machine whose own
 # transformers is 5.x and which cannot reach PyPI). DEVICE=cpu with small PRE_STEPS /
 # FT_ROWS dry-runs it on a CPU. Each stage's failure is logged and the next stage still runs;
-# the pretraining stops and saves at PRE_MINUTES (its record says so).
+# the pretraining stops and saves at PRE_MINUTES (its record says so). AMPS="" skips the
+# train --amp runs. FT_LRS="1e-4 2e-4" fine-tunes one teacher per learning rate, side by
+# side on the one GPU (FT_EPOCHS, FT_BATCH, TEACHER_ROWS; each stopped at FT_SECONDS).
 # Writes OUT_DIR/gpu_learn_machine.txt, train_AMP.json (each run's training.json) and
-# pretraining.json and deep_teacher.tar.gz (the teacher directory and its record).
+# pretraining.json and deep_teacher.tar.gz (the teacher directory and its record; with
+# several FT_LRS, deep_teacher_lrLR.tar.gz each).
 set -uo pipefail
 out=${1:?usage: gpu_learn.sh OUT_DIR [WHEEL_DIR]}
 wheels=${2:-}
@@ -35,7 +38,7 @@ work=$(mktemp -d)
     grep -m1 'model name' /proc/cpuinfo || true
     "$py" -c "import torch, transformers, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)"
 } | tee "$out/gpu_learn_machine.txt"
-for amp in ${AMPS:-bf16 fp16 none}; do
+for amp in ${AMPS-bf16 fp16 none}; do
     t0=$(date +%s)
     if "$py" -m albert_edge.cli train --init albert_edge/models/sst2-albert-tiny \
         --train "$shared/data/sst2/train.tsv" --dev "$shared/data/sst2/dev.tsv" \
@@ -52,11 +55,23 @@ done
     --max-minutes "${PRE_MINUTES:-4.5}" --log-every 1000 --save-every 2500 --threads 4 \
     || echo "pretrain: FAILED (rc $?)"
 if [[ -f "$work/pre/pretraining.json" ]]; then
-    "$py" -m benchmarks.deep_teacher finetune --pretrained "$work/pre" -o "$work/t" \
-        --device "$device" --rows "${TEACHER_ROWS:-20000}" --threads 4 \
-        || echo "finetune: FAILED (rc $?)"
-    # the teacher and both records (the pretrained weights themselves stay behind: 16 MiB a file)
+    lrs=(${FT_LRS:-1e-4})
+    for lr in "${lrs[@]}"; do
+        timeout "${FT_SECONDS:-600}" "$py" -m benchmarks.deep_teacher finetune \
+            --pretrained "$work/pre" -o "$work/t-$lr" --device "$device" \
+            --rows "${TEACHER_ROWS:-20000}" --epochs "${FT_EPOCHS:-2}" \
+            --batch "${FT_BATCH:-32}" --lr "$lr" --threads 4 \
+            > "$out/finetune_lr$lr.log" 2>&1 || echo "finetune lr $lr: FAILED (rc $?)" &
+    done
+    wait
+    # the teacher(s) and both records (the pretrained weights themselves stay behind: 16 MiB a file)
     cp "$work/pre/pretraining.json" "$out/pretraining.json"
-    [[ -d "$work/t" ]] && tar -C "$work" -czf "$out/deep_teacher.tar.gz" t
+    for lr in "${lrs[@]}"; do
+        name=deep_teacher.tar.gz
+        (( ${#lrs[@]} > 1 )) && name=deep_teacher_lr$lr.tar.gz
+        if [[ -d "$work/t-$lr" ]]; then
+            rm -rf "$work/t" && cp -r "$work/t-$lr" "$work/t" && tar -C "$work" -czf "$out/$name" t
+        fi
+    done
 fi
 ls -la "$out"

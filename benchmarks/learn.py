@@ -613,6 +613,12 @@ def main(argv: list[str] | None = None) -> int:
         help="part deep-teacher: stop after the teacher's own truncation to L/3 with a "
         "re-fitted head (does it use its depth?); recorded as deep-check-<teacher dir>",
     )
+    p.add_argument(
+        "--deep-key",
+        default=None,
+        help="part deep-teacher: learn.json's key for this run (default: from the teacher's "
+        "shape and recipe), so a second teacher of one shape keeps the first one's figures",
+    )
     a = p.parse_args(argv)
     globals().update(DEEP_LAYERS=a.deep_layers, DEEP_TEACHER_ROWS=a.deep_teacher_rows)
     globals().update(DEEP_GROUPS=a.deep_groups)
@@ -639,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
             res["part_wall_s"] = round(time.time() - t0, 1)
             res["rows"] = rows
             if key == "deep-teacher":
-                key = _deep_key(res, a.deep_teacher_from, a.deep_check_only)
+                key = a.deep_key or _deep_key(res, a.deep_teacher_from, a.deep_check_only)
             # merged into learn.json as it is now: other parts' (and runs') results are kept
             data = json.loads(path.read_text()) if path.is_file() else {}
             data[key] = res
@@ -720,8 +726,9 @@ def _mlm_sections(data: dict[str, Any]) -> list[tuple[str, str]]:
             (
                 key,
                 f"e (pretrained, L={t['layers']}, {t['groups']} groups"
-                + (", masked-LM on a GPU" if key.endswith("-gpu") else "")
-                + "). Shallow student of a teacher pretrained by masked-LM, then fine-tuned",
+                + (", masked-LM on a GPU" if "-gpu" in key else "")
+                + f", `{key}`). Shallow student of a teacher pretrained by masked-LM, then "
+                "fine-tuned",
             )
         )
     return out
