@@ -30,6 +30,16 @@ def round_matrix(rounds: Sequence[Sequence[float]]) -> np.ndarray:
     return out
 
 
+def split_visits(samples: Sequence[float], rounds: int) -> list[list[float]]:
+    """Pooled samples of an interleaved ``bench`` row (``keep_samples``), in visit order,
+    back into its ``rounds`` visits: every visit timed the same number of runs, so round
+    ``k`` is the ``k``-th equal slice."""
+    per = len(samples) // rounds if rounds > 0 else 0
+    if per == 0 or per * rounds != len(samples):
+        raise ValueError(f"{len(samples)} samples do not split into {rounds} equal visits")
+    return [list(samples[k * per : (k + 1) * per]) for k in range(rounds)]
+
+
 def timed_rounds(row: Mapping[str, Any]) -> dict[str, list[list[float]]]:
     """``row["rounds_ms"]``: {seq_len: [[samples of round 0], ...]} (empty if not timed)."""
     rounds = row.get("rounds_ms") or {}

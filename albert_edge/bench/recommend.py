@@ -46,6 +46,7 @@ from albert_edge.bench.evidence import (
     paired_delta,
     per_row_outputs,
     round_matrix,
+    split_visits,
     timed_rounds,
     visit_minima,
 )
@@ -462,14 +463,7 @@ def _time(
         if mine:
             row["file_bytes"] = mine[0].get("file_bytes")
             row["ratio_to_floor"] = mine[0].get("ratio_to_floor")
-        # pooled visits in visit order: round k's samples are the k-th equal slice
-        row["rounds_ms"] = {
-            str(r["seq_len"]): [
-                r["samples_ms"][k * runs_per_visit : (k + 1) * runs_per_visit]
-                for k in range(rounds)
-            ]
-            for r in ok
-        }
+        row["rounds_ms"] = {str(r["seq_len"]): split_visits(r["samples_ms"], rounds) for r in ok}
         row["p50_ms"] = {str(r["seq_len"]): float(r["latency_ms"]["p50"]) for r in ok}
         row["min_ms_by_len"] = {str(r["seq_len"]): float(r["latency_ms"]["min"]) for r in ok}
         if set(row["rounds_ms"]) != {str(s) for s in seq_lens}:

@@ -152,6 +152,16 @@ def test_wilson_and_paired_intervals() -> None:
     assert same == {"points": 0.0, "low": 0.0, "high": 0.0}
 
 
+def test_pooled_samples_split_back_into_their_visits() -> None:
+    from albert_edge.bench.evidence import split_visits
+
+    pooled = [1.0, 1.1, 2.0, 2.1, 3.0, 3.1]  # three visits of two runs, in visit order
+    assert split_visits(pooled, 3) == [[1.0, 1.1], [2.0, 2.1], [3.0, 3.1]]
+    assert split_visits(pooled, 1) == [pooled]
+    with pytest.raises(ValueError, match="do not split into 4 equal visits"):
+        split_visits(pooled, 4)
+
+
 def test_split_rows_is_seeded_and_disjoint() -> None:
     rows = list(range(101))
     choose_part, report = split_rows(rows)
