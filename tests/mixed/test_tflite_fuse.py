@@ -173,3 +173,25 @@ def test_the_search_units_are_the_float_graphs(prep: Any) -> None:
     units as before."""
     roles = [u.role.split(" (")[0] for u in prep.units]
     assert all(roles.count(r) == 1 for r in QKV)
+
+
+@pytest.mark.slow  # a TFLite export, conversion and verification: ~20-40 s on 2 shared cores
+def test_a_plan_with_q_apart_converts_verifies_and_replays(prep: Any, tmp_path: Path) -> None:
+    """Through ``convert`` with verification on: Q at int4 beside K and V at int8 (K and
+    V stacked, Q alone), the file verifies against PyTorch, stores no weight twice and
+    its plan rebuilds it byte for byte."""
+    from albert_edge.mixed import convert_plan_file, convert_with_plan, written_plan
+
+    q = next(u.tensor for u in prep.units if u.role.startswith("attention Q"))
+    opts = ConvertOptions(target="tflite", seq_lens=SEQ)
+    plan = written_plan(prep.units, prep.identity, opts, {q: "int4"}, "int8", "int8-dynamic")
+    m = convert_with_plan(prep, tmp_path / "a", opts, plan, "test")
+    assert m["verification"]["passed"] is True
+    layers = prep.ckpt.config.num_hidden_layers
+    assert m["stages"]["fuse_shared_input_fc"]["fc_groups_fused"] == layers * len(SEQ)
+    model = fb.read_model((tmp_path / "a" / "model.tflite").read_bytes())
+    assert not fb.duplicate_groups(model)
+    again = convert_plan_file(prep.ckpt, tmp_path / "b", opts, tmp_path / "a" / "plan.json")
+    assert again["model_file"] == m["model_file"]
+    a, b = (tmp_path / d / m["model_file"] for d in "ab")
+    assert a.read_bytes() == b.read_bytes()
