@@ -7,9 +7,9 @@ prefixes, dedup buffers, compact names, drop the mask's BROADCAST_TO, merge ops 
 compute one value, [int8-dynamic: LayerNorm MEANs keep their axis, the mask as one MUL,
 the FCs that read one tensor stacked into one and their heads split by one TRANSPOSE],
 quantize with ai-edge-quantizer, [a precision plan: that stacking and head split here,
-on the stored weights, wherever their forms stack exactly], dedup again, narrow the constants the quantizer cannot
-reach, [int8: gather int8 table rows then dequantize, move the ops that read only
-constants next to their readers], float or int8 outputs,
+on the stored weights, wherever their forms stack exactly], dedup again, narrow the
+constants the quantizer cannot reach, [int8: gather int8 table rows then dequantize,
+move the ops that read only constants next to their readers], float or int8 outputs,
 drop unused buffers, strip activation names, share weight names, record the config) →
 artifact postconditions (no duplicate buffers, factorized embedding intact, no weight
 stored twice) → the record. Verification against PyTorch (every signature bucket, batch 2)
@@ -205,10 +205,12 @@ def quantize_passes(options: ConvertOptions, calibration: Any = None) -> list[Tf
     :class:`~albert_edge.tflite.passes.SplitHeadsOncePass`). Without a plan this runs on
     the float graph, before the quantizer scales the stacked weight per channel. A
     precision plan runs it after its quantizer instead, on the weights as the plan stored
-    them: stacking float graph weights first would make Q, K and V one weight the plan
-    could no longer give three widths (its units are the float graph's buffers, which
-    the search, ``plan.json`` and ``check_plan`` name), while the stored int8 / int4
-    rows and their per-row scales stack exactly and need no plan knowledge. The pass
+    them. Stacking on the float graph would need the quantizer taught a fused weight's
+    units (three row ranges of one tensor at up to three widths, which its recipe cannot
+    address) and the plan's units — the float graph's buffers, Q, K and V each its own,
+    as the search, ``plan.json`` and ``check_plan`` name them — mapped onto it; the
+    stored int8 / int4 rows and their per-row scales stack exactly, by construction, with
+    no knowledge of the plan, and the units stay what they were. The pass
     stacks only FCs whose weights share a type and a per-row scheme (or are float), so a
     plan's Q at int4 beside its K at int8, or weights with one scale per tensor, stay
     apart."""
