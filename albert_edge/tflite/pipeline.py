@@ -6,9 +6,10 @@ postcondition (re-tie the MLM decoder to the word table, share position-embeddin
 prefixes, dedup buffers, compact names, drop the mask's BROADCAST_TO, merge ops that
 compute one value, [int8-dynamic: LayerNorm MEANs keep their axis, the mask as one MUL,
 the FCs that read one tensor stacked into one and their heads split by one TRANSPOSE],
-quantize with ai-edge-quantizer, dedup again, narrow the constants the quantizer cannot
-reach, [int8: gather int8 table rows then dequantize, move the ops that read only
-constants next to their readers], float or int8 outputs,
+quantize with ai-edge-quantizer, [a precision plan: that stacking and head split here,
+on the stored weights, wherever their forms stack exactly], dedup again, narrow the
+constants the quantizer cannot reach, [int8: gather int8 table rows then dequantize,
+move the ops that read only constants next to their readers], float or int8 outputs,
 drop unused buffers, strip activation names, share weight names, record the config) →
 artifact postconditions (no duplicate buffers, factorized embedding intact, no weight
 stored twice) → the record. Verification against PyTorch (every signature bucket, batch 2)
@@ -196,16 +197,33 @@ def tflite_passes(
 
 def quantize_passes(options: ConvertOptions, calibration: Any = None) -> list[TflitePass]:
     """The passes that quantize the float graph and tidy what the quantizer leaves (also
-    what a precision plan's search runs on each candidate: ``albert_edge.mixed``)."""
+    what a precision plan's search runs on each candidate: ``albert_edge.mixed``).
+
+    At int8-dynamic the FULLY_CONNECTEDs that read one tensor (attention's Q, K, V) become
+    one FC and a SPLIT, their heads put first by one TRANSPOSE
+    (:class:`~albert_edge.tflite.passes.FuseSharedInputFcPass`,
+    :class:`~albert_edge.tflite.passes.SplitHeadsOncePass`). Without a plan this runs on
+    the float graph, before the quantizer scales the stacked weight per channel. A
+    precision plan runs it after its quantizer instead, on the weights as the plan stored
+    them. Stacking on the float graph would need the quantizer taught a fused weight's
+    units (three row ranges of one tensor at up to three widths, which its recipe cannot
+    address) and the plan's units — the float graph's buffers, Q, K and V each its own,
+    as the search, ``plan.json`` and ``check_plan`` name them — mapped onto it; the
+    stored int8 / int4 rows and their per-row scales stack exactly, by construction, with
+    no knowledge of the plan, and the units stay what they were. The pass
+    stacks only FCs whose weights share a type and a per-row scheme (or are float), so a
+    plan's Q at int4 beside its K at int8, or weights with one scale per tensor, stay
+    apart."""
     from albert_edge.tflite import passes as tp
 
     passes: list[TflitePass] = []
+    planned = options.precision == "int8-dynamic" and bool(options.unit_precisions)
     if options.precision == "int8-dynamic":
         # exact rewrites of the CPU default's graph: fewer XNNPACK nodes, the same values
         passes += [tp.KeepReducedDimsPass(), tp.MaskSelectToMulPass()]
-        if options.weight_per_channel and not options.unit_precisions:
+        if options.weight_per_channel and not planned:
             # one FC (one input quantization) for the projections that read one tensor;
-            # exact with per-channel weights; a precision plan keeps its units apart
+            # exact with per-channel weights
             passes += [tp.FuseSharedInputFcPass(), tp.SplitHeadsOncePass()]
     passes += [
         tp.QuantizePass(
@@ -216,9 +234,10 @@ def quantize_passes(options: ConvertOptions, calibration: Any = None) -> list[Tf
             unit_precisions=options.unit_precisions,
             block_size=options.block_size,
         ),
-        tp.DedupAfterQuantizePass(),
-        tp.NarrowConstantsPass(options.precision),
     ]
+    if planned:  # the same fusion on the plan's stored weights, where it stays exact
+        passes += [tp.FuseSharedInputFcPass(), tp.SplitHeadsOncePass()]
+    passes += [tp.DedupAfterQuantizePass(), tp.NarrowConstantsPass(options.precision)]
     if options.precision.startswith("int8"):
         # int8 rows gathered, dequantized in XNNPACK (not by the lookup's scalar loop);
         # the narrowed tables' DEQUANTIZE next to its reader: one XNNPACK partition fewer

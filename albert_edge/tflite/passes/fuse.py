@@ -12,12 +12,24 @@ earlier output. Exact: the same kernel on the same values.
 fuse_shared_input_fc — why: attention's query, key and value projections are three
 FULLY_CONNECTED ops on one input. At int8-dynamic each FC quantizes its input itself
 (three quantizations of one tensor) and runs a GEMM a third of the width. How: the FCs
-of one input with the same weight width become one FC whose weight is their weights
-stacked (a new constant made once per distinct set of weights, so a weight shared by
-layers stays shared), followed by a SPLIT on the last axis into the original output
-tensors. XNNPACK runs the SPLIT as a copy. At int8-dynamic this is exact: per-channel
-weight scales are per output row, and the one input quantization is the one each FC
-made; ``tests/tflite/test_fuse.py`` checks the outputs bit for bit.
+of one input whose weights have one shape and one stored form become one FC whose weight
+is their weights stacked (a new constant made once per distinct set of weights, so a
+weight shared by layers stays shared), followed by a SPLIT on the last axis into the
+original output tensors. XNNPACK runs the SPLIT as a copy. The forms it stacks are the
+ones where every output row keeps its own numbers, so each output element is computed
+from the same values by the same kernel:
+
+* float32 weights (the float graph convert's int8-dynamic quantizes per channel after
+  the stacking: a per-channel scale is per output row, and the one input quantization is
+  the one each FC made; ``tests/tflite/test_fuse.py`` checks the outputs bit for bit);
+* already quantized INT8 or INT4 weights with one scale per output row (quantized axis
+  0, zero points 0): their bytes and scales are stacked as stored — what a precision plan
+  runs after its quantizer (:func:`albert_edge.tflite.pipeline.quantize_passes`), so the
+  fusion needs no knowledge of the plan and is exact by construction. FCs whose weights
+  differ in type (a plan's int4 Q beside an int8 K) or carry one scale per tensor (a
+  stacked tensor would need one scale for all of them) are left apart; so are INT4 weights
+  with an odd element count (packed two to a byte, their bytes would not concatenate) and
+  blockwise or asymmetric forms (no plan makes them for an FC).
 
 Postconditions: merge — no two mergeable ops remain; fuse — no two fusable FCs read one
 tensor, and every signature output keeps its shape.
@@ -119,31 +131,56 @@ class MergeDuplicateOpsPass(TflitePass):
                 self.fail(f"subgraph {si}: an op still recomputes an earlier op's value")
 
 
-def _fusable(model: ModelT, sg: Any, op: Any) -> tuple[int, int, int] | None:
-    """(input tensor, weight shape) of an FC this pass can stack, else None."""
+def _weight_form(model: ModelT, sg: Any, w: int) -> tuple[str, ...] | None:
+    """How a constant FC weight is stored, if rows of that form stack exactly: ``FLOAT32``,
+    or ``INT8`` / ``INT4`` with one scale per output row (axis 0, zero points 0)."""
     from albert_edge.tflite import flatbuffer as fb
 
+    t = sg.tensors[w]
+    kind = fb.tensor_type_names().get(t.type)
+    q = t.quantization
+    scales = q.scale if q is not None and q.scale is not None else ()
+    if kind == "FLOAT32" and not len(scales):
+        return (kind,)
+    rows, cols = (int(d) for d in shape(sg, w))
+    if kind not in ("INT8", "INT4") or len(scales) != rows or int(q.quantizedDimension) != 0:
+        return None
+    if q.detailsType or (q.zeroPoint is not None and any(int(z) for z in q.zeroPoint)):
+        return None
+    if kind == "INT4" and (rows * cols) % 2:
+        return None  # packed two to a byte: an odd count would not concatenate
+    return (kind, "per-row")
+
+
+def _fusable(model: ModelT, sg: Any, op: Any) -> tuple[Any, ...] | None:
+    """(input tensor, weight shape, weight form, input quantization) of an FC this pass
+    can stack, else None."""
     if op_name(model, op) != "FULLY_CONNECTED" or len(op.outputs) != 1:
         return None
     ins = [int(i) for i in op.inputs]
     w = ins[1]
-    if not is_constant(model, sg, w) or fb.tensor_type_names().get(sg.tensors[w].type) != "FLOAT32":
+    if not is_constant(model, sg, w):
+        return None
+    form = _weight_form(model, sg, w)
+    if form is None:
         return None
     if len(ins) > 2 and ins[2] >= 0 and not is_constant(model, sg, ins[2]):
         return None
     opts = op.builtinOptions
     if opts is not None and (
-        int(opts.fusedActivationFunction) != 0
-        or opts.asymmetricQuantizeInputs
-        or int(opts.weightsFormat) != 0
+        int(opts.fusedActivationFunction) != 0 or int(opts.weightsFormat) != 0
     ):
         return None
+    asym = bool(opts.asymmetricQuantizeInputs) if opts is not None else False
+    if asym and form == ("FLOAT32",):
+        return None
     rows, cols = shape(sg, w)
-    return ins[0], rows, cols
+    return ins[0], rows, cols, form, asym
 
 
 def _groups(model: ModelT, si: int) -> list[list[int]]:
-    """Op indices of FCs that read one tensor with weights of one shape (2+ per group)."""
+    """Op indices of FCs that read one tensor with weights of one shape and form (2+ per
+    group)."""
     sg = model.subgraphs[si]
     groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
     for k, op in enumerate(sg.operators):
@@ -185,7 +222,7 @@ class FuseSharedInputFcPass(TflitePass):
             "fc_groups_fused": fused,
             "fc_ops_removed": removed,
             # constants made (weights, biases), not the per-subgraph tensors naming them
-            "stacked_constants": sum(1 for k in stacked if not isinstance(k[-1], tuple)),
+            "stacked_constants": sum(1 for k in stacked if k[0] == "buffer"),
         }
 
     def postcondition(self, model: ModelT) -> None:
@@ -215,28 +252,58 @@ def _stacked(model: ModelT, sg: Any, ops: list[Any], stacked: dict[Any, Any]) ->
             if b < 0:
                 zeros = np.zeros(int(w.shape[0]), np.float32)
                 bias_ids[k] = fb._add_const(
-                    model, sg, f"{(w.name or b'w').decode()}/zero_bias", zeros, int(w.type)
+                    model,
+                    sg,
+                    f"{(w.name or b'w').decode()}/zero_bias",
+                    zeros,
+                    fb.schema().TensorType.FLOAT32,
                 )
     return weight, _stacked_const(model, sg, [sg.tensors[b] for b in bias_ids], stacked)
 
 
+def _scales(t: Any) -> tuple[bytes, bytes] | None:
+    """A quantized tensor's per-row scales and zero points as bytes (None when float)."""
+    import numpy as np
+
+    q = t.quantization
+    if q is None or q.scale is None or not len(q.scale):
+        return None
+    zeros = q.zeroPoint if q.zeroPoint is not None else np.zeros(len(q.scale), np.int64)
+    return (
+        np.asarray(q.scale, np.float32).tobytes(),
+        np.asarray(zeros, np.int64).tobytes(),
+    )
+
+
 def _stacked_const(model: ModelT, sg: Any, parts: list[Any], stacked: dict[Any, Any]) -> int:
+    """The stacked constant of ``parts`` (row-major, rows first: the stored bytes
+    concatenated, which for packed INT4 holds while each part has an even element count)
+    and, quantized, their per-row scales and zero points concatenated in the same order."""
     import numpy as np
 
     from albert_edge.tflite import flatbuffer as fb
 
-    key = tuple(int(t.buffer) for t in parts)
-    if key not in stacked:
-        arr = np.concatenate([fb.tensor_array(model, t) for t in parts], axis=0)
+    key = tuple((int(t.buffer), _scales(t)) for t in parts)
+    if ("buffer", key) not in stacked:
+        data = b"".join(fb.buffer_bytes(model, t.buffer) for t in parts)
+        rows = sum(int(t.shape[0]) for t in parts)
         buf = fb.schema().BufferT()
-        buf.data = np.frombuffer(np.ascontiguousarray(arr).tobytes(), dtype=np.uint8).copy()
+        buf.data = np.frombuffer(data, dtype=np.uint8).copy()
         model.buffers.append(buf)
-        stacked[key] = (len(model.buffers) - 1, arr.shape)
-    if (id(sg), key) not in stacked:
-        buffer, shp = stacked[key]
+        stacked[("buffer", key)] = (len(model.buffers) - 1, [rows, *list(parts[0].shape[1:])])
+    if ("tensor", id(sg), key) not in stacked:
+        buffer, shp = stacked[("buffer", key)]
         name = b"+".join((t.name or b"c") for t in parts)
-        stacked[(id(sg), key)] = _tensor(sg, name, shp, int(parts[0].type), buffer)
-    return int(stacked[(id(sg), key)])
+        index = _tensor(sg, name, shp, int(parts[0].type), buffer)
+        scales = [s for _, s in key if s is not None]
+        if scales:  # one form per group: every part quantized, or none
+            q = fb.schema().QuantizationParametersT()
+            q.scale = np.concatenate([np.frombuffer(s, np.float32) for s, _ in scales])
+            q.zeroPoint = np.concatenate([np.frombuffer(z, np.int64) for _, z in scales])
+            q.quantizedDimension = 0
+            sg.tensors[index].quantization = q
+        stacked[("tensor", id(sg), key)] = index
+    return int(stacked[("tensor", id(sg), key)])
 
 
 def _tensor(sg: Any, name: bytes, shp: Any, ttype: int, buffer: int) -> int:
