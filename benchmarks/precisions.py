@@ -179,8 +179,8 @@ def w2_latencies(
     n: int,
     threads: int,
     rounds: int = 3,
-    gap_s: float = 0.05,
-    block: int = 10,
+    gap_s: float = 0.005,
+    block: int = 50,
     pad: Mapping[str, int] | None = None,
 ) -> dict[str, float]:
     """Median ms per sentence at its own length, the artifacts timed in turn block by
@@ -202,7 +202,14 @@ def w2_latencies(
     is. Why processes and a gap, not one process: every runtime keeps its own thread pool,
     whose threads spin after each run; on 2 cores the previous artifact's spinning threads
     slow the next one (measured: optimum fp32 30 ms and albert-edge fp32 70 ms at W2 in
-    one process, while both take 33-39 ms at seq 32).
+    one process, while both take 33-39 ms at seq 32). Why a short gap and blocks of 50:
+    a harness that leaves the machine idle most of the time measures the VM's idle
+    state, not the runtime. With 50 ms gaps and blocks of 10 (a duty cycle of ~15 %) the
+    6-layer H256 int8 TFLite file took 1.84-2.06 ms per 128-token run here, twice what
+    ``bench`` measures for it back to back (1.00); with 5 ms gaps and blocks of 50 the same
+    harness gives 1.00 ms, litert-torch's file 1.21 (``bench``: 1.23), and ONNX Runtime is
+    faster too (0.31 against 0.36-0.43 ms at W2), so 5 ms is past its threads' spinning
+    (2026-11-27, AMD EPYC, 2 cores, avx512_vnni, two runs of each setting).
     """
     import itertools
     import subprocess
