@@ -17,7 +17,7 @@ import pytest
 from albert_edge.options import ConvertOptions
 from albert_edge.tflite import flatbuffer as fb
 from albert_edge.tflite.passes.base import op_name
-from tests.litert_outputs import assert_same_bits
+from tests.tflite_pass_checks import assert_same_bits, with_trained_gamma
 
 SEQ = (16, 32)
 QKV = ("attention Q", "attention K", "attention V")
@@ -32,17 +32,12 @@ def prep(make_checkpoint: Callable[..., Path]) -> Any:
     """The tiny random model's float graph and units, with a trained model's γ (the
     converter folds it into the next layer's FCs; storing each weight once puts one MUL
     by γ in front of Q, K and V, so they read one tensor)."""
-    import torch
 
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.mixed import prepare
 
     ckpt = load_checkpoint(make_checkpoint("tiny"))
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for name, p in ckpt.model.named_parameters():
-            if name.endswith("full_layer_layer_norm.weight"):
-                p.add_(torch.randn_like(p) * 0.1)
+    with_trained_gamma(ckpt.model)
     return prepare(ckpt, _opts(), base="int8-dynamic")
 
 

@@ -26,7 +26,7 @@ from albert_edge.tflite.passes import (
     run_passes,
 )
 from albert_edge.tflite.passes.base import op_name
-from tests.litert_outputs import assert_same_bits
+from tests.tflite_pass_checks import assert_same_bits, with_trained_gamma
 
 SEQ_LENS = (16, 32)
 EXACT = (
@@ -43,20 +43,13 @@ EXACT = (
 def pair(make_checkpoint: Callable[..., Path], tmp_path_factory: Any) -> dict[str, Any]:
     """The int8-dynamic file as the pipeline writes it, and the same without the six
     passes (one export, both pass lists), with each pass's report."""
-    import torch
 
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.tflite.pipeline import tflite_passes
     from converters.tflite_export import export_litert_torch
 
     ckpt = load_checkpoint(make_checkpoint("tiny"))
-    # a trained model's γ: the converter folds it into the FCs of the next layer, and
-    # storing each weight once puts a MUL by γ in front of them
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for name, p in ckpt.model.named_parameters():
-            if name.endswith("full_layer_layer_norm.weight"):
-                p.add_(torch.randn_like(p) * 0.1)
+    with_trained_gamma(ckpt.model)
     opts = ConvertOptions(target="tflite", precision="int8-dynamic", seq_lens=SEQ_LENS)
     raw = export_litert_torch(ckpt.model, ckpt.head, SEQ_LENS)
     out = tmp_path_factory.mktemp("fuse")
