@@ -90,13 +90,17 @@ def find_tflite_units(model_bytes: bytes, ckpt: Checkpoint, base: str) -> list[U
     import numpy as np
 
     from albert_edge.tflite import flatbuffer as fb
-    from albert_edge.tflite.quantize import activation_op_groups, int4_table_block, plan_units
+    from albert_edge.tflite.quantize import int4_table_block, plan_units
 
     model = fb.read_model(model_bytes)
     params = {n: p.detach().cpu().numpy() for n, p in ckpt.model.named_parameters()}
     widths = TFLITE_BASES[base]
     units = []
-    for u in plan_units(model_bytes):
+    for u in plan_units(model_bytes, activations=base == "int8-full"):
+        if u.kind == "OPS":
+            role = f"activations of the {u.ops} {u.op_kind} ops"
+            units.append(Unit(u.name, role, 0, (), ("fp32", "int8")))
+            continue
         if base == "int8-full" and u.kind != "FULLY_CONNECTED":
             continue
         data = np.frombuffer(bytes(model.buffers[u.buffer].data), dtype=np.float32)
@@ -109,10 +113,6 @@ def find_tflite_units(model_bytes: bytes, ckpt: Checkpoint, base: str) -> list[U
         ):
             wide = (*wide, "int4-tensor")  # one scale, no per-block fp16 scales
         units.append(Unit(u.name, _role(data.reshape(u.shape), params), u.params, u.shape, wide))
-    if base == "int8-full":
-        for name, count in activation_op_groups(model_bytes):
-            role = f"activations of the {count} {name.removeprefix('ops:')} ops"
-            units.append(Unit(name, role, 0, (), ("fp32", "int8")))
     return units
 
 

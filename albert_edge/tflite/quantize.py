@@ -158,11 +158,8 @@ def quantize_flatbuffer(
     for name in ("root", "absl"):
         logging.getLogger(name).setLevel(logging.ERROR)
     if unit_precisions is not None:
-        units = plan_units(model_bytes)
-        groups = (
-            {g for g, _ in activation_op_groups(model_bytes)} if precision == "int8-full" else set()
-        )
-        lacking = sorted(set(unit_precisions) - {u.name for u in units} - groups)
+        units = plan_units(model_bytes, activations=precision == "int8-full")
+        lacking = sorted(set(unit_precisions) - {u.name for u in units})
         if lacking:
             raise QuantizationError(
                 f"the precision plan names {len(lacking)} weight(s) this graph lacks "
@@ -468,15 +465,23 @@ class PlanUnit:
     target: an op's output names joined by ";") of the ops reading it, by op kind."""
 
     name: str
-    buffer: int
-    kind: str  # FULLY_CONNECTED (a weight) or EMBEDDING_LOOKUP (a table)
+    buffer: int  # -1 for an OPS unit (no weight)
+    # FULLY_CONNECTED (a weight), EMBEDDING_LOOKUP (a table) or OPS (the activation
+    # quantizers of every op of one kind, ``ops:KIND``: :func:`activation_units`)
+    kind: str
     shape: tuple[int, ...]
     scopes: tuple[str, ...]
     tied_scopes: tuple[str, ...] = ()  # FULLY_CONNECTED readers of a table (tied decoder)
+    ops: int = 0  # OPS: how many ops of that kind the graph holds
 
     @property
     def params(self) -> int:
-        return int(np.prod(self.shape))
+        return int(np.prod(self.shape)) if self.shape else 0
+
+    @property
+    def op_kind(self) -> str:
+        """The op kind an OPS unit decides (``SOFTMAX`` for ``ops:SOFTMAX``)."""
+        return self.name.removeprefix(OP_GROUP_PREFIX)
 
 
 def _scope(sg: Any, op: Any) -> str:
@@ -492,13 +497,15 @@ def _unit_name(names: set[str]) -> str:
     return params[0] if params else sorted(names)[0]
 
 
-def plan_units(model_bytes: bytes) -> list[PlanUnit]:
-    """The unique weights of a float flatbuffer a precision plan decides: each constant
+def plan_units(model_bytes: bytes, *, activations: bool = False) -> list[PlanUnit]:
+    """The units of a float flatbuffer a precision plan decides: each constant
     FULLY_CONNECTED weight buffer once (however many layers and signatures read it) and
     each EMBEDDING_LOOKUP table of at least :data:`MIN_TABLE_ROWS` rows (a FULLY_CONNECTED
-    reading a table is the tied decoder: it joins the table's unit). Ordered: tables,
-    then weights, each by name. A scope shared by readers of two buffers would let one
-    unit's recipe entry reach the other's ops: refused (:class:`QuantizationError`)."""
+    reading a table is the tied decoder: it joins the table's unit); with
+    ``activations`` (an ``int8-full`` plan) also one OPS unit per activation op kind
+    (:func:`activation_units`). Ordered: tables, then weights, each by name, then the OPS
+    units. A scope shared by readers of two buffers would let one unit's recipe entry
+    reach the other's ops: refused (:class:`QuantizationError`)."""
     from albert_edge.tflite import flatbuffer as fb
 
     model = fb.read_model(model_bytes)
@@ -542,7 +549,8 @@ def plan_units(model_bytes: bytes) -> list[PlanUnit]:
                 tuple(sorted(r.get("FULLY_CONNECTED", []))) if table else (),
             )
         )
-    return sorted(units, key=lambda u: (u.kind != "EMBEDDING_LOOKUP", u.name))
+    units = sorted(units, key=lambda u: (u.kind != "EMBEDDING_LOOKUP", u.name))
+    return [*units, *activation_units(model)] if activations else units
 
 
 OP_GROUP_PREFIX = "ops:"
@@ -565,23 +573,27 @@ ACTIVATION_OP_KINDS = (
 )
 
 
-def activation_op_groups(model_bytes: bytes) -> list[tuple[str, int]]:
-    """(``ops:KIND``, how many) for each of :data:`ACTIVATION_OP_KINDS` the float
-    flatbuffer holds: the activation-quantizer units of an ``int8-full`` plan, beside its
-    weights. A kind is one unit because ALBERT applies the same layer at every depth: the
-    softmax of layer 3 is the softmax of layer 1, so one decision moves all of them."""
+def activation_units(model: Any) -> list[PlanUnit]:
+    """One OPS unit (``ops:KIND``) for each of :data:`ACTIVATION_OP_KINDS` the float
+    flatbuffer ``model`` (a ``ModelT``) holds: the activation-quantizer units of an
+    ``int8-full`` plan, beside its weights. A kind is one unit because ALBERT applies the
+    same layer at every depth: the softmax of layer 3 is the softmax of layer 1, so one
+    decision moves all of them."""
     from collections import Counter
 
     from albert_edge.tflite import flatbuffer as fb
 
-    model = fb.read_model(model_bytes)
     kinds = fb.builtin_names()
     n = Counter(
         kinds.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex]))
         for sg in model.subgraphs
         for op in sg.operators
     )
-    return [(OP_GROUP_PREFIX + k, n[k]) for k in ACTIVATION_OP_KINDS if n[k]]
+    return [
+        PlanUnit(OP_GROUP_PREFIX + k, -1, "OPS", (), (), ops=n[k])
+        for k in ACTIVATION_OP_KINDS
+        if n[k]
+    ]
 
 
 def _exactly(scopes: Iterable[str]) -> str:
@@ -628,8 +640,8 @@ def plan_recipe(
     ``int8-full`` base: the int8-full recipe, then a ``no_quantize`` entry for each unit
     at ``fp32``: its FULLY_CONNECTED ops compute in float (the quantizer puts a
     DEQUANTIZE before and a QUANTIZE after them) — the activation quantizers a fallback
-    leaves out; an ``ops:KIND`` unit at ``fp32`` (:func:`activation_op_groups`) does the
-    same for every op of that kind."""
+    leaves out; an OPS unit (``ops:KIND``) at ``fp32`` (:func:`activation_units`) does
+    the same for every op of that kind."""
     from ai_edge_quantizer import algorithm_manager, qtyping, recipe_manager
 
     op = qtyping.TFLOperationName
@@ -640,18 +652,18 @@ def plan_recipe(
         manager = recipe_manager.RecipeManager()
         manager.load_quantization_recipe(rm)
         for u in units:
-            if precisions.get(u.name, "int8") == "fp32" and u.kind == "FULLY_CONNECTED":
+            if precisions.get(u.name, "int8") != "fp32":
+                continue
+            if u.kind == "FULLY_CONNECTED":
                 manager.add_quantization_config(
                     regex=_exactly(u.scopes),
                     operation_name=op.FULLY_CONNECTED,
                     algorithm_key=algorithm_manager.AlgorithmName.NO_QUANTIZE,
                 )
-        for name, p in sorted(precisions.items()):
-            kind = name.removeprefix(OP_GROUP_PREFIX)
-            if name.startswith(OP_GROUP_PREFIX) and p == "fp32" and kind in ACTIVATION_OP_KINDS:
+            elif u.kind == "OPS":
                 manager.add_quantization_config(
                     regex=".*",
-                    operation_name=op[kind],
+                    operation_name=op[u.op_kind],
                     algorithm_key=algorithm_manager.AlgorithmName.NO_QUANTIZE,
                 )
         return manager.get_quantization_recipe()
@@ -699,6 +711,7 @@ def check_plan_types(
 
     want = {"fp32": "FLOAT32", "int8": "INT8", "int4": "INT4", "int4-tensor": "INT4"}
     types, kinds = fb.tensor_type_names(), fb.builtin_names()
+    units = list(units)
     by_scope = {s: u for u in units for s in (*u.scopes, *u.tied_scopes)}
     for sg in model.subgraphs:
         producer = {int(o): op for op in sg.operators for o in op.outputs}
@@ -724,7 +737,7 @@ def check_plan_types(
             ):
                 return f"{u.name} is not stored with one scale, its plan says {p}"
     groups = {
-        n[len(OP_GROUP_PREFIX) :]: p for n, p in precisions.items() if n.startswith(OP_GROUP_PREFIX)
+        u.op_kind: precisions[u.name] for u in units if u.kind == "OPS" and u.name in precisions
     }
     for sg in model.subgraphs:
         for op in sg.operators:

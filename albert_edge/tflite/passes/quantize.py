@@ -73,7 +73,9 @@ class QuantizePass(TflitePass):
             if self.unit_precisions:  # the units, named on the float graph, for the check
                 from albert_edge.tflite.quantize import plan_units
 
-                self.units = plan_units(fb.write_model(model))
+                self.units = plan_units(
+                    fb.write_model(model), activations=self.precision == "int8-full"
+                )
         except QuantizationError:
             raise
         except Exception as exc:
