@@ -73,19 +73,27 @@ class EvidenceKind:
 # --- identities --------------------------------------------------------------------
 
 
+def _tf1_weights(f: Path) -> bool:
+    return ".data-" in f.name or f.suffix == ".index"
+
+
 def _checkpoint_files(path: Path) -> list[Path]:
-    """The files that make a checkpoint what it computes: its config and its weights."""
+    """The files that make a checkpoint what it computes: its config and its weights (a
+    transformers directory; an original TF1 directory, ``albert_config.json`` beside its
+    ``model.ckpt-N.index`` / ``.data-*``; or a TF1 prefix)."""
     if path.is_dir():
         return sorted(
             f
             for f in path.iterdir()
             if f.is_file()
-            and (f.name == "config.json" or f.suffix in {".safetensors", ".bin"})
             and not f.name.startswith(".")
+            and (
+                f.name in ("config.json", "albert_config.json")
+                or f.suffix in {".safetensors", ".bin"}
+                or _tf1_weights(f)
+            )
         )
-    return sorted(
-        f for f in path.parent.glob(path.name + ".*") if ".data-" in f.name or f.suffix == ".index"
-    )
+    return sorted(f for f in path.parent.glob(path.name + ".*") if _tf1_weights(f))
 
 
 @functools.lru_cache(maxsize=32)

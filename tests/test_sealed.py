@@ -52,6 +52,24 @@ def test_identity_is_the_content_not_the_path(make_checkpoint, tmp_path: Path) -
         checkpoint_identity(tmp_path)
 
 
+def test_an_original_tf1_directory_has_an_identity_its_weights_decide(tmp_path: Path) -> None:
+    """``train --init DIR`` on Google's TF1 release layout: albert_config.json beside
+    model.ckpt-N.index / .data-*; the directory and its prefix name the same files."""
+    d = tmp_path / "tf1"
+    d.mkdir()
+    (d / "albert_config.json").write_text('{"hidden_size": 8}\n')
+    (d / "model.ckpt-1000.index").write_bytes(b"index")
+    (d / "model.ckpt-1000.data-00000-of-00001").write_bytes(b"weights")
+    (d / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-1000"\n')
+    (d / "30k-clean.model").write_bytes(b"tokenizer: not what the model computes")
+    first = checkpoint_identity(d)
+    assert checkpoint_identity(d / "model.ckpt-1000") != first  # the prefix has no config
+    (d / "30k-clean.model").write_bytes(b"another tokenizer")
+    assert checkpoint_identity(d) == first
+    (d / "model.ckpt-1000.data-00000-of-00001").write_bytes(b"other weights")
+    assert checkpoint_identity(d) != first
+
+
 def test_a_sealed_directory_opens_and_records_what_it_was_made_from(
     make_checkpoint, tmp_path: Path
 ) -> None:
