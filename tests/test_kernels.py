@@ -179,6 +179,27 @@ def test_setup_status_names_the_command(monkeypatch: pytest.MonkeyPatch, tmp_pat
         setup.require_arm64_sysroot()
 
 
+def test_two_set_ups_take_turns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A second process setting up kernels waits for the first (which holds the cache's
+    set-up lock) instead of rebuilding the same sysroot beside it."""
+    from albert_edge.kernels.setup import _one_at_a_time
+
+    monkeypatch.setenv("ALBERT_EDGE_CACHE", str(tmp_path))
+    code = (
+        "from albert_edge.kernels.setup import _one_at_a_time\n"
+        "with _one_at_a_time():\n    print('got it', flush=True)\n"
+    )
+    env = {**os.environ, "ALBERT_EDGE_CACHE": str(tmp_path)}
+    with _one_at_a_time():
+        child = subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env
+        )
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.wait(timeout=3)  # blocked on the lock this process holds
+    out, _ = child.communicate(timeout=60)
+    assert out.strip() == "got it"
+
+
 # --- on emulated kernels (needs `albert-edge kernels setup NAME`) ----------------------
 
 

@@ -11,12 +11,13 @@ The ``require_*`` functions are what runners call: a missing piece is a one-line
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from albert_edge.errors import KernelSetupError
@@ -226,14 +227,23 @@ def setup_arm64(log: Log) -> Path:
             cmd.append(f"ai-edge-litert=={litert}")
         what = "onnxruntime, numpy" + (", ai-edge-litert" if litert else "")
         _run(cmd, log, f"aarch64 wheels ({what})")
-        partial_site = base / "site.partial"
-        shutil.rmtree(partial_site, ignore_errors=True)
-        partial_site.mkdir()
-        for whl in sorted(wheels.glob("*.whl")):
-            with zipfile.ZipFile(whl) as z:
-                z.extractall(partial_site)
-        shutil.rmtree(site, ignore_errors=True)
-        partial_site.rename(site)
+        if (site / "onnxruntime").is_dir():
+            # only LiteRT is new: add the wheels the site lacks beside what is there, never
+            # replace it (another process may be running an arm64 child on it right now)
+            for whl in sorted(wheels.glob("*.whl")):
+                dist = "-".join(whl.name.split("-")[:2]) + ".dist-info"
+                if not (site / dist).is_dir():
+                    with zipfile.ZipFile(whl) as z:
+                        z.extractall(site)
+        else:
+            partial_site = base / "site.partial"
+            shutil.rmtree(partial_site, ignore_errors=True)
+            partial_site.mkdir()
+            for whl in sorted(wheels.glob("*.whl")):
+                with zipfile.ZipFile(whl) as z:
+                    z.extractall(partial_site)
+            shutil.rmtree(site, ignore_errors=True)
+            partial_site.rename(site)
     extra = f", ai-edge-litert {litert}" if litert else ""
     log(f"arm64: ready ({root}, onnxruntime {onnxruntime.__version__}{extra} aarch64)")
     return base
@@ -262,20 +272,43 @@ def setup_wasm(log: Log) -> Path:
     return prefix
 
 
+@contextlib.contextmanager
+def _one_at_a_time() -> Iterator[None]:
+    """Hold the cache's set-up lock: two processes setting up kernels (two test workers,
+    two shells) would each rebuild the same sysroot and delete the other's half-built one
+    (arm64's set-up also sets up qemu, x86-avx2's too: one lock for all). The second now
+    waits, then finds the work done (every ``setup_*`` checks what exists first). No lock
+    where ``fcntl`` is missing."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: the emulated kernels need Linux anyway
+        yield
+        return
+    base = cache_dir()
+    base.mkdir(parents=True, exist_ok=True)
+    with (base / ".setup.lock").open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def setup(kernel: str, log: Log = print) -> None:
-    """Install what ``kernel`` needs on this machine (idempotent)."""
+    """Install what ``kernel`` needs on this machine (idempotent; one process at a time)."""
     check_kernel_name(kernel)
     if kernel == host_kernel():
         log(f"{kernel}: this machine's own kernels; nothing to set up")
         return
-    if kernel == "x86-avx2":
-        setup_qemu(log)
-    elif kernel == "arm64":
-        setup_arm64(log)
-    elif kernel == "wasm":
-        setup_wasm(log)
-    else:
+    if kernel not in ("x86-avx2", "arm64", "wasm"):
         raise KernelSetupError(
             f"{kernel} cannot be emulated from this {host_kernel()} machine (qemu's TCG has no "
             "AVX-512); verify on a VNNI machine"
         )
+    with _one_at_a_time():
+        if kernel == "x86-avx2":
+            setup_qemu(log)
+        elif kernel == "arm64":
+            setup_arm64(log)
+        else:
+            setup_wasm(log)
