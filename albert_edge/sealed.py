@@ -79,21 +79,35 @@ def _tf1_weights(f: Path) -> bool:
 
 def _checkpoint_files(path: Path) -> list[Path]:
     """The files that make a checkpoint what it computes: its config and its weights (a
-    transformers directory; an original TF1 directory, ``albert_config.json`` beside its
-    ``model.ckpt-N.index`` / ``.data-*``; or a TF1 prefix)."""
+    transformers directory; an original TF1 directory, resolved as the loader resolves it;
+    or a TF1 prefix)."""
     if path.is_dir():
-        return sorted(
+        hf = sorted(
             f
             for f in path.iterdir()
             if f.is_file()
+            and (f.name == "config.json" or f.suffix in {".safetensors", ".bin"})
             and not f.name.startswith(".")
-            and (
-                f.name in ("config.json", "albert_config.json")
-                or f.suffix in {".safetensors", ".bin"}
-                or _tf1_weights(f)
-            )
         )
+        return hf or _tf1_directory_files(path)
     return sorted(f for f in path.parent.glob(path.name + ".*") if _tf1_weights(f))
+
+
+def _tf1_directory_files(path: Path) -> list[Path]:
+    """An original TF1 directory's ``albert_config.json`` and the ``.index`` / ``.data-*``
+    files of the checkpoint the loader takes from it (:func:`converters.tf1_checkpoint.
+    locate_tf1_files`: the ``checkpoint`` file's choice or the highest step, a TF-Hub
+    module's ``variables/``); none when it is not one."""
+    from albert_edge.errors import CheckpointError
+    from converters.tf1_checkpoint import locate_tf1_files
+
+    try:
+        tf1 = locate_tf1_files(path)
+    except CheckpointError:
+        return []
+    prefix = tf1.prefix
+    weights = (f for f in prefix.parent.glob(prefix.name + ".*") if _tf1_weights(f))
+    return sorted([tf1.config, *weights])
 
 
 @functools.lru_cache(maxsize=32)
