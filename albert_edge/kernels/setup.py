@@ -227,23 +227,22 @@ def setup_arm64(log: Log) -> Path:
             cmd.append(f"ai-edge-litert=={litert}")
         what = "onnxruntime, numpy" + (", ai-edge-litert" if litert else "")
         _run(cmd, log, f"aarch64 wheels ({what})")
-        if (site / "onnxruntime").is_dir():
-            # only LiteRT is new: add the wheels the site lacks beside what is there, never
-            # replace it (another process may be running an arm64 child on it right now)
-            for whl in sorted(wheels.glob("*.whl")):
-                dist = "-".join(whl.name.split("-")[:2]) + ".dist-info"
-                if not (site / dist).is_dir():
-                    with zipfile.ZipFile(whl) as z:
-                        z.extractall(site)
-        else:
-            partial_site = base / "site.partial"
-            shutil.rmtree(partial_site, ignore_errors=True)
-            partial_site.mkdir()
-            for whl in sorted(wheels.glob("*.whl")):
+        # A site with onnxruntime only lacks LiteRT: its missing wheels go in beside what
+        # is there, never replacing it (another process may be running an arm64 child on
+        # it right now). Otherwise the site is built aside and moved in whole.
+        fresh = not (site / "onnxruntime").is_dir()
+        target = base / "site.partial" if fresh else site
+        if fresh:
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir()
+        for whl in sorted(wheels.glob("*.whl")):
+            dist = "-".join(whl.name.split("-")[:2]) + ".dist-info"
+            if fresh or not (site / dist).is_dir():
                 with zipfile.ZipFile(whl) as z:
-                    z.extractall(partial_site)
+                    z.extractall(target)
+        if fresh:
             shutil.rmtree(site, ignore_errors=True)
-            partial_site.rename(site)
+            target.rename(site)
     extra = f", ai-edge-litert {litert}" if litert else ""
     log(f"arm64: ready ({root}, onnxruntime {onnxruntime.__version__}{extra} aarch64)")
     return base
