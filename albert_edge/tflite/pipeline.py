@@ -186,7 +186,7 @@ def tflite_passes(
     passes = float_passes(ckpt, options)
     if options.precision != "fp32":
         passes += quantize_passes(options, calibration)
-    if not options.precision.startswith("int8"):  # int8's quantize passes sink them already
+    if not any(isinstance(p, tp.SinkConstantOpsPass) for p in passes):  # int8's sink already
         # a short bucket's SLICE of the shared position table reads only constants: it
         # would run first, before the embedding lookups the GPU delegate leaves on the
         # CPU, and open a one-op GPU partition ahead of them in every short signature
