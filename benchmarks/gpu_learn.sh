@@ -22,22 +22,14 @@ out=${1:?usage: gpu_learn.sh OUT_DIR [WHEEL_DIR]}
 wheels=${2:-}
 mkdir -p "$out"
 py=${PYTHON:-python3}
-if [[ -n "$wheels" ]]; then
-    site=$(mktemp -d)
-    "$py" -m pip install -q --no-deps --no-index --no-compile --target "$site" "$wheels"/*.whl || exit 1
-    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+source "$(dirname "$0")/gpu_env.sh"
+gpu_wheels "$py" "$wheels" || exit 1
+export PYTHONUNBUFFERED=1
 shared=${ALBERT_EDGE_SHARED:-$(pwd)/../shared}
 export ALBERT_EDGE_SHARED=$shared
 device=${DEVICE:-cuda}
 work=$(mktemp -d)
-{
-    date -u +%Y-%m-%dT%H:%MZ
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
-    grep -m1 'model name' /proc/cpuinfo || true
-    "$py" -c "import torch, transformers, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)"
-} | tee "$out/gpu_learn_machine.txt"
+gpu_machine "$py" | tee "$out/gpu_learn_machine.txt"
 for amp in ${AMPS-bf16 fp16 none}; do
     t0=$(date +%s)
     if "$py" -m albert_edge.cli train --init albert_edge/models/sst2-albert-tiny \

@@ -15,18 +15,9 @@ out=${1:?usage: gpu_torch.sh OUT_DIR [WHEEL_DIR]}
 wheels=${2:-}
 mkdir -p "$out"
 py=${PYTHON:-python3}
-if [[ -n "$wheels" ]]; then
-    site=$(mktemp -d)
-    "$py" -m pip install -q --no-deps --no-index --target "$site" "$wheels"/*.whl
-    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}"
-{
-    date -u +%Y-%m-%dT%H:%MZ
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
-    grep -m1 'model name' /proc/cpuinfo || true
-    "$py" -c "import torch, transformers, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)"
-} | tee "$out/gpu_machine.txt"
+source "$(dirname "$0")/gpu_env.sh"
+gpu_wheels "$py" "$wheels"
+gpu_machine "$py" | tee "$out/gpu_machine.txt"
 base=$(mktemp -d)/albert-base
 "$py" -c "from albert_edge.configs import make_random_checkpoint as m; m('$base', 'albert-base', seed=0, spiece_model='albert_edge/models/sst2-albert-tiny/spiece.model')"
 read -r -a backends <<< "${BACKENDS:-torch-cuda-fp32 torch-cuda-fp16}"
