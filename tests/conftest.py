@@ -1,4 +1,10 @@
-"""Shared fixtures: paths to the shared data, tiny random checkpoints, the trained model.
+"""Shared fixtures: paths to the test data, tiny random checkpoints, the trained model.
+
+Everything a test reads ships in the repository (a user's clone has nothing beside it):
+SST-2 under ``tests/data/sst2`` (provenance and licence: its README) and ALBERT's
+SentencePiece model, which the embedded model carries as its ``spiece.model`` (the original
+release's ``30k-clean.model``, byte for byte). No test reads ``../shared``: ``.ci/run``
+runs the suite with it hidden.
 
 Area-specific fixtures live in the test modules (or a conftest in a sub-folder) of the
 area that needs them, so that parallel work on separate areas never edits this file.
@@ -14,11 +20,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
-SPIECE = SHARED / "data" / "albert" / "30k-clean.model"
-SST2_DEV = SHARED / "data" / "sst2" / "dev.tsv"
-SST2_TRAIN = SHARED / "data" / "sst2" / "train.tsv"
+DATA = ROOT / "tests" / "data"
 TRAINED = ROOT / "albert_edge" / "models" / "sst2-albert-tiny"
+# ALBERT's 30k-clean.model (sha256 fefb02b6...0336): the embedded model ships it.
+SPIECE = TRAINED / "spiece.model"
+SST2_DEV = DATA / "sst2" / "dev.tsv"
+SST2_TRAIN = DATA / "sst2" / "train.tsv"
 
 # Keep test processes from oversubscribing the 2-core machines they run on.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
@@ -27,17 +34,19 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 @pytest.fixture(scope="session")
 def spiece_path() -> Path:
-    assert SPIECE.is_file(), f"missing {SPIECE}: tests need ../shared/data beside the repo"
+    assert SPIECE.is_file(), f"missing {SPIECE}: the embedded model's SentencePiece model"
     return SPIECE
 
 
 @pytest.fixture(scope="session")
 def sst2_dev() -> Path:
+    assert SST2_DEV.is_file(), f"missing {SST2_DEV}: SST-2 dev ships in tests/data/sst2"
     return SST2_DEV
 
 
 @pytest.fixture(scope="session")
 def sst2_train() -> Path:
+    assert SST2_TRAIN.is_file(), f"missing {SST2_TRAIN}: SST-2 train ships in tests/data/sst2"
     return SST2_TRAIN
 
 

@@ -189,12 +189,29 @@ def test_work_artifacts_are_rebuilt_when_the_code_changes(tmp_path: Path, monkey
     assert sr.reusable(out) is False and not out.exists()
 
 
-def test_precisions_w2_interleaved_block_by_block(tiny_onnx: Path, tmp_path: Path) -> None:
+@pytest.fixture
+def shared_from_repo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spiece_path: Path, sst2_dev: Path
+) -> Path:
+    """A ``../shared`` layout of the data the repository ships, named by
+    ``ALBERT_EDGE_SHARED`` for a benchmark's child processes (they read it at import)."""
+    root = tmp_path / "shared"
+    (root / "data" / "albert").mkdir(parents=True)
+    (root / "data" / "sst2").mkdir()
+    (root / "data" / "albert" / "30k-clean.model").symlink_to(spiece_path)
+    (root / "data" / "sst2" / "dev.tsv").symlink_to(sst2_dev)
+    monkeypatch.setenv("ALBERT_EDGE_SHARED", str(root))
+    return root
+
+
+def test_precisions_w2_interleaved_block_by_block(
+    tiny_onnx: Path, tmp_path: Path, shared_from_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """W2's resident children answer every block with one time per sentence; a file that
     cannot load is skipped with its reason, and the others are still timed."""
     mod = script("precisions")
-    if not (mod.SPIECE.is_file() and mod.DEV.is_file()):
-        pytest.skip(f"W2 reads SST-2 dev and the ALBERT SentencePiece model: {mod.DEV}")
+    monkeypatch.setattr(mod, "SPIECE", shared_from_repo / "data" / "albert" / "30k-clean.model")
+    monkeypatch.setattr(mod, "DEV", shared_from_repo / "data" / "sst2" / "dev.tsv")
     bad = tmp_path / "model.onnx"
     bad.write_bytes(b"not an onnx model")
     got = mod.w2_latencies(

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -12,9 +14,19 @@ TINY = ["--layers", "3", "--groups", "1", "--hidden", "32", "--batch", "16", "--
 
 
 @pytest.fixture(scope="module")
-def teacher(tmp_path_factory: pytest.TempPathFactory, rows200: Path, dev60: Path) -> Path:
+def teacher(
+    tmp_path_factory: pytest.TempPathFactory, rows200: Path, dev60: Path, spiece_path: Path
+) -> Iterator[Path]:
     from benchmarks import deep_teacher
 
+    with pytest.MonkeyPatch.context() as mp:  # the repository's copy, not ../shared's
+        mp.setattr(deep_teacher, "SPIECE", spiece_path)
+        yield _pretrain_and_finetune(deep_teacher, tmp_path_factory, rows200, dev60)
+
+
+def _pretrain_and_finetune(
+    deep_teacher: ModuleType, tmp_path_factory: pytest.TempPathFactory, rows200: Path, dev60: Path
+) -> Path:
     root = tmp_path_factory.mktemp("deep-teacher")
     pre = root / "pre"
     argv = ["pretrain", "-o", str(pre), "--train", str(rows200), *TINY, "--steps", "3"]
