@@ -242,6 +242,64 @@ def finite_float(text: str) -> float:
 
 finite_float.__name__ = "finite number"
 
+
+def float_in(
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    meaning: str = "",
+) -> Callable[[str], float]:
+    """An argparse type: a finite number in a range (``None``: unbounded on that side;
+    ``*_open``: the bound itself excluded; ``meaning``: what the number is, said with the
+    range). A value past it is refused at parsing, in one line naming the flag and the
+    range (``argument --lr: expected a number > 0, got -1``), not by the optimizer's
+    traceback after the model loaded."""
+    import argparse
+
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '>='} {low:g}")
+    if high is not None:
+        parts.append(f"{'<' if high_open else '<='} {high:g}")
+    if low is not None and high is not None:
+        left, right = "(" if low_open else "[", ")" if high_open else "]"
+        where = f"in {left}{low:g}, {high:g}{right}"
+    else:
+        where = " and ".join(parts) if parts else "finite"
+    description = f"a number {where}" + (f" ({meaning})" if meaning else "")
+
+    def parse(text: str) -> float:
+        value = finite_float(text)
+        below = low is not None and (value <= low if low_open else value < low)
+        above = high is not None and (value >= high if high_open else value > high)
+        if below or above:
+            raise argparse.ArgumentTypeError(f"expected {description}, got {_short(text)}")
+        return value
+
+    parse.__name__ = description
+    return parse
+
+
+def worker_count(text: str) -> int:
+    """An argparse type: parallel worker processes in ``[1, max_threads()]``. Each worker
+    holds a model and its runtime; past 4 per usable CPU they only wait on each other
+    (``--workers 100000`` would start that many processes), so more is refused here."""
+    import argparse
+
+    value = int_at_least(1)(text)
+    cap = max_threads()
+    if value > cap:
+        raise argparse.ArgumentTypeError(
+            f"{_short(text)} workers on {usable_cpus()} usable CPUs; pass at most {cap} "
+            "(4 per CPU: more processes only wait on each other)"
+        )
+    return value
+
+
+worker_count.__name__ = "worker count"
+
 # Seeds: numpy's generators refuse negative seeds deep inside a run (``--seed -1`` ended in
 # a traceback); the largest is the int64 every seed we pass on fits.
 seed_value = int_at_least(0)

@@ -76,7 +76,7 @@ from albert_edge.learn.scratch import (  # re-exported: the public names of trai
     pabee_weights,
 )
 from albert_edge.learn.scratch import train as train_from_scratch
-from albert_edge.options import finite_float, seed_value, thread_count
+from albert_edge.options import float_in, seed_value, thread_count
 from albert_edge.options import int_at_least as _at_least
 
 __all__ = [
@@ -162,14 +162,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=_at_least(1), default=64, help="examples per step")
     p.add_argument(
         "--lr",
-        type=finite_float,
+        type=float_in(0, low_open=True, meaning="the peak AdamW learning rate"),
         default=None,
-        help="peak AdamW learning rate (1e-3; --init: 1e-4)",
+        help="peak AdamW learning rate, > 0 (1e-3; --init: 1e-4)",
     )
     p.add_argument(
-        "--warmup", type=finite_float, default=0.06, help="warmup, fraction of all steps"
+        "--warmup",
+        type=float_in(0, 1, meaning="the fraction of all steps warmed up"),
+        default=0.06,
+        help="linear warmup, as a fraction of all steps in [0, 1] (default: %(default)s)",
     )
-    p.add_argument("--weight-decay", type=finite_float, default=0.01, help="AdamW weight decay")
+    p.add_argument(
+        "--weight-decay",
+        type=float_in(0, 1, meaning="the AdamW weight decay"),
+        default=0.01,
+        help="AdamW weight decay in [0, 1] (default: %(default)s)",
+    )
     p.add_argument("--max-len", type=_at_least(2), default=64, help="tokens per example")
     p.add_argument("--seed", type=seed_value, default=13, help="data order and initial weights")
     p.add_argument(

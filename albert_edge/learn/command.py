@@ -25,11 +25,14 @@ LEARN_ONLY = (
     "max_train_rows",
     "groups",
 )
+# Distillation temperatures in use lie around 1..20 (Hinton et al. 2015); past 100 the
+# softened teacher is all but uniform while the T^2 factor scales the term 10^4-fold.
+MAX_TEMPERATURE = 100.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the fine-tune flags on ``p`` (``albert-edge train``)."""
-    from albert_edge.options import finite_float, int_at_least, seed_value
+    from albert_edge.options import float_in, int_at_least, seed_value
 
     g = p.add_argument_group("fine-tune, distil, QAT (from a checkpoint; docs/training.md)")
     g.add_argument(
@@ -41,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--held-out",
-        type=finite_float,
+        type=float_in(0, 1, low_open=True, high_open=True, meaning="a fraction of --train"),
         default=0.1,
         help="fraction of --train rows held out (seeded by --split-seed) to choose "
         "the epoch on (default: %(default)s)",
@@ -61,18 +64,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "the --init checkpoint",
     )
     g.add_argument("--distil", action="store_true", help="distil (teacher: --teacher or --init)")
-    g.add_argument("--alpha", type=finite_float, default=0.5, help="weight of the labels' CE")
     g.add_argument(
-        "--temperature", type=finite_float, default=2.0, help="distillation temperature T"
+        "--alpha",
+        type=float_in(0, 1, meaning="the weight of the labels' CE"),
+        default=0.5,
+        help="weight of the labels' CE in [0, 1]; the teacher's term gets 1 - alpha",
+    )
+    g.add_argument(
+        "--temperature",
+        type=float_in(0, MAX_TEMPERATURE, low_open=True, meaning="the distillation temperature"),
+        default=2.0,
+        help=f"distillation temperature T in (0, {MAX_TEMPERATURE}]",
     )
     g.add_argument(
         "--distil-hidden",
-        type=finite_float,
+        type=float_in(0, meaning="the weight of the hidden-state MSE"),
         nargs="?",
         const=1.0,
         default=0.0,
         metavar="WEIGHT",
-        help="add hidden-state MSE on mapped layers (weight 1)",
+        help="add hidden-state MSE on mapped layers (weight >= 0; the flag alone: 1)",
     )
     g.add_argument(
         "--depth",

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import PrecisionPlanError
-from albert_edge.options import finite_float, int_at_least
+from albert_edge.options import finite_float, int_at_least, worker_count
 
 if TYPE_CHECKING:
     from albert_edge.options import ConvertOptions
@@ -44,7 +44,7 @@ def add_mixed_flags(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--workers",
-        type=int_at_least(1),
+        type=worker_count,
         default=1,
         help="--precision auto: parallel candidate evaluations (local process pool, or Ray "
         "with --cluster) (default: %(default)s)",
