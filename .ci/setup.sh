@@ -5,10 +5,30 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
+# A clean environment: a .venv that holds another torch build than the pinned CPU wheel, or
+# any of the CUDA build's nvidia-* / triton packages (pip's default resolution of torch on
+# Linux: ~16 of them, gigabytes), is rebuilt from nothing. Installing the CPU torch over it
+# would swap torch and leave every CUDA package behind.
+want_torch=$(sed -n 's/^torch==//p' .ci/constraints.txt)
+if [ -x .venv/bin/python ]; then
+  installed=$(.venv/bin/python -m pip list --format=freeze 2>/dev/null || true)
+  have_torch=$(printf '%s\n' "$installed" | sed -n 's/^torch==//p')
+  cuda=$(printf '%s\n' "$installed" | grep -ciE '^(nvidia-[^=]*|triton|pytorch-triton[^=]*)==' || true)
+  if { [ -n "$have_torch" ] && [ "$have_torch" != "$want_torch" ]; } || [ "$cuda" -gt 0 ]; then
+    echo "setup: .venv holds torch ${have_torch:-(none)} and $cuda CUDA package(s), not torch" \
+      "$want_torch alone; rebuilding .venv from scratch" >&2
+    rm -rf .venv
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
+# seqeval (entity F1) ships only as an sdist whose build needs setuptools_scm<9 and fails
+# in pip's isolated build environment: its build tools go into the venv first, then it
+# is built against them (pinned in .ci/constraints.txt like everything else).
+.venv/bin/python -m pip install --quiet -c .ci/constraints.txt 'setuptools_scm<9'
+.venv/bin/python -m pip install --quiet -c .ci/constraints.txt --no-build-isolation seqeval
 # pyproject.toml states ranges; .ci/constraints.txt pins the exact versions CI tests
 # (torch 2.13.0+cpu: the CPU wheel on this machine's disk, transformers 4.57.6, ...).
 # Every extra (TFLite, peers, plots): the README's commands use all of them.
