@@ -1,56 +1,41 @@
-"""Reading evaluation and calibration text (SST-2 style .tsv, or one sentence per line)."""
+"""Reading evaluation and calibration text (SST-2 style .tsv, or one sentence per line).
+
+The single-sentence readers every SST-2 command uses, on top of the task layer
+(:mod:`albert_edge.tasks`): the same file checks, the same GLUE column names, and a
+sentence-pair file refused in one line instead of read as its first sentence alone.
+"""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
-from albert_edge.errors import AlbertEdgeError
+from albert_edge.tasks.classification import TEXT_COLUMNS as _TASK_TEXT_COLUMNS
+from albert_edge.tasks.classification import text_columns
+from albert_edge.tasks.files import DataError, tsv_rows
+from albert_edge.tasks.files import read_text as _task_read_text
 
-
-class DataError(AlbertEdgeError):
-    """A data or calibration file is missing, empty, or not text."""
+__all__ = [
+    "FALLBACK_SENTENCES",
+    "TEXT_COLUMNS",
+    "DataError",
+    "input_file_record",
+    "load_calibration_texts",
+    "read_sst2",
+    "read_text",
+]
 
 
 def _read_text(path: Path, what: str) -> str:
-    if path.is_dir():
-        raise DataError(f"{path}: is a directory, not a {what} file; pass a .tsv or .txt file")
-    if not path.is_file():
-        raise DataError(f"{path}: {what} file not found; pass an existing .tsv or .txt file")
-    try:
-        raw = path.read_bytes()
-    except PermissionError:
-        raise DataError(f"{path}: permission denied; make the {what} file readable") from None
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # before the NUL test: UTF-16 has NULs
-        raise DataError(
-            f"{path}: {what} file is UTF-16 text (byte-order mark {raw[:2].hex(' ')}); "
-            "re-save it as UTF-8"
-        )
-    if b"\x00" in raw[:4096]:
-        raise DataError(
-            f"{path}: {what} file is binary, not text; pass a .tsv or .txt of sentences"
-        )
-    try:
-        # utf-8-sig: a UTF-8 byte-order mark (Excel, Notepad) is read past, not taken for
-        # part of the first column's name (issue 26: "no 'label' column" for a BOM)
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataError(
-            f"{path}: {what} file is not UTF-8 text (byte {exc.start}: "
-            f"{raw[exc.start : exc.start + 1].hex()}); re-save it as UTF-8"
-        ) from None
-    if not text.strip():
-        raise DataError(f"{path}: {what} file is empty; it needs at least one sentence")
-    return text
+    return _task_read_text(path, what)
 
 
 def read_text(path: str | Path, what: str) -> str:
     """The UTF-8 text of ``path``, or a :class:`DataError` naming it (binary, UTF-16, not
     UTF-8, empty, missing); ``what`` names the file's role in the message."""
-    return _read_text(Path(path), what)
+    return _task_read_text(Path(path), what)
 
 
-TEXT_COLUMNS = _TEXT_COLUMNS = ("sentence", "content", "text", "sentence1")
+TEXT_COLUMNS = _TEXT_COLUMNS = _TASK_TEXT_COLUMNS
 
 
 def read_sst2(path: str | Path, labels: range | None = None) -> list[tuple[int, str]]:
@@ -59,14 +44,23 @@ def read_sst2(path: str | Path, labels: range | None = None) -> list[tuple[int, 
     Columns are found by header name, so GLUE's ``sentence<TAB>label`` order and copies
     that call the text column ``content`` or ``text`` read the same. ``labels``: the class
     ids the caller's model has (``range(2)`` for SST-2); a row outside it is refused with
-    its line number instead of failing deep inside a loss function.
+    its line number instead of failing deep inside a loss function. A sentence-pair file
+    (``sentence1``/``sentence2``, MRPC's ``#1 String``/``#2 String``, ...) is refused:
+    its first sentence alone is a different task.
     """
     p = Path(path)
     text = _read_text(p, "data")
-    rows = list(csv.reader(text.splitlines(), delimiter="\t", quoting=csv.QUOTE_NONE))
+    rows = tsv_rows(text)
     header = [h.strip().lower() for h in rows[0]]
-    text_cols = [i for i, h in enumerate(header) if h in _TEXT_COLUMNS]
-    if "label" not in header or not text_cols:
+    cols, _, pair = text_columns(rows[0])
+    if pair:
+        names = "/".join(rows[0][c].strip() for c in cols)
+        raise DataError(
+            f"{p}: a sentence-pair file ({names} columns); this command reads single "
+            "sentences (SST-2 style: label, sentence), and the first sentence alone is a "
+            "different task; `albert-edge verify --data` scores pairs"
+        )
+    if "label" not in header or not cols:
         found = ", ".join(repr(h[:30]) for h in header[:6]) or "nothing"
         first = rows[0][0] if rows[0] else ""
         sep = " (comma separated? it must be tab separated)" if "," in first else ""
@@ -74,7 +68,7 @@ def read_sst2(path: str | Path, labels: range | None = None) -> list[tuple[int, 
             f"{p}: expected a header with a 'label' column and a 'sentence' (or 'content'/'text') "
             f"column, tab separated, as in GLUE SST-2; the first line has {found}{sep}"
         )
-    li, si = header.index("label"), text_cols[0]
+    li, si = header.index("label"), cols[0]
     out = []
     for n, row in enumerate(rows[1:], start=2):
         if not row:
@@ -115,7 +109,7 @@ def load_calibration_texts(path: str | Path, limit: int | None = None) -> list[s
     p = Path(path)
     text = _read_text(p, "calibration")
     first = [h.strip() for h in text.splitlines()[0].lower().split("\t")]
-    if "label" in first and any(h in _TEXT_COLUMNS for h in first):
+    if ("label" in first and any(h in _TEXT_COLUMNS for h in first)) or text_columns(first)[2]:
         sentences = [s for _, s in read_sst2(p)]
     else:
         sentences = [line.strip() for line in text.splitlines() if line.strip()]

@@ -1,0 +1,241 @@
+"""The task layer: what a model's data is, how it becomes model inputs, and how the
+model's outputs are scored.
+
+One package for every task an ALBERT head solves, so that every command that reads data
+(``verify --data``, ``train``) reads it the same way::
+
+    data = read_task_file(path, label2id=config.label2id, num_labels=config.num_labels)
+    check_fits(data, head="sequence-classification", num_labels=2)  # before the model loads
+    features = encode(data, tokenizer, max_len=128)
+    outputs = run_features(features, model_fn)  # feeds -> {"logits": ...}, per feature
+    metrics = score(data, features, outputs)  # metrics.values, metrics.primary
+
+The file is recognised by its content and header (:func:`detect_task`): GLUE .tsv
+(single sentences or pairs), CoNLL-2003, SQuAD v1.1/v2.0 JSON, SWAG .csv, RACE JSON; plain
+text only as masked-LM data when asked for (``task="masked-lm"``), since any text file
+would otherwise pass. Bad data is one :class:`DataError` line naming the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from albert_edge.tasks.files import DataError, read_text
+from albert_edge.tasks.stats import Interval, paired_bootstrap, paired_metric_interval
+from albert_edge.tasks.types import (
+    EXPECTED_FORMAT,
+    HEAD_TASKS,
+    TASK_HEADS,
+    ChoiceExample,
+    ClassificationExample,
+    Features,
+    Metrics,
+    QAExample,
+    TaskData,
+    TaskKind,
+    TextExample,
+    TokenExample,
+    run_features,
+    task_kind,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from albert_edge.tokenizer import AlbertTokenizer
+
+__all__ = [
+    "EXPECTED_FORMAT",
+    "HEAD_TASKS",
+    "TASK_HEADS",
+    "ChoiceExample",
+    "ClassificationExample",
+    "DataError",
+    "Features",
+    "Interval",
+    "Metrics",
+    "QAExample",
+    "TaskData",
+    "TaskKind",
+    "TextExample",
+    "TokenExample",
+    "check_fits",
+    "detect_task",
+    "encode",
+    "paired_bootstrap",
+    "paired_metric_interval",
+    "read_task_file",
+    "run_features",
+    "score",
+    "task_kind",
+]
+
+
+def detect_task(path: str | Path, text: str | None = None) -> TaskKind | None:
+    """The task a file's content and header identify, None for text no reader claims
+    (which is masked-LM data only when asked for)."""
+    from albert_edge.tasks import choice, classification, squad, tokens
+
+    p = Path(path)
+    text = read_text(p) if text is None else text
+    head = text.lstrip()[:1]
+    if head in "{[" and head:
+        obj = choice.parse_json_or_lines(p, text)
+        if squad.looks_like_squad(obj):
+            return TaskKind.QUESTION_ANSWERING
+        if choice.looks_like_race(obj):
+            return TaskKind.MULTIPLE_CHOICE
+        return None
+    lines = text.splitlines()
+    first = lines[0]
+    cells = first.split("\t")
+    if classification.is_header(cells):
+        return TaskKind.CLASSIFICATION
+    rows = [ln.split("\t") for ln in lines[:1]]
+    if classification.looks_like_cola(rows):
+        return TaskKind.CLASSIFICATION
+    if choice.looks_like_swag(first):
+        return TaskKind.MULTIPLE_CHOICE
+    if tokens.looks_like_conll(lines):
+        return TaskKind.TOKEN_CLASSIFICATION
+    return None
+
+
+def read_task_file(
+    path: str | Path,
+    task: TaskKind | str | None = None,
+    *,
+    label2id: Mapping[str, int] | None = None,
+    num_labels: int | None = None,
+) -> TaskData:
+    """Read ``path`` as the task its content identifies (``task`` where the file cannot
+    tell, or to insist: a file of another task is refused naming both).
+
+    ``label2id``/``num_labels``: the model's (config.json); class and tag names are mapped
+    through them and anything the model lacks is refused with its line. Without them,
+    labels get the conventional order (GLUE's, CoNLL-2003's, else sorted).
+    """
+    from albert_edge.tasks import choice, classification, squad, tokens
+
+    p = Path(path)
+    text = read_text(p)
+    want = task_kind(task) if task is not None else None
+    found = detect_task(p, text)
+    if found is None:
+        if want is TaskKind.MASKED_LM:
+            return choice.read_lines(p, text)
+        if want is TaskKind.CLASSIFICATION or (want is None and _tabular(text)):
+            # the header is wrong: the classification reader says what it found
+            return classification.read_classification(
+                p, text, label2id=label2id, num_labels=num_labels
+            )
+        if want is not None:
+            raise DataError(f"{p}: not {EXPECTED_FORMAT[want]}")
+        raise DataError(
+            f"{p}: not a task file albert-edge recognises; expected "
+            + "; or ".join(EXPECTED_FORMAT[k] for k in TaskKind if k is not TaskKind.MASKED_LM)
+            + " (plain text is read as masked-LM data with --task masked-lm)"
+        )
+    if want is not None and found is not want:
+        raise DataError(
+            f"{p}: this is {found.value} data ({_name(found)}), but the task is {want.value}: "
+            f"expected {EXPECTED_FORMAT[want]}"
+        )
+    if found is TaskKind.CLASSIFICATION:
+        return classification.read_classification(p, text, label2id=label2id, num_labels=num_labels)
+    if found is TaskKind.TOKEN_CLASSIFICATION:
+        return tokens.read_conll(p, text, label2id=label2id)
+    if found is TaskKind.QUESTION_ANSWERING:
+        return squad.read_squad(p, squad.load_json(p, text))
+    if text.lstrip()[:1] in "{[":
+        return choice.read_race(p, choice.parse_json_or_lines(p, text))
+    return choice.read_swag(p, text)
+
+
+def _tabular(text: str) -> bool:
+    first = text.splitlines()[0].lower()
+    return "\t" in first or "label" in first
+
+
+def _name(kind: TaskKind) -> str:
+    return {
+        TaskKind.CLASSIFICATION: "a GLUE-style .tsv",
+        TaskKind.TOKEN_CLASSIFICATION: "a CoNLL file",
+        TaskKind.QUESTION_ANSWERING: "a SQuAD .json",
+        TaskKind.MULTIPLE_CHOICE: "SWAG/RACE",
+        TaskKind.MASKED_LM: "plain text",
+    }[kind]
+
+
+def check_fits(
+    data: TaskData,
+    head: str,
+    *,
+    num_labels: int | None = None,
+    finetuning_task: str | None = None,
+    model: str | Path | None = None,
+) -> None:
+    """Refuse data the model's head cannot be scored on, in one line naming the file and
+    the format the head needs: a SQuAD file for a classifier, a pair file for a model
+    fine-tuned on single sentences (config.json ``finetuning_task``), and so on."""
+    from albert_edge.tasks.classification import check_fits_classifier
+
+    need = HEAD_TASKS.get(head)
+    who = f"{model} is" if model is not None else "the model is"
+    if need is None:
+        raise DataError(
+            f"{data.path}: {who} a {head} model, which has no task head to score; "
+            "drop --data or pass a checkpoint with a task head"
+        )
+    if need is not data.kind:
+        raise DataError(
+            f"{data.path}: {data.kind.value} data ({_name(data.kind)}), but {who} a {head} "
+            f"model; it needs {EXPECTED_FORMAT[need]}"
+        )
+    if need is TaskKind.CLASSIFICATION and num_labels is not None:
+        check_fits_classifier(data, num_labels, finetuning_task)
+
+
+def encode(
+    data: TaskData,
+    tokenizer: AlbertTokenizer,
+    max_len: int,
+    stride: int | None = None,
+) -> Features:
+    """The model inputs of ``data`` (see :class:`Features`). ``stride``: SQuAD's window
+    overlap in tokens (default 128, at most half a window); other tasks ignore it."""
+    from albert_edge.tasks import choice, classification, squad, tokens
+
+    if data.kind is TaskKind.CLASSIFICATION:
+        return classification.encode_classification(data, tokenizer, max_len)
+    if data.kind is TaskKind.TOKEN_CLASSIFICATION:
+        return tokens.encode_tokens(data, tokenizer, max_len)
+    if data.kind is TaskKind.QUESTION_ANSWERING:
+        return squad.encode_squad(data, tokenizer, max_len, stride)
+    if data.kind is TaskKind.MULTIPLE_CHOICE:
+        return choice.encode_choice(data, tokenizer, max_len)
+    return choice.encode_masked(data, tokenizer, max_len)
+
+
+def score(
+    data: TaskData,
+    features: Features,
+    outputs: Mapping[str, Sequence[np.ndarray]],
+    **options: Any,
+) -> Metrics:
+    """The task's metrics from a model's outputs (one array per feature, as
+    :func:`run_features` returns them). ``options``: SQuAD's ``null_threshold``,
+    ``eval_on``, ``n_best``, ``max_answer_length``."""
+    from albert_edge.tasks import choice, classification, squad, tokens
+
+    if data.kind is TaskKind.CLASSIFICATION:
+        return classification.score_classification(data, features, outputs)
+    if data.kind is TaskKind.TOKEN_CLASSIFICATION:
+        return tokens.score_tokens(data, features, outputs)
+    if data.kind is TaskKind.QUESTION_ANSWERING:
+        return squad.score_squad(data, features, outputs, **options)
+    if data.kind is TaskKind.MULTIPLE_CHOICE:
+        return choice.score_choice(data, features, outputs)
+    return choice.score_masked(data, features, outputs)
