@@ -795,9 +795,10 @@ def _read_text_inputs(args: argparse.Namespace) -> None:
         load_calibration_texts(args.calibration, args.num_calibration)
     if getattr(args, "data", None) is not None and args.command in ("verify", "bench"):
         read_sst2(args.data)
-    if args.command == "train" and getattr(args, "init", None) is None:  # --init: its labels
-        for tsv in (args.train, args.dev):
-            read_sst2(tsv, labels=range(2))
+    if args.command == "train":  # a task file (pairs, CoNLL, SQuAD) or SST-2's
+        from albert_edge.learn.tasks import preflight
+
+        preflight(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

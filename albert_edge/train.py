@@ -116,7 +116,11 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     """Train into ``args.out`` and return the summary written to its ``training.json``:
     from ``--init`` (:func:`albert_edge.learn.fine_tune`) or from scratch."""
     from albert_edge.learn.command import check_scratch, from_args
+    from albert_edge.learn.tasks import legacy_defaults, train_task, wants_task_trainer
 
+    if wants_task_trainer(args):  # pairs, NER, QA: the head and labels come from the data
+        return train_task(args)
+    legacy_defaults(args)
     if getattr(args, "init", None) is not None:
         from albert_edge.learn.finetune import fine_tune
 
@@ -159,7 +163,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="replace --out if it is a previous albert-edge training output (nothing else)",
     )
     p.add_argument("--epochs", type=_at_least(1), default=3, help="passes over --train")
-    p.add_argument("--batch-size", type=_at_least(1), default=64, help="examples per step")
+    p.add_argument(
+        "--batch-size",
+        type=_at_least(1),
+        default=None,
+        help="examples per step (default per task: 64 single sentences, 32 pairs, 16 NER/QA)",
+    )
     p.add_argument(
         "--lr",
         type=float_in(0, low_open=True, meaning="the peak AdamW learning rate"),
@@ -178,7 +187,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=0.01,
         help="AdamW weight decay in [0, 1] (default: %(default)s)",
     )
-    p.add_argument("--max-len", type=_at_least(2), default=64, help="tokens per example")
+    p.add_argument(
+        "--max-len",
+        type=_at_least(2),
+        default=None,
+        help="tokens per example (default per task: 64 single sentences, 128 pairs/NER, 256 QA)",
+    )
     p.add_argument("--seed", type=seed_value, default=13, help="data order and initial weights")
     p.add_argument(
         "--threads",
@@ -200,6 +214,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from albert_edge.learn.command import add_arguments as add_learn_arguments
 
     add_learn_arguments(p)
+    from albert_edge.learn.tasks import add_arguments as add_task_arguments
+
+    add_task_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -210,6 +227,14 @@ def run(args: argparse.Namespace) -> int:
     headline = {k: summary.get(k) for k in ("dev_accuracy", "wall_time_s", "parameters")}
     if "held_out_accuracy" in summary:
         headline["held_out_accuracy"] = summary["held_out_accuracy"]["accuracy"]
+    if "metric" in summary:  # a task output (albert_edge.learn.tasks): its own metric
+        metric = summary["metric"]
+        headline = {
+            "task": summary["task"]["kind"],
+            f"dev_{metric}": summary.get(f"dev_{metric}"),
+            f"held_out_{metric}": summary["held_out"][metric],
+            **{k: summary.get(k) for k in ("wall_time_s", "parameters")},
+        }
     print(json.dumps(headline, allow_nan=False))
     return 0
 

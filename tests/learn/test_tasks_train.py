@@ -1,0 +1,257 @@
+"""``albert-edge train`` on NER, QA and sentence-pair files the tests write themselves.
+
+CoNLL-2003 text may not ship in the repository, so the CoNLL file here is invented
+sentences in its layout (IOB1 tags, ``-DOCSTART-`` lines); the SQuAD file is a few
+invented paragraphs in the v1.1 JSON layout; the pair file has GLUE RTE's columns. Each
+run is a tiny config for a few steps: what is checked is the head and labels the data
+decides, the record, and that the output converts to ONNX with the right outputs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from albert_edge.errors import AlbertEdgeError
+from albert_edge.train import add_arguments, train
+
+TINY = json.dumps(
+    {
+        "hidden_size": 32,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "embedding_size": 16,
+        "num_hidden_layers": 2,
+        "max_position_embeddings": 128,
+    }
+)
+PEOPLE = ["John Smith", "Mary Jones", "Peter Brown", "Anna Lee"]
+PLACES = ["London", "Paris", "Berlin", "Tokyo"]
+ORGS = ["Reuters", "United Nations", "Acme Corp"]
+
+
+def conll_text(n: int = 72) -> str:
+    """``n`` sentences in the CoNLL-2003 layout, IOB1 tags as the original release."""
+    lines = ["-DOCSTART- -X- -X- O", ""]
+    for i in range(n):
+        person, place, org = PEOPLE[i % 4], PLACES[i % 4], ORGS[i % 3]
+        words = [(w, "I-PER") for w in person.split()]
+        words += [("visited", "O"), (place, "I-LOC"), ("for", "O")]
+        words += [(w, "I-ORG") for w in org.split()]
+        words += [("on", "O"), ("Monday", "O"), (".", "O")]
+        lines += [f"{w} NNP I-NP {t}" for w, t in words] + [""]
+    return "\n".join(lines) + "\n"
+
+
+def squad_json(n_paragraphs: int = 18) -> str:
+    """A SQuAD v1.1 file of ``n_paragraphs`` invented paragraphs, 4 questions each."""
+    paragraphs = []
+    for i in range(n_paragraphs):
+        person, place = PEOPLE[i % 4], PLACES[i % 4]
+        year = str(1900 + 7 * i)
+        context = (
+            f"{person} was born in {place} in {year}. After school {person.split()[0]} "
+            f"studied music and later worked as a teacher in a small town near {place}."
+        )
+        qas = []
+        for k, (q, a) in enumerate(
+            [
+                (f"Where was {person} born?", place),
+                (f"When was {person} born?", year),
+                (f"What did {person.split()[0]} study?", "music"),
+                (f"What did {person.split()[0]} work as?", "a teacher"),
+            ]
+        ):
+            qas.append(
+                {
+                    "id": f"q{i}-{k}",
+                    "question": q,
+                    "answers": [{"text": a, "answer_start": context.index(a)}],
+                }
+            )
+        paragraphs.append({"context": context, "qas": qas})
+    return json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]})
+
+
+def pair_tsv(n: int = 72) -> str:
+    """GLUE RTE's columns: index, sentence1, sentence2, label (string labels)."""
+    rows = ["index\tsentence1\tsentence2\tlabel"]
+    for i in range(n):
+        a = f"{PEOPLE[i % 4]} lives in {PLACES[i % 4]}."
+        if i % 2:
+            rows.append(f"{i}\t{a}\t{PEOPLE[i % 4]} lives in a city.\tentailment")
+        else:
+            rows.append(f"{i}\t{a}\t{PEOPLE[i % 4]} has never been to Europe.\tnot_entailment")
+    return "\n".join(rows) + "\n"
+
+
+def _args(train_file: Path, out: Path, spiece: Path, *extra: str) -> object:
+    import argparse
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    argv = ["--train", str(train_file), "--spiece", str(spiece), "-o", str(out)]
+    return p.parse_args(
+        [*argv, "--epochs", "1", "--threads", "1", "-q", "--held-out", "0.45", *extra]
+    )
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("task-data")
+    out = {"ner": d / "ner.txt", "qa": d / "squad.json", "pair": d / "rte.tsv"}
+    out["ner"].write_text(conll_text())
+    out["qa"].write_text(squad_json())
+    out["pair"].write_text(pair_tsv())
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained(
+    tmp_path_factory: pytest.TempPathFactory, files: dict[str, Path], spiece_path: Path
+) -> dict[str, Path]:
+    """One from-scratch model per task (a few steps of a tiny config)."""
+    from albert_edge.progress import set_enabled
+
+    set_enabled(False)
+    d = tmp_path_factory.mktemp("task-models")
+    out = {}
+    for name, f in files.items():
+        extra = ["--config", TINY, "--max-len", "64", "--batch-size", "8"]
+        train(_args(f, d / name, spiece_path, *extra))
+        out[name] = d / name
+    return out
+
+
+def _config(path: Path) -> dict[str, object]:
+    return json.loads((path / "config.json").read_text())
+
+
+def test_ner_head_and_tags_come_from_the_file(trained: dict[str, Path]) -> None:
+    cfg = _config(trained["ner"])
+    assert cfg["architectures"] == ["AlbertForTokenClassification"]
+    labels = [cfg["id2label"][str(i)] for i in range(len(cfg["id2label"]))]
+    assert labels == ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
+    assert cfg["label2id"]["B-LOC"] == 5
+    rec = json.loads((trained["ner"] / "training.json").read_text())
+    assert rec["task"]["kind"] == "token-classification"
+    assert rec["task"]["scheme"] == "IOB1"  # read as IOB1, trained on IOB2
+    assert rec["metric"] == "f1"
+    assert rec["data"]["held_out"]["rows"] == 32  # sentences, the split's minimum
+    assert rec["train_examples"] == 72 - 32
+    assert (trained["ner"] / "seal.json").is_file()
+
+
+def test_qa_gets_a_span_head(trained: dict[str, Path]) -> None:
+    cfg = _config(trained["qa"])
+    assert cfg["architectures"] == ["AlbertForQuestionAnswering"]
+    assert cfg["num_labels"] == 2 if "num_labels" in cfg else len(cfg["id2label"]) == 2
+    rec = json.loads((trained["qa"] / "training.json").read_text())
+    assert rec["task"]["kind"] == "question-answering"
+    assert rec["task"]["format"] == "squad-v1.1"
+    assert rec["metric"] == "f1"
+    assert rec["data"]["held_out"]["rows"] == 32  # questions
+    assert 0.0 <= rec["held_out"]["f1"] <= 1.0
+
+
+def test_pair_file_trains_a_pair_classifier_with_its_labels(trained: dict[str, Path]) -> None:
+    cfg = _config(trained["pair"])
+    assert cfg["architectures"] == ["AlbertForSequenceClassification"]
+    assert cfg["id2label"] == {"0": "entailment", "1": "not_entailment"}
+    rec = json.loads((trained["pair"] / "training.json").read_text())
+    assert rec["task"]["pair"] is True
+    assert rec["task"]["labels"] == ["entailment", "not_entailment"]
+    assert rec["metric"] == "accuracy"
+
+
+@pytest.mark.parametrize("name", ["ner", "qa", "pair"])
+def test_trained_task_model_converts_to_onnx(
+    trained: dict[str, Path], files: dict[str, Path], tmp_path: Path, name: str
+) -> None:
+    """The output converts (verification included) and its artifact scores the task's
+    file as PyTorch does."""
+    import albert_edge.tasks as tasks
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.convert import convert
+    from albert_edge.learn.tasks import torch_runner
+    from albert_edge.options import ConvertOptions
+    from albert_edge.runtime import open_runner
+
+    manifest = convert(trained[name], tmp_path / "art", ConvertOptions(precision="fp32"))
+    head = {"ner": "token-classification", "qa": "question-answering"}.get(
+        name, "sequence-classification"
+    )
+    assert manifest["head"] == head
+    ckpt = load_checkpoint(trained[name])
+    label2id = None if name == "qa" else dict(ckpt.config.label2id)
+    data = tasks.read_task_file(files[name], label2id=label2id)
+    feats = tasks.encode(data, ckpt.tokenizer(), 64)
+    runner = open_runner(tmp_path / "art", threads=1)
+    ours = tasks.run_features(feats, runner.run)
+    ref = tasks.run_features(feats, torch_runner(ckpt.model, ckpt.head.name))
+    for key in ours:
+        for a, b in zip(ours[key], ref[key], strict=True):
+            np.testing.assert_allclose(a, b, atol=1e-4)
+    assert tasks.score(data, feats, ours).values == tasks.score(data, feats, ref).values
+
+
+def test_init_rebuilds_a_head_that_differs_and_says_so(
+    trained: dict[str, Path], files: dict[str, Path], spiece_path: Path, tmp_path: Path
+) -> None:
+    """A QA model started from the NER checkpoint: its encoder, a new span head; the
+    record says the head was rebuilt."""
+    from safetensors.torch import load_file
+
+    out = tmp_path / "qa-from-ner"
+    train(_args(files["qa"], out, spiece_path, "--init", str(trained["ner"]), "--max-len", "64"))
+    assert _config(out)["architectures"] == ["AlbertForQuestionAnswering"]
+    rec = json.loads((out / "training.json").read_text())
+    assert rec["notes"] and rec["notes"][0].startswith("head rebuilt")
+    assert "token-classification" in rec["notes"][0]
+    assert rec["init"]["files"]["model.safetensors"]
+    # the encoder started from the NER model's (then trained: not equal, same shapes)
+    a, b = load_file(out / "model.safetensors"), load_file(trained["ner"] / "model.safetensors")
+    key = "albert.embeddings.word_embeddings.weight"
+    assert a[key].shape == b[key].shape
+
+
+def test_init_with_the_same_head_keeps_it(
+    trained: dict[str, Path], files: dict[str, Path], spiece_path: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "pair-again"
+    train(_args(files["pair"], out, spiece_path, "--init", str(trained["pair"]), "--max-len", "64"))
+    rec = json.loads((out / "training.json").read_text())
+    assert rec["notes"] == []
+    assert _config(out)["id2label"] == {"0": "entailment", "1": "not_entailment"}
+
+
+def test_flags_the_task_trainer_lacks_are_refused_before_any_work(
+    files: dict[str, Path], spiece_path: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "never"
+    with pytest.raises(AlbertEdgeError, match="--exit-loss pabee: exit classifiers"):
+        train(_args(files["ner"], out, spiece_path, "--exit-loss", "pabee"))
+    with pytest.raises(AlbertEdgeError, match=r"--dev .*rte\.tsv: this is classification data"):
+        train(_args(files["ner"], out, spiece_path, "--dev", str(files["pair"])))
+    assert not out.exists()
+
+
+def test_cli_reads_a_task_file_and_prints_its_metric(
+    files: dict[str, Path], spiece_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from albert_edge.cli import main
+
+    out = tmp_path / "cli-ner"
+    argv = ["train", "--train", str(files["ner"]), "--dev", str(files["ner"])]
+    argv += ["--spiece", str(spiece_path), "-o", str(out), "--epochs", "1", "-q"]
+    argv += ["--config", TINY, "--max-train-rows", "16", "--batch-size", "8", "--held-out", "0.45"]
+    assert main(argv) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["task"] == "token-classification"
+    assert 0.0 <= line["dev_f1"] <= 1.0
+    rec = json.loads((out / "training.json").read_text())
+    assert rec["train_examples"] == 16
+    assert rec["hyperparameters"]["max_len"] == 128  # the NER default
