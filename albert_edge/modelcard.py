@@ -159,7 +159,8 @@ def verification_lines(manifest: dict[str, Any]) -> list[str]:
         why = ver.get("skipped") if isinstance(ver, dict) else None
         reason = "`--no-verify`" if why in (None, "--no-verify") else str(why)
         lines.append(f"- not verified at conversion ({reason}); run `albert-edge verify`")
-    for key in ("size_note", "speed_note"):  # where a precision does not pay, said plainly
+    # where a precision does not pay, and how to run it at full speed, said plainly
+    for key in ("size_note", "speed_note", "runtime_note"):
         if quant.get(key):
             lines.append(f"- {key.split('_')[0]}: {quant[key]}")
     return lines

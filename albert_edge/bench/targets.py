@@ -34,6 +34,7 @@ class Backend:
     precision: str | None = None
     runner_backend: str | None = None  # the ``backend=`` passed to open_runner
     description: str = ""
+    opt_in: bool = False  # run only when asked for by name (never by default)
 
 
 BACKENDS: dict[str, Backend] = {
@@ -75,6 +76,15 @@ BACKENDS: dict[str, Backend] = {
             description="ONNX Runtime, CPUExecutionProvider",
         ),
         Backend(
+            "ort-cpu-defaults",
+            "onnx",
+            "cpu",
+            runner_backend="cpu-defaults",
+            description="ONNX Runtime, CPUExecutionProvider with ORT's own session defaults "
+            "instead of the artifact's runtime hints (what they buy; opt-in)",
+            opt_in=True,
+        ),
+        Backend(
             "ort-cuda",
             "onnx",
             "cuda",
@@ -106,7 +116,8 @@ BACKENDS: dict[str, Backend] = {
 
 
 def backends_for(fmt: str) -> list[str]:
-    return [name for name, b in BACKENDS.items() if b.format == fmt]
+    """The backends that run ``fmt`` by default (opt-in ones are named to run)."""
+    return [name for name, b in BACKENDS.items() if b.format == fmt and not b.opt_in]
 
 
 @dataclass(frozen=True)
@@ -357,7 +368,7 @@ def pick_backends(target: Target, requested: list[str] | None) -> list[str]:
         raise BenchmarkError(
             f"unknown backend(s) {', '.join(unknown)}; choose from {', '.join(BACKENDS)}"
         )
-    chosen = [b for b in requested if b in own]
+    chosen = [b for b in requested if b in own or BACKENDS[b].format == target.format]
     if not chosen:
         raise BenchmarkError(
             f"{target.path}: none of --backend {','.join(requested)} runs a {target.format} "

@@ -5,7 +5,10 @@ this class only translates: feeds the model does not declare are dropped (an exp
 have pruned ``token_type_ids``), integer feeds are cast to the dtype the graph declares,
 and outputs come back as float32 whatever precision the graph computes in. Session
 settings are pinned (thread counts, sequential execution, optimisation level) so that two
-runs of the same artifact are comparable.
+runs of the same artifact are comparable, and the session config entries measured right
+for this CPU class are applied (:func:`host_session_config`: the artifact's recorded
+``runtime_hints``, else :data:`albert_edge.onnx.quant.recipes.ORT_SESSION_HINTS`), so
+that what albert-edge times is what the model card tells a user to run.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ DEFAULT_MAX_SEQ_LEN = 512
 _PROVIDERS = {
     "auto": "CPUExecutionProvider",
     "cpu": "CPUExecutionProvider",
+    # the CPU provider with ONNX Runtime's own session defaults, no runtime hints: what a
+    # client that ignores the model card runs (``bench --backend ort-cpu-defaults``)
+    "cpu-defaults": "CPUExecutionProvider",
     "cuda": "CUDAExecutionProvider",
 }
 
@@ -47,6 +53,33 @@ _NP_DTYPES = {
     "tensor(float)": "float32",
     "tensor(float16)": "float16",
 }
+
+
+def host_session_config(manifest: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The ONNX Runtime session config entries to run a model with on this CPU.
+
+    The kernel family's entry of the artifact's ``quantization.runtime_hints`` where the
+    manifest records them (a file keeps the settings it was built and measured with),
+    else the recipe table's (:func:`albert_edge.onnx.quant.recipes.session_hint`); none
+    where this CPU's class has no measured entry (arm64, or a CPU below AVX2).
+    """
+    from albert_edge.kernels import host_kernel
+    from albert_edge.onnx.quant.recipes import session_hint
+
+    try:
+        kernel = host_kernel()
+    except UnsupportedError:
+        return {}
+    quant = (manifest or {}).get("quantization")
+    hints = quant.get("runtime_hints") if isinstance(quant, Mapping) else None
+    recorded = hints.get("onnxruntime_session_config") if isinstance(hints, Mapping) else None
+    if isinstance(recorded, Mapping):
+        entry = recorded.get(kernel)
+        if isinstance(entry, Mapping):
+            return {str(k): str(v) for k, v in entry.items()}
+        return {}
+    hint = session_hint(kernel)
+    return dict(hint.config) if hint is not None else {}
 
 
 def _check_runtime_beside(model: Path, installed: str) -> None:
@@ -78,10 +111,13 @@ def _check_runtime_of_graph(model: Path, installed: str) -> None:
 class OrtRunner:
     """One ONNX Runtime inference session over an ``.onnx`` file.
 
-    ``backend``: "auto"/"cpu" → CPUExecutionProvider, "cuda" → CUDAExecutionProvider
-    (needs the onnxruntime-gpu wheel). ``optimization_level`` overrides ORT's graph
+    ``backend``: "auto"/"cpu" → CPUExecutionProvider, "cpu-defaults" → the same without
+    any runtime hint, "cuda" → CUDAExecutionProvider (needs the onnxruntime-gpu wheel). ``optimization_level`` overrides ORT's graph
     optimisation ("disable", "basic", "extended", "all"; default "all": these are
-    in-memory rewrites for speed and never touch the file on disk).
+    in-memory rewrites for speed and never touch the file on disk). ``session_config``:
+    ONNX Runtime session config entries (``SessionOptions.add_session_config_entry``);
+    None applies :func:`host_session_config`'s (``{}``: ONNX Runtime's own defaults). The
+    entries applied are in :attr:`session_config`.
     """
 
     def __init__(
@@ -91,6 +127,7 @@ class OrtRunner:
         backend: str = "auto",
         *,
         optimization_level: str = "all",
+        session_config: Mapping[str, str] | None = None,
     ) -> None:
         import onnxruntime as ort
 
@@ -121,6 +158,18 @@ class OrtRunner:
             ort.GraphOptimizationLevel, _OPT_LEVELS[optimization_level]
         )
         opts.log_severity_level = 3
+        if session_config is None and backend == "cpu-defaults":
+            session_config = {}
+        if session_config is None:  # the manifest's hints count for its own model file only
+            art = find_artifact(self.path)
+            own = art.manifest is not None and (
+                (art.root / str(art.manifest.get("model_file", ""))).resolve()
+                == self.path.resolve()
+            )
+            session_config = host_session_config(art.manifest if own else None)
+        self.session_config: dict[str, str] = {str(k): str(v) for k, v in session_config.items()}
+        for key, value in self.session_config.items():
+            opts.add_session_config_entry(key, value)
         _check_runtime_beside(self.path, ort.__version__)
         try:
             self.session = ort.InferenceSession(str(self.path), opts, providers=[provider])

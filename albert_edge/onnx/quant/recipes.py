@@ -289,3 +289,96 @@ def int8_recipe(target: str) -> Int8Recipe:
 
 # u8 activations × s8 weights: a pair of products stays inside int16 iff |w| ≤ 64.
 SATURATION_FREE_MAX_ABS = 64
+
+
+# --- ONNX Runtime session settings per CPU class -----------------------------------------
+#
+# The int8 graph is one file for every CPU; how ONNX Runtime runs it is not in the file.
+# What is measured to matter (docs/onnx-speed.md, benchmarks/results/onnx_speed.md; AMD
+# EPYC with AVX-512 VNNI, 2 cores shared with other work, batch 1, 128 tokens, 2 threads):
+#
+# * ORT's intra-op pool spins its workers between kernels (``allow_spinning`` defaults to
+#   1). At one thread the default int8 file runs at litert-torch's speed (embedded model
+#   0.98x, H256 0.99x by fastest run): MLAS's VNNI GEMMs and XNNPACK's cost the same per
+#   core. At two threads on a machine whose cores are not all ORT's, the spinning worker
+#   takes the core the main thread needs, and the typical run (p50) goes from 4.3 to 25 ms
+#   (H256) and 76 to 343 ms by fastest run (albert-base). With spinning off, workers sleep
+#   on a condition variable between kernels: the cost is a wake-up per parallel kernel
+#   (tens of microseconds), which the numbers above never showed as a loss on this class.
+# * Bounded spinning (``spin_duration_us`` 10-200) and pinning the worker to a core
+#   (``intra_op_thread_affinities``) were measured too and lose to spinning off.
+#
+# ``OrtSessionHint.config`` goes to ``SessionOptions.add_session_config_entry``; the
+# manifest records the table (``quantization.runtime_hints``), the model card says it,
+# and albert-edge's ONNX runner applies the host class's entry (``albert-edge bench``,
+# verify and the runners run what a user is told to run).
+
+
+@dataclass(frozen=True)
+class OrtSessionHint:
+    """ONNX Runtime session config entries for one CPU kernel family, and why."""
+
+    kernel: str
+    config: MappingProxyType[str, str]
+    measured_on: str  # the machine the entry was chosen on ("" = carried over, not measured)
+    why: str
+
+    def __post_init__(self) -> None:
+        if self.kernel not in KERNELS:
+            raise UnsupportedError(f"session hint names unknown kernel family {self.kernel!r}")
+
+
+_NO_SPIN = MappingProxyType({"session.intra_op.allow_spinning": "0"})
+
+ORT_SESSION_HINTS: MappingProxyType[str, OrtSessionHint] = MappingProxyType(
+    {
+        h.kernel: h
+        for h in (
+            OrtSessionHint(
+                "x86-vnni",
+                _NO_SPIN,
+                "AMD EPYC, AVX-512 VNNI, 2 cores",
+                "intra-op workers sleep between kernels instead of spinning: at 2 threads on "
+                "a shared machine the spinning worker takes the core the next kernel needs "
+                "(H256 p50 4.3 vs 25 ms; albert-base fastest run 76 vs 343 ms)",
+            ),
+            OrtSessionHint(
+                "x86-avx2",
+                _NO_SPIN,
+                "",
+                "the same thread pool as x86-vnni (ORT's intra-op pool does not depend on the "
+                "GEMM kernel); carried over from x86-vnni, not timed on an AVX2-only CPU",
+            ),
+        )
+    }
+)
+
+
+def session_hint(kernel: str) -> OrtSessionHint | None:
+    """The session settings for ``kernel`` (a :data:`albert_edge.kernels.KERNELS` name),
+    or None where ONNX Runtime's defaults stand (arm64, wasm: not measured)."""
+    return ORT_SESSION_HINTS.get(kernel)
+
+
+def runtime_hints() -> dict[str, object]:
+    """The manifest's ``runtime_hints``: session config entries per kernel family."""
+    return {
+        "onnxruntime_session_config": {k: dict(h.config) for k, h in ORT_SESSION_HINTS.items()},
+        "why": {k: h.why for k, h in ORT_SESSION_HINTS.items()},
+        "applied_by": "albert-edge's ONNX runner (bench, verify) on the host's kernel family",
+    }
+
+
+def hints_note() -> str:
+    """One sentence for the model card: what to set in one's own ONNX Runtime session."""
+    parts = [
+        f"{k}: " + ", ".join(f"{key}={val}" for key, val in h.config.items())
+        for k, h in ORT_SESSION_HINTS.items()
+    ]
+    return (
+        "set these ONNX Runtime session config entries (SessionOptions."
+        "add_session_config_entry) on x86: "
+        + "; ".join(parts)
+        + " — with spinning on, two intra-op threads on a machine shared with other work "
+        "ran the int8 file up to 5x slower (docs/onnx-speed.md)"
+    )
