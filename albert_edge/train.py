@@ -239,6 +239,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line, as ``albert-edge train`` prints them."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m albert_edge.train``: ``albert-edge train`` with the same one-line errors."""
     from albert_edge.environment import check_thread_env, quiet_frameworks
@@ -250,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             release_stop_signals()  # a signal during start-up is reported from here
             check_thread_env()
             quiet_frameworks()
-            p = argparse.ArgumentParser(
+            p = _OneLineParser(
                 prog="python -m albert_edge.train",
                 description=__doc__.splitlines()[0] if __doc__ else None,
             )

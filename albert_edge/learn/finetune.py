@@ -131,14 +131,7 @@ def prepare(ft: FineTune) -> Prepared:
     student = build_student(ckpt, ft.depth, ft.exit_loss == "pabee", ft.groups)
     data = {
         "train": _file(ft.train, len(rows)),
-        "held_out": {
-            "rows": len(held_idx),
-            "trained_rows": len(fit_idx),
-            "fraction": ft.held_out.fraction,
-            "seed": ft.held_out.seed,
-            "how": "numpy default_rng(seed).permutation(rows): the first rows held out, the "
-            "rest trained on; the epoch is chosen on the held-out rows",
-        },
+        "held_out": ft.held_out.record(len(rows), len(held_idx), len(fit_idx)),
     }
     if dev_rows is not None and ft.dev is not None:
         data["report"] = {**_file(ft.dev, len(dev_rows)), "use": "printed, never chosen on"}

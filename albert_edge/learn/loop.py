@@ -139,10 +139,11 @@ def train_loop(prep: Prepared, w: World, device: str) -> LoopResult:
     import torch
 
     from albert_edge.learn import ddp
-    from albert_edge.learn.scratch import _optimizer
+    from albert_edge.learn.scratch import _optimizer, check_max_len
     from albert_edge.learn.trainee import Trainee
 
     ft, st = prep.ft, prep.student
+    check_max_len(ft.max_len, int(st.model.config.max_position_embeddings), f"--init {ft.init}")
     trainee = Trainee(st.model, st.exits, prep.qat).to(device)
     teacher = prep.teacher.model.to(device).eval() if prep.teacher is not None else None
     if teacher is not None:
@@ -227,17 +228,23 @@ class _Run:
         self.opt.load_state_dict(s["opt"])
         self.sched.load_state_dict(s["sched"])
         self.epoch, self.in_epoch, self.step = s["epoch"], s["in_epoch"], s["step"]
-        self.gen_state, self.log, self.best = s["gen"], json.loads(s["log"]), s["best"]
-        self.best["selected"] = json.loads(self.best.pop("selected_json", "{}") or "{}")
-        self.best["held_out"] = json.loads(self.best.pop("held_out_json", "{}") or "{}")
+        self.gen_state, self.log = s["gen"], json.loads(s["log"])
+        best = dict(s["best"])
+        selected = json.loads(best.pop("selected_json", "{}") or "{}")
+        held_out = json.loads(best.pop("held_out_json", "{}") or "{}")
+        # stopped in the first epoch: no epoch was chosen yet, so there is no best
+        self.best = (
+            {**best, "selected": selected, "held_out": held_out} if "weights" in best else {}
+        )
         self.gen.set_state(s["gen_next"])
 
     def save(self) -> None:
         from albert_edge.learn import resume
 
         best = {k: v for k, v in self.best.items() if k not in ("selected", "held_out")}
-        best["selected_json"] = json.dumps(self.best.get("selected", {}))
-        best["held_out_json"] = json.dumps(self.best.get("held_out", {}))
+        if self.best:  # none before the first epoch ends
+            best["selected_json"] = json.dumps(self.best["selected"])
+            best["held_out_json"] = json.dumps(self.best["held_out"])
         state = {
             "fingerprint": self.fp,
             "weights": _snapshot(self.trainee),

@@ -153,8 +153,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         args.lr = 1e-3
     out = Path(args.out)
     inputs = [Path(args.train), Path(args.dev), Path(args.spiece)]
-    _overrides(args)  # a bad --config fails before any work
+    overrides = _overrides(args)  # a bad --config fails before any work
     _check_finite_hyperparameters(args)
+    positions = {**DEFAULTS, **overrides}["max_position_embeddings"]
+    check_max_len(args.max_len, int(positions), "the model (--config and its defaults)")
     check_output(out, overwrite=args.overwrite, inputs=inputs, kind=TRAINING_OUTPUT)
     with atomic_output_dir(
         out, overwrite=args.overwrite, inputs=inputs, kind=TRAINING_OUTPUT
@@ -172,6 +174,18 @@ def _check_finite_hyperparameters(args: argparse.Namespace) -> None:
             raise ConfigError(
                 f"--{flag.replace('_', '-')} {value}: not a finite number; pass a finite value"
             )
+
+
+def check_max_len(max_len: int, positions: int, model: str) -> None:
+    """Refuse ``--max-len`` past the model's ``max_position_embeddings``: a longer
+    sentence would index past the position table and end the run in a traceback, and the
+    output's ``tokenizer_config.json`` would promise lengths the model cannot take.
+    Within it every sentence is truncated to ``--max-len`` tokens when encoded."""
+    if max_len > positions:
+        raise ConfigError(
+            f"--max-len {max_len}: {model} has {positions} positions "
+            f"(max_position_embeddings); pass --max-len {positions} or less"
+        )
 
 
 def _check_finite_step(loss: Any, model: Any, epoch: int, step: int) -> None:

@@ -3,21 +3,36 @@
 Why a split of the training rows and not the dev file: the epoch (and later any depth or
 threshold) is a choice, and a choice made on the rows it is then reported on overstates
 what it keeps. ``--dev`` is scored for the record only.
+
+The rule (:meth:`HeldOut.split`): ``--held-out F`` of ``N`` rows asks for ``round(N * F)``
+rows. The epoch is chosen by an accuracy with a bootstrap interval, which needs
+:data:`MIN_HELD_OUT` rows (:data:`albert_edge.depth.stats.MIN_BOOTSTRAP_ROWS` and a
+margin), so a smaller ask is raised to that minimum, but only while the minimum is at
+most :data:`MAX_RAISE` times the ask (200 rows at 0.1: 32 rows, not 20). Past that the
+split would no longer be the one asked for (64 rows at 0.1 would hold out half), and the
+run is refused in one line naming the fraction that holds out the minimum. At least
+:data:`MIN_TRAIN` rows must stay to train on; a fraction leaving fewer is refused naming
+the largest that leaves enough. The record (:meth:`HeldOut.record`) states what was held
+out: rows and fraction, beside the asked fraction and seed that reproduce it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 from albert_edge.learn.errors import LearnError
 
-MIN_HELD_OUT = 32  # fewer rows give an interval too wide to choose anything on
+MIN_HELD_OUT = 32  # a bootstrap interval needs 30 rows; fewer give nothing to choose on
 MIN_TRAIN = 32
+MAX_RAISE = 2.0  # the minimum may replace an ask at most this many times smaller
 
 
 @dataclass(frozen=True)
 class HeldOut:
-    """``fraction`` of the rows (at least :data:`MIN_HELD_OUT`), drawn by ``seed``."""
+    """``fraction`` of the rows (raised to :data:`MIN_HELD_OUT` within :data:`MAX_RAISE`
+    times the ask; the module docstring has the rule), drawn by ``seed``."""
 
     fraction: float = 0.1
     seed: int = 27
@@ -26,22 +41,59 @@ class HeldOut:
         """The fewest labelled rows a split can be made of."""
         return MIN_TRAIN + MIN_HELD_OUT
 
-    def split(self, n: int, where: str) -> tuple[list[int], list[int]]:
-        """(train, held-out) row indices of ``n`` rows; disjoint by construction."""
-        import numpy as np
-
-        if not 0.0 < self.fraction < 1.0:
-            raise LearnError(f"--held-out {self.fraction}: give a fraction between 0 and 1")
+    def held_rows(self, n: int, where: str) -> int:
+        """How many of ``n`` rows are held out; one line naming the numbers when no split
+        of ``n`` rows is both close to the asked fraction and large enough."""
+        f = self.fraction
+        if not (math.isfinite(f) and 0.0 < f < 1.0):
+            raise LearnError(f"--held-out {f}: give a fraction between 0 and 1 (exclusive)")
         if n < self.minimum_rows():
             raise LearnError(
                 f"{where}: {n} labelled rows are too few for a held-out split; give at least "
                 f"{self.minimum_rows()} ({MIN_TRAIN} to train on, {MIN_HELD_OUT} held out)"
             )
-        held = max(MIN_HELD_OUT, round(n * self.fraction))
-        if n - held < MIN_TRAIN:
+        asked = round(n * f)
+        held = max(asked, MIN_HELD_OUT)
+        if held > MAX_RAISE * asked:
+            need = math.ceil(MIN_HELD_OUT / n * 100) / 100
             raise LearnError(
-                f"{where}: --held-out {self.fraction} of {n} rows leaves {n - held} to train "
-                f"on; lower --held-out or give at least {held + MIN_TRAIN} rows"
+                f"{where}: --held-out {f} of {n} rows holds out {asked}, fewer than the "
+                f"{MIN_HELD_OUT} the epoch choice needs, and {MIN_HELD_OUT} would be "
+                f"{MIN_HELD_OUT / n:.0%} of the rows, not the {f * 100:g}% asked; pass "
+                f"--held-out {need:g} "
+                f"to hold out that many, or give at least {math.ceil(MIN_HELD_OUT / f)} rows"
             )
+        if n - held < MIN_TRAIN:
+            most = math.floor((n - MIN_TRAIN) / n * 100) / 100
+            raise LearnError(
+                f"{where}: --held-out {f} of {n} rows holds out {held} and leaves "
+                f"{n - held} to train on, fewer than {MIN_TRAIN}; pass --held-out {most:g} "
+                "or less"
+            )
+        return held
+
+    def split(self, n: int, where: str) -> tuple[list[int], list[int]]:
+        """(train, held-out) row indices of ``n`` rows; disjoint by construction."""
+        import numpy as np
+
+        held = self.held_rows(n, where)
         perm = np.random.default_rng(self.seed).permutation(n).tolist()
         return sorted(perm[held:]), sorted(perm[:held])
+
+    def record(self, n: int, held: int, trained: int) -> dict[str, Any]:
+        """What ``training.json`` says of the split: what was held out (``rows``,
+        ``held_fraction``), what was asked (``fraction``, ``seed``: with the rows, what
+        reproduces it), and the rows trained on (after ``--max-train-rows``)."""
+        asked = round(n * self.fraction)
+        return {
+            "rows": held,
+            "held_fraction": round(held / n, 6),
+            "trained_rows": trained,
+            "fraction": self.fraction,
+            "seed": self.seed,
+            "raised_to_minimum": held > asked,
+            "how": "numpy default_rng(seed).permutation(rows): the first rows held out, the "
+            f"rest trained on; round(rows * fraction) held out, raised to {MIN_HELD_OUT} (the "
+            f"epoch choice's minimum) when that is at most {MAX_RAISE:g}x the ask; the epoch "
+            "is chosen on the held-out rows",
+        }

@@ -125,7 +125,17 @@ def test_qat_without_quantizer(make_checkpoint, rows200, tmp_path, capsys, preci
 
 
 def test_learn_flags_need_init(rows200, tmp_path, capsys):
-    _refused(capsys, tmp_path / "o", "--depth", "2", "--train", rows200, expect="needs --init")
+    _refused(
+        capsys,
+        tmp_path / "o",
+        "--depth",
+        "2",
+        "--train",
+        rows200,
+        "--dev",
+        rows200,
+        expect="needs --init",
+    )
 
 
 def test_diverged_loss_names_the_step(make_checkpoint, rows200, tmp_path, capsys):
