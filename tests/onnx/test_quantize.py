@@ -34,7 +34,7 @@ import pytest
 
 from albert_edge.checkpoint import Checkpoint, load_checkpoint
 from albert_edge.data import input_file_record
-from albert_edge.errors import QuantizationError, UnsupportedError
+from albert_edge.errors import UnsupportedError
 from albert_edge.onnx.inspect import inspect_onnx, ort_optimized_model, weight_matmuls
 from albert_edge.onnx.inspect import matmul_counts as inspector_counts
 from albert_edge.onnx.quant import check_options, quantize_model
@@ -457,7 +457,6 @@ def _bad_files(tmp: Path) -> dict[str, Path]:
         ("missing-calibration", "not found"),
         ("empty-calibration", "empty"),
         ("binary-calibration", "binary"),
-        ("no-calibration", "--calibration"),
         ("calibration-for-dynamic", "int8-static only"),
         ("fp32-precision", "not a quantized precision"),
         ("tflite-precision", "int8-full"),
@@ -495,7 +494,6 @@ def test_bad_input_cli(
             "--calibration",
             str(bad["binary"]),
         ],
-        "no-calibration": [str(src), "--precision", "int8-static"],
         "calibration-for-dynamic": [
             str(src),
             "--precision",
@@ -559,8 +557,11 @@ def test_graph_quantized_behind_an_fp32_manifest_is_refused(int8_artifact, tmp_p
 
 
 def test_check_options_refuses_contradictions(sst2_train) -> None:
-    with pytest.raises(QuantizationError, match="--calibration"):
-        check_options(ConvertOptions(precision="int8-static"))
+    from albert_edge.onnx.quant.front import DEFAULT_CALIBRATION, calibration_file
+
+    # without --calibration, int8-static calibrates on the packaged SST-2 train sample
+    check_options(ConvertOptions(precision="int8-static"))
+    assert calibration_file(ConvertOptions(precision="int8-static")) == DEFAULT_CALIBRATION
     with pytest.raises(UnsupportedError, match="int8-static only"):
         check_options(ConvertOptions(precision="int4", calibration=sst2_train))
     with pytest.raises(UnsupportedError, match="--per-tensor"):

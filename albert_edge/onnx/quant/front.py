@@ -30,6 +30,7 @@ module is the front: options, the pass list, the manifest's report
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from albert_edge.data import input_file_record
@@ -52,8 +53,10 @@ if TYPE_CHECKING:
     from albert_edge.tokenizer import AlbertTokenizer
 
 __all__ = [
+    "DEFAULT_CALIBRATION",
     "QUANT_PRECISIONS",
     "build_passes",
+    "calibration_file",
     "check_options",
     "load_calibration",
     "quantize_model",
@@ -96,7 +99,14 @@ INT4_SIZE_NOTES = {
         "(benchmarks/results/int4_floor.md)"
     ),
 }
-DEFAULT_CALIBRATION_HINT = "../shared/data/sst2/train.tsv"
+# int8-static's calibration where --calibration is not given: 512 sentences of SST-2
+# *train* shipped in the package (every 131st row; albert_edge/samples/README.md). Never
+# dev: verify's default data is a dev sample, and activation ranges chosen on the split
+# the accuracy is reported on would flatter it. The manifest records which file was used.
+DEFAULT_CALIBRATION = Path(__file__).resolve().parents[2] / "samples" / "sst2_train_calibration.tsv"
+DEFAULT_CALIBRATION_SOURCE = (
+    "packaged: albert_edge/samples/sst2_train_calibration.tsv (SST-2 train)"
+)
 
 EMBEDDINGS_FP32 = (
     "The V×E word-embedding table stays fp32 (--keep-embeddings-wide; by default it is "
@@ -126,23 +136,27 @@ def check_options(options: ConvertOptions) -> None:
             f"--per-tensor applies to int8 precisions and int4 on int8 kernels only, not "
             f"{options.precision}; drop --per-tensor"
         )
-    if options.precision == "int8-static" and options.calibration is None:
-        raise QuantizationError(
-            "--precision int8-static needs calibration sentences: pass --calibration FILE "
-            f"(a .tsv like {DEFAULT_CALIBRATION_HINT} or one sentence per line)"
-        )
-    # A missing, empty or binary calibration file fails here, before any export work.
+    # A missing, empty or binary calibration file fails here, before any export work;
+    # without --calibration, int8-static calibrates on the packaged SST-2 train sample.
     load_calibration(options)
+
+
+def calibration_file(options: ConvertOptions) -> Path | None:
+    """The file int8-static calibrates on: ``--calibration``, else :data:`DEFAULT_CALIBRATION`
+    (None for the other precisions, which calibrate on nothing)."""
+    if options.precision != "int8-static":
+        return None
+    return Path(options.calibration) if options.calibration is not None else DEFAULT_CALIBRATION
 
 
 def load_calibration(options: ConvertOptions) -> list[str] | None:
     """The calibration sentences (int8-static), validated before any model work."""
-    if options.precision != "int8-static":
+    path = calibration_file(options)
+    if path is None:
         return None
     from albert_edge.data import load_calibration_texts
 
-    assert options.calibration is not None  # check_options guarantees it
-    return load_calibration_texts(options.calibration, options.num_calibration)
+    return load_calibration_texts(path, options.num_calibration)
 
 
 def _target_report(options: ConvertOptions) -> dict[str, Any]:
@@ -265,13 +279,17 @@ def _report(final: ir.Model, st: Any, log: list[dict[str, Any]]) -> dict[str, An
         embeddings = EMBEDDINGS_FP32
     else:
         embeddings = "the graph has no word-embedding Gather"
+    used = calibration_file(options)
     calibration = (
         {
-            **input_file_record(options.calibration),
+            **input_file_record(used),
             "samples": len(st.feeds or []),
             "method": options.calibration_method,
+            "source": "--calibration"
+            if options.calibration is not None
+            else DEFAULT_CALIBRATION_SOURCE,
         }
-        if precision == "int8-static"
+        if used is not None
         else None
     )
     report: dict[str, Any] = {
