@@ -77,8 +77,9 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
         "--calibration",
         type=Path,
         default=None,
-        help="int8-static / int8-full: calibration text file or SST-2 style .tsv "
-        "(required by onnx int8-static)",
+        help="int8-static / int8-full: calibration text file or SST-2 style .tsv (onnx "
+        "int8-static default: 512 SST-2 train sentences shipped in the package, "
+        "albert_edge/samples/sst2_train_calibration.tsv)",
     )
     p.add_argument(
         "--num-calibration",
@@ -763,7 +764,10 @@ def _preflight(args: argparse.Namespace) -> None:
         inputs = [Path(source)] if source is not None else []
         check_output(args.output, overwrite=args.overwrite, inputs=inputs)
     elif args.command == "train":
+        from albert_edge.train import check_data
+
         check_name_fits(args.out)
+        check_data(args)  # --train (and the SST-2 recipe's --dev) given: no default file
     elif args.command == "export-triton":
         check_name_fits(args.output / (args.name or "model"), "-o / --name")
     elif args.command == "bench":

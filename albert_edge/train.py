@@ -10,9 +10,13 @@ Deterministic given ``--seed`` and the thread count (``--threads``, default 1: o
 shared 2-core machine one thread trains ~5x faster than two that wait on each other): data order
 comes from a seeded generator and ``torch.use_deterministic_algorithms`` is on.
 
-    albert-edge train --train ../shared/data/sst2/train.tsv \\
-        --dev ../shared/data/sst2/dev.tsv --spiece ../shared/data/albert/30k-clean.model \\
+    albert-edge train --train SST-2/train.tsv --dev SST-2/dev.tsv \\
         -o albert_edge/models/sst2-albert-tiny --overwrite
+
+``--train`` and ``--dev`` name GLUE's SST-2 files (a clone has them in ``tests/data/sst2``);
+nothing else is needed: ``--spiece`` defaults to the SentencePiece model the embedded model
+ships (ALBERT's ``30k-clean.model``). A missing ``--train`` (or, for the SST-2 recipe from
+scratch, ``--dev``) is refused in one line naming the file it needs (:func:`check_data`).
 
 ``--exit-loss pabee`` adds an exit classifier after every layer, trained jointly with
 PABEE's weighted loss and written beside the model (``exit_classifiers.safetensors``);
@@ -47,8 +51,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from albert_edge.errors import AlbertEdgeError
+from albert_edge.errors import AlbertEdgeError, ConfigError
 from albert_edge.learn.scratch import (  # re-exported: the public names of train
+    DEFAULT_SPIECE,
     DEFAULTS,
     EXIT_HEADS_FILE,
     EXIT_LOSSES,
@@ -81,6 +86,7 @@ from albert_edge.options import int_at_least as _at_least
 
 __all__ = [
     "DEFAULTS",
+    "DEFAULT_SPIECE",
     "EXIT_HEADS_FILE",
     "EXIT_LOSSES",
     "TRAINING_OUTPUT",
@@ -99,6 +105,7 @@ __all__ = [
     "_summary",
     "_write_output",
     "add_arguments",
+    "check_data",
     "evaluate",
     "evaluate_exits",
     "exit_logits",
@@ -115,6 +122,7 @@ __all__ = [
 def train(args: argparse.Namespace) -> dict[str, Any]:
     """Train into ``args.out`` and return the summary written to its ``training.json``:
     from ``--init`` (:func:`albert_edge.learn.fine_tune`) or from scratch."""
+    check_data(args)
     from albert_edge.learn.command import check_scratch, from_args
     from albert_edge.learn.tasks import legacy_defaults, train_task, wants_task_trainer
 
@@ -129,26 +137,52 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     return train_from_scratch(args)
 
 
+def check_data(args: argparse.Namespace) -> None:
+    """Refuse, in one line and before anything loads, a run without the data it needs:
+    ``--train`` always; ``--dev`` for the SST-2 recipe from scratch (a single-sentence file
+    with labels 0/1 and no ``--init``/``--task``), which reports its accuracy there. No
+    default points at a file the package does not ship."""
+    from albert_edge.data import read_sst2
+
+    if getattr(args, "train", None) is None:
+        raise ConfigError(
+            "--train FILE is required: the labelled file to train on, e.g. GLUE's "
+            "SST-2/train.tsv (tab separated, a header row, then label<TAB>sentence)"
+        )
+    if args.dev is not None or getattr(args, "init", None) or getattr(args, "task", None):
+        return
+    try:
+        read_sst2(args.train, labels=range(2))
+    except (AlbertEdgeError, OSError):
+        return  # not the SST-2 recipe's file, or unreadable: the data check says which
+    raise ConfigError(
+        "--dev FILE is required to train from scratch on an SST-2 style file: the labelled "
+        "file the accuracy is reported on, e.g. GLUE's SST-2/dev.tsv"
+    )
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``albert-edge train`` (and ``python -m albert_edge.train``)."""
-    shared = Path(__file__).resolve().parents[2] / "shared" / "data"
     p.add_argument(
         "--train",
         type=Path,
-        default=shared / "sst2" / "train.tsv",
-        help="SST-2 style TSV to train on (default: %(default)s)",
+        default=None,
+        help="the labelled file to train on (required), e.g. GLUE's SST-2/train.tsv: tab "
+        "separated, a header row, then label<TAB>sentence",
     )
     p.add_argument(
         "--dev",
         type=Path,
-        default=shared / "sst2" / "dev.tsv",
-        help="SST-2 style TSV to report accuracy on (default: %(default)s)",
+        default=None,
+        help="labelled file to report accuracy on, e.g. GLUE's SST-2/dev.tsv (required from "
+        "scratch on an SST-2 style --train; with --init: optional, printed only)",
     )
     p.add_argument(
         "--spiece",
         type=Path,
-        default=shared / "albert" / "30k-clean.model",
-        help="ALBERT SentencePiece model (default: %(default)s)",
+        default=DEFAULT_SPIECE,
+        help="ALBERT SentencePiece model (default: the embedded model's spiece.model, "
+        "ALBERT's 30k-clean.model, shipped in the package)",
     )
     p.add_argument(
         "-o",

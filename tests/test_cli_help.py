@@ -84,3 +84,47 @@ def test_every_option_with_choices_lists_them_in_help(monkeypatch) -> None:
     assert all(f"{t}:{q}" in bench for t, q in CANDIDATES), bench
     assert all(p in helps["albert-edge convert"] for p in (*ONNX_PRECISIONS, *TFLITE_PRECISIONS))
     assert all(p in helps["albert-edge quantize"] for p in ONNX_PRECISIONS if p != "fp32")
+
+
+def test_no_help_names_a_path_of_this_machine(monkeypatch) -> None:
+    """A default shown in ``--help`` is one a user's install has: never the directory the
+    package or its checkout sits in, nor ``../shared`` (the developers' data, which a clone
+    has none of). ``python -m albert_edge.train`` builds its own parser: checked too."""
+    import sys
+    from pathlib import Path
+
+    import albert_edge
+    from albert_edge.train import add_arguments
+
+    monkeypatch.setenv("COLUMNS", "2000")  # one line per option: a path is never broken
+    package = Path(albert_edge.__file__).resolve().parent
+    machine = {str(package), str(package.parent), sys.prefix, "shared/data", "../shared"}
+    train = argparse.ArgumentParser(prog="python -m albert_edge.train")
+    add_arguments(train)
+    parsers = [*_parsers(build_parser()), ("python -m albert_edge.train", train)]
+    found = [
+        f"{name}: {path}"
+        for name, p in parsers
+        for path in sorted(machine)
+        if path in p.format_help()
+    ]
+    assert not found, found
+    assert len(parsers) > 10  # every command, nested ones included
+
+
+def test_train_defaults_need_nothing_beside_the_package() -> None:
+    """``--spiece`` defaults to the SentencePiece model the package ships (ALBERT's
+    30k-clean.model, the embedded model's spiece.model); ``--train``/``--dev`` have no
+    default file (a missing one is refused in one line, tests/test_fresh_clone.py)."""
+    import hashlib
+
+    from albert_edge.checkpoint import DEFAULT_MODEL
+    from albert_edge.train import add_arguments
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["-o", "out"])
+    assert args.train is None and args.dev is None
+    assert args.spiece == DEFAULT_MODEL / "spiece.model" and args.spiece.is_file()
+    digest = hashlib.sha256(args.spiece.read_bytes()).hexdigest()
+    assert digest == "fefb02b667a6c5c2fe27602d28e5fb3428f66ab89c7d6f388e7c8d44a02d0336"

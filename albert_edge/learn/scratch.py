@@ -22,12 +22,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from albert_edge.checkpoint import DEFAULT_MODEL
 from albert_edge.errors import AlbertEdgeError, ConfigError
 from albert_edge.heads import EXIT_HEADS_FILE
 from albert_edge.io import OutputKind, atomic_output_dir, check_output
 from albert_edge.sealed import SEAL_NAME, TRAINED, made_from, seal, sealed_reason
 
 TRAINING_RECORD = TRAINED.primary  # "training.json"
+# ``--spiece``'s default: the SentencePiece model the embedded model ships, ALBERT's
+# 30k-clean.model byte for byte, so that training needs no file from outside the package.
+DEFAULT_SPIECE = DEFAULT_MODEL / "spiece.model"
 
 DEFAULTS: dict[str, Any] = dict(
     vocab_size=30000,
@@ -152,7 +156,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     if args.lr is None:
         args.lr = 1e-3
     out = Path(args.out)
-    inputs = [Path(args.train), Path(args.dev), Path(args.spiece)]
+    inputs = [Path(args.train), Path(args.dev), *_spiece_input(Path(args.spiece))]
     overrides = _overrides(args)  # a bad --config fails before any work
     _check_finite_hyperparameters(args)
     positions = {**DEFAULTS, **overrides}["max_position_embeddings"]
@@ -164,6 +168,16 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         model, exits, summary = _fit(args)
         _write_output(tmp, model, summary, args, exits)
     return summary
+
+
+def _spiece_input(spiece: Path) -> list[Path]:
+    """``--spiece`` as an input the output must not replace, except the packaged default:
+    retraining the embedded model into its own directory (the documented regeneration)
+    reads it at the start and copies it into the new output before the old one is
+    replaced, so the run never loses it."""
+    if spiece.resolve() == DEFAULT_SPIECE.resolve():
+        return []
+    return [spiece]
 
 
 def _check_finite_hyperparameters(args: argparse.Namespace) -> None:

@@ -201,7 +201,11 @@ TRAIN = [
         no_import=("torch",),
     ),
     Case(
-        "train:dev-utf16", ("train", "-o", "out", "--dev", "utf16.tsv"), 2, "UTF-16", ("utf16.tsv",)
+        "train:dev-utf16",
+        ("train", "-o", "out", "--train", "bom.tsv", "--dev", "utf16.tsv"),
+        2,
+        "UTF-16",
+        ("utf16.tsv", "bom.tsv"),
     ),
     Case(
         "train:output-exists",
