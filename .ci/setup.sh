@@ -24,6 +24,13 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
+# torch first, the CPU build CI pins (torch==X+cpu): from the configured indexes where they
+# have it (this machine's wheel disk), else from PyTorch's CPU wheel index. PyPI's torch on
+# Linux is the CUDA build, which never satisfies the +cpu pin.
+if ! .venv/bin/python -m pip install --quiet -c .ci/constraints.txt torch 2>/dev/null; then
+  .venv/bin/python -m pip install --quiet -c .ci/constraints.txt torch \
+    --index-url "${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}"
+fi
 # seqeval (entity F1) ships only as an sdist whose build needs setuptools_scm<9 and fails
 # in pip's isolated build environment: its build tools go into the venv first, then it
 # is built against them (pinned in .ci/constraints.txt like everything else).
