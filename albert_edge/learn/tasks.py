@@ -72,12 +72,9 @@ LEGACY_MAX_LEN, LEGACY_BATCH = 64, 64
 SCRATCH_LR, INIT_LR = 1e-3, 1e-4
 # Flags the task trainer does not implement: refused in one line instead of ignored.
 _UNSUPPORTED = (
-    ("teacher", None, "--teacher"),
-    ("distil", False, "--distil"),
     ("distil_hidden", 0.0, "--distil-hidden"),
     ("depth", None, "--depth"),
     ("groups", None, "--groups"),
-    ("qat", None, "--qat"),
     ("resume", False, "--resume"),
 )
 
@@ -190,6 +187,20 @@ def _check_flags(args: argparse.Namespace, data: TaskData) -> None:
             f"--exit-loss {args.exit_loss}: exit classifiers are for sequence classification "
             f"on single sentences; {Path(args.train).name} is {task_key(data)}"
         )
+    if getattr(args, "qat", None) == "int8-static":
+        raise LearnError(
+            f"--qat int8-static: its activation ranges are simulated for the single-sentence "
+            f"classifier's graph only; {Path(args.train).name} is {task_key(data)}: use --qat "
+            "int8 or int4"
+        )
+    if _distilling(args) and data.regression:
+        raise LearnError("--distil: a regression head has no class distribution to distil")
+    if _distilling(args) and getattr(args, "teacher", None) is None and args.init is None:
+        raise LearnError("--distil: give --teacher CKPT (or --init CKPT, which then teaches)")
+
+
+def _distilling(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "distil", False) or getattr(args, "teacher", None) is not None)
 
 
 # --- the model -------------------------------------------------------------------------
@@ -329,6 +340,51 @@ def collate(features: Features, idx: list[int], device: str = "cpu") -> dict[str
     return feeds
 
 
+def _distil_settings(args: argparse.Namespace) -> Any:
+    from albert_edge.learn.distil import DistilSettings
+
+    return DistilSettings(getattr(args, "alpha", 0.5), getattr(args, "temperature", 2.0))
+
+
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def _loss(model: Any, teacher: Any, batch: dict[str, Any], prep: Prepared, s: Any) -> Any:
+    """The task's loss: the head's own (cross-entropy on labels, on first pieces for NER,
+    on start and end for QA), computed under convert's fake quantizer with ``--qat``;
+    with a teacher, each output's ``alpha*CE + (1-alpha)*T^2*KL`` (:func:`kd_term`) on
+    the positions the labels score (NER: first pieces; QA: the unpadded tokens)."""
+    import torch
+
+    if prep.qat is not None:
+        from torch.func import functional_call
+
+        from albert_edge.learn.qat import fake_quantized
+
+        out = functional_call(model, fake_quantized(model, prep.qat), (), batch)
+    else:
+        out = model(**batch)
+    if teacher is None:
+        return out.loss
+    from albert_edge.learn.distil import kd_term
+
+    with torch.no_grad():
+        t_out = teacher(**{k: batch[k] for k in INPUTS})
+    if prep.built.head == "question-answering":
+        pad = batch["attention_mask"] == 0
+        terms = []
+        for name, target in (("start_logits", "start_positions"), ("end_logits", "end_positions")):
+            a = getattr(out, name).float().masked_fill(pad, -1e4)
+            b = getattr(t_out, name).float().masked_fill(pad, -1e4)
+            terms.append(kd_term(a, b, batch[target], s))
+        return (terms[0] + terms[1]) / 2
+    labels = batch["labels"]
+    if prep.built.head == "token-classification":
+        keep = labels != -100
+        return kd_term(out.logits[keep].float(), t_out.logits[keep].float(), labels[keep], s)
+    return kd_term(out.logits.float(), t_out.logits.float(), labels, s)
+
+
 def torch_runner(model: Any, head: str, device: str = "cpu") -> Any:
     """``feeds -> {output name: array}`` over a PyTorch model in eval mode: what the task
     layer's :func:`~albert_edge.tasks.types.run_features` drives (ONNX/TFLite runners
@@ -399,6 +455,8 @@ class Prepared:
     defaults: TaskDefaults
     lr: float
     split: dict[str, Any]
+    teacher: Any = None  # the frozen teacher Checkpoint (--distil / --teacher), or None
+    qat: Any = None  # QatSpec (--qat int8 / int4), or None
 
 
 def _default_dev(path: Path | None) -> bool:
@@ -473,6 +531,10 @@ def prepare(args: argparse.Namespace) -> Prepared:
     fit, held = data.subset(fit_idx), data.subset(held_idx)
     enc = _encoder(tok, defaults.max_len)
     lr = args.lr if args.lr is not None else (INIT_LR if ckpt is not None else SCRATCH_LR)
+    teacher = _teacher(args, ckpt, built, data) if _distilling(args) else None
+    from albert_edge.learn.qat import qat_spec
+
+    qat = qat_spec(getattr(args, "qat", None), getattr(args, "qat_target", "portable"))
     return Prepared(
         data=data,
         fit=fit,
@@ -495,7 +557,37 @@ def prepare(args: argparse.Namespace) -> Prepared:
             "rest trained on (--max-train-rows: the first of them); the epoch is chosen on "
             "the held-out rows",
         },
+        teacher=teacher,
+        qat=qat,
     )
+
+
+def _teacher(args: argparse.Namespace, init: Any, built: Built, data: TaskData) -> Any:
+    """The frozen teacher: ``--teacher``, else the ``--init`` checkpoint; refused in one
+    line where it cannot teach this student (another head, labels or vocabulary)."""
+    from albert_edge.checkpoint import load_checkpoint
+
+    path = getattr(args, "teacher", None)
+    teacher = load_checkpoint(Path(path)) if path is not None else init
+    where = f"--teacher {teacher.path}" if path is not None else f"--init {teacher.path}"
+    cfg, mine = teacher.config, built.model.config
+    if teacher.head.name != built.head:
+        raise LearnError(
+            f"{where}: head {teacher.head.name}, the task's is {built.head}; distil from a "
+            "teacher trained for this task"
+        )
+    if built.head != "question-answering" and dict(cfg.label2id) != dict(mine.label2id):
+        raise LearnError(
+            f"{where}: labels {', '.join(map(str, cfg.label2id))}, the task's are "
+            f"{', '.join(map(str, mine.label2id))}; distil from a teacher with the same labels"
+        )
+    if int(cfg.vocab_size) != int(mine.vocab_size):
+        raise LearnError(
+            f"{where}: vocabulary of {cfg.vocab_size} tokens, the student's has "
+            f"{mine.vocab_size}; a teacher must read the student's token ids"
+        )
+    teacher.model.eval().requires_grad_(False)
+    return teacher
 
 
 def _encoder(tok: Any, max_len: int) -> Any:
@@ -555,6 +647,8 @@ def fit(args: argparse.Namespace, prep: Prepared) -> dict[str, Any]:
     bs = prep.defaults.batch_size
     total = math.ceil(len(prep.fit_f) / bs) * args.epochs
     hp = argparse.Namespace(lr=prep.lr, warmup=args.warmup, weight_decay=args.weight_decay)
+    teacher = prep.teacher.model.to(device) if prep.teacher is not None else None
+    settings = _distil_settings(args)
     opt, sched = _optimizer(params, hp, total)
     gen = torch.Generator().manual_seed(args.seed)
     log: list[dict[str, Any]] = []
@@ -566,7 +660,7 @@ def fit(args: argparse.Namespace, prep: Prepared) -> dict[str, Any]:
         batches = _batches(prep.fit_f, bs, gen)
         for idx in track(batches, total=len(batches), description=f"epoch {epoch + 1}"):
             model.train()
-            loss = model(**collate(prep.fit_f, idx, device)).loss
+            loss = _loss(model, teacher, collate(prep.fit_f, idx, device), prep, settings)
             _check_finite_step(loss, model, epoch + 1, step + 1)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -702,10 +796,21 @@ def _summary(
         "command": " ".join(["albert-edge train", *_given_args()]),
         "log": log,
     }
-    if prep.built.init is not None:
-        from albert_edge.learn.source import identity
+    from albert_edge.learn.source import identity
 
+    if prep.built.init is not None:
         summary["init"] = identity(prep.built.init)
+    if prep.teacher is not None:
+        s = _distil_settings(args)
+        summary["teacher"] = {
+            **identity(prep.teacher),
+            "alpha": s.alpha,
+            "temperature": s.temperature,
+            "loss": "alpha*CE + (1-alpha)*T^2*KL(teacher||student at T) per output: the "
+            "logits (classification), each first piece's (NER), start and end (QA, averaged)",
+        }
+    if prep.qat is not None:
+        summary["qat"] = prep.qat.record()
     return summary
 
 

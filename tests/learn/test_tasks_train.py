@@ -255,3 +255,35 @@ def test_cli_reads_a_task_file_and_prints_its_metric(
     rec = json.loads((out / "training.json").read_text())
     assert rec["train_examples"] == 16
     assert rec["hyperparameters"]["max_len"] == 128  # the NER default
+
+
+def test_qat_int8_on_ner_records_the_recipe_convert_reads(
+    trained: dict[str, Path], files: dict[str, Path], spiece_path: Path, tmp_path: Path
+) -> None:
+    """``--qat int8`` trains the NER head under convert's int8 quantizer (fake-quantized
+    weights in the loop) and records it; convert says the artifact is what it was
+    trained for."""
+    from albert_edge.convert import convert
+    from albert_edge.options import ConvertOptions
+
+    out = tmp_path / "ner-qat"
+    train(_args(files["ner"], out, spiece_path, "--init", str(trained["ner"]), "--qat", "int8"))
+    rec = json.loads((out / "training.json").read_text())
+    assert rec["qat"]["convert_precision"] == "int8-dynamic"
+    manifest = convert(out, tmp_path / "art", ConvertOptions(precision="int8-dynamic"))
+    assert manifest["trained_for"]["matches_this_artifact"] is True
+
+
+def test_distil_on_qa_from_the_init_teacher(
+    trained: dict[str, Path], files: dict[str, Path], spiece_path: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "qa-distil"
+    init = str(trained["qa"])
+    train(_args(files["qa"], out, spiece_path, "--init", init, "--distil", "--max-len", "64"))
+    rec = json.loads((out / "training.json").read_text())
+    assert rec["teacher"]["alpha"] == 0.5
+    assert rec["teacher"]["files"]["model.safetensors"]
+    # a teacher for another task is refused before any work
+    with pytest.raises(AlbertEdgeError, match="head token-classification, the task's is"):
+        train(_args(files["qa"], tmp_path / "no", spiece_path, "--teacher", str(trained["ner"])))
+    assert not (tmp_path / "no").exists()
