@@ -148,8 +148,35 @@ def prepare(ft: FineTune) -> Prepared:
     )
 
 
+def task_args(ft: FineTune) -> Any:
+    """``ft`` as the flags :func:`albert_edge.learn.tasks.train_task` reads: a fine-tune on
+    a task file (sentence pairs, CoNLL, SQuAD) or from a checkpoint of another head."""
+    import argparse
+
+    s = ft.distil_settings
+    return argparse.Namespace(
+        **{k: getattr(ft, k) for k in ("init", "out", "train", "dev", "overwrite", "epochs")},
+        **{k: getattr(ft, k) for k in ("batch_size", "lr", "warmup", "weight_decay", "seed")},
+        **{k: getattr(ft, k) for k in ("max_len", "threads", "exit_loss", "max_train_rows")},
+        **{k: getattr(ft, k) for k in ("teacher", "distil", "depth", "groups", "qat")},
+        **{k: getattr(ft, k) for k in ("qat_target", "device", "resume")},
+        held_out=ft.held_out.fraction,
+        split_seed=ft.held_out.seed,
+        alpha=s.alpha,
+        temperature=s.temperature,
+        distil_hidden=s.hidden,
+        spiece=ft.spiece,
+        config="",
+        task=None,
+    )
+
+
 def fine_tune(ft: FineTune) -> dict[str, Any]:
     """Run ``ft``; return the summary written to ``training.json`` (rank 0 writes)."""
+    from albert_edge.learn.tasks import train_task, wants_task_trainer
+
+    if wants_task_trainer(args := task_args(ft)):  # pairs, NER, QA, or another head
+        return train_task(args)
     import torch
 
     from albert_edge.io import atomic_output_dir, check_output

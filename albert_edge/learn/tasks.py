@@ -516,9 +516,11 @@ def prepare(args: argparse.Namespace) -> Prepared:
     fit_idx, held_idx = split.split(len(data.examples), str(args.train))
     if args.max_train_rows is not None:
         fit_idx = fit_idx[: args.max_train_rows]
-    spiece = (
-        Path(ckpt.spiece_model) if ckpt is not None and ckpt.spiece_model else Path(args.spiece)
-    )
+    given = getattr(args, "spiece", None)
+    spiece_at = ckpt.spiece_model if ckpt is not None and ckpt.spiece_model else given
+    if spiece_at is None:
+        raise LearnError(f"--init {init}: no spiece.model beside it; pass --spiece")
+    spiece = Path(spiece_at)
     lower = bool(ckpt.do_lower_case) if ckpt is not None else True
     tok = AlbertTokenizer(spiece, do_lower_case=lower)
     tok.check_vocab_size(int(built.model.config.vocab_size), spiece)

@@ -287,3 +287,23 @@ def test_distil_on_qa_from_the_init_teacher(
     with pytest.raises(AlbertEdgeError, match="head token-classification, the task's is"):
         train(_args(files["qa"], tmp_path / "no", spiece_path, "--teacher", str(trained["ner"])))
     assert not (tmp_path / "no").exists()
+
+
+def test_fine_tune_api_takes_a_task_file(
+    trained: dict[str, Path], files: dict[str, Path], tmp_path: Path
+) -> None:
+    """``albert_edge.learn.fine_tune`` (the API of ``--init``) on a CoNLL file trains the
+    token-classification model it starts from, as the command does."""
+    from albert_edge.learn import FineTune, HeldOut, fine_tune
+
+    ft = FineTune(
+        init=trained["ner"],
+        out=tmp_path / "api",
+        train=files["ner"],
+        held_out=HeldOut(0.45),
+        batch_size=8,
+    )
+    summary = fine_tune(ft)
+    assert summary["task"]["kind"] == "token-classification"
+    assert summary["notes"] == []  # same head, same tags: the model kept
+    assert _config(tmp_path / "api")["architectures"] == ["AlbertForTokenClassification"]
