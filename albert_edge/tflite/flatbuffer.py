@@ -748,7 +748,10 @@ def unfold_scaled_copies(model: ModelT) -> int:
     stores a second V×E table (+33 % of an ALBERT-base file). When an FC weight ``B``
     equals another constant ``A`` scaled per input column (``B = A * γ``, checked to
     float32 rounding), the FC reads ``A`` again and a MUL by γ ([E] floats) goes in front
-    of it: the same function, the table stored once. Returns weight bytes removed.
+    of it: the same function, the table stored once. Where no stored copy is the unscaled
+    weight (a later group's layer weights, folded with two LayerNorms' γ), the FCs read
+    that weight, made once, each with its own γ (see :func:`scaled_copy_matches`).
+    Returns weight bytes removed (net of a weight made).
     """
     s = schema()
     names = builtin_names()
@@ -756,6 +759,14 @@ def unfold_scaled_copies(model: ModelT) -> int:
     if not matches:
         return 0
     removed = 0
+    made: dict[int, int] = {}  # id of an unscaled weight → its new buffer
+    for base, _ in matches.values():
+        if isinstance(base, np.ndarray) and id(base) not in made:
+            buf = s.BufferT()
+            buf.data = np.frombuffer(base.astype(np.float32).tobytes(), np.uint8).copy()
+            model.buffers.append(buf)
+            made[id(base)] = len(model.buffers) - 1
+            removed -= base.nbytes
     mul_code = s.BuiltinOperator.MUL
     for si, sg in enumerate(model.subgraphs):
         new_ops = []
@@ -765,7 +776,8 @@ def unfold_scaled_copies(model: ModelT) -> int:
             if w is None or int(w.buffer) not in matches:
                 new_ops.append(op)
                 continue
-            a_id, gamma = matches[int(w.buffer)]
+            base, gamma = matches[int(w.buffer)]
+            a_id = made[id(base)] if isinstance(base, np.ndarray) else int(base)
             x = sg.tensors[op.inputs[0]]
             g_idx = _add_const(
                 model, sg, f"unfolded_scale/{si}/{len(new_ops)}", gamma, s.TensorType.FLOAT32
@@ -798,14 +810,17 @@ def unfold_scaled_copies(model: ModelT) -> int:
             if int(t.buffer) in matches and ti not in used:
                 t.buffer = 0  # the scaled copy no operator reads any more
     still_used = {int(t.buffer) for sg in model.subgraphs for t in sg.tensors}
-    removed = sum(len(buffer_bytes(model, b)) for b in matches if b not in still_used)
+    removed += sum(len(buffer_bytes(model, b)) for b in matches if b not in still_used)
     drop_orphan_tensors(model)
     drop_unused_buffers(model)
     return removed
 
 
-def scaled_copy_matches(model: ModelT) -> dict[int, tuple[int, np.ndarray]]:
-    """FULLY_CONNECTED weight buffer → (the buffer it is a column-scaled copy of, γ).
+def scaled_copy_matches(model: ModelT) -> dict[int, tuple[int | np.ndarray, np.ndarray]]:
+    """FULLY_CONNECTED weight buffer → (what it is a column-scaled copy of, γ).
+
+    What it is a copy of is another constant's buffer id, or an array: the unscaled
+    weight, which no buffer holds, to be made once.
 
     Where two FC weights are scaled copies of each other, the direction kept is the one
     whose γ is a vector the graph already holds (a LayerNorm weight the converter folded
@@ -813,6 +828,18 @@ def scaled_copy_matches(model: ModelT) -> dict[int, tuple[int, np.ndarray]]:
     reads a layer's normalized input multiplies it by the same constant, so those MULs are
     one computation (:class:`~albert_edge.tflite.passes.fuse.MergeDuplicateOpsPass`) and
     the FCs read one tensor (:class:`~albert_edge.tflite.passes.fuse.FuseSharedInputFcPass`).
+
+    Where neither direction's γ is a graph vector but each copy is one unscaled weight
+    ``W`` times a graph vector (``A = W * γa``, ``B = W * γb``), both FCs read ``W``
+    (``B / γb``, made once) with their own γ in front. This is every later layer group of
+    a trained ALBERT with several groups: the group's first layer reads the previous
+    group's last LayerNorm (γa), its other layers read its own (γb), and the converter
+    folds each into a copy of the same weights. Keeping ``A`` and scaling by the ratio
+    γb/γa (one recovered vector per weight, not a graph constant) would leave the group's
+    query, key and value FCs behind three different MULs: not merged, not stacked, and a
+    stacked copy beside the unstacked weights would store them twice. With a random
+    initialisation every γ is 1 and the copies are one buffer, which is why only trained
+    multi-group models showed it.
     """
     types = tensor_type_names()
     names = builtin_names()
@@ -836,11 +863,17 @@ def scaled_copy_matches(model: ModelT) -> dict[int, tuple[int, np.ndarray]]:
                 if arr is not None and arr.ndim == 2:
                     floats[int(t.buffer)] = arr
     fc_weight_buffers: set[int] = set()
+    other_reads: set[int] = set()  # buffers some op reads other than as an FC's weight
     for sg in model.subgraphs:
         for op in sg.operators:
-            if names.get(opcode_builtin(model.operatorCodes[op.opcodeIndex])) == "FULLY_CONNECTED":
+            fc = names.get(opcode_builtin(model.operatorCodes[op.opcodeIndex])) == "FULLY_CONNECTED"
+            if fc:
                 fc_weight_buffers.add(int(sg.tensors[op.inputs[1]].buffer))
-    candidates = []  # (γ is a graph constant, B, A, γ)
+            for k, i in enumerate(op.inputs):
+                if int(i) >= 0 and not (fc and k == 1):
+                    other_reads.add(int(sg.tensors[int(i)].buffer))
+    # (rank: 0 γ known, 1 unscaled weight made, 2 γ recovered; B, A, γ, γa)
+    candidates: list[tuple[int, int, int, np.ndarray, np.ndarray | None]] = []
     for b_id in sorted(fc_weight_buffers & set(floats)):
         B = floats[b_id]
         if B.ndim != 2:
@@ -852,15 +885,46 @@ def scaled_copy_matches(model: ModelT) -> dict[int, tuple[int, np.ndarray]]:
             if gamma is None:
                 continue
             known = _known_scale(A, B, vectors.get(gamma.size, []))
-            candidates.append((known is not None, b_id, a_id, gamma if known is None else known))
-    matches: dict[int, tuple[int, np.ndarray]] = {}
+            if known is not None:
+                candidates.append((0, b_id, a_id, known, None))
+                continue
+            pair = _common_unscaled(A, B, vectors.get(gamma.size, []))
+            if pair is not None and {a_id, b_id} <= fc_weight_buffers - other_reads:
+                candidates.append((1, b_id, a_id, pair[1], pair[0]))
+            else:
+                candidates.append((2, b_id, a_id, gamma, None))
+    matches: dict[int, tuple[int | np.ndarray, np.ndarray]] = {}
     targets: set[int] = set()
-    for _, b_id, a_id, gamma in sorted(candidates, key=lambda c: not c[0]):  # known γ first
-        if b_id in matches or b_id in targets or a_id in matches:
+    for rank, b_id, a_id, gamma, gamma_a in sorted(candidates, key=lambda c: c[0]):
+        if b_id in matches or b_id in targets:
+            continue
+        if rank == 1 and gamma_a is not None:
+            base = matches.get(a_id, (None, None))[0]
+            if a_id not in matches and a_id not in targets:
+                base = (floats[b_id] / gamma[None, :]).astype(np.float32)
+                matches[a_id] = (base, gamma_a)
+            if isinstance(base, np.ndarray) and _scales_to(base, floats[b_id], gamma):
+                matches[b_id] = (base, gamma)
+            continue
+        if a_id in matches:
             continue
         matches[b_id] = (a_id, gamma)
         targets.add(a_id)
     return matches
+
+
+def _common_unscaled(
+    A: np.ndarray, B: np.ndarray, vectors: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(γa, γb), graph vectors with ``A / γa == B / γb`` to float32 rounding, or None."""
+    for gb in vectors:
+        if not np.all(np.isfinite(gb)) or np.any(gb == 0):
+            continue
+        W = (B / gb[None, :]).astype(np.float32)
+        ga = _known_scale(W, A, vectors)
+        if ga is not None:
+            return ga, gb
+    return None
 
 
 def _column_scale(A: np.ndarray, B: np.ndarray) -> np.ndarray | None:

@@ -31,8 +31,15 @@ from the same values by the same kernel:
   with an odd element count (packed two to a byte, their bytes would not concatenate) and
   blockwise or asymmetric forms (no plan makes them for an FC).
 
-Postconditions: merge — no two mergeable ops remain; fuse — no two fusable FCs read one
-tensor, and every signature output keeps its shape.
+A stacked weight replaces its parts only where nothing else reads them: FCs whose weights
+another op also reads (an FC left apart, a layer whose Q, K and V read different tensors)
+or that other groups stack in another order stay apart, since stacking them would store
+those weights twice (what a trained multi-group model's int8-dynamic file did while its
+later layers' FCs read different tensors: ``weights_stored_once`` failed).
+
+Postconditions: merge — no two mergeable ops remain; fuse — no two FCs it could stack
+without storing a weight twice read one tensor, the FC weights take no more bytes than
+before, and every signature output keeps its shape.
 """
 
 from __future__ import annotations
@@ -198,6 +205,61 @@ def _groups(model: ModelT, si: int) -> list[list[int]]:
     ]
 
 
+def _weight_key(model: ModelT, sg: Any, op: Any) -> tuple[int, Any]:
+    """An FC's weight buffer and its per-row scales: what a stacked constant is made of."""
+    t = sg.tensors[int(op.inputs[1])]
+    return int(t.buffer), _scales(t)
+
+
+def _stackable_groups(model: ModelT) -> dict[int, list[list[int]]]:
+    """:func:`_groups` of every subgraph, less those whose stacking would store a weight
+    twice: a group is kept only if each of its weight buffers is read by nothing but
+    kept groups, all stacking it with the same parts in the same order (one stacked
+    constant, the parts dropped). Dropping a group can strand another's weight, so
+    this repeats until nothing changes."""
+    groups = {si: _groups(model, si) for si in range(len(model.subgraphs))}
+    while True:
+        member = {(si, k): g for si, gs in groups.items() for g in gs for k in g}
+        stacks: dict[int, set[tuple[Any, ...]]] = defaultdict(set)
+        loose: set[int] = set()  # buffers some op outside the groups reads
+        for si, sg in enumerate(model.subgraphs):
+            for k, op in enumerate(sg.operators):
+                group = member.get((si, k))
+                if group is None:
+                    loose.update(int(sg.tensors[int(i)].buffer) for i in op.inputs if int(i) >= 0)
+                    continue
+                key = tuple(_weight_key(model, sg, sg.operators[j]) for j in group)
+                stacks[int(sg.tensors[int(op.inputs[1])].buffer)].add(key)
+        shared = {b for b, keys in stacks.items() if b in loose or len(keys) > 1}
+        kept = {
+            si: [
+                g
+                for g in gs
+                if not any(
+                    int(sg.tensors[int(sg.operators[k].inputs[1])].buffer) in shared for k in g
+                )
+            ]
+            for si, gs in groups.items()
+            for sg in (model.subgraphs[si],)
+        }
+        if kept == groups:
+            return groups
+        groups = kept
+
+
+def _fc_weight_bytes(model: ModelT) -> int:
+    """Bytes of the distinct buffers FULLY_CONNECTED ops read as their weight."""
+    from albert_edge.tflite import flatbuffer as fb
+
+    buffers = {
+        int(sg.tensors[int(op.inputs[1])].buffer)
+        for sg in model.subgraphs
+        for op in sg.operators
+        if op_name(model, op) == "FULLY_CONNECTED"
+    }
+    return sum(len(fb.buffer_bytes(model, b)) for b in buffers)
+
+
 class FuseSharedInputFcPass(TflitePass):
     """Stack the FULLY_CONNECTED ops that read one tensor into one (see module docstring)."""
 
@@ -208,10 +270,12 @@ class FuseSharedInputFcPass(TflitePass):
         from albert_edge.tflite.passes.broadcast import drop_unused_opcodes
 
         self._before = signature_shapes(model)
+        self._weight_bytes = _fc_weight_bytes(model)
         stacked: dict[Any, Any] = {}  # weight buffers → new
         fused = removed = 0
-        for si in range(len(model.subgraphs)):
-            for group in reversed(_groups(model, si)):  # later groups first: indices hold
+        found = sum(len(_groups(model, si)) for si in range(len(model.subgraphs)))
+        for si, groups in _stackable_groups(model).items():
+            for group in reversed(groups):  # later groups first: indices hold
                 _fuse(model, si, group, stacked)
                 fused += 1
                 removed += len(group) - 1
@@ -223,12 +287,16 @@ class FuseSharedInputFcPass(TflitePass):
             "fc_ops_removed": removed,
             # constants made (weights, biases), not the per-subgraph tensors naming them
             "stacked_constants": sum(1 for k in stacked if k[0] == "buffer"),
+            # groups whose weights something else also reads: stacked, stored twice
+            "fc_groups_left_apart": found - fused,
         }
 
     def postcondition(self, model: ModelT) -> None:
-        for si in range(len(model.subgraphs)):
-            if _groups(model, si):
+        for si, groups in _stackable_groups(model).items():
+            if groups:
                 self.fail(f"subgraph {si}: FULLY_CONNECTED ops reading one tensor remain")
+        if _fc_weight_bytes(model) > self._weight_bytes:
+            self.fail("stacked FC weights are stored beside their parts (a weight twice)")
         after = signature_shapes(model)
         if after != self._before:
             self.fail("signature outputs changed shape")
