@@ -47,7 +47,10 @@ def test_finetune_adds_exits_and_records_identities(make_checkpoint, rows200, de
     assert rec["init"]["weights_sha256"] == sha256_file(init / "model.safetensors")
     assert rec["init"]["files"]["spiece.model"] == sha256_file(init / "spiece.model")
     assert rec["data"]["train"]["sha256"] == sha256_file(rows200)
-    assert rec["data"]["held_out"]["rows"] == 32 and rec["data"]["held_out"]["trained_rows"] == 168
+    held = rec["data"]["held_out"]
+    assert held["rows"] == 32 and held["trained_rows"] == 168
+    # 20 rows asked (0.1 of 200), raised to the minimum: the record says what was held out
+    assert (held["fraction"], held["held_fraction"], held["raised_to_minimum"]) == (0.1, 0.16, True)
     assert rec["selected"]["epoch"] in (1, 2)
     assert rec["student"]["exits"] == "new"
     ckpt = load_checkpoint(out)
