@@ -44,7 +44,8 @@ class _ErrnoWriter:
     without the errno, which could only surface as a traceback."""
 
     def __init__(self, f: Any) -> None:
-        self.f, self.error = f, None
+        self.f = f
+        self.error: OSError | None = None
 
     def write(self, data: Any) -> int:
         try:
