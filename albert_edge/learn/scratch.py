@@ -10,6 +10,7 @@ training-output record defined here are also what a fine-tune
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -19,6 +20,7 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -474,14 +476,16 @@ def _given_args() -> list[str]:
     return argv[1:] if argv[:1] == ["train"] else argv
 
 
-def _save_model(model: Any, out_dir: Path) -> None:
-    """``save_pretrained``, with safetensors' I/O errors as the ``OSError`` they are.
+@contextlib.contextmanager
+def _safetensors_os_errors(path: Path) -> Iterator[None]:
+    """safetensors' I/O errors as the ``OSError`` they are.
 
     safetensors (Rust) raises a bare ``SafetensorError`` on a full disk ("... (os error
-    28)"); as an ``OSError`` it becomes the one-line "no space left" of every other write.
+    28)") or past ``ulimit -f`` (27); as an ``OSError`` it becomes the one-line "no space
+    left" of every other write.
     """
     try:
-        model.save_pretrained(str(out_dir), safe_serialization=True)
+        yield
     except Exception as exc:
         if isinstance(exc, OSError | AlbertEdgeError):
             raise
@@ -489,7 +493,13 @@ def _save_model(model: Any, out_dir: Path) -> None:
         if m is None:
             raise
         code = int(m.group(1))
-        raise OSError(code, os.strerror(code), str(out_dir / "model.safetensors")) from None
+        raise OSError(code, os.strerror(code), str(path)) from None
+
+
+def _save_model(model: Any, out_dir: Path) -> None:
+    """``save_pretrained`` (safetensors), a failed write as its ``OSError``."""
+    with _safetensors_os_errors(out_dir / "model.safetensors"):
+        model.save_pretrained(str(out_dir), safe_serialization=True)
 
 
 def write_model_files(
@@ -507,7 +517,8 @@ def write_model_files(
             for k, lin in enumerate(exits)
             for name, t in (("weight", lin.weight), ("bias", lin.bias))
         }
-        save_file(tensors, str(tmp / EXIT_HEADS_FILE))
+        with _safetensors_os_errors(tmp / EXIT_HEADS_FILE):
+            save_file(tensors, str(tmp / EXIT_HEADS_FILE))
     shutil.copyfile(spiece, tmp / "spiece.model")
     tok = {
         "tokenizer_class": "AlbertTokenizer",
