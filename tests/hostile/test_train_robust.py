@@ -190,3 +190,21 @@ def test_init_resume_state_past_the_file_size_limit(
     r = _limited_run([*argv, "--overwrite"], work, 3 << 20)
     _judge_full(r, work, before)
     assert ".out.train-state: cannot write the resume state" in r.stderr, r.stderr
+
+
+def test_python_m_train_usage_error_is_one_line(tmp_path: Path) -> None:
+    """``python -m albert_edge.train`` refuses a flag as ``albert-edge train`` does: one
+    line naming the flag and its range, no usage block."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "USE_TF": "0"}
+    r = subprocess.run(
+        [sys.executable, "-m", "albert_edge.train", "-o", "out", "--warmup", "5"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = error_lines(r.stderr)
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert re.search(r"argument --warmup: expected a number in \[0, 1\]", lines[0]), lines
+    assert not any(tmp_path.iterdir())
