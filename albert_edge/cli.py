@@ -77,8 +77,8 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
         "--calibration",
         type=Path,
         default=None,
-        help="int8-static / int8-full: calibration text file or SST-2 style .tsv (onnx "
-        "int8-static default: 512 SST-2 train sentences shipped in the package, "
+        help="int8-static / int8-full: calibration text file or SST-2 style .tsv (default: "
+        "512 SST-2 train sentences shipped in the package, "
         "albert_edge/samples/sst2_train_calibration.tsv)",
     )
     p.add_argument(

@@ -15,6 +15,14 @@ TFLITE_PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-full")
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 # The precisions whose activation ranges come from calibration text (--calibration).
 STATIC_PRECISIONS = ("int8-static", "int8-full")
+# Their calibration text where --calibration is not given: 512 sentences of SST-2 *train*
+# shipped in the package (every 131st row; albert_edge/samples/README.md). Never dev:
+# verify's default data is a dev sample, and activation ranges chosen on the split the
+# accuracy is reported on would flatter it. Manifests record it by name, sha256 and source.
+DEFAULT_CALIBRATION = Path(__file__).resolve().parent / "samples" / "sst2_train_calibration.tsv"
+DEFAULT_CALIBRATION_SOURCE = (
+    "packaged: albert_edge/samples/sst2_train_calibration.tsv (SST-2 train)"
+)
 OPTIMIZE_LEVELS = ("none", "fuse")
 ACCELERATORS = ("cpu", "gpu")
 # int4 ONNX: which ONNX Runtime kernel multiplies by the 4-bit weights

@@ -40,7 +40,7 @@ def test_calibration_sample_is_cut_from_train_never_dev(sst2_train: Path, sst2_d
     """int8-static's default calibration is SST-2 train rows, unchanged, and shares no
     sentence with dev (what verify's default data is cut from)."""
     from albert_edge.data import read_sst2
-    from albert_edge.onnx.quant.front import DEFAULT_CALIBRATION
+    from albert_edge.options import DEFAULT_CALIBRATION
 
     assert _sha256(DEFAULT_CALIBRATION) == SHA256[DEFAULT_CALIBRATION.name]
     sample = read_sst2(DEFAULT_CALIBRATION, labels=range(2))
@@ -96,7 +96,7 @@ def test_int8_static_without_calibration_uses_the_packaged_train_sample(
 ) -> None:
     """convert --precision int8-static with no --calibration calibrates on the packaged SST-2
     train sample, and the manifest says so (file, sha256, source)."""
-    from albert_edge.onnx.quant.front import DEFAULT_CALIBRATION, DEFAULT_CALIBRATION_SOURCE
+    from albert_edge.options import DEFAULT_CALIBRATION, DEFAULT_CALIBRATION_SOURCE
 
     out = tmp_path / "int8-static"
     argv = ["convert", str(make_checkpoint("tiny")), "--precision", "int8-static"]
@@ -110,3 +110,27 @@ def test_int8_static_without_calibration_uses_the_packaged_train_sample(
         "source": DEFAULT_CALIBRATION_SOURCE,
     }
     assert str(DEFAULT_CALIBRATION.parent) not in (out / "manifest.json").read_text()
+
+
+@pytest.mark.slow  # a TFLite export, conversion and calibration: ~30-70 s on 2 shared cores
+def test_int8_full_without_calibration_uses_the_packaged_train_sample(
+    make_checkpoint: Callable[..., Path], tmp_path: Path
+) -> None:
+    """TFLite int8-full takes the same default as ONNX int8-static, recorded alike."""
+    from albert_edge.convert import convert
+    from albert_edge.options import (
+        DEFAULT_CALIBRATION,
+        DEFAULT_CALIBRATION_SOURCE,
+        ConvertOptions,
+    )
+
+    out = tmp_path / "int8-full"
+    options = ConvertOptions(
+        target="tflite", precision="int8-full", num_calibration=4, seq_lens=(16,), verify=False
+    )
+    convert(make_checkpoint("tiny"), out, options)
+    calibration = json.loads((out / "manifest.json").read_text())["quantization"]["calibration"]
+    assert calibration["file"] == DEFAULT_CALIBRATION.name
+    assert calibration["sha256"] == SHA256[DEFAULT_CALIBRATION.name]
+    assert calibration["sentences"] == 4
+    assert calibration["source"] == DEFAULT_CALIBRATION_SOURCE

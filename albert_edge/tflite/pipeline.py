@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.data import input_file_record
-from albert_edge.errors import PassError, QuantizationError, UnsupportedError
+from albert_edge.errors import PassError, UnsupportedError
+from albert_edge.options import DEFAULT_CALIBRATION, DEFAULT_CALIBRATION_SOURCE
 from albert_edge.tflite.quantize import WORD_TABLE
 from albert_edge.torch_model import CONFIG_KEYS
 
@@ -139,24 +140,24 @@ def _calibration(ckpt: Checkpoint, options: ConvertOptions, seq_lens: tuple[int,
 
     if options.precision != "int8-full":
         return None, None
-    if options.calibration is None:
-        raise QuantizationError(
-            "--precision int8-full needs calibration sentences: pass --calibration FILE "
-            "(SST-2 train .tsv or one sentence per line)"
-        )
+    # no --calibration: the SST-2 train sample the package ships
+    path = options.calibration if options.calibration is not None else DEFAULT_CALIBRATION
     if options.calibration_method != "minmax":
         raise UnsupportedError(
             f"--calibration-method {options.calibration_method} is ONNX-only; TFLite int8-full "
             "calibrates min/max ranges (ai-edge-quantizer); drop the flag"
         )
-    texts = load_calibration_texts(options.calibration, options.num_calibration)
+    texts = load_calibration_texts(path, options.num_calibration)
     feeds = calibration_feeds(
         ckpt.tokenizer(), texts, list(seq_lens), choices_axis=ckpt.head.choices_axis
     )
     return feeds, {
-        **input_file_record(options.calibration),
+        **input_file_record(path),
         "sentences": len(texts),
         "per_signature": {k: len(v) for k, v in feeds.items()},
+        "source": "--calibration"
+        if options.calibration is not None
+        else DEFAULT_CALIBRATION_SOURCE,
     }
 
 

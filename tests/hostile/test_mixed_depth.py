@@ -82,9 +82,10 @@ CASES = [
          2, "output exists", ("search", "rows120.tsv", "user_dir")),
     Case("convert-onnx:depth-auto-with-calibration", (*CV, *D2, *AUTO, "--data", "rows120.tsv",
          "--calibration", "rows120.tsv"), 2, "drop --calibration", ("search", "rows120.tsv"), no_import=NO_TORCH),
-    Case("convert-onnx:depth-static-budget-no-calibration", (*CV, *D2, "--precision",
-         "int8-static", "--max-drop", "5", "--data", "rows120.tsv"), 2, "--calibration",
-         ("search", "rows120.tsv")),
+    # no --calibration: the packaged SST-2 train sample (albert_edge/samples)
+    Case("convert-onnx:depth-static-budget-default-calibration", (*CV, *D2, "--precision",
+         "int8-static", "--max-drop", "5", "--data", "rows120.tsv"), 0,
+         files=("search", "rows120.tsv"), creates=("out",)),
     Case("convert-onnx:depth-plan-not-json", (*CV, *D2, "--precision-plan", "notjson.json"), 2,
          "not a readable precision plan", ("search", "notjson.json"), no_import=NO_TORCH),
     Case("convert-onnx:depth-plan-made-at-full-depth", (*CV, *D2, "--precision-plan",

@@ -589,11 +589,10 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [
-        (["--precision", "int8-full"], "--calibration"),
         (["--precision", "int3"], "int3"),
         (["--seq-lens", "64,256"], "max_position_embeddings"),
     ],
-    ids=["int8-full-without-calibration", "unknown-precision", "seq-longer-than-positions"],
+    ids=["unknown-precision", "seq-longer-than-positions"],
 )
 def test_bad_input_cli(tmp_path: Path, make_checkpoint: Any, extra: list[str], needle: str) -> None:
     out = tmp_path / "out"

@@ -43,6 +43,7 @@ from albert_edge.onnx.quant.recipes import (
     recipe,
 )
 from albert_edge.onnx.quant.state import QuantState, quiet
+from albert_edge.options import DEFAULT_CALIBRATION, DEFAULT_CALIBRATION_SOURCE
 
 if TYPE_CHECKING:
     import onnx
@@ -99,14 +100,6 @@ INT4_SIZE_NOTES = {
         "(benchmarks/results/int4_floor.md)"
     ),
 }
-# int8-static's calibration where --calibration is not given: 512 sentences of SST-2
-# *train* shipped in the package (every 131st row; albert_edge/samples/README.md). Never
-# dev: verify's default data is a dev sample, and activation ranges chosen on the split
-# the accuracy is reported on would flatter it. The manifest records which file was used.
-DEFAULT_CALIBRATION = Path(__file__).resolve().parents[2] / "samples" / "sst2_train_calibration.tsv"
-DEFAULT_CALIBRATION_SOURCE = (
-    "packaged: albert_edge/samples/sst2_train_calibration.tsv (SST-2 train)"
-)
 
 EMBEDDINGS_FP32 = (
     "The V×E word-embedding table stays fp32 (--keep-embeddings-wide; by default it is "
