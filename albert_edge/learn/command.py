@@ -150,7 +150,7 @@ def from_args(args: argparse.Namespace, command: str) -> Any:
         seed=args.seed,
         threads=args.threads,
         exit_loss=args.exit_loss,
-        held_out=HeldOut(args.held_out, args.split_seed),
+        held_out=_split_checked(HeldOut(args.held_out, args.split_seed), Path(args.train)),
         max_train_rows=args.max_train_rows,
         teacher=args.teacher,
         distil=args.distil,
@@ -165,6 +165,23 @@ def from_args(args: argparse.Namespace, command: str) -> Any:
         spiece=Path(args.spiece) if args.spiece else None,
         command=command,
     )
+
+
+def _split_checked(held: Any, train: Path) -> Any:
+    """``held`` (a :class:`~albert_edge.learn.split.HeldOut`), once it can split the rows of
+    ``train``: a split that would hold out far more than asked or leave too few rows to
+    train on is refused in its one line here, before the checkpoint loads. A file that
+    does not read is left to the run, which reads it with the checkpoint's labels and
+    says what is wrong."""
+    from albert_edge.data import read_sst2
+    from albert_edge.errors import AlbertEdgeError
+
+    try:
+        n = len(read_sst2(train))
+    except (AlbertEdgeError, OSError):
+        return held
+    held.held_rows(n, str(train))
+    return held
 
 
 def check_scratch(args: argparse.Namespace) -> None:
