@@ -336,8 +336,22 @@ def _add_verify(sub: Any) -> None:
         "--data",
         type=Path,
         default=None,
-        help="SST-2 style .tsv for accuracy (default for the embedded model: the packaged "
-        "SST-2 dev sample, albert_edge/samples/)",
+        help="labelled data for the head's task metric: a GLUE .tsv (single sentences or "
+        "pairs), CoNLL-2003 (NER), SQuAD .json (QA), SWAG/RACE (multiple choice), text "
+        "(masked LM); default for the embedded model: the packaged SST-2 dev sample",
+    )
+    p.add_argument(
+        "--task",
+        default=None,
+        choices=(
+            "classification",
+            "token-classification",
+            "question-answering",
+            "multiple-choice",
+            "masked-lm",
+        ),
+        help="the task of --data, only where the file cannot tell (default: from the file "
+        "and the model's head)",
     )
     p.add_argument(
         "--batch-sizes",
@@ -393,6 +407,7 @@ def _run_verify(a: argparse.Namespace) -> int:
         threads=a.threads,
         max_examples=a.max_examples,
         on=a.on,
+        task=a.task,
     )
     if a.json:
         _print_json(report.to_dict())
@@ -797,7 +812,11 @@ def _read_text_inputs(args: argparse.Namespace) -> None:
         and getattr(args, "precision", None) in STATIC_PRECISIONS
     ):
         load_calibration_texts(args.calibration, args.num_calibration)
-    if getattr(args, "data", None) is not None and args.command in ("verify", "bench"):
+    if getattr(args, "data", None) is not None and args.command == "verify":
+        from albert_edge.tasks import precheck_file
+
+        precheck_file(args.data, getattr(args, "task", None))
+    if getattr(args, "data", None) is not None and args.command == "bench":
         read_sst2(args.data)
     if args.command == "train":  # a task file (pairs, CoNLL, SQuAD) or SST-2's
         from albert_edge.learn.tasks import preflight

@@ -187,12 +187,29 @@ def print_verify_report(report: Any) -> None:
         )
     con.print(t)
     acc = d.get("accuracy")
-    if acc:
+    if acc and acc.get("metric", "accuracy") != "accuracy":  # a task metric (verify --data)
+        iv = acc.get("interval_points") or {}
+        con.print(
+            f"{acc.get('task')} {acc['metric']}: artifact {100 * acc['metric_artifact']:.2f}  "
+            f"reference {100 * acc['metric_reference']:.2f}  "
+            f"Δ {acc.get('delta_points', 0):+.2f} points"
+            + (f" [{iv['low']:+.2f}, {iv['high']:+.2f}] 95 %" if iv else "")
+            + f"  agreement {100 * acc.get('agreement', 0):.2f} %  ({acc.get('examples')} examples)"
+        )
+    elif acc:
+        iv = acc.get("interval_points") or {}
         con.print(
             f"accuracy: artifact {100 * acc.get('accuracy_artifact', 0):.2f} %  reference "
             f"{100 * acc.get('accuracy_reference', 0):.2f} %  "
-            f"Δ {acc.get('delta_points', 0):+.2f} points  "
-            f"agreement {100 * acc.get('agreement', 0):.2f} %  logits SQNR "
-            f"{acc.get('logits_sqnr_db', float('nan')):.1f} dB  ({acc.get('examples')} examples)"
+            f"Δ {acc.get('delta_points', 0):+.2f} points"
+            + (f" [{iv['low']:+.2f}, {iv['high']:+.2f}] 95 %" if iv else "")
+            + f"  agreement {100 * acc.get('agreement', 0):.2f} %  logits SQNR "
+            f"{acc.get('logits_sqnr_db', float('nan')):.1f} dB  ({acc.get('examples')} examples"
+            + (f", pairs {acc['pair']}" if acc.get("pair") else "")
+            + ")"
         )
+    for name, value in ((acc or {}).get("metrics_artifact") or {}).items():
+        if name != (acc or {}).get("metric"):
+            ref = acc["metrics_reference"][name]
+            con.print(f"  {name}: artifact {100 * value:.2f}  reference {100 * ref:.2f}")
     con.print("[green]PASSED[/green]" if d.get("passed") else "[red]FAILED[/red]")

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
     from albert_edge.checkpoint import Checkpoint
     from albert_edge.runtime import Runner
+    from albert_edge.tasks import TaskData
     from albert_edge.tokenizer import AlbertTokenizer
 
 FP32_MAX_ABS_ERR = 1e-4
@@ -594,79 +595,139 @@ def evaluate_accuracy(
     batch_size: int = ACCURACY_BATCH,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Accuracy of the artifact and of PyTorch on labelled sentences, plus agreement.
-
-    Sentences are sorted by token length and batched, each batch padded to its longest
-    row: the same predictions as one-at-a-time, in a fraction of the time.
-    """
-    import numpy as np
-
-    from albert_edge.data import DataError
-    from albert_edge.progress import Counter, enabled
+    """Accuracy of the artifact and of PyTorch on labelled sentences, plus agreement
+    (:func:`evaluate_task` on single-sentence classification rows)."""
+    from albert_edge.tasks import ClassificationExample, TaskData, TaskKind
 
     num_labels = int(ckpt.config.num_labels)
     bad = sorted({label for label, _ in rows if not 0 <= label < num_labels})
     if bad:
+        from albert_edge.data import DataError
+
         raise DataError(
             f"labels {bad} in the data are outside the reference's {num_labels} classes; "
             "pass a dataset for the task this model was trained on"
         )
+    data = TaskData(
+        kind=TaskKind.CLASSIFICATION,
+        path=Path("<rows>"),
+        format="glue-tsv",
+        examples=[ClassificationExample(t, None, label, n) for n, (label, t) in enumerate(rows)],
+        columns=("sentence",),
+    )
+    return evaluate_task(runner, ckpt, tokenizer, data, batch_size=batch_size, progress=progress)
+
+
+def evaluate_task(
+    runner: Runner,
+    ckpt: Checkpoint,
+    tokenizer: AlbertTokenizer,
+    data: TaskData,
+    *,
+    batch_size: int = ACCURACY_BATCH,
+    progress: bool = True,
+    null_threshold: float | None = None,
+) -> dict[str, Any]:
+    """The task's metric for the artifact and for PyTorch on the same encoded examples,
+    the difference with its paired bootstrap interval, and their agreement.
+
+    Features are sorted by token length and batched, each batch padded to its longest
+    row: the same outputs as one at a time, in a fraction of the time. Both models see
+    the same feeds; the head's outputs are compared at the real (unpadded) positions and
+    their SQNR pooled over every example. SQuAD v2.0's null threshold, unless given, is
+    chosen on the reference's outputs for half the questions and applied to both models
+    on the other half (:func:`albert_edge.tasks.squad.held_out_split`).
+    """
+    from albert_edge.errors import TooFewRowsError
+    from albert_edge.progress import Counter, enabled
+    from albert_edge.tasks import TaskKind, encode, paired_metric_interval, score
+    from albert_edge.tasks.squad import best_spans, choose_null_threshold, held_out_split
+
     max_len = min(int(runner.max_seq_len), int(ckpt.config.max_position_embeddings))
-    encoded = []
-    for _, text in rows:
-        enc = tokenizer.encode(text, max_length=max_len, padding="none")
-        encoded.append((enc.input_ids[0], enc.token_type_ids[0]))
-    order = sorted(range(len(rows)), key=lambda i: len(encoded[i][0]))
-    pred_art = np.zeros(len(rows), dtype=np.int64)
-    pred_ref = np.zeros(len(rows), dtype=np.int64)
-    energies = [0.0, 0.0]  # Σref², Σ(ref−out)² of the logits over every sentence
-    bar = Counter(len(rows), "accuracy (artifact vs PyTorch)") if progress and enabled() else None
+    feats = encode(data, tokenizer, max_len)
+    names = list(ckpt.head.outputs)
+    art: dict[str, list[Any]] = {n: [None] * len(feats) for n in names}
+    ref: dict[str, list[Any]] = {n: [None] * len(feats) for n in names}
+    energies = [0.0, 0.0]  # Σref², Σ(ref−out)² of the head's outputs over every example
+    label = f"{data.kind.value} (artifact vs PyTorch)"
+    bar = Counter(len(feats), label) if progress and enabled() else None
     try:
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
-            width = max(len(encoded[i][0]) for i in idx)
-            ids = np.full((len(idx), width), tokenizer.pad_id, dtype=np.int64)
-            mask = np.zeros((len(idx), width), dtype=np.int64)
-            types = np.zeros((len(idx), width), dtype=np.int64)
-            for r, i in enumerate(idx):
-                n = len(encoded[i][0])
-                ids[r, :n] = encoded[i][0]
-                mask[r, :n] = 1
-                types[r, :n] = encoded[i][1]
-            feeds = _adapt_feeds(
-                {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}, runner
-            )
-            out = runner.run(feeds)["logits"]
-            ref = run_reference(ckpt, feeds)["logits"]
-            pred_art[idx] = out.argmax(-1)
-            pred_ref[idx] = ref.argmax(-1)
-            m = compare_arrays(ref, out)
-            energies[0] += m["signal"]
-            energies[1] += m["noise"]
+        for idx in feats.batches(batch_size):
+            feeds = _adapt_feeds(feats.feeds(idx), runner)
+            got = feats.split_outputs(idx, _pick(runner.run(feeds), names))
+            want = feats.split_outputs(idx, _pick(run_reference(ckpt, feeds), names))
+            for n in names:
+                for f, a, r in zip(idx, got[n], want[n], strict=True):
+                    art[n][f], ref[n][f] = a, r
+                    m = compare_arrays(r, a)
+                    energies[0] += m["signal"]
+                    energies[1] += m["noise"]
             if bar is not None:
                 bar.advance(len(idx))
     finally:
         if bar is not None:
             bar.close()
-    labels = np.asarray([label for label, _ in rows], dtype=np.int64)
-    acc_art = float((pred_art == labels).mean())
-    acc_ref = float((pred_ref == labels).mean())
-    return {
-        "examples": len(rows),
-        "accuracy_artifact": acc_art,
-        "accuracy_reference": acc_ref,
-        "delta_points": round((acc_art - acc_ref) * 100.0, 6),
-        "agreement": float((pred_art == pred_ref).mean()),
-        # logits SQNR pooled over the real sentences at their own lengths
+    options: dict[str, Any] = {}
+    if data.kind is TaskKind.QUESTION_ANSWERING and data.format == "squad-v2.0":
+        choose, held = held_out_split(len(data.examples))
+        if null_threshold is None:
+            null_threshold = choose_null_threshold(data, best_spans(data, feats, ref), choose)
+            options["eval_on"] = held
+        options["null_threshold"] = null_threshold
+    m_ref = score(data, feats, ref, **options)
+    m_art = score(data, feats, art, **options)
+    metric = m_ref.primary
+    delta = m_art.value - m_ref.value
+    result: dict[str, Any] = {
+        "task": data.kind.value,
+        "format": data.format,
+        "examples": m_ref.examples,
+        "metric": metric,
+        "metric_artifact": m_art.value,
+        "metric_reference": m_ref.value,
+        "metrics_artifact": m_art.values,
+        "metrics_reference": m_ref.values,
+        "delta_points": round(delta * 100.0, 6),
+        "agreement": float(
+            sum(a == b for a, b in zip(m_art.predictions, m_ref.predictions, strict=True))
+            / max(1, len(m_ref.predictions))
+        ),
         "logits_sqnr_db": sqnr_db(*energies),
         "tokenizer": str(tokenizer.path),
     }
+    if "accuracy" in m_ref.values:
+        result["accuracy_artifact"] = m_art.values["accuracy"]
+        result["accuracy_reference"] = m_ref.values["accuracy"]
+    if data.pair:
+        result["pair"] = "/".join(data.columns)
+    result.update({k: v for k, v in m_ref.notes.items() if k.startswith("null_threshold")})
+    try:
+        iv = paired_metric_interval(m_art, m_ref)
+        result["interval_points"] = {
+            "low": round(iv.low * 100.0, 6),
+            "high": round(iv.high * 100.0, 6),
+            "level": iv.level,
+            "method": "paired bootstrap over examples",
+        }
+    except TooFewRowsError as exc:
+        result["interval_points"] = None
+        result["interval_note"] = str(exc)
+    return result
+
+
+def _pick(outputs: dict[str, np.ndarray], names: Sequence[str]) -> dict[str, np.ndarray]:
+    """The head's outputs of ``outputs`` (a runner may return more)."""
+    missing = [n for n in names if n not in outputs]
+    if missing:
+        raise VerificationError(f"the artifact lacks the head's outputs {missing}")
+    return {n: outputs[n] for n in names}
 
 
 def judge_accuracy(accuracy: dict[str, Any], target: str, precision: str) -> None:
-    """Mark ``accuracy`` passed/failed against the (target, precision) bar, in place.
+    """Mark ``accuracy`` (a task result) passed/failed against the (target, precision) bar
+    on its primary metric, in place.
 
-    Non-finite logits fail whatever the accuracies say: the argmax of a NaN row is 0 on
+    Non-finite outputs fail whatever the metrics say: the argmax of a NaN row is 0 on
     both sides, so equal accuracies would read as agreement (issue 26: "logits SQNR nan
     dB ... PASSED").
     """
@@ -674,18 +735,21 @@ def judge_accuracy(accuracy: dict[str, Any], target: str, precision: str) -> Non
     accuracy["bar_points"] = bar
     delta = accuracy["delta_points"]
     ok = abs(delta) <= bar + 1e-9
+    metric = str(accuracy.get("metric", "accuracy"))
     accuracy["passed"] = ok and not math.isnan(accuracy["logits_sqnr_db"])
     if ok and not accuracy["passed"]:
         accuracy["failure"] = (
-            "accuracy: non-finite logits (NaN/Inf) on the data, the artifact's or the "
-            "reference's; the logits SQNR is NaN"
+            f"{metric}: non-finite outputs (NaN/Inf) on the data, the artifact's or the "
+            "reference's; the outputs' SQNR is NaN"
         )
     if not ok:
         need = "identical" if bar == 0 else f"within {bar:g} points"
+        art = float(accuracy.get("metric_artifact", accuracy.get("accuracy_artifact", 0.0)))
+        ref = float(accuracy.get("metric_reference", accuracy.get("accuracy_reference", 0.0)))
+        unit = " %" if metric != "pearson" and metric != "matthews" else ""
         accuracy["failure"] = (
-            f"accuracy: artifact {accuracy['accuracy_artifact'] * 100:.2f} % vs reference "
-            f"{accuracy['accuracy_reference'] * 100:.2f} % ({delta:+.2f} points; "
-            f"{target} {precision} bar: {need})"
+            f"{metric}: artifact {art * 100:.2f}{unit} vs reference {ref * 100:.2f}{unit} "
+            f"({delta:+.2f} points; {target} {precision} bar: {need})"
         )
 
 
@@ -838,22 +902,76 @@ def default_sample(ref_path: Path, ckpt: Checkpoint) -> Path | None:
     return None
 
 
-def _accuracy_rows(
-    data: str | Path | None, ref_path: Path, ckpt: Checkpoint, max_examples: int | None
-) -> list[tuple[int, str]] | None:
-    """The labelled rows accuracy is measured on (None without ``data``), read before
-    anything runs so a wrong head or an unreadable file fails first, in one line."""
-    if data is None:
-        return None
-    from albert_edge.data import read_sst2
+def _model_config(ref_path: Path) -> dict[str, Any] | None:
+    """The reference's config.json as plain JSON (no torch), or None where the checkpoint
+    has none (a TF1 checkpoint: its head is known once it is loaded)."""
+    import json
 
-    if ckpt.head.name != "sequence-classification":
+    cfg = Path(ref_path) / "config.json"
+    if not cfg.is_file():
+        return None
+    try:
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # load_checkpoint names the problem
+    return data if isinstance(data, dict) else None
+
+
+def read_task_data(
+    data: str | Path,
+    ref_path: Path,
+    config: dict[str, Any],
+    *,
+    task: str | None = None,
+    max_examples: int | None = None,
+) -> TaskData:
+    """The examples a task metric is measured on, read and checked against the model's
+    head, labels and tags (``config``: its config.json) before anything loads, so a wrong
+    file or a wrong head fails first, in one line."""
+    from albert_edge.heads import head_from_architectures
+    from albert_edge.tasks import HEAD_TASKS, TASK_HEADS, check_fits, read_task_file
+
+    head = head_from_architectures(config.get("architectures")).name
+    if head not in HEAD_TASKS:
         raise UnsupportedError(
-            f"{data}: accuracy needs a sequence-classification model, but {ref_path} "
-            f"is {ckpt.head.name}; drop --data"
+            f"{data}: a task metric needs a model with a task head ("
+            + ", ".join(TASK_HEADS.values())
+            + f"), but {ref_path} is {head}; drop --data"
         )
-    rows = read_sst2(data)
-    return rows if max_examples is None else rows[: max(0, max_examples)]
+    # transformers leaves its default names (2 classes, LABEL_0/LABEL_1) out of config.json
+    id2label = config.get("id2label") or {
+        str(i): f"LABEL_{i}" for i in range(int(config.get("num_labels") or 2))
+    }
+    label2id = config.get("label2id") or {v: int(k) for k, v in id2label.items()}
+    num_labels = len(id2label)
+    # the head's own task decides where the file cannot tell (plain text: masked LM)
+    from albert_edge.tasks import detect_task
+
+    want = task if task is not None else (None if detect_task(data) else HEAD_TASKS[head])
+    out = read_task_file(
+        data, want, label2id={str(k): int(v) for k, v in label2id.items()}, num_labels=num_labels
+    )
+    check_fits(
+        out,
+        head,
+        num_labels=num_labels,
+        finetuning_task=config.get("finetuning_task"),
+        model=ref_path,
+    )
+    if max_examples is not None:
+        out = out.subset(range(min(len(out.examples), max(0, max_examples))))
+    return out
+
+
+def _config_of(ckpt: Checkpoint) -> dict[str, Any]:
+    cfg = ckpt.config
+    return {
+        "architectures": [ckpt.head.hf_class],
+        "id2label": {str(k): v for k, v in (getattr(cfg, "id2label", None) or {}).items()},
+        "label2id": dict(getattr(cfg, "label2id", None) or {}),
+        "num_labels": int(cfg.num_labels),
+        "finetuning_task": getattr(cfg, "finetuning_task", None),
+    }
 
 
 def verify(
@@ -868,11 +986,16 @@ def verify(
     progress: bool = True,
     sample: bool = True,
     on: str | None = None,
+    task: str | None = None,
 ) -> VerifyReport:
     """Verify an artifact directory (or model file) against its PyTorch checkpoint.
 
-    ``reference`` defaults to the manifest's ``source`` path. With ``data`` (an SST-2
-    style .tsv) and a sequence-classification head, also compares task accuracy. Without
+    ``reference`` defaults to the manifest's ``source`` path. With ``data``, also compares
+    the head's task metric (:mod:`albert_edge.tasks`: GLUE accuracy/F1 for a sequence
+    classifier, single sentences or pairs; entity F1 on CoNLL-2003 for token
+    classification; SQuAD EM/F1 for QA; accuracy for multiple choice; masked-token
+    accuracy), with a paired bootstrap interval on the difference; ``task`` only where the
+    file cannot tell (plain text is masked-LM data for a masked-LM head). Without
     ``data``, the embedded SST-2 model is measured on the packaged SST-2 dev sample
     (:data:`SAMPLE_DATA`; ``sample=False`` skips it), so a fresh clone prints an accuracy.
     ``on`` names a kernel family (:data:`albert_edge.kernels.KERNELS`) to run the artifact
@@ -896,6 +1019,10 @@ def verify(
     precision = str((manifest or {}).get("precision") or guess_precision(model))
     target = str((manifest or {}).get("target") or model.suffix.lstrip("."))
     tol = tolerance_for(precision)
+    config = _model_config(ref_path)
+    task_data = None
+    if data is not None and config is not None:  # judged before the model loads
+        task_data = read_task_data(data, ref_path, config, task=task, max_examples=max_examples)
     ckpt = load_checkpoint(ref_path)
     m_head = (manifest or {}).get("head")
     if m_head and m_head != ckpt.head.name:
@@ -906,7 +1033,10 @@ def verify(
     _check_reference_hash(ref_path, ckpt, manifest)
     if data is None and sample:
         data = default_sample(ref_path, ckpt)
-    rows = _accuracy_rows(data, ref_path, ckpt, max_examples)
+    if data is not None and task_data is None:
+        task_data = read_task_data(
+            data, ref_path, _config_of(ckpt), task=task, max_examples=max_examples
+        )
     runner, kernel = _open_on(model, on, threads)
     pool = grid_token_pool(ckpt, precision)
     with torch_threads(threads):
@@ -915,11 +1045,12 @@ def verify(
         )
         judge_outputs(summary, precision)
         accuracy = None
-        if rows:
+        if task_data is not None and task_data.examples:
             tok = artifact_tokenizer(model, ckpt)
-            accuracy = evaluate_accuracy(runner, ckpt, tok, rows, progress=progress)
+            accuracy = evaluate_task(runner, ckpt, tok, task_data, progress=progress)
             accuracy["data"] = (
-                f"packaged SST-2 dev sample ({len(rows)} rows; --data for the full set)"
+                f"packaged SST-2 dev sample ({len(task_data.examples)} rows; --data for the "
+                "full set)"
                 if data == SAMPLE_DATA
                 else Path(str(data)).name
             )

@@ -66,6 +66,7 @@ __all__ = [
     "encode",
     "paired_bootstrap",
     "paired_metric_interval",
+    "precheck_file",
     "read_task_file",
     "run_features",
     "score",
@@ -239,3 +240,14 @@ def score(
     if data.kind is TaskKind.MULTIPLE_CHOICE:
         return choice.score_choice(data, features, outputs)
     return choice.score_masked(data, features, outputs)
+
+
+def precheck_file(path: str | Path, task: TaskKind | str | None = None) -> None:
+    """Read ``path`` as a task file now, without the model, so a missing, binary, UTF-16 or
+    mislabelled file is refused in the first second. Plain text is left to the model's
+    head to judge (masked-LM data for a masked-LM model): only its text is checked."""
+    p = Path(path)
+    text = read_text(p)
+    if task is None and detect_task(p, text) is None and not _tabular(text):
+        return
+    read_task_file(p, task)
