@@ -143,6 +143,11 @@ def load_checkpoint(path: str | Path | None = None) -> Checkpoint:
             f"{p}: expected a checkpoint directory (config.json + model.safetensors or "
             "pytorch_model.bin + spiece.model) or a TF1 checkpoint"
         )
+    from albert_edge.sealed import check_sealed_checkpoint
+
+    # A sealed output (training, truncation) whose files changed is refused before a byte
+    # of it is read: here, the one place every command opens a checkpoint.
+    check_sealed_checkpoint(p)
     config_path = p / "config.json"
     if not config_path.is_file():
         raise CheckpointError(

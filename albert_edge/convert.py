@@ -21,15 +21,7 @@ from albert_edge.checkpoint import Checkpoint, load_checkpoint
 from albert_edge.io import atomic_output_dir
 from albert_edge.manifest import write_manifest
 from albert_edge.options import ConvertOptions
-from albert_edge.sealed import EvidenceKind
-
-# What ``albert-edge depth truncate`` writes: a checkpoint whose truncation.json is quoted
-# into the manifest, so the directory is sealed (albert_edge.sealed) and checked first.
-TRUNCATED_CHECKPOINT = EvidenceKind(
-    "truncated checkpoint",
-    "truncation.json",
-    "truncate the model again (`albert-edge depth truncate`)",
-)
+from albert_edge.sealed import TRUNCATED_CHECKPOINT
 
 
 def copy_tokenizer_files(
@@ -99,9 +91,40 @@ def read_trained_for(
         for k, v in (wanted.items() if isinstance(wanted, dict) and options is not None else ())
         if k != "precision" and getattr(options, k, v) != v
     )
-    match = qat.get("convert_precision") == precision and not differs
     kept = {k: v for k, v in qat.items() if k != "activation_ranges"}  # training.json has them
+    weights = _planned_weights(qat, options)
+    if weights is not None:  # a precision plan: some weights at other widths than trained
+        kept["weights"] = weights
+        differs = sorted([*differs, "unit_precisions"])
+    match = qat.get("convert_precision") == precision and not differs
     return {**kept, "matches_this_artifact": match, **({"differs": differs} if differs else {})}
+
+
+# The width each weight is simulated at by QAT for a convert precision (its recipe's).
+_TRAINED_WIDTH = {
+    "int4": "int4",
+    "int8-dynamic": "int8",
+    "int8-static": "int8",
+    "int8-full": "int8",
+}
+
+
+def _planned_weights(qat: dict[str, Any], options: ConvertOptions | None) -> dict[str, Any] | None:
+    """Where a precision plan (``options.unit_precisions``) holds weights at another width
+    than QAT trained every weight for: the trained width and each such weight's width;
+    None without a plan, or when every planned weight is at the trained width."""
+    if options is None or not options.unit_precisions:
+        return None
+    trained = _TRAINED_WIDTH.get(str(qat.get("convert_precision")))
+    other = {t: p for t, p in options.unit_precisions if p != trained}
+    if not other:
+        return None
+    return {
+        "trained_at": trained,
+        "held_otherwise": other,
+        "summary": f"{len(other)} of {len(options.unit_precisions)} weights not at "
+        f"{trained or qat.get('convert_precision')}",
+    }
 
 
 def convert(

@@ -51,5 +51,6 @@ def _with_plan(info: dict[str, Any], p: Path) -> dict[str, Any]:
             "summary": plan.get("summary"),
             "units": plan.get("units"),
             "search": plan.get("search"),
+            **({"edited": plan["edited"]} if plan.get("edited") else {}),  # claims dropped
         }
     return info

@@ -167,6 +167,17 @@ def made_from(
 # a fine-tune, the checkpoint) it was trained from. Here, below both train and depth, so
 # the writer and the reader share one definition.
 TRAINED = EvidenceKind("training output", "training.json", "train again (`albert-edge train`)")
+# What ``albert-edge depth truncate`` writes: a checkpoint whose truncation.json is quoted
+# into the manifest. Here for the same reason (the writer in depth, readers in convert and
+# the checkpoint loader).
+TRUNCATED_CHECKPOINT = EvidenceKind(
+    "truncated checkpoint",
+    "truncation.json",
+    "truncate the model again (`albert-edge depth truncate`)",
+)
+# The sealed directories a checkpoint can be: :func:`check_sealed_checkpoint` opens each
+# by the kind its seal names.
+CHECKPOINT_KINDS = {k.name: k for k in (TRAINED, TRUNCATED_CHECKPOINT)}
 
 
 # --- writing and reading -------------------------------------------------------------
@@ -256,3 +267,21 @@ def check_made_from(
                 f"{where}: this {kind.name} was made from other {role} ({name}, sha256 "
                 f"{str(want)[:12]}...; {Path(path).name} is {have[:12]}...); {kind.regenerate}"
             )
+
+
+def check_sealed_checkpoint(path: Path) -> None:
+    """Refuse a sealed checkpoint directory (a training output, a truncated checkpoint)
+    whose files no longer match its seal: one line naming the changed, missing or added
+    file and how to make the directory again. Called by the checkpoint loader before it
+    reads a byte of config or weights, so every command that loads a checkpoint checks
+    it and none can skip it. A directory without ``seal.json`` is not a sealed output
+    (a Hugging Face download, the embedded model): nothing to check."""
+    if not (path / SEAL_NAME).is_file():
+        return
+    import json
+
+    try:
+        evidence = json.loads((path / SEAL_NAME).read_text(encoding="utf-8")).get("evidence")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        evidence = None  # open_sealed names what is wrong with the seal itself
+    open_sealed(path, CHECKPOINT_KINDS.get(str(evidence), TRAINED))

@@ -282,6 +282,11 @@ def _write(tmp: Path, prep: Prepared, result: Any, summary: dict[str, Any]) -> N
     write_model_files(
         tmp, st.model, st.exits, prep.spiece, bool(st.init.do_lower_case), prep.ft.max_len
     )
+    trim = st.init.extra_files.get("trim")
+    if trim is not None:  # a trimmed init: its table still needs the trimmed tokenizer
+        import shutil
+
+        shutil.copyfile(trim, tmp / trim.name)  # the loader checks spiece.model against it
     summary["sha256"] = _own_files(tmp)
     (tmp / TRAINING_RECORD).write_text(dumps_strict(summary, indent=2) + "\n")
     seal(tmp, TRAINED, made_from(prep.ft.init, data={"train": prep.ft.train, "dev": prep.ft.dev}))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import PrecisionPlanError
 from albert_edge.mixed.evaluate import Setup, executor
-from albert_edge.mixed.plan import check_plan, load_plan, make_plan
+from albert_edge.mixed.plan import check_plan, load_plan, make_plan, replay_record, seal_plan
 from albert_edge.mixed.search import SearchResult, Settings, min_rows, search
 from albert_edge.mixed.units import Unit, find_units
 
@@ -85,14 +85,17 @@ def _prepare_tflite(ckpt: Checkpoint, options: ConvertOptions, base: str) -> Pre
     return Prepared(ckpt, model, units, identity(ckpt), base)
 
 
-def held_out_rows(data: str | Path, settings: Settings) -> list[tuple[int, str]]:
+def held_out_rows(
+    data: str | Path, settings: Settings, labels: range | None = None
+) -> list[tuple[int, str]]:
     """``settings.rows`` rows of ``data`` drawn with ``settings.seed`` (all of them when
-    fewer); refused when fewer than :func:`min_rows` for the budget."""
+    fewer); refused when fewer than :func:`min_rows` for the budget, or (``labels``: the
+    model's class ids) at the first row whose label the model does not have."""
     import numpy as np
 
     from albert_edge.data import read_sst2
 
-    rows = read_sst2(data)
+    rows = read_sst2(data, labels=labels)
     need = min_rows(settings.max_drop)
     if len(rows) < need:
         raise PrecisionPlanError(
@@ -107,6 +110,35 @@ def held_out_rows(data: str | Path, settings: Settings) -> list[tuple[int, str]]
         )
     pick = np.random.default_rng(settings.seed).permutation(len(rows))[: settings.rows]
     return [rows[int(i)] for i in sorted(pick.tolist())]
+
+
+def model_labels(ckpt: Checkpoint) -> range:
+    """The class ids of a loaded model's head."""
+    return range(int(ckpt.config.num_labels))
+
+
+def config_labels(checkpoint: str | Path | Checkpoint | None) -> range | None:
+    """The class ids a checkpoint's ``config.json`` declares (``id2label``, else
+    ``num_labels``, else transformers' default of 2), read without loading the model;
+    None where there is no such file to read (a TF1 checkpoint: judged once loaded)."""
+    import json
+
+    from albert_edge.checkpoint import DEFAULT_MODEL, Checkpoint
+
+    if isinstance(checkpoint, Checkpoint):
+        return model_labels(checkpoint)
+    try:
+        config = json.loads((Path(checkpoint or DEFAULT_MODEL) / "config.json").read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    id2label, n = config.get("id2label"), config.get("num_labels")
+    if isinstance(id2label, dict) and id2label:
+        return range(len(id2label))
+    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        return range(n)
+    return range(2)
 
 
 def _tflite_setup(prep: Prepared, options: ConvertOptions, rows: list[tuple[int, str]]) -> Setup:
@@ -178,7 +210,7 @@ def auto_plan(
             "--objective latency times candidates where they run; it cannot use --cluster "
             "(latency is only timed on the machine that will run the artifact)"
         )
-    rows = held_out_rows(data, settings)
+    rows = held_out_rows(data, settings, model_labels(prep.ckpt))
     setup = make_setup(prep, options, rows)
     with executor(setup, workers=workers, cluster=cluster, engine=engine) as run:
         integer = prep.base in ("int8-static", "int8-full")  # fallback: fewest in float
@@ -201,7 +233,7 @@ def auto_plan(
             plan["search"]["integer_ops"] = integer_ops(setup, result.plan)
     else:
         plan["search"]["integer_matmul_share"] = integer_share(setup, result.plan)
-    return plan, result
+    return seal_plan(plan), result
 
 
 def integer_share(setup: Setup, plan: dict[str, str]) -> dict[str, Any]:
@@ -260,11 +292,22 @@ def plan_options(options: ConvertOptions, plan: dict[str, Any], assignment: Any)
 def convert_with_plan(
     prep: Prepared, output: str | Path, options: ConvertOptions, plan: dict[str, Any], where: str
 ) -> dict[str, Any]:
-    """Build the artifact of ``plan`` (checked against ``prep``'s model) into ``output``."""
+    """Build the artifact of ``plan`` (checked against ``prep``'s model) into ``output``;
+    the artifact records the plan as :func:`~albert_edge.mixed.plan.replay_record` says
+    (an edited plan: what was built, without the search's claims)."""
     from albert_edge.convert import convert
 
     assignment = check_plan(plan, prep.units, prep.identity, where)
-    return convert(prep.ckpt, output, plan_options(options, plan, assignment))
+    record = replay_record(plan, prep.units, prep.identity, assignment)
+    if record.get("edited"):
+        from albert_edge.progress import console, enabled
+
+        if enabled():
+            console().print(
+                f"albert-edge:   {where} was changed since its search: building its "
+                "precisions, recording none of the search's measurements"
+            )
+    return convert(prep.ckpt, output, plan_options(options, record, assignment))
 
 
 def convert_plan_file(
@@ -316,7 +359,8 @@ def convert_auto(
     is written."""
     from albert_edge.progress import step
 
-    held_out_rows(data, settings)  # too few rows: refused before the model loads
+    # too few rows, or a label the model lacks: refused before the model loads
+    held_out_rows(data, settings, config_labels(checkpoint))
     prep = prepare(checkpoint, options, base)
     with step(f"precision search ({len(prep.units)} units, --max-drop {settings.max_drop})"):
         plan, _ = auto_plan(prep, data, settings, options, **run)

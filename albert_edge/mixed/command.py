@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,8 +14,88 @@ if TYPE_CHECKING:
     from albert_edge.options import ConvertOptions
 
 
+class _UnsetInt(int):
+    """A flag's default, told apart from the same number typed (a replay refuses only
+    what was asked)."""
+
+    __slots__ = ()
+
+
+class _UnsetStr(str):
+    """A flag's default, told apart from the same word typed."""
+
+    __slots__ = ()
+
+
+def _unset(value: Any) -> Any:
+    return _UnsetInt(value) if isinstance(value, int) else _UnsetStr(value)
+
+
+def given(a: argparse.Namespace, name: str) -> bool:
+    """Whether the flag behind ``a.<name>`` was on the command line (a default is an
+    ``_Unset*``, or None, ``()``, False)."""
+    value = getattr(a, name, None)
+    return not isinstance(value, _UnsetInt | _UnsetStr) and value not in (None, (), False)
+
+
+# Flags a plan replay cannot honour, with the plan field that decides instead (None: the
+# flag belongs to the search, which a replay does not run).
+_PLAN_SETS = (
+    ("block_size", "--block-size", "recipe.block_size"),
+    ("per_channel", "--per-channel/--per-tensor", "recipe.per_channel"),
+    ("runs_on", "--target", "recipe.runs_on"),
+    ("int4_kernel", "--int4-kernel", "recipe.int4_kernel"),
+    ("seq_lens", "--seq-lens", "recipe.seq_lens"),
+    ("num_calibration", "--num-calibration", "recipe.calibration.samples"),
+    ("calibration_method", "--calibration-method", "recipe.calibration.method"),
+    ("keep_embeddings_wide", "--keep-embeddings-wide", "the word table's precision (units)"),
+    ("max_drop", "--max-drop", None),
+    ("data", "--data", None),
+    ("objective", "--objective", None),
+    ("search_rows", "--search-rows", None),
+    ("workers", "--workers", None),
+    ("cluster", "--cluster", None),
+)
+
+
+def _field(plan: dict[str, Any], path: str) -> Any:
+    value: Any = plan
+    for key in path.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def check_replay_flags(a: argparse.Namespace, plan: dict[str, Any], where: str) -> None:
+    """Refuse, in one line naming the flag, each flag given beside ``--precision-plan``
+    that the replay would not use: the plan decides its recipe, and a replay searches
+    nothing. (``--calibration`` for a calibrated plan is checked against the plan's own
+    file by :func:`albert_edge.mixed.api.check_calibration`; one given for a plan that
+    calibrates nothing is refused here.)"""
+    for attr, flag, field in _PLAN_SETS:
+        if not given(a, attr):
+            continue
+        if field is None:
+            raise PrecisionPlanError(
+                f"{where}: --precision-plan replays a plan and searches nothing; drop {flag} "
+                "(it applies to --precision auto)"
+            )
+        value = _field(plan, field) if field.startswith("recipe.") else None
+        shown = f" = {json.dumps(value)}" if value is not None else ""
+        raise PrecisionPlanError(f"{where}: the plan sets {field}{shown}; drop {flag}")
+    recipe = plan.get("recipe") or {}
+    if given(a, "calibration") and not recipe.get("calibration"):
+        raise PrecisionPlanError(
+            f"{where}: the plan calibrates nothing (recipe.base = {recipe.get('base')}); drop "
+            "--calibration"
+        )
+
+
 def add_mixed_flags(p: argparse.ArgumentParser) -> None:
-    """``--precision auto`` and ``--precision-plan`` (docs/mixed-precision.md)."""
+    """``--precision auto`` and ``--precision-plan`` (docs/mixed-precision.md). The
+    shared quantization flags' defaults are marked (same values), so that a replay can
+    refuse the ones a user typed (:func:`check_replay_flags`)."""
+    shared = ("block_size", "num_calibration", "calibration_method", "runs_on", "int4_kernel")
+    p.set_defaults(**{name: _unset(p.get_default(name)) for name in shared})
     g = p.add_argument_group("precision per weight (--precision auto / --precision-plan)")
     g.add_argument(
         "--max-drop",
@@ -33,19 +114,19 @@ def add_mixed_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--objective",
         choices=("bytes", "latency"),
-        default="bytes",
+        default=_UnsetStr("bytes"),
         help="--precision auto: what the plan minimizes (latency: measured on this machine)",
     )
     g.add_argument(
         "--search-rows",
         type=int_at_least(1),
-        default=1000,
+        default=_UnsetInt(1000),
         help="--precision auto: held-out rows drawn (seeded) from --data (default: %(default)s)",
     )
     g.add_argument(
         "--workers",
         type=worker_count,
-        default=1,
+        default=_UnsetInt(1),
         help="--precision auto: parallel candidate evaluations (local process pool, or Ray "
         "with --cluster) (default: %(default)s)",
     )
@@ -97,6 +178,7 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
     if a.precision_plan is not None:
         plan_file = a.precision_plan
         plan = mixed.load_plan(plan_file)  # a bad file: refused before the model loads
+        check_replay_flags(a, plan, str(plan_file))
         _check_plan_depth(a, plan, str(plan_file), a.depth)
         if at_depth:  # ... and before it is truncated
             from albert_edge.mixed.api import check_calibration
@@ -128,8 +210,10 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
         if enabled():
             console().print(f"albert-edge:   {line}")
 
-    if at_depth:  # too few rows: refused before the model loads and is truncated
-        mixed.held_out_rows(a.data, settings)
+    # too few rows, or a label the model lacks: refused before the model loads
+    from albert_edge.mixed.api import config_labels
+
+    mixed.held_out_rows(a.data, settings, config_labels(a.checkpoint))
     base = _base(a.precision, options.target)
     run = {"workers": a.workers, "cluster": cluster, "engine": engine, "progress": note}
     return _hand_off(

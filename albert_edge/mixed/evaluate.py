@@ -130,6 +130,11 @@ _SETUP: Setup | None = None  # the worker's copy (set once per worker process)
 def _init(setup: Setup) -> None:
     global _SETUP
     _SETUP = setup
+    import signal
+
+    # Ctrl-C reaches the whole process group: the parent stops the pool, and a worker
+    # interrupted mid-evaluation would only print a traceback under its stop line.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from albert_edge.onnx.quant.state import quiet
 
     quiet().__enter__()  # workers: ORT's quantizer logs every call
@@ -167,7 +172,17 @@ class _Pool:
     kind: str
 
     def map(self, assignments: Sequence[Assignment]) -> list[Outcome]:
-        return list(self.pool.map(_run, list(assignments)))
+        if self.kind == "ray":
+            return list(self.pool.map(_run, list(assignments)))
+        from albert_edge.io import signals_held
+
+        # Submitting starts the workers; a spawned worker reads its set-up from a pipe
+        # the parent is writing. A stop signal there would cut the write short and the
+        # worker would die on a truncated pickle, with a traceback under the parent's
+        # stop line: the signal waits until every submit (and so every write) is done.
+        with signals_held():
+            futures = [self.pool.submit(_run, a) for a in assignments]
+        return [f.result() for f in futures]
 
 
 def ray_available() -> bool:
@@ -213,7 +228,12 @@ def executor(
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         max_workers=workers, mp_context=ctx, initializer=_init, initargs=(setup,)
-    ) as executor:
-        yield _Pool(executor, workers, "local-processes")
+    )
+    try:
+        yield _Pool(pool, workers, "local-processes")
+    except BaseException:  # stopped or failed: drop the queued evaluations, not wait on them
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)

@@ -8,9 +8,16 @@ one entry per unit: the tensor, its role and parameters, the chosen precision an
 measured sensitivity of each candidate. ``convert --precision-plan plan.json`` rebuilds
 the artifact from it alone, byte for byte.
 
-Checks (each one line naming the file and the fix): not JSON or not a plan; made for
-another checkpoint or another depth of it; naming tensors the model lacks; a precision a
-unit cannot take.
+Checks (each one line naming the file and the fix): not JSON or not a plan; a recipe
+field no recipe has (named as the plan's field, ``recipe.block_size``, never as a flag);
+made for another checkpoint or another depth of it; naming tensors the model lacks, or one
+twice; a precision a unit cannot take.
+
+A searched plan is sealed (``sealed_sha256``: the sha256 of the plan without that key), so
+a replay can tell the search's own plan from one edited since. Only a plan whose seal holds
+carries the search's measurements into the new artifact (:func:`replay_record`); an edited
+or hand-written one records what was built: the model's units at the plan's precisions, no
+sensitivities, no loss, no reference accuracy.
 """
 
 from __future__ import annotations
@@ -29,6 +36,66 @@ if TYPE_CHECKING:
 
 FORMAT = "albert-edge/precision-plan"
 VERSION = 1
+SEAL_KEY = "sealed_sha256"
+EDITED = (
+    "not the plan its search sealed (edited since, or written before plans were sealed): "
+    "the search's measurements (sensitivities, loss, reference accuracy) are not this "
+    "artifact's and are left out; the units are built at the precisions the plan names"
+)
+
+
+def _digest(plan: Mapping[str, Any]) -> str:
+    import hashlib
+
+    body = {k: v for k, v in plan.items() if k != SEAL_KEY}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def seal_plan(plan: dict[str, Any]) -> dict[str, Any]:
+    """``plan`` with its seal (call it on the finished search record, nothing added after)."""
+    return {**plan, SEAL_KEY: _digest(plan)}
+
+
+def is_sealed(plan: Mapping[str, Any]) -> bool:
+    """Whether ``plan`` is, byte for byte in content, the plan its search sealed."""
+    return isinstance(plan.get(SEAL_KEY), str) and plan[SEAL_KEY] == _digest(plan)
+
+
+def replay_record(
+    plan: Mapping[str, Any],
+    units: Sequence[Unit],
+    identity: Mapping[str, Any],
+    assignment: Sequence[tuple[str, str]],
+) -> dict[str, Any]:
+    """The plan record a replay writes (``plan.json`` and the manifest): a sealed plan as
+    it is (its search's claims are about exactly this assignment); any other plan as what
+    was built (this model's units and identity at the checked ``assignment``, no search),
+    with ``edited`` saying why the claims it carried were left out."""
+    if is_sealed(plan):
+        return dict(plan)
+    have = {u.tensor: u for u in units}
+    precision = dict(assignment)
+    order = [str(u["tensor"]) for u in plan["units"]]
+    rows = [{**have[t].to_dict(), "precision": precision[t]} for t in order]
+    record: dict[str, Any] = {
+        "format": FORMAT,
+        "version": VERSION,
+        "target": str(plan.get("target", "onnx")),
+        "checkpoint": dict(identity),
+        "recipe": plan.get("recipe"),
+        "units": rows,
+        "summary": summary(rows),
+        "search": None,
+    }
+    claims = (
+        SEAL_KEY in plan
+        or plan.get("search") is not None
+        or any("sensitivity" in u for u in plan["units"])
+    )
+    if claims:
+        record["edited"] = EDITED
+    return record
 
 
 def summary(units: Sequence[Mapping[str, Any]]) -> str:
@@ -168,7 +235,75 @@ def load_plan(path: str | Path) -> dict[str, Any]:
         isinstance(u, dict) and isinstance(u.get("tensor"), str) and "precision" in u for u in units
     ):
         raise PrecisionPlanError(f"{p}: the plan's units are malformed; search the plan again")
+    seen: set[str] = set()
+    for i, u in enumerate(units):
+        if not isinstance(u["precision"], str):
+            _bad_field(p, f"units[{i}].precision", u["precision"], "a precision name")
+        if u["tensor"] in seen:
+            raise PrecisionPlanError(
+                f"{p}: units[{i}] names {u['tensor']} a second time (one precision per "
+                "weight); search the plan again"
+            )
+        seen.add(u["tensor"])
+    _check_recipe(p, data)
     return data
+
+
+def _bad_field(p: Path, field: str, value: Any, want: str) -> None:
+    raise PrecisionPlanError(
+        f"{p}: the plan's {field} is {json.dumps(value)[:40]}, not {want}; restore the "
+        "plan.json convert wrote or search the plan again"
+    )
+
+
+def _check_recipe(p: Path, data: Mapping[str, Any]) -> None:
+    """Each field of the plan's target and recipe that a build reads, checked here and
+    named as the plan's field (a bad value must not read as a flag the user never gave)."""
+    from albert_edge.options import CALIBRATION_METHODS, TARGETS
+
+    target = data.get("target", "onnx")
+    if target not in TARGETS:
+        _bad_field(p, "target", target, " or ".join(TARGETS))
+    r = data.get("recipe")
+    if not isinstance(r, dict):
+        _bad_field(p, "recipe", r, "an object (base, block_size, ...)")
+        return
+    bases = ("int4", "int8-static") if target == "onnx" else ("int8-dynamic", "int8-full")
+    if r.get("base", bases[0]) not in bases:
+        _bad_field(p, "recipe.base", r.get("base"), f"one of {', '.join(bases)} (--to {target})")
+    size = r.get("block_size", 256)
+    if type(size) is not int or size < 16 or size & (size - 1):
+        _bad_field(p, "recipe.block_size", size, "a power of two >= 16")
+    if r.get("per_channel") is not None and not isinstance(r["per_channel"], bool):
+        _bad_field(p, "recipe.per_channel", r["per_channel"], "true, false or null")
+    if target == "onnx":
+        from albert_edge.errors import UnsupportedError
+        from albert_edge.onnx.quant.recipes import int8_recipe
+
+        try:
+            int8_recipe(str(r.get("runs_on", "portable")))
+        except UnsupportedError:
+            _bad_field(p, "recipe.runs_on", r.get("runs_on"), "an int8 target (portable, ...)")
+        if r.get("int4_kernel", "int8") != "int8":
+            _bad_field(p, "recipe.int4_kernel", r.get("int4_kernel"), '"int8"')
+    lens = r.get("seq_lens") or []
+    if not isinstance(lens, list) or not all(type(x) is int and x > 0 for x in lens):
+        _bad_field(p, "recipe.seq_lens", r.get("seq_lens"), "a list of positive lengths")
+    if lens and target != "tflite":
+        _bad_field(p, "recipe.seq_lens", lens, "set (ONNX has a dynamic axis)")
+    cal = r.get("calibration")
+    if cal is None:
+        return
+    if not isinstance(cal, dict):
+        _bad_field(p, "recipe.calibration", cal, "an object (file, sha256, samples, method)")
+        return
+    samples = cal.get("samples", 128)
+    if type(samples) is not int or samples < 1:
+        _bad_field(p, "recipe.calibration.samples", samples, "a count >= 1")
+    if cal.get("method", "minmax") not in CALIBRATION_METHODS:
+        _bad_field(
+            p, "recipe.calibration.method", cal.get("method"), ", ".join(CALIBRATION_METHODS)
+        )
 
 
 def check_plan(
@@ -215,11 +350,12 @@ def check_plan(
             f"({', '.join(missing[:3])}); search a plan for this model with --precision auto"
         )
     out = []
-    for u in plan["units"]:
+    for i, u in enumerate(plan["units"]):
         t, p = str(u["tensor"]), str(u["precision"])
         if p not in have[t].candidates:
             raise PrecisionPlanError(
-                f"{where}: {t} cannot be {p!r} (choose among {', '.join(have[t].candidates)})"
+                f"{where}: the plan's units[{i}].precision: {t} cannot be {p!r} (choose among "
+                f"{', '.join(have[t].candidates)})"
             )
         out.append((t, p))
     return tuple(sorted(out))
@@ -240,6 +376,8 @@ def format_plan(plan: Mapping[str, Any]) -> str:
     and its measured sensitivity (points lost alone at int8 / int4, 95 % interval)."""
     units = plan.get("units") or []
     lines = [f"precision plan: {plan.get('summary') or summary(units)}"]
+    if plan.get("edited"):
+        lines.append(f"this plan is {plan['edited']}")
     search = plan.get("search") or {}
     loss = search.get("loss")
     if isinstance(loss, Mapping):
