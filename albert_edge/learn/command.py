@@ -135,6 +135,7 @@ def from_args(args: argparse.Namespace, command: str) -> Any:
     from albert_edge.learn.finetune import FineTune
     from albert_edge.learn.split import HeldOut
 
+    _check_max_len_early(Path(args.init), args.max_len)
     return FineTune(
         init=Path(args.init),
         out=Path(args.out),
@@ -165,6 +166,24 @@ def from_args(args: argparse.Namespace, command: str) -> Any:
         spiece=Path(args.spiece) if args.spiece else None,
         command=command,
     )
+
+
+def _check_max_len_early(init: Path, max_len: int) -> None:
+    """``--max-len`` past the positions ``--init``'s config declares, refused before the
+    checkpoint loads (read from ``config.json`` / ``albert_config.json`` where there is
+    one; the loaded model's config is checked again before training)."""
+    import json
+
+    from albert_edge.learn.scratch import check_max_len
+
+    for name in ("config.json", "albert_config.json"):
+        try:
+            positions = json.loads((init / name).read_text())["max_position_embeddings"]
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+        if isinstance(positions, int) and not isinstance(positions, bool):
+            check_max_len(max_len, positions, f"--init {init}")
+        return
 
 
 def _split_checked(held: Any, train: Path) -> Any:
