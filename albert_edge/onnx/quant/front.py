@@ -39,8 +39,10 @@ from albert_edge.onnx.quant.plan import codes_block, int4_block_size
 from albert_edge.onnx.quant.recipes import (
     SATURATION_FREE_MAX_ABS,
     QuantRecipe,
+    hints_note,
     int8_recipe,
     recipe,
+    runtime_hints,
 )
 from albert_edge.onnx.quant.state import QuantState, quiet
 from albert_edge.options import DEFAULT_CALIBRATION, DEFAULT_CALIBRATION_SOURCE
@@ -305,6 +307,9 @@ def _report(final: ir.Model, st: Any, log: list[dict[str, Any]]) -> dict[str, An
         else None,
         "speed_note": INT4_SPEED_NOTES[options.int4_kernel] if precision == "int4" else None,
         "size_note": INT4_SIZE_NOTES[options.int4_kernel] if precision == "int4" else None,
+        # how to run it: ONNX Runtime session settings per CPU class (recipes.ORT_SESSION_HINTS)
+        "runtime_hints": runtime_hints(),
+        "runtime_note": hints_note(),
         "calibration": calibration,
         "embeddings_quantized": bool(plan.quantize_table),
         "embeddings": embeddings,
