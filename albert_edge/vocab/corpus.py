@@ -10,12 +10,13 @@ header and label digits. Encoding problems (UTF-16, binary, not UTF-8) are named
 
 from __future__ import annotations
 
-import csv
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from albert_edge.data import TEXT_COLUMNS, DataError, read_sst2, read_text
+from albert_edge.tasks.classification import text_columns
+from albert_edge.tasks.files import tsv_rows
 
 # Every HELD_OUT_EVERY-th line (the last of each block) is held out when no --held-out file
 # is given: deterministic, spread over the file, never counted when choosing pieces.
@@ -41,6 +42,13 @@ def read_sentences(path: str | Path, what: str = "corpus") -> list[str]:
     if "\t" not in first:
         return [line.strip() for line in text.splitlines() if line.strip()]
     header = [h.strip().lower() for h in first.split("\t")]
+    pair_cols, _, pair = text_columns(header)
+    if pair:  # a sentence-pair file: both sentences are text to count, never one alone
+        rows = tsv_rows(text)[1:]
+        out = [r[c].strip() for r in rows for c in pair_cols if len(r) > c and r[c].strip()]
+        if not out:
+            raise DataError(f"{p}: {what} has a header but no sentences under it")
+        return out
     if "label" in header:
         return [s for _, s in read_sst2(p)]
     cols = [i for i, h in enumerate(header) if h in TEXT_COLUMNS]
@@ -51,7 +59,9 @@ def read_sentences(path: str | Path, what: str = "corpus") -> list[str]:
             "name the text column 'sentence' (or 'text'/'content'), or pass plain text, one "
             "sentence a line"
         )
-    rows = list(csv.reader(text.splitlines()[1:], delimiter="\t", quoting=csv.QUOTE_NONE))
+    # Split on tabs, not with the csv module: QUOTE_NONE splits the same way, and csv's
+    # field_size_limit (128 KiB) failed every line longer than that with a traceback.
+    rows = [line.split("\t") for line in text.splitlines()[1:]]
     out = [r[cols[0]].strip() for r in rows if len(r) > cols[0] and r[cols[0]].strip()]
     if not out:
         raise DataError(f"{p}: {what} has a header but no sentences under it")

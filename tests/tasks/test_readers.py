@@ -261,3 +261,11 @@ def test_multiple_choice_swag_and_race(tmp_path: Path) -> None:
     data = read_task_file(race)
     assert data.format == "race-json" and len(data.examples) == 2
     assert data.examples[1].choices == ("ran", "sat")
+
+
+def test_vocab_corpus_counts_both_sentences_of_a_pair_file(tmp_path: Path) -> None:
+    """The vocabulary trim's corpus reader took sentence1 alone from a pair file."""
+    from albert_edge.vocab.corpus import read_sentences
+
+    p = write(tmp_path / "p.tsv", "index\tsentence1\tsentence2\n0\tfirst one\tsecond one\n")
+    assert read_sentences(p) == ["first one", "second one"]
