@@ -26,6 +26,7 @@ from albert_edge.environment import (
     quiet_frameworks,
 )
 from albert_edge.errors import AlbertEdgeError
+from albert_edge.io import output_arg
 from albert_edge.options import (
     INT32_MAX,
     INT64_MAX,
@@ -188,7 +189,7 @@ def _add_convert(sub: Any) -> None:
         "-o",
         "--output",
         required=True,
-        type=Path,
+        type=output_arg,
         help="artifact directory to write (a Hugging Face model repo layout; replaced atomically)",
     )
     p.add_argument(
@@ -289,7 +290,7 @@ def _add_quantize(sub: Any) -> None:
         help=f"one of {{{','.join(p for p in ONNX_PRECISIONS if p != 'fp32')}}}",
     )
     p.add_argument(
-        "-o", "--output", required=True, type=Path, help="new artifact directory to write"
+        "-o", "--output", required=True, type=output_arg, help="new artifact directory to write"
     )
     p.add_argument(
         "--reference",
@@ -573,7 +574,9 @@ def _add_bench(sub: Any) -> None:
         + "} (default: all); opt-in: onnx:auto (a precision per weight searched on the "
         "choose split; with --depth-search also at each admitted depth, docs/mixed-precision.md)",
     )
-    p.add_argument("--work-dir", type=Path, default=None, help="--recommend: keep artifacts here")
+    p.add_argument(
+        "--work-dir", type=output_arg, default=None, help="--recommend: keep artifacts here"
+    )
     p.add_argument(
         "--depth-search",
         type=Path,
@@ -651,7 +654,7 @@ def _add_export_triton(sub: Any) -> None:
         "-o",
         "--output",
         required=True,
-        type=Path,
+        type=output_arg,
         help="model repository directory; writes <repo>/<name>/config.pbtxt and "
         "<repo>/<name>/<version>/model.onnx",
     )
@@ -770,13 +773,20 @@ def _preflight(args: argparse.Namespace) -> None:
         os.getcwd()
     except OSError:  # deleted under the shell: torch and MKL die later with a fatal error
         raise WorkingDirectoryError(
-            "the current directory no longer exists (deleted or moved while the shell "
-            "was in it); cd to an existing directory and run again"
+            "the current directory no longer exists (deleted, moved or replaced, e.g. by "
+            '-o . --overwrite, while the shell was in it); cd to an existing directory (cd "$PWD" '
+            "enters one made again at the same path) and run again"
         ) from None
     if args.command in ("convert", "quantize"):
         source = args.checkpoint if args.command == "convert" else args.model
         check_name_fits(args.output)
         inputs = [Path(source)] if source is not None else []
+        if args.command == "quantize":  # the whole artifact is the input, not its model file
+            from albert_edge.layout import find_artifact
+
+            found = find_artifact(source)
+            if found.manifest is not None:
+                inputs.append(found.root)
         check_output(args.output, overwrite=args.overwrite, inputs=inputs)
     elif args.command == "train":
         from albert_edge.train import check_data
@@ -824,6 +834,20 @@ def _read_text_inputs(args: argparse.Namespace) -> None:
         preflight(args)
 
 
+def _say_if_cwd_replaced(command: str) -> None:
+    """``-o .`` (or an output holding the working directory) swapped a new directory in
+    where the shell sits: the shell still sees the old, removed one until it re-enters."""
+    from albert_edge.io import replaced_cwd
+
+    out = replaced_cwd()
+    if out is not None:
+        print(
+            f"albert-edge {command}: note: {out} was replaced while it was the current "
+            'directory; a shell still in it sees the old, removed one: run cd "$PWD"',
+            file=sys.stderr,
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     raw = list(sys.argv[1:] if argv is None else argv)
     # named before parsing, so a signal during start-up names the subcommand too
@@ -855,6 +879,7 @@ def _run(args: argparse.Namespace) -> int:
         quiet = getattr(args, "quiet", False)
         with run_scratch(), native_stderr_filtered() if quiet else contextlib.nullcontext():
             code: int = args.run(args)
+        _say_if_cwd_replaced(args.command)
         return code
     except AlbertEdgeError as exc:
         print(f"albert-edge {args.command}: error: {exc}", file=sys.stderr)

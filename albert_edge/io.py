@@ -59,7 +59,10 @@ def describe_os_error(exc: OSError, path: Path, action: str = "write") -> Output
     if code == errno.ENAMETOOLONG:
         return OutputError(f"{path}: file name too long; choose a shorter -o; nothing was written")
     if code == errno.ENOSPC or code == errno.EDQUOT:
-        why, fix = "no space left on device", "free disk space or choose another -o"
+        why = "disk quota exceeded" if code == errno.EDQUOT else "no space left on device"
+        where = _mount_point(path.parent)  # the output's own disk, named
+        disk = f"the disk mounted at {where}" if where is not None else "its disk"
+        fix = f"free space on {disk} or choose an -o on another disk"
     elif code in (errno.EACCES, errno.EPERM):
         why, fix = "permission denied", "choose a directory you can write to as -o"
     elif code == errno.EROFS:
@@ -105,19 +108,50 @@ def _free_bytes(path: str | Path) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
+def _device(path: Path) -> int | None:
+    """The file system (``st_dev``) of ``path``, or of its nearest existing ancestor: a
+    failing temp file may already be removed when the error is described."""
+    anc = path
+    while True:
+        try:
+            return os.stat(anc).st_dev
+        except FileNotFoundError:
+            if anc == anc.parent:
+                return None
+            anc = anc.parent
+        except OSError:
+            return None
+
+
+def _mount_point(path: Path) -> Path | None:
+    """The mount point of the file system holding ``path`` (or its nearest existing
+    ancestor), so a full-disk message names the disk that is full."""
+    anc = Path(os.path.abspath(path))
+    dev = _device(anc)
+    if dev is None:
+        return None
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    while anc != anc.parent and _device(anc.parent) == dev:
+        anc = anc.parent
+    return anc
+
+
 def _tmpdir_is_the_full_one(exc: OSError, out: Path) -> bool:
     """Whether a full disk is TMPDIR's rather than the output's (issue 26: a full TMPDIR
-    was reported as "cannot write -o"). The failing file says it when known; otherwise
-    the file system with (almost) no room left is the full one."""
+    was reported as "cannot write -o"). Judged by file system, never by path prefix: an
+    output on a small disk mounted under /tmp is the output's disk (issue 43: it was
+    blamed on /tmp). The failing file says it when known; otherwise the file system with
+    (almost) no room left is the full one."""
     tmp = Path(_tmp_base())
+    dev_tmp, dev_out = _device(tmp), _device(out.parent)
+    if dev_tmp is None or dev_tmp == dev_out:
+        return False  # one file system: the output's message covers both
+    if exc.filename:
+        return _device(Path(os.fsdecode(exc.filename))) == dev_tmp
     anc = out.parent
     while not anc.exists() and anc != anc.parent:
         anc = anc.parent
-    with contextlib.suppress(OSError):
-        if os.stat(tmp).st_dev == os.stat(anc).st_dev:
-            return False  # one file system: the output's message covers both
-    if exc.filename:
-        return _inside(Path(os.fsdecode(exc.filename)), tmp)
     free_tmp, free_out = _free_bytes(tmp), _free_bytes(anc)
     return free_tmp is not None and free_tmp < 1 << 20 and (free_out or 0) >= 1 << 20
 
@@ -181,10 +215,39 @@ def _clip(text: str) -> str:
     return text if len(text) <= 80 else f"{text[:60]}...{text[-12:]}"
 
 
+def named_output(out: str | Path) -> Path:
+    """``out`` with a last component that names it: ``.``, ``./``, ``..`` and ``sub/..``
+    are resolved to the directory they mean (issue 43: ``-o .`` ended in a ``ValueError``
+    traceback, as the temp, old and lock siblings are named after the output's name).
+    Every other path is returned as given, a symlink as a symlink (the checks refuse it).
+    Where the working directory is gone, the path is returned as given: the CLI names that
+    cause itself."""
+    path = Path(out)
+    if path.name in ("", ".", ".."):
+        with contextlib.suppress(OSError):
+            return path.resolve()
+    return path
+
+
+def output_arg(text: str) -> Path:
+    """The argparse ``type`` of every ``-o``: :func:`named_output` of the text."""
+    return named_output(text)
+
+
+def _refuse_root(out: Path, flag: str = "-o") -> None:
+    if out.is_absolute() and out == out.parent:
+        raise OutputExistsError(
+            f"{out}: the root directory cannot be an output (albert-edge writes a new "
+            f"directory and swaps it in); choose a new directory as {flag}"
+        )
+
+
 def preflight_output(out: Path, *, overwrite: bool, flag: str = "-o") -> None:
     """What the CLI checks of an output before anything loads (issue 26: an existing output
     was refused only after a 12 s model load): the name fits, and without ``overwrite``
     nothing is there. :func:`check_output` still runs the full checks before writing."""
+    out = named_output(out)
+    _refuse_root(out, flag)
     check_name_fits(out, flag)
     try:
         there = out.exists() or out.is_symlink()
@@ -261,26 +324,43 @@ ARTIFACT = OutputKind(
 
 
 def check_output(
-    out: Path, *, overwrite: bool, inputs: Iterable[Path] = (), kind: OutputKind = ARTIFACT
+    out: Path,
+    *,
+    overwrite: bool,
+    inputs: Iterable[Path | str | None] = (),
+    kind: OutputKind = ARTIFACT,
 ) -> None:
-    """Refuse an output that would destroy something: an input, or what ``kind`` did not
-    write.
+    """Refuse an output that would destroy something: an input (the output is it, holds
+    it, or lies inside an input directory: a new directory inside an artifact is a file
+    its manifest does not list, and ``verify`` then fails it), or what ``kind`` did not
+    write. ``None`` inputs (a default not given) are skipped.
 
     Called before any work, so a refusal costs nothing and changes no byte.
     """
+    out = named_output(out)
+    _refuse_root(out)
     try:
         _check_output(out, overwrite=overwrite, inputs=inputs, kind=kind)
     except OSError as exc:  # e.g. EACCES on stat: a directory on the way is closed to us
         raise describe_os_error(exc, out) from None
 
 
-def _check_output(out: Path, *, overwrite: bool, inputs: Iterable[Path], kind: OutputKind) -> None:
+def _check_output(
+    out: Path, *, overwrite: bool, inputs: Iterable[Path | str | None], kind: OutputKind
+) -> None:
     resolved = out.resolve()
-    for src in inputs:
-        src = Path(src).resolve()
+    for given in inputs:
+        if given is None:
+            continue
+        src = Path(given).resolve()
         if resolved == src or _inside(src, resolved):
             raise OutputExistsError(
                 f"{out}: the output would replace the input {src}; choose another -o"
+            )
+        if _inside(resolved, src):
+            raise OutputExistsError(
+                f"{out}: is inside the input {src}; albert-edge never writes into an input; "
+                "choose an -o outside it"
             )
     if not (out.exists() or out.is_symlink()):
         _check_writable(out)
@@ -763,7 +843,7 @@ def atomic_output_dir(
     temp directory is removed and ``out`` is untouched; ``OSError`` becomes a one-line
     :class:`OutputError`. See the module docstring for the rest.
     """
-    out = Path(out)
+    out = named_output(out)
     inputs = list(inputs)
     check_output(out, overwrite=overwrite, inputs=inputs, kind=kind)
     made: list[Path] = []
@@ -803,19 +883,73 @@ def atomic_output_dir(
                 d.rmdir()
         if isinstance(exc, OSError):
             raise describe_os_error(exc, out) from None
+        embedded = os_error_in(exc)
+        if embedded is not None:
+            raise describe_os_error(embedded, out) from None
         raise
 
 
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The ``OSError`` a Rust library (safetensors, tokenizers) reports only as text,
+    ``"... (os error 28)"``: a full disk while writing the output then reads as every
+    other write error, not as a traceback (issue 43: ``trim`` onto a full disk)."""
+    if isinstance(exc, OSError | AlbertEdgeError) or not isinstance(exc, Exception):
+        return None
+    m = re.search(r"\(os error (\d+)\)", str(exc))
+    if m is None:
+        return None
+    code = int(m.group(1))
+    return OSError(code, os.strerror(code))
+
+
+# The directory the last swap replaced while it was this process's working directory (or
+# held it): the CLI tells the user that their shell still sits in the old, deleted one.
+_replaced: dict[str, Path] = {}
+
+
+def replaced_cwd() -> Path | None:
+    """The output that replaced this process's working directory (``-o .``), if any."""
+    return _replaced.get("cwd")
+
+
+def _cwd_within(out: Path) -> str | None:
+    """This process's working directory when it is ``out`` or inside it, else ``None``."""
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return None
+    with contextlib.suppress(OSError):
+        if _inside(Path(cwd), out.resolve()):
+            return cwd
+    return None
+
+
+def _return_to(cwd: str | None, out: Path) -> None:
+    """After a swap that replaced the working directory: enter the same path again, now the
+    new output (or the output itself where that path is gone), so the rest of the run and
+    relative paths see a live directory, not the removed old one."""
+    if cwd is None:
+        return
+    _replaced["cwd"] = out
+    for where in (cwd, str(out)):
+        with contextlib.suppress(OSError):
+            os.chdir(where)
+            return
+
+
 def _swap_into_place(tmp: Path, out: Path) -> None:
+    cwd = _cwd_within(out)
     if out.exists():
         if _exchange(tmp, out):
             _fsync_dir(out.parent)
+            _return_to(cwd, out)
             shutil.rmtree(tmp)  # now the old artifact; a kill here leaves .OUT.tmp-<pid>
             return
         old = out.with_name(f".{sibling_stem(out)}.old-{os.getpid()}")
         os.replace(out, old)
         os.replace(tmp, out)
         _fsync_dir(out.parent)
+        _return_to(cwd, out)
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, out)

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.errors import AlbertEdgeError, ConfigError
+from albert_edge.io import output_arg
 from albert_edge.learn.scratch import (  # re-exported: the public names of train
     DEFAULT_SPIECE,
     DEFAULTS,
@@ -187,7 +188,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-o",
         "--out",
-        type=Path,
+        type=output_arg,
         required=True,
         help="checkpoint directory to write (replaced atomically)",
     )

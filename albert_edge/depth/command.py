@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from albert_edge.io import output_arg
 from albert_edge.options import finite_float, int_at_least, seed_value
 
 
@@ -90,7 +91,9 @@ def add_parser(sub: Any, quiet: Any) -> None:
     s = dsub.add_parser("search", help="fit an exit head per depth, score each on held-out rows")
     s.add_argument("checkpoint", nargs="?", default=None, help="HF directory (default: embedded)")
     s.add_argument("--data", type=Path, required=True, help="labelled SST-2 style .tsv")
-    s.add_argument("-o", "--output", type=Path, required=True, help="search directory to write")
+    s.add_argument(
+        "-o", "--output", type=output_arg, required=True, help="search directory to write"
+    )
     s.add_argument(
         "--report",
         type=Path,
@@ -125,7 +128,9 @@ def add_parser(sub: Any, quiet: Any) -> None:
     s.set_defaults(run=run_search)
     t = dsub.add_parser("truncate", help="write the truncated checkpoint (an HF directory)")
     t.add_argument("checkpoint", nargs="?", default=None, help="HF directory (default: embedded)")
-    t.add_argument("-o", "--output", type=Path, required=True, help="checkpoint directory to write")
+    t.add_argument(
+        "-o", "--output", type=output_arg, required=True, help="checkpoint directory to write"
+    )
     add_depth_flags(t)
     add_rule_flags(t)
     t.add_argument("--overwrite", action="store_true", help="replace a previous truncation")

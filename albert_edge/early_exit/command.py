@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from albert_edge.io import output_arg
 from albert_edge.options import int_at_least, seed_value
 
 
@@ -30,7 +31,9 @@ def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -
         required=True,
         help="labelled training rows for the exit heads (SST-2 style .tsv: label<TAB>sentence)",
     )
-    p.add_argument("-o", "--output", type=Path, required=True, help="artifact directory to write")
+    p.add_argument(
+        "-o", "--output", type=output_arg, required=True, help="artifact directory to write"
+    )
     p.add_argument(
         "--precision",
         choices=("fp32", "int8-dynamic"),

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from albert_edge.io import output_arg
 from albert_edge.options import int_at_least
 
 
@@ -32,7 +33,9 @@ def add_parser(sub: Any, quiet: Any) -> None:
         required=True,
         help="the deployment's text: one sentence a line, or an SST-2 style .tsv",
     )
-    p.add_argument("-o", "--output", type=Path, required=True, help="checkpoint directory to write")
+    p.add_argument(
+        "-o", "--output", type=output_arg, required=True, help="checkpoint directory to write"
+    )
     size = p.add_mutually_exclusive_group()
     size.add_argument(
         "--keep", type=int_at_least(1), default=None, help="pieces in all (most frequent first)"

@@ -57,15 +57,28 @@ _FILES = {
 }
 
 
+def _trimmed_reason(path: Path) -> str | None:
+    """Why ``path`` is not a trimmed checkpoint ``trim`` wrote, or ``None`` when it is: no
+    ``trim.json``, or a file ``trim`` never writes beside it (named: issue 43 said "no
+    trim.json" for a trimmed checkpoint the user had added a file to)."""
+    if not path.is_dir() or path.is_symlink():
+        return "not a directory"
+    if not (path / TRIM_FILE).is_file():
+        return f"no {TRIM_FILE}"
+    extra = sorted(p.name for p in path.iterdir() if p.name not in _FILES)
+    if extra:
+        more = f" and {len(extra) - 1} more" if len(extra) > 1 else ""
+        return f"{extra[0]}{more}: not a file trim writes, beside its {TRIM_FILE}"
+    return None
+
+
 def _is_trimmed_checkpoint(path: Path) -> bool:
-    return (
-        path.is_dir()
-        and (path / TRIM_FILE).is_file()
-        and all(p.name in _FILES for p in path.iterdir())
-    )
+    return _trimmed_reason(path) is None
 
 
-TRIMMED = OutputKind("trimmed checkpoint", _is_trimmed_checkpoint, f"no {TRIM_FILE}")
+TRIMMED = OutputKind(
+    "trimmed checkpoint", _is_trimmed_checkpoint, f"no {TRIM_FILE}", _trimmed_reason
+)
 
 
 @dataclass(frozen=True)
