@@ -281,3 +281,102 @@ def test_verify_squad_f1(make_checkpoint: Any, spiece_path: Path, tmp_path: Path
     assert acc["metric_reference"] == pytest.approx(np.mean(f1s), abs=1e-12)
     assert acc["metrics_reference"]["exact_match"] == pytest.approx(np.mean(ems), abs=1e-12)
     assert acc["metric_artifact"] == pytest.approx(acc["metric_reference"], abs=1e-12)
+
+
+def test_verify_squad_v2_threshold_held_out(make_checkpoint: Any, tmp_path: Path) -> None:
+    """v2.0: the null threshold is chosen on the reference's even-numbered questions and
+    both models are scored with it on the odd-numbered ones."""
+    from albert_edge.verify import verify
+
+    ckpt = make_checkpoint("tiny", "question-answering", seed=2)
+    rng = np.random.default_rng(6)
+    qas = []
+    ctx = sentence(rng, 20)
+    for q in range(64):
+        if q % 3 == 0:
+            qas.append(
+                {"id": str(q), "question": sentence(rng, 3), "answers": [], "is_impossible": True}
+            )
+        else:
+            word = ctx.split(" ")[q % 10]
+            qas.append(
+                {
+                    "id": str(q),
+                    "question": sentence(rng, 3),
+                    "answers": [{"text": word, "answer_start": ctx.index(word)}],
+                }
+            )
+    data = tmp_path / "dev-v2.0.json"
+    data.write_text(
+        json.dumps({"version": "v2.0", "data": [{"paragraphs": [{"context": ctx, "qas": qas}]}]})
+    )
+    art = converted(ckpt, tmp_path / "art")
+    acc = verify(art, reference=ckpt, data=data, seq_lens=(8,), progress=False).accuracy
+    assert acc is not None and acc["format"] == "squad-v2.0" and acc["examples"] == 32
+    assert "null_threshold" in acc and "HasAns_f1" in acc["metrics_reference"]
+    assert acc["metrics_artifact"] == acc["metrics_reference"]  # fp32: the same answers
+    assert acc["interval_points"]["low"] <= 0.0 <= acc["interval_points"]["high"]
+
+
+@pytest.mark.slow  # two conversions and a per-choice transformers loop (~50 s on 2 busy cores)
+def test_verify_multiple_choice_and_masked_lm(
+    make_checkpoint: Any, spiece_path: Path, tmp_path: Path
+) -> None:
+    from albert_edge.tasks import encode, read_task_file
+    from albert_edge.tokenizer import AlbertTokenizer
+    from albert_edge.verify import verify
+
+    rng = np.random.default_rng(7)
+    tok = AlbertTokenizer(spiece_path)
+    # multiple choice, SWAG layout
+    mc = make_checkpoint("tiny", "multiple-choice", seed=4)
+    swag = tmp_path / "val.csv"
+    swag.write_text(
+        "video-id,sent1,sent2,ending0,ending1,ending2,ending3,label\n"
+        + "".join(
+            f"v,{sentence(rng, 5)},{sentence(rng, 2)},{sentence(rng, 3)},{sentence(rng, 3)},"
+            f"{sentence(rng, 3)},{sentence(rng, 3)},{i % 4}\n"
+            for i in range(32)
+        )
+    )
+    acc = verify(
+        converted(mc, tmp_path / "mc"), reference=mc, data=swag, seq_lens=(8,), progress=False
+    ).accuracy
+    assert acc is not None and acc["task"] == "multiple-choice"
+    td = read_task_file(swag)
+    feats = encode(td, tok, 128)
+    import torch
+    from transformers import AlbertForMaskedLM, AlbertForMultipleChoice
+
+    model = AlbertForMultipleChoice.from_pretrained(str(mc)).eval()
+    right = 0
+    for f in range(len(feats)):
+        rows = feats.input_ids[f * 4 : (f + 1) * 4]
+        types = feats.token_type_ids[f * 4 : (f + 1) * 4]
+        scores = []
+        for ids, tt in zip(rows, types):  # each choice alone, unpadded
+            with torch.inference_mode():
+                x = torch.tensor([[ids]])
+                scores.append(
+                    float(model(input_ids=x, token_type_ids=torch.tensor([[tt]])).logits[0, 0])
+                )
+        right += int(np.argmax(scores) == td.examples[f].label)
+    assert acc["metric_reference"] == right / len(feats)
+    # masked LM on plain text: the head says what the file is
+    mlm = make_checkpoint("tiny", "masked-lm", seed=5)
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(sentence(rng, 12) + "\n" for _ in range(30)))
+    acc = verify(
+        converted(mlm, tmp_path / "mlm"), reference=mlm, data=text, seq_lens=(8,), progress=False
+    ).accuracy
+    assert acc is not None and acc["metric"] == "masked_accuracy"
+    feats = encode(read_task_file(text, task="masked-lm"), tok, 128)
+    model = AlbertForMaskedLM.from_pretrained(str(mlm)).eval()
+    hit = total = 0
+    for ids, lab in zip(feats.input_ids, feats.labels):
+        with torch.inference_mode():
+            pred = model(input_ids=torch.tensor([ids])).logits[0].argmax(-1).numpy()
+        lab = np.asarray(lab)
+        hit += int((pred[lab != -100] == lab[lab != -100]).sum())
+        total += int((lab != -100).sum())
+    assert acc["metric_reference"] == pytest.approx(hit / total, abs=1e-12)
