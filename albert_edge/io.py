@@ -140,15 +140,19 @@ def _mount_point(path: Path) -> Path | None:
 def _tmpdir_is_the_full_one(exc: OSError, out: Path) -> bool:
     """Whether a full disk is TMPDIR's rather than the output's (issue 26: a full TMPDIR
     was reported as "cannot write -o"). Judged by file system, never by path prefix: an
-    output on a small disk mounted under /tmp is the output's disk (issue 43: it was
-    blamed on /tmp). The failing file says it when known; otherwise the file system with
-    (almost) no room left is the full one."""
+    output on a small disk mounted under /tmp is the output's disk. The file written when
+    it failed says it when known; otherwise the file system with (almost) no room left is
+    the full one."""
     tmp = Path(_tmp_base())
     dev_tmp, dev_out = _device(tmp), _device(out.parent)
     if dev_tmp is None or dev_tmp == dev_out:
         return False  # one file system: the output's message covers both
-    if exc.filename:
-        return _device(Path(os.fsdecode(exc.filename))) == dev_tmp
+    # A copy names both ends (shutil.copyfile: filename = the source, filename2 = the file
+    # written): the written one is the one on the full disk (issue 43: a tokenizer file
+    # copied from the scratch directory into the output blamed the scratch directory).
+    written = exc.filename2 or exc.filename
+    if written:
+        return _device(Path(os.fsdecode(written))) == dev_tmp
     anc = out.parent
     while not anc.exists() and anc != anc.parent:
         anc = anc.parent
