@@ -297,16 +297,24 @@ SATURATION_FREE_MAX_ABS = 64
 # What is measured to matter (docs/onnx-speed.md, benchmarks/results/onnx_speed.md; AMD
 # EPYC with AVX-512 VNNI, 2 cores shared with other work, batch 1, 128 tokens, 2 threads):
 #
+# * At one thread the default int8 file runs at litert-torch's speed (fastest runs, paired
+#   round by round: embedded 0.95x, H256 0.97x): MLAS's int8 kernels cost what XNNPACK's
+#   do per core, and no other ORT form is faster (QKV MatMul + MultiHeadAttention 1.01x /
+#   0.85x, int8-static QDQ 1.12x / 0.95x, MatMulNBits 8- or 4-bit at accuracy level 4
+#   1.5-1.9x, at two threads beside the default's 0.93x / 0.81x).
 # * ORT's intra-op pool spins its workers between kernels (``allow_spinning`` defaults to
-#   1). At one thread the default int8 file runs at litert-torch's speed (embedded model
-#   0.98x, H256 0.99x by fastest run): MLAS's VNNI GEMMs and XNNPACK's cost the same per
-#   core. At two threads on a machine whose cores are not all ORT's, the spinning worker
-#   takes the core the main thread needs, and the typical run (p50) goes from 4.3 to 25 ms
-#   (H256) and 76 to 343 ms by fastest run (albert-base). With spinning off, workers sleep
-#   on a condition variable between kernels: the cost is a wake-up per parallel kernel
-#   (tens of microseconds), which the numbers above never showed as a loss on this class.
-# * Bounded spinning (``spin_duration_us`` 10-200) and pinning the worker to a core
-#   (``intra_op_thread_affinities``) were measured too and lose to spinning off.
+#   1). At two threads on a machine whose cores are not all ORT's, the spinning worker
+#   holds a core the kernel it waits on needs: H256's typical run (p50) is 36.5 ms with
+#   spinning against 4.4 ms without, and litert-torch's 7.7 ms. With spinning off, workers
+#   sleep between kernels.
+# * What spinning off costs: a wake-up per parallel kernel. At real lengths (W2, SST-2
+#   sentences) that is measurable: median 0.42 vs 0.33 ms (embedded), 0.99 vs 0.86 ms
+#   (H256); and where the second core is free, spinning's fastest runs are faster.
+#   ``albert-edge bench --backend ort-cpu-defaults`` times the file without the hint.
+# * Bounded spinning (``spin_duration_us`` 1-200, ``spin_backoff_max``),
+#   ``force_spinning_stop``, ``dynamic_block_base`` and pinning the worker
+#   (``intra_op_thread_affinities``) were measured too and lose to spinning off at 128
+#   tokens.
 #
 # ``OrtSessionHint.config`` goes to ``SessionOptions.add_session_config_entry``; the
 # manifest records the table (``quantization.runtime_hints``), the model card says it,
@@ -339,8 +347,9 @@ ORT_SESSION_HINTS: MappingProxyType[str, OrtSessionHint] = MappingProxyType(
                 _NO_SPIN,
                 "AMD EPYC, AVX-512 VNNI, 2 cores",
                 "intra-op workers sleep between kernels instead of spinning: at 2 threads on "
-                "a shared machine the spinning worker takes the core the next kernel needs "
-                "(H256 p50 4.3 vs 25 ms; albert-base fastest run 76 vs 343 ms)",
+                "a machine shared with other work the spinning worker holds the core the "
+                "kernel it waits on needs (H256, 128 tokens: p50 4.4 vs 36.5 ms); costs a "
+                "wake-up per parallel kernel at short inputs (W2 median 0.99 vs 0.86 ms)",
             ),
             OrtSessionHint(
                 "x86-avx2",
@@ -380,5 +389,6 @@ def hints_note() -> str:
         "add_session_config_entry) on x86: "
         + "; ".join(parts)
         + " — with spinning on, two intra-op threads on a machine shared with other work "
-        "ran the int8 file up to 5x slower (docs/onnx-speed.md)"
+        "ran the int8 file 8x slower at 128 tokens (typical run); on a dedicated device "
+        "and for short inputs spinning can be faster: time both (docs/onnx-speed.md)"
     )
