@@ -31,6 +31,13 @@ def converted(ckpt: Path, out: Path) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def plain(make_checkpoint: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(a random tiny classifier, its fp32 ONNX artifact), shared by the refusal tests."""
+    ckpt = make_checkpoint("tiny", seed=3)
+    return ckpt, converted(ckpt, tmp_path_factory.mktemp("plain") / "art")
+
+
 def with_labels(src: Path, dst: Path, names: list[str]) -> Path:
     """A copy of checkpoint ``src`` whose config.json names its classes ``names``."""
     shutil.copytree(src, dst)
@@ -127,12 +134,11 @@ def test_verify_pair_file_feeds_both_sentences(
     assert d["metrics_reference"]["f1"] == pytest.approx(f1_score(labels, pair_pred))
 
 
-def test_verify_refuses_wrong_data_before_loading(make_checkpoint: Any, tmp_path: Path) -> None:
+def test_verify_refuses_wrong_data_before_loading(plain: tuple[Path, Path], tmp_path: Path) -> None:
     from albert_edge.tasks import DataError
     from albert_edge.verify import verify
 
-    ckpt = make_checkpoint("tiny", seed=3)
-    art = converted(ckpt, tmp_path / "art")
+    ckpt, art = plain
     squad = tmp_path / "squad.json"
     squad.write_text(
         json.dumps(
@@ -380,3 +386,29 @@ def test_verify_multiple_choice_and_masked_lm(
         hit += int((pred[lab != -100] == lab[lab != -100]).sum())
         total += int((lab != -100).sum())
     assert acc["metric_reference"] == pytest.approx(hit / total, abs=1e-12)
+
+
+def test_cli_refuses_pair_file_for_single_sentence_model_before_torch(
+    plain: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A pair file for a model fine-tuned on SST-2 (config.json finetuning_task): one line,
+    exit 2, and neither torch nor the artifact's runtime imported."""
+    import subprocess
+    import sys
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(plain[0], ckpt)
+    art = plain[1]
+    cfg = json.loads((ckpt / "config.json").read_text())
+    (ckpt / "config.json").write_text(json.dumps({**cfg, "finetuning_task": "sst2"}))
+    data = tmp_path / "pairs.tsv"
+    data.write_text("sentence1\tsentence2\tlabel\na b\tc d\t1\n")
+    code = (
+        "import sys; from albert_edge.cli import main; "
+        f"rc = main(['verify', {str(art)!r}, '--reference', {str(ckpt)!r}, '--data', "
+        f"{str(data)!r}]); print(rc, sorted(m for m in ('torch', 'onnxruntime') if m in sys.modules))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.stdout.split("\n")[-2] == "2 []", (r.stdout, r.stderr)
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert "pairs.tsv: a sentence-pair file (sentence1/sentence2)" in line and "sst2" in line
