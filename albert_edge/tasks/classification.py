@@ -328,13 +328,12 @@ def _score_regression(pred: np.ndarray, gold: np.ndarray) -> Metrics:
 
 def check_fits_classifier(data: TaskData, num_labels: int, finetuning_task: str | None) -> None:
     """Refuse data a classifier cannot be scored on, naming the file: a regression file for
-    a classifier (or the reverse), a pair file for a model fine-tuned on a single-sentence
-    GLUE task (config.json ``finetuning_task``), or single sentences for a pair task."""
-    task = (finetuning_task or "").lower().replace("-", "")
-    single_tasks, pair_tasks = (
-        {"sst2", "cola"},
-        {"mrpc", "qqp", "qnli", "rte", "wnli", "mnli", "stsb"},
-    )
+    a classifier, a pair file for a model fine-tuned on single sentences, or single
+    sentences for a pair model. config.json's ``finetuning_task`` tells which: a GLUE task
+    name (``sst2``, ``mrpc``, ...), or ``single-sentence`` / ``sentence-pair``."""
+    task = (finetuning_task or "").lower().replace("-", "").replace("_", "")
+    single_tasks = {"sst2", "cola", "single", "singlesentence"}
+    pair_tasks = {"mrpc", "qqp", "qnli", "rte", "wnli", "mnli", "stsb", "pair", "sentencepair"}
     if data.pair and task in single_tasks:
         raise DataError(
             f"{data.path}: a sentence-pair file ({'/'.join(data.columns)}), but the model was "

@@ -269,3 +269,28 @@ def test_vocab_corpus_counts_both_sentences_of_a_pair_file(tmp_path: Path) -> No
 
     p = write(tmp_path / "p.tsv", "index\tsentence1\tsentence2\n0\tfirst one\tsecond one\n")
     assert read_sentences(p) == ["first one", "second one"]
+
+
+def test_finetuning_task_single_or_pair(tmp_path: Path) -> None:
+    single = write(tmp_path / "s.tsv", "label\tsentence\n1\tgood\n")
+    pairs = write(tmp_path / "p.tsv", "sentence1\tsentence2\tlabel\na\tb\t1\n")
+    with pytest.raises(
+        DataError, match=r"s\.tsv: single sentences, but the model was fine-tuned on sentence-pair"
+    ):
+        check_fits(
+            read_task_file(single),
+            "sequence-classification",
+            num_labels=2,
+            finetuning_task="sentence-pair",
+        )
+    with pytest.raises(DataError, match=r"p\.tsv: a sentence-pair file"):
+        check_fits(
+            read_task_file(pairs),
+            "sequence-classification",
+            num_labels=2,
+            finetuning_task="single-sentence",
+        )
+    check_fits(
+        read_task_file(pairs), "sequence-classification", num_labels=2, finetuning_task="mrpc"
+    )
+    check_fits(read_task_file(single), "sequence-classification", num_labels=2)  # cannot tell: fine
