@@ -71,9 +71,25 @@ def describe_os_error(exc: OSError, path: Path, action: str = "write") -> Output
         why, fix = "a parent directory does not exist", "create it or choose another -o"
     elif code == errno.ENOTDIR:
         why, fix = "a parent path is a file, not a directory", "choose another -o"
+    elif code == errno.EFBIG:
+        why, fix = _file_size_limit()
     else:
         why, fix = exc.strerror or type(exc).__name__, "choose another -o"
     return OutputError(f"{path}: cannot {action} ({why}); {fix}; nothing was written")
+
+
+def _file_size_limit() -> tuple[str, str]:
+    """Why a write met EFBIG, and the fix: this process's file-size limit (``ulimit -f``)
+    when one is set, else the file system's largest file (FAT32: 4 GiB)."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft != resource.RLIM_INFINITY:
+        return (
+            f"a file would pass this shell's file-size limit, ulimit -f, of {soft} bytes",
+            "raise it (ulimit -f unlimited) or run from another shell",
+        )
+    return "a file would pass the largest the file system allows", "choose an -o on another disk"
 
 
 def require_model_file(path: Path, what: str) -> None:
@@ -371,10 +387,22 @@ def _check_output(
         return
     if not overwrite:
         raise OutputExistsError(f"{out}: output exists; choose another -o or pass --overwrite")
-    if out.is_symlink() or not out.is_dir():
+    if out.is_symlink():
+        raise OutputExistsError(
+            f"{out}: is a symbolic link (to {os.readlink(out)}), not an albert-edge "
+            f"{kind.name} directory; --overwrite never replaces a link or what it points to; "
+            "give the directory itself as -o"
+        )
+    if not out.is_dir():
         raise OutputExistsError(
             f"{out}: exists and is not an albert-edge {kind.name} directory; --overwrite only "
             "replaces those; choose another -o"
+        )
+    if os.path.ismount(out):  # the swap would end in EBUSY, after all the work
+        raise OutputExistsError(
+            f"{out}: is a mount point, which cannot be replaced (albert-edge writes a new "
+            f"directory beside the output and swaps it in); write into a directory inside "
+            f"it, e.g. -o {out / 'model'}"
         )
     if any(out.iterdir()) and not kind.is_own(out):
         hint = (kind.why(out) if kind.why else None) or kind.hint
@@ -435,6 +463,11 @@ def _check_writable(out: Path) -> None:
     """Fail before any work when the output's directory cannot be written."""
     anc = out.parent
     while not anc.exists() and anc != anc.parent:
+        if anc.is_symlink():  # mkdir would say "File exists" of a name that leads nowhere
+            raise OutputError(
+                f"{out}: {anc} is a symbolic link to {os.readlink(anc)}, which does not "
+                "exist; create its target or choose another -o; nothing was written"
+            )
         anc = anc.parent
     if not anc.is_dir():
         raise describe_os_error(OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)), out)

@@ -196,9 +196,10 @@ def export_triton(
 
     _check_numbers(version, max_batch_size, 1)
     name = name or Path(artifact).resolve().name
-    if not _NAME.match(name):
+    if not _NAME.match(name) or name in (".", ".."):  # "." / "..": the repository or above
         raise AlbertEdgeError(
-            f"{name!r}: a Triton model name may use only letters, digits, _ . -; pass --name"
+            f"{name!r}: a Triton model name may use only letters, digits, _ . - (and is not "
+            "'.' or '..'); pass --name"
         )
     root = artifact_root(artifact)
     # refusals in the first second, before the model is read

@@ -79,3 +79,57 @@ def test_trim_onto_a_full_disk_under_tmpdir(tmp_path: Path, size: str) -> None:
     except MountUnavailable as exc:
         pytest.skip(f"cannot mount a tmpfs here ({exc})")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "mnt"]
+
+
+def test_file_size_limit_is_named_as_ulimit_f(tmp_path: Path) -> None:
+    """Was: "cannot write (File too large); choose another -o", when no -o helps: the
+    shell's ``ulimit -f`` stops every file past it."""
+    import resource
+    import subprocess
+
+    from tests.faults.harness import cli_argv, cli_env
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))
+
+    (tmp_path / "tmp").mkdir()  # the run's private TMPDIR
+    r = subprocess.run(
+        cli_argv("convert", "-o", str(tmp_path / "out"), "--no-verify"),
+        capture_output=True,
+        text=True,
+        env=cli_env(tmp_path / "tmp"),
+        cwd="/",
+        preexec_fn=limit,
+        timeout=600,
+    )
+    assert one_line_error(r), r.stderr
+    assert f"ulimit -f, of {1 << 20} bytes" in r.stderr and "raise it" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_a_mount_point_output_is_refused_before_any_work(tmp_path: Path) -> None:
+    """Was: "cannot write (Device or resource busy)" after the whole conversion: a mount
+    point cannot be swapped for the new directory."""
+    import subprocess
+
+    from tests.faults.harness import cli_argv, cli_env
+
+    try:
+        with tmpfs(tmp_path / "mnt", "1m") as mnt:
+            for out, cwd in ((str(mnt), "/"), (".", str(mnt))):
+                r = subprocess.run(
+                    cli_argv("convert", "-o", out, "--overwrite", "--no-verify"),
+                    capture_output=True,
+                    text=True,
+                    env=cli_env(),
+                    cwd=cwd,
+                    timeout=600,
+                )
+                assert one_line_error(r), r.stderr
+                assert f"{mnt}: is a mount point" in r.stderr, r.stderr
+                assert f"-o {mnt / 'model'}" in r.stderr, r.stderr
+                assert list(mnt.iterdir()) == []
+    except MountUnavailable as exc:
+        pytest.skip(f"cannot mount a tmpfs here ({exc})")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mnt"]

@@ -73,18 +73,9 @@ def _previous_search(work: Path, shared: Mapping[str, Path]) -> None:
 
 
 def _previous_truncation(work: Path, shared: Mapping[str, Path]) -> None:
-    _cli(
-        work,
-        "depth",
-        "truncate",
-        str(shared["ckpt"]),
-        "--depth-search",
-        str(shared["search"]),
-        "--depth",
-        "2",
-        "-o",
-        "out",
-    )
+    search = str(shared["search"])
+    _cli(work, "depth", "truncate", str(shared["ckpt"]), "--depth-search", search, "--depth", "2",
+         "-o", "out")  # fmt: skip
 
 
 def _previous_training(work: Path, shared: Mapping[str, Path]) -> None:
@@ -98,6 +89,10 @@ def _empty_repo(work: Path, shared: Mapping[str, Path]) -> None:
     (work / "repo").mkdir()
 
 
+def _dangling(work: Path, shared: Mapping[str, Path]) -> None:
+    (work / "dangling").symlink_to("nowhere")
+
+
 FILES = {
     **MAKERS,
     "rows200.tsv": _write("rows200.tsv", _rows(200)),
@@ -108,338 +103,116 @@ FILES = {
     "prev_truncation": _previous_truncation,
     "prev_training": _previous_training,
     "empty_repo": _empty_repo,
+    "dangling": _dangling,
 }
-TRAIN_ARGS = (
-    "train",
-    "--train",
-    "{tmp}/rows40.tsv",
-    "--dev",
-    "{tmp}/rows40.tsv",
-    "--spiece",
-    "{ckpt}/spiece.model",
-    "--epochs",
-    "1",
-    "--max-len",
-    "16",
-    "--config",
-    TINY,
-)
+# fmt: off
+TRAIN_ARGS = ("train", "--train", "{tmp}/rows40.tsv", "--dev", "{tmp}/rows40.tsv", "--spiece",
+              "{ckpt}/spiece.model", "--epochs", "1", "--max-len", "16", "--config", TINY)
 Q8 = ("--precision", "int8-dynamic", "--no-verify")
+CV = ("convert", "{ckpt}", "--no-verify")
+NO_TORCH = ("torch",)
 
 # --- an output inside (or equal to, or holding) an input: refused before any work --------
 
 INSIDE = [
-    Case(
-        "quantize:output-inside-its-artifact",
-        ("quantize", "art/onnx/model.onnx", *Q8, "-o", "art/sub"),
-        2,
-        r"art/sub: is inside the input \S+/art; albert-edge never writes into an input",
-        ("art",),
-        no_import=("torch",),
-    ),
-    Case(
-        "quantize:output-inside-its-artifact-dir-given",
-        ("quantize", "art", *Q8, "-o", "art/onnx/q8"),
-        2,
-        "is inside the input",
-        ("art",),
-        no_import=("torch",),
-    ),
-    Case(
-        "quantize:output-is-the-artifact-of-its-model",
-        ("quantize", "art/onnx/model.onnx", *Q8, "-o", "art", "--overwrite"),
-        2,
-        "would replace the input",
-        ("art",),
-    ),
-    Case(
-        "convert-onnx:output-inside-its-checkpoint",
-        ("convert", "ckpt", "-o", "ckpt/onnx", "--no-verify"),
-        2,
-        "is inside the input",
-        ("ckpt",),
-        no_import=("torch",),
-    ),
-    Case(
-        "trim:output-inside-its-checkpoint",
-        ("trim", "ckpt", "--corpus", "calib.txt", "-o", "ckpt/trimmed"),
-        2,
-        "is inside the input",
-        ("ckpt", "calib.txt"),
-    ),
-    Case(
-        "early-exit:output-inside-its-checkpoint",
-        ("early-exit", "ckpt", "--data", "rows200.tsv", "-o", "ckpt/ee"),
-        2,
-        "is inside the input",
-        ("ckpt", "rows200.tsv"),
-    ),
-    Case(
-        "depth-truncate:output-inside-its-checkpoint",
-        ("depth", "truncate", "ckpt", "--depth", "1", "-o", "ckpt/t"),
-        2,
-        "is inside the input",
-        ("ckpt",),
-    ),
-    Case(
-        "export-triton:repository-inside-its-artifact",
-        ("export-triton", "art", "-o", "art/repo"),
-        2,
-        "input",
-        ("art",),
-    ),
+    Case("quantize:output-inside-its-artifact",
+         ("quantize", "art/onnx/model.onnx", *Q8, "-o", "art/sub"), 2,
+         r"art/sub: is inside the input \S+/art; albert-edge never writes into an input",
+         ("art",), no_import=NO_TORCH),
+    Case("quantize:output-inside-its-artifact-dir-given",
+         ("quantize", "art", *Q8, "-o", "art/onnx/q8"), 2, "is inside the input", ("art",),
+         no_import=NO_TORCH),
+    Case("quantize:output-is-the-artifact-of-its-model",
+         ("quantize", "art/onnx/model.onnx", *Q8, "-o", "art", "--overwrite"), 2,
+         "would replace the input", ("art",)),
+    Case("convert-onnx:output-inside-its-checkpoint",
+         ("convert", "ckpt", "-o", "ckpt/onnx", "--no-verify"), 2, "is inside the input",
+         ("ckpt",), no_import=NO_TORCH),
+    Case("trim:output-inside-its-checkpoint",
+         ("trim", "ckpt", "--corpus", "calib.txt", "-o", "ckpt/trimmed"), 2,
+         "is inside the input", ("ckpt", "calib.txt")),
+    Case("early-exit:output-inside-its-checkpoint",
+         ("early-exit", "ckpt", "--data", "rows200.tsv", "-o", "ckpt/ee"), 2,
+         "is inside the input", ("ckpt", "rows200.tsv")),
+    Case("depth-truncate:output-inside-its-checkpoint",
+         ("depth", "truncate", "ckpt", "--depth", "1", "-o", "ckpt/t"), 2,
+         "is inside the input", ("ckpt",)),
+    Case("export-triton:repository-inside-its-artifact",
+         ("export-triton", "art", "-o", "art/repo"), 2, "input", ("art",)),
+]
+
+# --- other outputs nothing can be written to: one line naming the cause ----------------
+
+ELSEWHERE = [
+    Case("convert-onnx:root-directory", (*CV, "-o", "/", "--overwrite"), 2,
+         "/: the root directory cannot be an output", no_import=NO_TORCH),
+    Case("trim:root-directory", ("trim", "{ckpt}", "--corpus", "calib.txt", "-o", "/",
+         "--overwrite"), 2, "root directory", ("calib.txt",)),
+    Case("convert-onnx:parent-is-a-dangling-link", (*CV, "-o", "dangling/sub/out"), 2,
+         "dangling is a symbolic link to nowhere, which does not exist", ("dangling",),
+         no_import=NO_TORCH),
+    Case("convert-onnx:output-is-a-link", (*CV, "-o", "out", "--overwrite"), 2,
+         r"out: is a symbolic link \(to target\), not an albert-edge artifact directory",
+         ("out_link",), no_import=NO_TORCH),
+    Case("export-triton:name-dot-dot", ("export-triton", "{art}", "-o", "repo", "--name", ".."),
+         2, r"'\.\.': a Triton model name .* is not '\.' or '\.\.'", ("empty_repo",)),
+    Case("export-triton:name-dot", ("export-triton", "{art}", "-o", "repo", "--name", "."),
+         2, r"'\.': a Triton model name", ("empty_repo",)),
 ]
 
 # --- "-o ." and its spellings, run from inside the output -----------------------------
 
 # (case, the working directory under the case's directory)
 DOT: list[tuple[Case, str]] = [
-    (
-        Case(
-            "convert-onnx:dot-replaces-the-cwd-artifact",
-            ("convert", "{ckpt}", "-o", ".", "--overwrite", "--no-verify"),
-            0,
-            NOTE,
-            ("prev_artifact",),
-            creates=("out",),
-        ),
-        "out",
-    ),
-    (
-        Case(
-            "convert-onnx:dot-slash",
-            ("convert", "{ckpt}", "-o", "./", "--overwrite", "--no-verify"),
-            0,
-            NOTE,
-            ("prev_artifact",),
-            creates=("out",),
-        ),
-        "out",
-    ),
-    (
-        Case(
-            "convert-onnx:dot-dot-from-inside",
-            ("convert", "{ckpt}", "-o", "..", "--overwrite", "--no-verify"),
-            0,
-            NOTE,
-            ("prev_artifact",),
-            creates=("out",),
-        ),
-        "out/onnx",
-    ),
-    (
-        Case(
-            "convert-onnx:sub-dot-dot",
-            ("convert", "{ckpt}", "-o", "onnx/..", "--overwrite", "--no-verify"),
-            0,
-            NOTE,
-            ("prev_artifact",),
-            creates=("out",),
-        ),
-        "out",
-    ),
-    (
-        Case(
-            "convert-onnx:dot-without-overwrite",
-            ("convert", "{ckpt}", "-o", ".", "--no-verify"),
-            2,
-            r"/out: output exists; choose another -o or pass --overwrite",
-            ("prev_artifact",),
-            no_import=("torch",),
-        ),
-        "out",
-    ),
-    (
-        Case(
-            "convert-onnx:dot-is-a-user-directory",
-            ("convert", "{ckpt}", "-o", ".", "--overwrite", "--no-verify"),
-            2,
-            "holds files albert-edge did not write",
-            ("user_dir",),
-            no_import=("torch",),
-        ),
-        "out",
-    ),
-    (
-        Case(
-            "convert-onnx:dot-holds-the-input",
-            ("convert", "ckpt", "-o", ".", "--overwrite", "--no-verify"),
-            2,
-            "would replace the input",
-            ("ckpt",),
-        ),
-        ".",
-    ),
-    (
-        Case(
-            "quantize:dot-replaces-the-cwd-artifact",
-            ("quantize", "{art}", *Q8, "-o", ".", "--overwrite"),
-            0,
-            NOTE,
-            ("prev_artifact",),
-            creates=("out",),
-        ),
-        "out",
-    ),
-    (
-        Case(
-            "trim:dot-replaces-the-cwd-trim",
-            ("trim", "{ckpt}", "--corpus", "../calib.txt", "-o", ".", "--overwrite"),
-            0,
-            NOTE,
-            ("calib.txt", "prev_trim"),
-            creates=("out",),
-        ),
-        "out",
-    ),
-    (
-        Case(
-            "early-exit:dot-replaces-the-cwd-artifact",
-            (
-                "early-exit",
-                "{ckpt}",
-                "--data",
-                "{tmp}/rows200.tsv",
-                "--fit-rows",
-                "200",
-                "-q",
-                "-o",
-                ".",
-                "--overwrite",
-            ),
-            0,
-            NOTE,
-            ("rows200.tsv", "prev_artifact"),
-            creates=("out",),
-        ),
-        "out",
-    ),
-    (
-        Case(
-            "export-triton:dot-is-the-repository",
-            ("export-triton", "{art}", "-o", "."),
-            0,
-            "",
-            ("empty_repo",),
-            creates=("repo",),
-        ),
-        "repo",
-    ),
-    (
-        Case(
-            "bench:work-dir-dot-is-a-user-directory",
-            ("bench", "{ckpt}", "--recommend", "--candidates", "onnx:fp32", "--work-dir", "."),
-            2,
-            "holds files albert-edge did not write",
-            ("user_dir",),
-        ),
-        "out",
-    ),
-    (
-        Case(
-            "depth-search:dot-without-overwrite",
-            ("depth", "search", "{ckpt}", "--data", "{tmp}/rows200.tsv", "-o", "."),
-            2,
-            "output exists",
-            ("rows200.tsv", "user_dir"),
-            no_import=("torch",),
-        ),
-        "out",
-    ),
-    (
-        Case(
-            "train:dot-without-overwrite",
-            (*TRAIN_ARGS, "-o", "."),
-            2,
-            "output exists",
-            ("rows40.tsv", "user_dir"),
-        ),
-        "out",
-    ),
+    (Case("convert-onnx:dot-replaces-the-cwd-artifact", (*CV, "-o", ".", "--overwrite"), 0,
+          NOTE, ("prev_artifact",), creates=("out",)), "out"),
+    (Case("convert-onnx:dot-slash", (*CV, "-o", "./", "--overwrite"), 0, NOTE,
+          ("prev_artifact",), creates=("out",)), "out"),
+    (Case("convert-onnx:dot-dot-from-inside", (*CV, "-o", "..", "--overwrite"), 0, NOTE,
+          ("prev_artifact",), creates=("out",)), "out/onnx"),
+    (Case("convert-onnx:sub-dot-dot", (*CV, "-o", "onnx/..", "--overwrite"), 0, NOTE,
+          ("prev_artifact",), creates=("out",)), "out"),
+    (Case("convert-onnx:dot-without-overwrite", (*CV, "-o", "."), 2,
+          r"/out: output exists; choose another -o or pass --overwrite", ("prev_artifact",),
+          no_import=NO_TORCH), "out"),
+    (Case("convert-onnx:dot-is-a-user-directory", (*CV, "-o", ".", "--overwrite"), 2,
+          "holds files albert-edge did not write", ("user_dir",), no_import=NO_TORCH), "out"),
+    (Case("convert-onnx:dot-holds-the-input", ("convert", "ckpt", "-o", ".", "--overwrite",
+          "--no-verify"), 2, "would replace the input", ("ckpt",)), "."),
+    (Case("quantize:dot-replaces-the-cwd-artifact",
+          ("quantize", "{art}", *Q8, "-o", ".", "--overwrite"), 0, NOTE, ("prev_artifact",),
+          creates=("out",)), "out"),
+    (Case("trim:dot-replaces-the-cwd-trim", ("trim", "{ckpt}", "--corpus", "../calib.txt",
+          "-o", ".", "--overwrite"), 0, NOTE, ("calib.txt", "prev_trim"), creates=("out",)),
+     "out"),
+    (Case("early-exit:dot-replaces-the-cwd-artifact", ("early-exit", "{ckpt}", "--data",
+          "{tmp}/rows200.tsv", "--fit-rows", "200", "-q", "-o", ".", "--overwrite"), 0, NOTE,
+          ("rows200.tsv", "prev_artifact"), creates=("out",)), "out"),
+    (Case("export-triton:dot-is-the-repository", ("export-triton", "{art}", "-o", "."), 0, "",
+          ("empty_repo",), creates=("repo",)), "repo"),
+    (Case("bench:work-dir-dot-is-a-user-directory", ("bench", "{ckpt}", "--recommend",
+          "--candidates", "onnx:fp32", "--work-dir", "."), 2,
+          "holds files albert-edge did not write", ("user_dir",)), "out"),
+    (Case("depth-search:dot-without-overwrite", ("depth", "search", "{ckpt}", "--data",
+          "{tmp}/rows200.tsv", "-o", "."), 2, "output exists", ("rows200.tsv", "user_dir"),
+          no_import=NO_TORCH), "out"),
+    (Case("train:dot-without-overwrite", (*TRAIN_ARGS, "-o", "."), 2, "output exists",
+          ("rows40.tsv", "user_dir")), "out"),
 ]
 
 # Slower (a search, a training or a truncation made first): @slow.
 DOT_SLOW: list[tuple[Case, str]] = [
-    (
-        Case(
-            "depth-search:dot-replaces-the-cwd-search",
-            (
-                "depth",
-                "search",
-                "{ckpt}",
-                "--data",
-                "{tmp}/rows200.tsv",
-                "--epochs",
-                "0",
-                "--fit-rows",
-                "100",
-                "--held-out-rows",
-                "60",
-                "-o",
-                ".",
-                "--overwrite",
-            ),
-            0,
-            NOTE,
-            ("rows200.tsv", "prev_search"),
-            creates=("out",),
-            slow=True,
-        ),
-        "out",
-    ),
-    (
-        Case(
-            "depth-truncate:dot-replaces-the-cwd-truncation",
-            (
-                "depth",
-                "truncate",
-                "{ckpt}",
-                "--depth-search",
-                "{search}",
-                "--depth",
-                "2",
-                "-o",
-                ".",
-                "--overwrite",
-            ),
-            0,
-            NOTE,
-            ("prev_truncation",),
-            creates=("out",),
-            slow=True,
-        ),
-        "out",
-    ),
-    (
-        Case(
-            "train:dot-replaces-the-cwd-training",
-            (*TRAIN_ARGS, "-o", ".", "--overwrite"),
-            0,
-            NOTE,
-            ("rows40.tsv", "prev_training"),
-            creates=("out",),
-            slow=True,
-        ),
-        "out",
-    ),
+    (Case("depth-search:dot-replaces-the-cwd-search", ("depth", "search", "{ckpt}", "--data",
+          "{tmp}/rows200.tsv", "--epochs", "0", "--fit-rows", "100", "--held-out-rows", "60",
+          "-q", "-o", ".", "--overwrite"), 0, NOTE, ("rows200.tsv", "prev_search"),
+          creates=("out",), slow=True), "out"),
+    (Case("depth-truncate:dot-replaces-the-cwd-truncation", ("depth", "truncate", "{ckpt}",
+          "--depth-search", "{search}", "--depth", "2", "-q", "-o", ".", "--overwrite"), 0,
+          NOTE, ("prev_truncation",), creates=("out",), slow=True), "out"),
+    (Case("train:dot-replaces-the-cwd-training", (*TRAIN_ARGS, "-o", ".", "--overwrite"), 0,
+          NOTE, ("rows40.tsv", "prev_training"), creates=("out",), slow=True), "out"),
 ]
-
-ROOT_DIR = [
-    Case(
-        "convert-onnx:root-directory",
-        ("convert", "{ckpt}", "-o", "/", "--overwrite"),
-        2,
-        "/: the root directory cannot be an output",
-        no_import=("torch",),
-    ),
-    Case(
-        "trim:root-directory",
-        ("trim", "{ckpt}", "--corpus", "calib.txt", "-o", "/", "--overwrite"),
-        2,
-        "root directory",
-        ("calib.txt",),
-    ),
-]
+# fmt: on
 
 
 @pytest.fixture(scope="session")
@@ -472,7 +245,7 @@ def _complete(out: Path) -> None:
         assert (out / "seal.json").is_file() or (out / "trim.json").is_file()
 
 
-@pytest.mark.parametrize("case", params(INSIDE + ROOT_DIR))
+@pytest.mark.parametrize("case", params(INSIDE + ELSEWHERE))
 def test_output_inside_an_input(case: Case, tmp_path: Path, hostile_shared) -> None:
     run_case(case, tmp_path, hostile_shared, FILES)
 
