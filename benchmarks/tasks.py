@@ -230,7 +230,14 @@ def markdown(results: dict[str, Any]) -> str:
         "Metric: the task layer's (`albert_edge.tasks.score`): CoNLL entity F1 (seqeval,",
         "conlleval counts), SQuAD official F1/EM, MRPC accuracy/F1. Δ = artifact − PyTorch on",
         "the same examples, paired bootstrap 95 % interval (`albert_edge.tasks.paired_metric_interval`,",
-        "2,000 resamples). ONNX Runtime, 1 thread, on the CPU named per task.",
+        "2,000 resamples). ONNX Runtime, 1 thread, on the CPU named per task; int8-dynamic is",
+        "convert's default recipe (`--target portable`).",
+        "",
+        "`train s` is the wall time of the whole `albert-edge train` command (tokenizing,",
+        "training, scoring the held-out split and `--dev`) with one torch thread, on a 2-core",
+        "VM that other jobs shared while it ran: the load average is given per task. SQuAD:",
+        "the 48 articles of `dev-v1.1.json` split by article, the first 36 trained on, the",
+        "other 12 scored (`split_squad`, written to `--work`).",
         "",
         "| task | eval data | metric | PyTorch | ONNX fp32 | Δ fp32 [95 %] | ONNX int8-dynamic | Δ int8 [95 %] | int8 bytes | fp32 bytes | train s |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -252,7 +259,14 @@ def markdown(results: dict[str, Any]) -> str:
             str(r["train_wall_s"]),
         ]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "## Per task", ""]
+    lines += [
+        "",
+        "Regenerate: `python -m benchmarks.tasks` (all three), or `--tasks ner` and so on;",
+        "the table keeps the tasks not rerun.",
+        "",
+        "## Per task",
+        "",
+    ]
     for name, r in results.get("tasks", {}).items():
         s = r["scores"]
         others = {k: v for k, v in s["pytorch"].items() if isinstance(v, float)}
