@@ -107,6 +107,19 @@ def _cli(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "albert_edge.cli", *args], check=True)
 
 
+def baseline(data: Any) -> dict[str, Any]:
+    """What a model that learned nothing scores: the majority class's accuracy
+    (classification), for reading a from-scratch pair model's figure."""
+    import collections
+
+    if data.kind.value != "classification" or data.regression:
+        return {}
+    counts = collections.Counter(int(e.label) for e in data.examples)
+    label, n = counts.most_common(1)[0]
+    name = data.label_names[label] if label < len(data.label_names) else str(label)
+    return {"majority_class": {"label": name, "accuracy": n / len(data.examples)}}
+
+
 def _score_all(ckpt_dir: Path, arts: dict[str, Path], eval_file: Path) -> dict[str, Any]:
     """PyTorch's metric and each artifact's, on the same encoded examples, with paired
     intervals of artifact minus PyTorch."""
@@ -127,6 +140,7 @@ def _score_all(ckpt_dir: Path, arts: dict[str, Path], eval_file: Path) -> dict[s
     )
     out: dict[str, Any] = {
         "data": f"{eval_file.name}: {data.describe()}",
+        **baseline(data),
         "features": len(features),
         "max_len": max_len,
         "pytorch": ref.to_dict(),
@@ -281,6 +295,25 @@ def markdown(results: dict[str, Any]) -> str:
             f"(held-out {r['held_out']['primary']} {_pct(r['held_out'][r['held_out']['primary']])}), "
             f"{r['parameters']:,} parameters",
             "- PyTorch on the eval data: " + ", ".join(f"{k} {_pct(v)}" for k, v in others.items()),
+            *(
+                [
+                    f"- majority class ({s['majority_class']['label']}) scores accuracy "
+                    f"{_pct(s['majority_class']['accuracy'])} on the same data"
+                ]
+                if "majority_class" in s
+                else []
+            ),
+            *(
+                [
+                    "- at the majority class: without pretraining, this model does not learn "
+                    "the task from these rows in this budget; the row shows that the pair "
+                    "path trains (both sentences, token types), converts and keeps its "
+                    "predictions, not a useful model of the task"
+                ]
+                if "majority_class" in s
+                and abs(s["majority_class"]["accuracy"] - s["pytorch"].get("accuracy", -1)) < 0.005
+                else []
+            ),
             f"- CPU: {r['machine']['cpu']} ({r['machine']['cpu_kernel_family']}, "
             f"{r['machine']['cpus']} cores), load {r['machine']['load_average']}",
             "",
