@@ -35,6 +35,8 @@ def given(a: argparse.Namespace, name: str) -> bool:
     """Whether the flag behind ``a.<name>`` was on the command line (a default is an
     ``_Unset*``, or None, ``()``, False)."""
     value = getattr(a, name, None)
+    if name == "per_channel":  # --per-channel True, --per-tensor False, neither None
+        return value is not None
     return not isinstance(value, _UnsetInt | _UnsetStr) and value not in (None, (), False)
 
 

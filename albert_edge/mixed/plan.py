@@ -270,7 +270,7 @@ def _check_recipe(p: Path, data: Mapping[str, Any]) -> None:
         return
     bases = ("int4", "int8-static") if target == "onnx" else ("int8-dynamic", "int8-full")
     if r.get("base", bases[0]) not in bases:
-        _bad_field(p, "recipe.base", r.get("base"), f"one of {', '.join(bases)} (--to {target})")
+        _bad_field(p, "recipe.base", r.get("base"), f"one of {', '.join(bases)} (a {target} plan)")
     size = r.get("block_size", 256)
     if type(size) is not int or size < 16 or size & (size - 1):
         _bad_field(p, "recipe.block_size", size, "a power of two >= 16")
