@@ -228,12 +228,12 @@ def executor(
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(
+    local = ProcessPoolExecutor(
         max_workers=workers, mp_context=ctx, initializer=_init, initargs=(setup,)
     )
     try:
-        yield _Pool(pool, workers, "local-processes")
+        yield _Pool(local, workers, "local-processes")
     except BaseException:  # stopped or failed: drop the queued evaluations, not wait on them
-        pool.shutdown(wait=True, cancel_futures=True)
+        local.shutdown(wait=True, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)
+    local.shutdown(wait=True)
