@@ -133,7 +133,6 @@ def from_args(args: argparse.Namespace, command: str) -> Any:
     """The :class:`FineTune` of a parsed ``albert-edge train --init ...``."""
     from albert_edge.learn.distil import DistilSettings
     from albert_edge.learn.finetune import FineTune
-    from albert_edge.learn.split import HeldOut
 
     _check_max_len_early(Path(args.init), args.max_len)
     return FineTune(
@@ -151,7 +150,7 @@ def from_args(args: argparse.Namespace, command: str) -> Any:
         seed=args.seed,
         threads=args.threads,
         exit_loss=args.exit_loss,
-        held_out=_split_checked(HeldOut(args.held_out, args.split_seed), Path(args.train)),
+        held_out=_split_checked(args),
         max_train_rows=args.max_train_rows,
         teacher=args.teacher,
         distil=args.distil,
@@ -186,21 +185,49 @@ def _check_max_len_early(init: Path, max_len: int) -> None:
         return
 
 
-def _split_checked(held: Any, train: Path) -> Any:
-    """``held`` (a :class:`~albert_edge.learn.split.HeldOut`), once it can split the rows of
-    ``train``: a split that would hold out far more than asked or leave too few rows to
-    train on is refused in its one line here, before the checkpoint loads. A file that
-    does not read is left to the run, which reads it with the checkpoint's labels and
-    says what is wrong."""
+def _split_checked(args: argparse.Namespace) -> Any:
+    """The run's :class:`~albert_edge.learn.split.HeldOut`, once it can split ``--train``:
+    a split that would hold out far more than asked, or leave too few rows to train on, is
+    refused in its one line here, before the checkpoint loads. The flags the run refuses
+    first (``--qat``) are checked first, and the rows are read with the labels
+    ``--init``'s ``config.json`` declares; a file that does not read so (or a checkpoint
+    without one) is left to the run, which reads it with the loaded checkpoint's labels
+    and says what is wrong."""
     from albert_edge.data import read_sst2
     from albert_edge.errors import AlbertEdgeError
+    from albert_edge.learn.qat import qat_spec
+    from albert_edge.learn.split import HeldOut
 
+    held = HeldOut(args.held_out, args.split_seed)
+    qat_spec(args.qat, args.qat_target)
+    labels = _config_labels(Path(args.init))
+    if labels is None:
+        return held
     try:
-        n = len(read_sst2(train))
+        n = len(read_sst2(Path(args.train), labels=range(labels)))
     except (AlbertEdgeError, OSError):
         return held
-    held.held_rows(n, str(train))
+    if n >= held.minimum_rows():  # fewer: no split at all, said after the run's own checks
+        held.held_rows(n, str(args.train))
     return held
+
+
+def _config_labels(init: Path) -> int | None:
+    """How many labels ``init/config.json`` declares (transformers' default 2 when it
+    names none), or None without a readable one."""
+    import json
+
+    try:
+        config = json.loads((init / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    id2label = config.get("id2label")
+    if isinstance(id2label, dict) and id2label:
+        return len(id2label)
+    n = config.get("num_labels", 2)
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
 def check_scratch(args: argparse.Namespace) -> None:

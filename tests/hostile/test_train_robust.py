@@ -151,7 +151,7 @@ def _judge_full(r: subprocess.CompletedProcess[str], work: Path, before: dict[st
     said = f"rc={r.returncode}\n{r.stderr[-3000:]}"
     assert r.returncode != 0 and "Traceback" not in r.stderr, said
     lines = error_lines(r.stderr)
-    assert len(lines) == 1 and "File too large" in lines[0], said
+    assert len(lines) == 1 and re.search("File too large|file-size limit", lines[0]), said
     assert tree(work) == before, f"changed or left: {sorted(set(tree(work)) ^ set(before))}"
 
 
