@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import CheckpointError, ConfigError
 from albert_edge.heads import head_from_architectures
+from albert_edge.layout import DEFAULT_MODEL as DEFAULT_MODEL  # the embedded model
 
 # Re-exported: the reference model and its builders live in albert_edge.torch_model.
 from albert_edge.torch_model import (
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 TOKENIZER_FILES = ("spiece.model",)
-DEFAULT_MODEL = Path(__file__).parent / "models" / "sst2-albert-tiny"
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -40,6 +40,9 @@ ONNX_DTYPES: dict[str, tuple[str, str]] = {
 ONNX_SUBDIR = "onnx"
 MANIFEST_NAME = "manifest.json"  # albert_edge.manifest writes it; the name is the layout's
 EMBEDDED_NAME = "embedded"
+# The embedded model's directory (re-exported by albert_edge.checkpoint): defined here, below
+# the checkpoint loader and the sealed-directory reader, so both can name it without a cycle.
+DEFAULT_MODEL = Path(__file__).parent / "models" / "sst2-albert-tiny"
 
 
 def onnx_model_file(precision: str) -> str:
@@ -142,8 +145,6 @@ def _weights_sha256(ckpt: Checkpoint) -> str | None:
 
 
 def is_embedded(ckpt: Checkpoint) -> bool:
-    from albert_edge.checkpoint import DEFAULT_MODEL
-
     try:
         return Path(ckpt.path).resolve() == Path(DEFAULT_MODEL).resolve()
     except OSError:

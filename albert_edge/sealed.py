@@ -122,7 +122,7 @@ def checkpoint_identity(path: str | Path | None) -> str:
     """A content hash of a checkpoint's config and weight files (``None``: the embedded
     model): the same bytes give the same identity wherever the directory lives. Each file's
     hash is cached by path, size, mtime and inode, so asking again costs a ``stat``."""
-    from albert_edge.checkpoint import DEFAULT_MODEL
+    from albert_edge.layout import DEFAULT_MODEL
 
     p = Path(path) if path is not None else DEFAULT_MODEL
     files = _checkpoint_files(p)
@@ -150,7 +150,7 @@ def made_from(
 ) -> dict[str, Any]:
     """The ``made_from`` record: the checkpoint's name and identity, and each data file's
     name and sha256 by role (``{"data": path, "report": path}``); names, never paths."""
-    from albert_edge.checkpoint import DEFAULT_MODEL
+    from albert_edge.layout import DEFAULT_MODEL
 
     rec: dict[str, Any] = {}
     if with_checkpoint:
