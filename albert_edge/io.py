@@ -5,7 +5,12 @@ The promises, and how each is kept:
 * **No lost input.** ``--overwrite`` replaces only a directory that albert-edge wrote
   itself: one whose ``manifest.json`` is valid and lists every file the directory holds
   (:func:`is_albert_edge_artifact`). A checkpoint, a home directory, or an artifact a user
-  dropped an extra file into is refused, and the output may never be an input.
+  dropped an extra file into is refused, and the output may never be, hold, or lie
+  inside an input (a directory written into an artifact breaks its manifest).
+* **Outputs are named directories.** ``-o .``, ``..`` and ``sub/..`` resolve to the
+  directory they mean (:func:`named_output`); when that is the working directory, the
+  swap replaces it and the process re-enters the new one. The root directory, a mount
+  point and a symbolic link are refused: none can be swapped.
 * **No half-written output.** Everything is written into a sibling temp directory
   (``.OUT.tmp-<pid>-*``), fsynced, then swapped in with one ``renameat2(RENAME_EXCHANGE)``
   (or two renames where the filesystem lacks it); only then is the old artifact removed.
@@ -250,7 +255,15 @@ def named_output(out: str | Path) -> Path:
 
 
 def output_arg(text: str) -> Path:
-    """The argparse ``type`` of every ``-o``: :func:`named_output` of the text."""
+    """The argparse ``type`` of every ``-o``: :func:`named_output` of the text. An empty
+    text (``-o "$OUT"`` with ``OUT`` unset) is refused, never taken as the current
+    directory."""
+    if not text.strip():
+        import argparse
+
+        raise argparse.ArgumentTypeError(
+            "empty path (an unset shell variable?); name the directory to write"
+        )
     return named_output(text)
 
 
