@@ -113,8 +113,8 @@ def task_key(data: TaskData) -> str:
 
 def wants_task_trainer(args: argparse.Namespace) -> bool:
     """Whether ``args.train`` is for this trainer: a file the task layer recognises as
-    anything but single-sentence classification with integer labels (those, and a file it
-    cannot read, keep the SST-2 recipe and its messages), or ``--task`` given."""
+    anything but single-sentence classification (that, and a file it cannot read, keep the
+    SST-2 recipe and its messages), ``--task`` given, or an ``--init`` of another head."""
     from albert_edge.errors import AlbertEdgeError
 
     if getattr(args, "task", None):
@@ -128,7 +128,8 @@ def wants_task_trainer(args: argparse.Namespace) -> bool:
     init = getattr(args, "init", None)
     if init is not None and _init_head(Path(init)) not in (None, "sequence-classification"):
         return True  # a classifier from another head: rebuilt here, said so
-    return bool(data.pair or data.regression or not all(n.isdigit() for n in data.label_names))
+    # single sentences stay with the SST-2 recipe (integer labels, its exits, its messages)
+    return bool(data.pair or data.regression)
 
 
 def _init_head(init: Path) -> str | None:
