@@ -781,6 +781,11 @@ def _preflight(args: argparse.Namespace) -> None:
         source = args.checkpoint if args.command == "convert" else args.model
         check_name_fits(args.output)
         inputs = [Path(source)] if source is not None else []
+        # every directory or file the run reads is an input too: -o DIR/x inside a depth
+        # search broke its seal, as one inside an artifact breaks its manifest
+        for flag in ("depth_search", "data", "calibration", "precision_plan", "reference"):
+            if getattr(args, flag, None) is not None:
+                inputs.append(Path(getattr(args, flag)))
         if args.command == "quantize":  # the whole artifact is the input, not its model file
             from albert_edge.layout import find_artifact
 

@@ -141,6 +141,13 @@ INSIDE = [
          ("export-triton", "art", "-o", "art/repo"), 2, "input", ("art",)),
 ]
 
+# (made with a depth search in the shared files)
+INSIDE_SEARCH = [
+    Case("convert-onnx:output-inside-its-depth-search", ("convert", "{ckpt}", "--depth", "2",
+         "--depth-search", "out", "-o", "out/conv", "--no-verify"), 2,
+         r"out/conv: is inside the input \S+/out", ("prev_search",), no_import=NO_TORCH),
+]
+
 # --- other outputs nothing can be written to: one line naming the cause ----------------
 
 ELSEWHERE = [
@@ -252,6 +259,11 @@ def _complete(out: Path) -> None:
 @pytest.mark.parametrize("case", params(INSIDE + ELSEWHERE))
 def test_output_inside_an_input(case: Case, tmp_path: Path, hostile_shared) -> None:
     run_case(case, tmp_path, hostile_shared, FILES)
+
+
+@pytest.mark.parametrize("case", params(INSIDE_SEARCH))
+def test_output_inside_a_search(case: Case, tmp_path: Path, outputs_shared) -> None:
+    run_case(case, tmp_path, outputs_shared, FILES)
 
 
 def _with_cwd(pairs: list[tuple[Case, str]]) -> list[object]:
