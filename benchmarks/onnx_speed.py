@@ -410,6 +410,13 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _under(path: Path, work: Path) -> str:
+    try:
+        return "<work>/" + path.resolve().relative_to(work.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
@@ -436,13 +443,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad = [n for n in names if n not in smp.MODELS] or [f for f in forms if f not in FORMS]
     if bad:
         p.error(f"unknown --models/--forms entry {bad[0]!r}")
-    report: dict[str, Any] = {"settings": {**vars(a), "machine": smp.machine()}, "models": []}
+    settings = {**vars(a), "work": "<work>", "machine": smp.machine()}
+    report: dict[str, Any] = {"settings": settings, "models": []}
     w1_runs = a.w1_runs
     for label, ckpt in smp.checkpoints(a.work, names).items():
         base = label == smp.MODELS["base"]
         a.w1_runs = a.base_w1_runs if base else w1_runs
         files = build(ckpt, a.work / re.sub(r"\W+", "-", label).strip("-"), forms)
-        entry: dict[str, Any] = {"model": label, "files": {k: str(v) for k, v in files.items()}}
+        entry: dict[str, Any] = {  # under --work: the machine's own paths stay out
+            "model": label,
+            "files": {k: _under(v, a.work) for k, v in files.items()},
+        }
         if not a.no_profile:
             entry["profile"] = profile(files, a, a.base_profile_runs if base else a.profile_runs)
         entry["timing"] = time_model(files, a)

@@ -308,8 +308,9 @@ SATURATION_FREE_MAX_ABS = 64
 #   spinning against 4.4 ms without, and litert-torch's 7.7 ms. With spinning off, workers
 #   sleep between kernels.
 # * What spinning off costs: a wake-up per parallel kernel. At real lengths (W2, SST-2
-#   sentences) that is measurable: median 0.42 vs 0.33 ms (embedded), 0.99 vs 0.86 ms
-#   (H256); and where the second core is free, spinning's fastest runs are faster.
+#   sentences) on small models that is measurable: median 0.42 vs 0.33 ms (embedded),
+#   0.99 vs 0.86 ms (H256), while albert-base gains (50 vs 131 ms); and where the second
+#   core is free, spinning's fastest runs are faster.
 #   ``albert-edge bench --backend ort-cpu-defaults`` times the file without the hint.
 # * Bounded spinning (``spin_duration_us`` 1-200, ``spin_backoff_max``),
 #   ``force_spinning_stop``, ``dynamic_block_base`` and pinning the worker
