@@ -68,6 +68,10 @@ def describe_os_error(exc: OSError, path: Path, action: str = "write") -> Output
         where = _mount_point(path.parent)  # the output's own disk, named
         disk = f"the disk mounted at {where}" if where is not None else "its disk"
         fix = f"free space on {disk} or choose an -o on another disk"
+        inodes = _few_inodes(where) if code == errno.ENOSPC and where is not None else None
+        if inodes is not None:  # df shows room: say what else runs out
+            why = f"no space left on device; only {inodes} file entries (inodes) are free there"
+            fix = f"remove files on {disk} (df -i {where} counts them) or choose another -o"
     elif code in (errno.EACCES, errno.EPERM):
         why, fix = "permission denied", "choose a directory you can write to as -o"
     elif code == errno.EROFS:
@@ -81,6 +85,18 @@ def describe_os_error(exc: OSError, path: Path, action: str = "write") -> Output
     else:
         why, fix = exc.strerror or type(exc).__name__, "choose another -o"
     return OutputError(f"{path}: cannot {action} ({why}); {fix}; nothing was written")
+
+
+def _few_inodes(mount: Path) -> int | None:
+    """The free file entries (inodes) of ``mount`` when bytes are to spare but entries are
+    (almost) gone, else ``None``: ``df`` then shows room, and "free space" alone would send
+    the user the wrong way. Counted after the run removed its own temp files."""
+    try:
+        st = os.statvfs(mount)
+    except OSError:
+        return None
+    few = bool(st.f_files) and st.f_favail < 1000 and st.f_bavail * st.f_frsize >= 1 << 20
+    return st.f_favail if few else None
 
 
 def _file_size_limit() -> tuple[str, str]:

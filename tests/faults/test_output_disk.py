@@ -133,3 +133,21 @@ def test_a_mount_point_output_is_refused_before_any_work(tmp_path: Path) -> None
     except MountUnavailable as exc:
         pytest.skip(f"cannot mount a tmpfs here ({exc})")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mnt"]
+
+
+def test_no_inodes_left_is_not_called_a_lack_of_space(tmp_path: Path) -> None:
+    """ENOSPC with megabytes free: the disk's file entries are used up, and "free space"
+    would send the user to ``df``, which shows room."""
+    try:
+        with tmpfs(tmp_path / "mnt", "8m,nr_inodes=8") as mnt:
+            n = 0
+            with pytest.raises(OSError) as full:
+                while n < 100:
+                    (mnt / f"f{n}").write_bytes(b"")
+                    n += 1
+            assert full.value.errno == errno.ENOSPC
+            msg = str(describe_os_error(full.value, mnt / "out"))
+            assert "only 0 file entries (inodes) are free there" in msg, msg
+            assert f"df -i {mnt}" in msg, msg
+    except MountUnavailable as exc:
+        pytest.skip(f"cannot mount a tmpfs here ({exc})")
