@@ -230,10 +230,10 @@ def ort_profile(path: Path, threads: int, runs: int, config: dict[str, str]) -> 
         if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
             per_node[e["name"]].append(int(e["dur"]))
             op_of[e["name"]] = e["args"].get("op_name", "?")
-    by_op: collections.Counter[str] = collections.Counter()
+    by_op: dict[str, float] = collections.defaultdict(float)
     nodes: collections.Counter[str] = collections.Counter()
     for name, durs in per_node.items():
-        by_op[op_of[name]] += statistics.median(durs)
+        by_op[op_of[name]] += float(statistics.median(durs))
         nodes[op_of[name]] += 1
     total = sum(by_op.values())
     return {
@@ -243,7 +243,7 @@ def ort_profile(path: Path, threads: int, runs: int, config: dict[str, str]) -> 
         "nodes": sum(nodes.values()),
         "by_op": [
             {"op": op, "nodes": nodes[op], "us": round(us, 1), "share": us / total}
-            for op, us in by_op.most_common()
+            for op, us in sorted(by_op.items(), key=lambda kv: -kv[1])
         ],
     }
 
