@@ -137,7 +137,7 @@ def test_trained_converts(
     else:
         kw = dict(extra)
         if kw.pop("calibration", None):
-            kw.update(calibration=sst2_train, num_calibration=32)
+            kw.update(calibration=sst2_train)  # the default 128 sentences
         manifest = convert(ckpt, out, ConvertOptions(target=target, precision=precision, **kw))
     ver = manifest["verification"]
     assert ver is not None and ver["reference"] == "pytorch", "no comparison with PyTorch ran"
