@@ -782,10 +782,12 @@ def _preflight(args: argparse.Namespace) -> None:
         check_name_fits(args.output)
         inputs = [Path(source)] if source is not None else []
         # every directory or file the run reads is an input too: -o DIR/x inside a depth
-        # search broke its seal, as one inside an artifact breaks its manifest
+        # search broke its seal, as one inside an artifact breaks its manifest (a
+        # --depth-search that is no search is never read: its own refusal says so)
         for flag in ("depth_search", "data", "calibration", "precision_plan", "reference"):
-            if getattr(args, flag, None) is not None:
-                inputs.append(Path(getattr(args, flag)))
+            given = getattr(args, flag, None)
+            if given is not None and (flag != "depth_search" or _is_sealed(Path(given))):
+                inputs.append(Path(given))
         if args.command == "quantize":  # the whole artifact is the input, not its model file
             from albert_edge.layout import find_artifact
 
@@ -811,6 +813,12 @@ def _preflight(args: argparse.Namespace) -> None:
                 check_name_fits(path, flag, ".rows.jsonl" if flag == "--json" else "")
     _drop_duplicates(args)
     _read_text_inputs(args)
+
+
+def _is_sealed(folder: Path) -> bool:
+    from albert_edge.sealed import SEAL_NAME
+
+    return (folder / SEAL_NAME).is_file()
 
 
 def _read_text_inputs(args: argparse.Namespace) -> None:
