@@ -974,8 +974,9 @@ _replaced: dict[str, Path] = {}
 
 
 def replaced_cwd() -> Path | None:
-    """The output that replaced this process's working directory (``-o .``), if any."""
-    return _replaced.get("cwd")
+    """The output that replaced this process's working directory (``-o .``) since the
+    last call, if any (each call reports a replacement once)."""
+    return _replaced.pop("cwd", None)
 
 
 def _cwd_within(out: Path) -> str | None:
