@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from albert_edge.early_exit.choose import exit_policies, pick_policy
 from albert_edge.errors import AlbertEdgeError, BenchmarkError
 
 if TYPE_CHECKING:
@@ -40,21 +41,10 @@ if TYPE_CHECKING:
     from albert_edge.depth import Rule
     from albert_edge.early_exit.policy import ExitPolicy
 
-# Confidence thresholds searched on the choose split (the benchmark's grid).
-EXIT_THRESHOLDS = (0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.975, 0.99, 0.995)
 NOT_STANDARD = (
     "not a single standard model file: ONNX graphs stepped by albert_edge.early_exit "
     "(optimum / transformers.js cannot load it as written)"
 )
-
-
-def exit_policies(num_exits: int) -> list[ExitPolicy]:
-    """The policies searched: every confidence threshold, and patience 1..L-2 (patience
-    L-1 can only stop at the last exit, which is policy off)."""
-    from albert_edge.early_exit.policy import Confidence, Patience
-
-    out: list[ExitPolicy] = [Confidence(t) for t in EXIT_THRESHOLDS]
-    return out + [Patience(t) for t in range(1, max(1, num_exits - 1))]
 
 
 def rule_why_not(row: Mapping[str, Any], rule: Rule) -> str | None:
@@ -74,35 +64,13 @@ def policy_evidence(
     policies: Sequence[ExitPolicy],
 ) -> list[dict[str, Any]]:
     """Per policy on the same rows: mean depth, share of rows per exit, accuracy, the
-    paired difference to the checkpoint with its interval, and the rule's verdict."""
-    import numpy as np
+    paired difference to the checkpoint with its interval, and the rule's verdict
+    (:func:`albert_edge.early_exit.choose.policy_evidence` under the depth rule)."""
+    from albert_edge.early_exit import choose
 
-    from albert_edge.bench.evidence import paired_delta
-    from albert_edge.early_exit.policy import policy_text, simulate
-
-    y = np.asarray(labels)
-    out = []
-    for policy in policies:
-        depth, logits = simulate(per_exit, policy)
-        right = logits.argmax(-1) == y
-        row: dict[str, Any] = {
-            "policy": policy_text(policy),
-            "mean_depth": float(depth.mean()),
-            "exit_share": [float((depth == k).mean()) for k in range(1, per_exit.shape[1] + 1)],
-            "accuracy": float(right.mean()),
-            "delta_vs_checkpoint": paired_delta(right.tolist(), reference_right),
-        }
-        row["why_not"] = rule_why_not(row, rule)
-        out.append(row)
-    return out
-
-
-def pick_policy(evidence: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """Among the admitted policies, the lowest mean depth, then the more accurate."""
-    admitted = [r for r in evidence if r.get("why_not") is None]
-    if not admitted:
-        return None
-    return min(admitted, key=lambda r: (r["mean_depth"], -r["accuracy"], r["policy"]))
+    return choose.policy_evidence(
+        per_exit, labels, reference_right, lambda row: rule_why_not(row, rule), policies
+    )
 
 
 def mix_timing(row: dict[str, Any], variants: Sequence[tuple[float, Mapping[str, Any]]]) -> None:
@@ -215,8 +183,8 @@ def exit_candidates(
     precisions = [p for t, p in candidates if t == "onnx" and p in PRECISIONS]
     if not precisions:
         return [], [], []
-    fit = fit_rows_of(exit_data, fit_rows, 0)
-    say(f"recommend: fitting exit heads on {len(fit)} rows of {exit_data} ...")
+    fit = fit_rows_of(exit_data, fit_rows, 0, ckpt.path)
+    say(f"recommend: fitting exit heads on {len(fit.examples)} rows of {exit_data} ...")
     heads = fit_heads_on(ckpt, fit, 0)
     rows, built, variants = [], [], []
     for precision in precisions:
@@ -322,7 +290,7 @@ def check_flags(
         )
     if exit_data is not None:
         from albert_edge.early_exit.artifact import PRECISIONS
-        from albert_edge.early_exit.command import fit_rows_of
+        from albert_edge.early_exit.command import fit_rows_of, read_rows
 
         if candidates is not None and not any(
             t == "onnx" and p in PRECISIONS for t, p in candidates
@@ -333,6 +301,19 @@ def check_flags(
                 "so it would be ignored: add one or drop --exit-data"
             )
         fit_rows_of(exit_data, exit_fit_rows, 0)  # empty, one class, too few rows: refused
+        if depth_search is None:  # --recommend runs the depth search on these rows itself
+            from albert_edge.depth import SplitSettings
+            from albert_edge.depth.search import split_sizes
+
+            total = len(read_rows(exit_data).examples)
+            split = SplitSettings(fit_rows=exit_fit_rows)
+            try:
+                split_sizes(total, split)
+            except AlbertEdgeError as exc:
+                raise BenchmarkError(
+                    f"{exit_data}: --exit-data also feeds the depth search --recommend runs "
+                    f"without --depth-search, and {exc}"
+                ) from None
 
 
 # --- printing -------------------------------------------------------------------------------
@@ -408,6 +389,39 @@ def _policy_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+# Where the depth search that --recommend runs itself is written, inside its work dir.
+OWN_SEARCH = "depth-search"
+
+
+def run_depth_search(
+    ckpt: Any, train: Path, fit_rows: int, work: Path, say: Callable[[str], None]
+) -> Path:
+    """``albert-edge depth search`` on ``train`` (the training rows, ``--exit-data``: never
+    the rows that choose and report) into ``work/depth-search``, sealed as the command
+    writes it: ``fit_rows`` fit the heads, the rest (at most 5,000; a quarter of a smaller
+    file) is the search's own held-out split. What ``--recommend`` ranks depths from when
+    no ``--depth-search`` is given."""
+    from albert_edge.depth import (
+        Rule,
+        SplitSettings,
+        choose,
+        format_choice,
+        save_search,
+        search_candidates,
+        search_depths,
+    )
+    from albert_edge.depth.command import evidence_lines
+
+    out = work / OWN_SEARCH
+    split = SplitSettings(fit_rows=fit_rows, held_out_rows=SplitSettings().held_out_rows)
+    say(f"recommend: depth search on {train} (no --depth-search given) ...")
+    search = search_depths(ckpt, train, split=split)
+    text = format_choice(choose(search_candidates(search), Rule()), "held-out (choose here)")
+    text += evidence_lines(search)
+    save_search(search, out, markdown=text, inputs=[Path(ckpt.path), train])
+    return out
+
+
 def add_depth_exit(
     ckpt: Any,
     *,
@@ -435,6 +449,8 @@ def add_depth_exit(
         "rule_text": rule.describe().replace("full depth", "the checkpoint"),
         "layers": int(ckpt.config.num_hidden_layers),
     }
+    if depth_search is None and exit_data is not None:
+        depth_search = run_depth_search(ckpt, Path(exit_data), exit_fit_rows, work, say)
     if depth_search is not None:
         rows, built, info["depth_search"] = depth_candidates(
             ckpt, Path(depth_search), candidates, build, rule

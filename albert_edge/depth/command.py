@@ -161,7 +161,7 @@ def run_search(a: argparse.Namespace) -> int:
     given = [Path(p) for p in (a.checkpoint, a.data, a.report) if p is not None]
     check_output(a.output, overwrite=a.overwrite, inputs=given, kind=SEARCH_OUTPUT)  # first
     split = SplitSettings(a.fit_rows, a.held_out_rows, a.seed, a.max_length)
-    _say_split(a.data, split)
+    _say_split(a.data, split, a.checkpoint)
     search = search_depths(
         a.checkpoint,
         a.data,
@@ -177,12 +177,12 @@ def run_search(a: argparse.Namespace) -> int:
     return 0
 
 
-def _say_split(data: Path, split: Any) -> None:
-    """A split smaller than asked is said aloud before the work (too few rows: refused)."""
-    from albert_edge.data import read_sst2
-    from albert_edge.depth.search import split_sizes
+def _say_split(data: Path, split: Any, checkpoint: str | Path | None) -> None:
+    """A split smaller than asked is said aloud before the work (too few rows: refused);
+    a head or a file the search does not serve is refused first."""
+    from albert_edge.depth.search import labelled_rows, split_sizes
 
-    note = split_sizes(len(read_sst2(data)), split)[2]
+    note = split_sizes(len(labelled_rows(data, checkpoint)[0]), split)[2]
     if note:
         print(f"albert-edge depth search: note: {note}", file=sys.stderr)
 

@@ -46,6 +46,7 @@ def cls_states(
     ckpt: Checkpoint,
     texts: Sequence[str],
     *,
+    pairs: Sequence[str | None] | None = None,
     max_length: int = 128,
     batch_size: int = 64,
     description: str = "features",
@@ -53,7 +54,9 @@ def cls_states(
     """``[N, L, H]`` float32: the [CLS] hidden state after each outer layer 1..L.
 
     Sentences are batched by length (less padding, same numbers: the attention mask keeps
-    padding out of [CLS]) and returned in the input order.
+    padding out of [CLS]) and returned in the input order. ``pairs``: each row's second
+    sentence (a pair classifier's input, ``[CLS] a [SEP] b [SEP]`` with segment ids, as
+    the task layer encodes it), None for single sentences.
     """
     import torch
 
@@ -65,7 +68,10 @@ def cls_states(
             f"(architectures AlbertForSequenceClassification), this one is {ckpt.head.name}"
         )
     tok = ckpt.tokenizer()
-    encoded = [tok.encode(t, max_length=max_length, padding="none").input_ids[0] for t in texts]
+    second = list(pairs) if pairs is not None else [None] * len(texts)
+    enc = [tok.encode(t, b, max_length=max_length, padding="none") for t, b in zip(texts, second)]
+    encoded = [e.input_ids[0] for e in enc]
+    segments = [e.token_type_ids[0] for e in enc]
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     layers, hidden = int(ckpt.config.num_hidden_layers), int(ckpt.config.hidden_size)
     out = torch.empty(len(encoded), layers, hidden, dtype=torch.float32)
@@ -76,11 +82,13 @@ def cls_states(
             width = max(len(encoded[i]) for i in batch)
             ids = torch.zeros(len(batch), width, dtype=torch.long)
             mask = torch.zeros(len(batch), width, dtype=torch.long)
+            types = torch.zeros(len(batch), width, dtype=torch.long)
             for r, i in enumerate(batch):
                 ids[r, : len(encoded[i])] = torch.tensor(encoded[i])
                 mask[r, : len(encoded[i])] = 1
+                types[r, : len(encoded[i])] = torch.tensor(segments[i])
             hs = model.albert(
-                input_ids=ids, attention_mask=mask, output_hidden_states=True
+                input_ids=ids, attention_mask=mask, token_type_ids=types, output_hidden_states=True
             ).hidden_states
             out[batch] = torch.stack([h[:, 0] for h in hs[1:]], dim=1)
     if not torch.isfinite(out).all():

@@ -159,6 +159,25 @@ def split_rows(n: int, s: SplitSettings) -> tuple[list[int], list[int]]:
     return perm[:fit], perm[fit : fit + held]
 
 
+def labelled_rows(
+    data: Path, checkpoint: str | Path | None
+) -> tuple[list[tuple[int, str]], list[str | None]]:
+    """``(label, first sentence)`` per row of ``data``, and each row's second sentence
+    (an empty list for a single-sentence file): read by the task layer and checked against
+    the checkpoint's head and labels (config.json) before any model loads. A token or span
+    head, or a CoNLL / SQuAD file, is refused in one line naming what the search serves."""
+    from albert_edge.early_exit.command import read_rows
+    from albert_edge.errors import UnsupportedError
+
+    try:
+        task = read_rows(data, Path(checkpoint) if checkpoint is not None else None, "depth search")
+    except UnsupportedError as exc:  # the depth package's own error type, same line
+        raise DepthError(str(exc)) from None
+    rows = [(int(ex.label), ex.text) for ex in task.examples]
+    pairs = [ex.text_pair for ex in task.examples] if task.pair else []
+    return rows, pairs
+
+
 def _labels(rows: list[tuple[int, str]], num_labels: int, where: Path) -> torch.Tensor:
     import torch
 
@@ -189,23 +208,30 @@ def search_depths(
     ``report``: optional labelled .tsv scored for the record only (e.g. SST-2 dev).
     """
     from albert_edge.checkpoint import Checkpoint, load_checkpoint
-    from albert_edge.data import read_sst2
     from albert_edge.layout import source_record
     from albert_edge.sealed import made_from
 
     split, fit = split or SplitSettings(), fit or FitSettings()
     data = Path(data)
-    rows = read_sst2(data)  # a bad file fails here, before the model is loaded
+    where = checkpoint.path if isinstance(checkpoint, Checkpoint) else checkpoint
+    # a bad file, a head the search does not serve: refused here, before the model loads
+    rows, pairs = labelled_rows(data, where)
     note = split_sizes(len(rows), split)[2]  # too few rows: refused before the model loads
     if report is not None:
-        read_sst2(Path(report))  # likewise a bad report file
+        labelled_rows(Path(report), where)  # likewise a bad report file
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
     trained = trained_exit_heads(ckpt)  # a changed exit-heads file fails before the work
     origin = made_from(ckpt.path, {"data": data, "report": report})
     fit_idx, held_idx = split_rows(len(rows), split)
     c = ckpt.config
     labels = _labels(rows, int(c.num_labels), data)
-    feats = cls_states(ckpt, [rows[i][1] for i in fit_idx + held_idx], max_length=split.max_length)
+    order = fit_idx + held_idx
+    feats = cls_states(
+        ckpt,
+        [rows[i][1] for i in order],
+        pairs=[pairs[i] for i in order] if pairs else None,
+        max_length=split.max_length,
+    )
     nf = len(fit_idx)
     y_fit, y_held = labels[fit_idx], labels[held_idx]
     shape = (int(c.num_hidden_layers), int(c.num_hidden_groups))
@@ -288,14 +314,16 @@ def add_report(search: DepthSearch, ckpt: Checkpoint, data: str | Path) -> None:
 
     Report only: nothing in :mod:`albert_edge.depth` chooses on these numbers.
     """
-    from albert_edge.data import read_sst2
-
     data = Path(data)
-    rows = read_sst2(data)
+    rows, pairs = labelled_rows(data, ckpt.path)
     labels = _labels(rows, int(ckpt.config.num_labels), data)
     s = search.settings["split"]
     feats = cls_states(
-        ckpt, [t for _, t in rows], max_length=int(s["max_length"]), description="report"
+        ckpt,
+        [t for _, t in rows],
+        pairs=pairs or None,
+        max_length=int(s["max_length"]),
+        description="report",
     )
     ref = (predictions(own_head(ckpt), feats[:, -1]) == labels).numpy()
     ref_iv = accuracy_interval(ref, resamples=int(s["resamples"]), seed=int(s["seed"]))

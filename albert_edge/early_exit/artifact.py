@@ -214,14 +214,22 @@ def build_early_exit_artifact(
 
 
 def with_policy(
-    artifact: str | Path, output: str | Path, policy: ExitPolicy, *, overwrite: bool = False
+    artifact: str | Path,
+    output: str | Path,
+    policy: ExitPolicy,
+    *,
+    overwrite: bool = False,
+    choice: Mapping[str, Any] | None = None,
+    inputs: list[Path] | None = None,
 ) -> dict[str, Any]:
     """A copy of ``artifact`` whose index records ``policy`` as its run-time default.
 
     Why a copy and not a rebuild: the graphs and weights do not depend on the policy, so
     they are hard-linked (copied where links cannot be made) and only the index and the
     sealed manifest are written anew. ``bench --recommend`` makes one such directory per
-    policy it times. Returns the new manifest.
+    policy it times. ``choice``: how the policy was chosen (``early-exit --max-drop``: the
+    held-out figures), recorded in the index as ``policy_choice``; ``inputs``: further
+    paths the output must not be (the data it was chosen on). Returns the new manifest.
     """
     import json
     import os
@@ -233,7 +241,7 @@ def with_policy(
 
     root, index = read_index(artifact)
     manifest = load_sealed_manifest(root).to_dict()
-    with atomic_output_dir(output, overwrite=overwrite, inputs=[root]) as tmp:
+    with atomic_output_dir(output, overwrite=overwrite, inputs=[root, *(inputs or [])]) as tmp:
         for rel in manifest["sha256"]:
             if rel == INDEX:
                 continue
@@ -244,6 +252,8 @@ def with_policy(
             except OSError:
                 shutil.copyfile(root / rel, dst)
         index = {**index, "policy": policy_text(policy)}
+        if choice is not None:
+            index["policy_choice"] = dict(choice)
         (tmp / INDEX).write_text(dumps_strict(index, indent=2) + "\n")
         manifest["early_exit"] = index
         write_manifest(tmp, manifest)

@@ -2,9 +2,12 @@
 
 A thin wrapper over :func:`albert_edge.early_exit.fit_exit_heads` and
 :func:`albert_edge.early_exit.build_early_exit_artifact`; the argparse wiring lives here so
-the shared CLI module only registers the subcommand. Thresholds are not chosen here: they
-are a run-time argument of the runner (``docs/early-exit.md`` says how to choose one on
-held-out rows).
+the shared CLI module only registers the subcommand. ``--data`` is read through the task
+layer (:mod:`albert_edge.tasks`): single sentences or sentence pairs for a
+sequence classifier. With ``--max-drop P`` the confidence threshold is chosen on rows of
+``--data`` the heads never see (one half chooses, the other half reports, paired
+bootstrap interval; :mod:`albert_edge.early_exit.choose`) and recorded as the artifact's
+default policy; without it the artifact records none (policy off, full depth).
 """
 
 from __future__ import annotations
@@ -13,10 +16,34 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from albert_edge.io import output_arg
 from albert_edge.options import int_at_least, seed_value
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from albert_edge.tasks import TaskData
+
+# The fewest rows of each held-out half (choose, report): the paired bootstrap's minimum.
+MIN_HALF_ROWS = 30
+HEAD = "sequence-classification"
+
+
+def points_value(text: str) -> float:
+    """An accuracy drop in points: a finite number >= 0."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an accuracy drop in points; give a number >= 0, e.g. 0.5"
+        )
+    return value
 
 
 def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -46,6 +73,22 @@ def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -
         default=8000,
         help="rows of --data (seeded shuffle) to fit the heads on (default: %(default)s)",
     )
+    p.add_argument(
+        "--max-drop",
+        type=points_value,
+        default=None,
+        metavar="P",
+        help="choose the confidence threshold with the fewest layers run whose accuracy on "
+        "held-out rows of --data is at most P points below full depth (e.g. 0.5); recorded "
+        "as the artifact's default policy, with the held-out figures in its manifest",
+    )
+    p.add_argument(
+        "--held-out-rows",
+        type=int_at_least(2 * MIN_HALF_ROWS),
+        default=2000,
+        help="--max-drop: rows of --data kept from the fit, half to choose the threshold on, "
+        "half to report it on (default: %(default)s; a quarter of smaller files)",
+    )
     p.add_argument("--seed", type=seed_value, default=0, help="shuffle seed (default: %(default)s)")
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing albert-edge artifact"
@@ -54,54 +97,290 @@ def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -
     p.set_defaults(run=run)
 
 
-def fit_rows_of(data: Path, fit_rows: int, seed: int) -> list[tuple[int, str]]:
+def _model_config(checkpoint: Path | None) -> dict[str, Any] | None:
+    """config.json as plain JSON (no torch), None where there is none (TF1: its head is
+    known once it loads, and load_checkpoint names a broken one)."""
+    import json
+
+    from albert_edge.checkpoint import DEFAULT_MODEL
+
+    cfg = Path(checkpoint if checkpoint is not None else DEFAULT_MODEL) / "config.json"
+    try:
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def check_head(checkpoint: Path | None, head: str, command: str = "early-exit") -> None:
+    """Refuse, in one line, a model whose head ``command`` (per-depth heads over the
+    pooled [CLS] state: dynamic exit, the depth search) does not serve."""
+    from albert_edge.errors import UnsupportedError
+
+    if head != HEAD:
+        raise UnsupportedError(
+            f"{checkpoint}: {command} serves sequence-classification heads (single sentences "
+            f"or sentence pairs); this model is {head}: convert it at full depth "
+            "(albert-edge convert)"
+        )
+
+
+def read_rows(data: Path, checkpoint: Path | None = None, command: str = "early-exit") -> TaskData:
+    """``data`` through the task layer, checked against the checkpoint's head, labels and
+    single/pair record (config.json) before any model loads: a classification file of
+    single sentences or pairs with class labels. ``command`` names the caller in the
+    refusals (the depth search reads its rows here too)."""
+    from albert_edge.errors import UnsupportedError
+    from albert_edge.heads import head_from_architectures
+    from albert_edge.tasks import TaskKind, read_task_file
+    from albert_edge.verify import read_task_data
+
+    config = _model_config(checkpoint) if checkpoint is not None else None
+    if config is not None:
+        head = head_from_architectures(config.get("architectures")).name
+        check_head(checkpoint, head, command)
+        rows = read_task_data(data, Path(checkpoint or "."), config)
+    else:
+        rows = read_task_file(data)
+    if rows.kind is not TaskKind.CLASSIFICATION:
+        raise UnsupportedError(
+            f"{data}: {command} reads class-labelled sentences or sentence pairs (GLUE .tsv), "
+            f"but this is {rows.kind.value} data"
+        )
+    if rows.regression:
+        raise UnsupportedError(
+            f"{data}: {command} fits softmax heads per depth and needs class labels; a "
+            "regression task (one score per row) has none: give class-labelled rows"
+        )
+    return rows
+
+
+def fit_rows_of(data: Path, fit_rows: int, seed: int, checkpoint: Path | None = None) -> TaskData:
     """The rows the exit heads are fitted on: ``data`` shuffled with ``seed``, the first
     ``fit_rows``. One definition for this command and ``bench --recommend``, so both build
     the same heads from the same file."""
     import random
 
-    from albert_edge.data import read_sst2
-    from albert_edge.early_exit.heads import check_fit_labels
-
-    rows = read_sst2(data)  # a bad file fails here, before the model loads
-    random.Random(seed).shuffle(rows)
-    if fit_rows > len(rows):  # said aloud, never shrunk silently
+    rows = read_rows(data, checkpoint)  # a bad file fails here, before the model loads
+    order = list(range(len(rows.examples)))
+    random.Random(seed).shuffle(order)
+    if fit_rows > len(order):  # said aloud, never shrunk silently
         print(
-            f"albert-edge: note: {data} has {len(rows)} rows, fewer than the {fit_rows} "
-            f"fit rows asked; fitting the exit heads on all {len(rows)}",
+            f"albert-edge: note: {data} has {len(order)} rows, fewer than the {fit_rows} "
+            f"fit rows asked; fitting the exit heads on all {len(order)}",
             file=sys.stderr,
         )
-    chosen = rows[:fit_rows]
-    check_fit_labels([y for y, _ in chosen], None, str(data))
+    chosen = rows.subset(order[:fit_rows])
+    _check_fit(chosen, data)
     return chosen
 
 
-def fit_heads_on(ckpt: Any, rows: list[tuple[int, str]], seed: int) -> Any:
-    """:func:`albert_edge.early_exit.fit_exit_heads` on ``(label, text)`` rows."""
-    from albert_edge.early_exit import fit_exit_heads
+def _check_fit(rows: TaskData, data: Path) -> None:
+    from albert_edge.early_exit.heads import check_fit_labels
 
-    return fit_exit_heads(ckpt, [t for _, t in rows], [y for y, _ in rows], seed=seed)
+    check_fit_labels([int(ex.label) for ex in rows.examples], None, str(data))
+
+
+def held_out_split(
+    data: Path, fit_rows: int, held_out_rows: int, seed: int, checkpoint: Path | None = None
+) -> tuple[TaskData, TaskData, TaskData, str | None]:
+    """(fit, choose, report, note) for ``--max-drop``: one seeded shuffle of ``data``; the
+    first ``held_out_rows`` are held out of the fit (half choose the threshold, half
+    report it), the next ``fit_rows`` fit the heads. With fewer rows than both, a quarter
+    (at most ``held_out_rows``) is held out and the note says so; halves under
+    :data:`MIN_HALF_ROWS` are refused."""
+    import random
+
+    from albert_edge.errors import TooFewRowsError
+
+    rows = read_rows(data, checkpoint)
+    n = len(rows.examples)
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    enough = n >= fit_rows + held_out_rows
+    held = held_out_rows if enough else min(held_out_rows, n // 4)
+    if held // 2 < MIN_HALF_ROWS:
+        raise TooFewRowsError(
+            f"{data}: {n} rows leave {held} held-out rows; --max-drop chooses the threshold "
+            f"on half of them and reports on the other half, each at least {MIN_HALF_ROWS}: "
+            f"give at least {8 * MIN_HALF_ROWS} labelled rows, or drop --max-drop"
+        )
+    fit = min(fit_rows, n - held)
+    note = None
+    if not enough:
+        note = (
+            f"asked for {fit_rows} fit + {held_out_rows} held-out rows, {data} has {n}: "
+            f"fitting on {fit}, holding out {held}"
+        )
+    half = held // 2
+    fitted = rows.subset(order[held : held + fit])
+    _check_fit(fitted, data)
+    return fitted, rows.subset(order[:half]), rows.subset(order[half:held]), note
+
+
+def fit_heads_on(ckpt: Any, rows: TaskData, seed: int) -> Any:
+    """:func:`albert_edge.early_exit.fit_exit_heads` on classification rows (single
+    sentences or pairs, encoded by the task layer as the model reads them)."""
+    from albert_edge.early_exit import fit_exit_heads
+    from albert_edge.early_exit.heads import pooled_features_of
+    from albert_edge.tasks import encode
+
+    max_length = 128
+    feats = encode(rows, ckpt.tokenizer(), max_length)
+    return fit_exit_heads(
+        ckpt,
+        [ex.text for ex in rows.examples],
+        [int(ex.label) for ex in rows.examples],
+        seed=seed,
+        max_length=max_length,
+        features=pooled_features_of(ckpt, feats),
+    )
+
+
+def all_exit_logits(artifact: Path, rows: TaskData, tokenizer: Any, threads: int) -> np.ndarray:
+    """Every exit's logits of ``artifact`` on ``rows``, ``[rows, L, labels]`` in row order:
+    what a policy is chosen and reported from (the artifact's own graphs, at its
+    precision, on inputs the task layer encodes)."""
+    import numpy as np
+
+    from albert_edge.early_exit.runner import EarlyExitRunner
+    from albert_edge.tasks import encode, run_features
+
+    runner = EarlyExitRunner(artifact, threads=threads)
+    feats = encode(rows, tokenizer, min(128, int(runner.embed.max_seq_len)))
+    outs = run_features(feats, lambda feeds: {"logits": runner.all_exits(feeds)})
+    return np.stack(outs["logits"]).astype(np.float32)
+
+
+def choose_threshold(
+    artifact: Path,
+    choose_rows: TaskData,
+    report_rows: TaskData,
+    tokenizer: Any,
+    max_drop: float,
+    threads: int = 2,
+) -> tuple[Any, dict[str, Any]]:
+    """(policy, record): the confidence threshold with the lowest mean depth whose
+    accuracy drop on ``choose_rows`` is at most ``max_drop`` points (policy off when none
+    is), and its figures on ``report_rows`` (never chosen on): accuracy against full
+    depth with the paired 95 % interval, mean layers run, share of rows per exit."""
+    from albert_edge.early_exit.choose import (
+        confidence_policies,
+        max_drop_rule,
+        pick_policy,
+        policy_evidence,
+        policy_row,
+    )
+    from albert_edge.early_exit.policy import Off, parse_policy
+
+    def labelled(rows: TaskData) -> tuple[np.ndarray, list[int], list[bool]]:
+        per_exit = all_exit_logits(artifact, rows, tokenizer, threads)
+        labels = [int(ex.label) for ex in rows.examples]
+        full = (per_exit[:, -1].argmax(-1) == labels).tolist()
+        return per_exit, labels, full
+
+    per_exit, labels, full = labelled(choose_rows)
+    evidence = policy_evidence(
+        per_exit, labels, full, max_drop_rule(max_drop), confidence_policies()
+    )
+    pick = pick_policy(evidence)
+    policy = parse_policy(str(pick["policy"])) if pick is not None else Off()
+    r_exit, r_labels, r_full = labelled(report_rows)
+    reported = policy_row(r_exit, r_labels, r_full, policy)
+    record = {
+        "rule": f"confidence threshold with the fewest mean layers whose accuracy drop on the "
+        f"choose rows is <= {max_drop:g} points vs full depth; reported on other rows",
+        "max_drop_points": max_drop,
+        "policy": reported["policy"],
+        "choose": {
+            "rows": len(labels),
+            "full_depth_accuracy": float(sum(full) / len(full)),
+            "evidence": evidence,
+        },
+        "report": {
+            "rows": len(r_labels),
+            "full_depth_accuracy": float(sum(r_full) / len(r_full)),
+            "accuracy": reported["accuracy"],
+            "accuracy_drop_points": -reported["delta_vs_checkpoint"]["points"],
+            "delta_vs_full_depth": reported["delta_vs_checkpoint"],
+            "mean_layers": reported["mean_depth"],
+            "exit_share": reported["exit_share"],
+        },
+    }
+    if pick is None:
+        record["note"] = (
+            f"no threshold keeps the drop within {max_drop:g} points on the choose rows: "
+            "the artifact runs at full depth (policy off)"
+        )
+    return policy, record
 
 
 def run(a: argparse.Namespace) -> int:
+    import tempfile
+
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.early_exit import build_early_exit_artifact
+    from albert_edge.early_exit.artifact import with_policy
     from albert_edge.io import check_output
-
-    check_output(a.output, overwrite=a.overwrite, inputs=[a.checkpoint, a.data])
-    rows = fit_rows_of(a.data, a.fit_rows, a.seed)
-    ckpt = load_checkpoint(a.checkpoint)
-    heads = fit_heads_on(ckpt, rows, a.seed)
     from albert_edge.sealed import made_from
 
+    check_output(a.output, overwrite=a.overwrite, inputs=[a.checkpoint, a.data])
+    split = None
+    if a.max_drop is None:
+        rows = fit_rows_of(a.data, a.fit_rows, a.seed, a.checkpoint)
+    else:
+        rows, choose_rows, report_rows, note = held_out_split(
+            a.data, a.fit_rows, a.held_out_rows, a.seed, a.checkpoint
+        )
+        if note:
+            print(f"albert-edge: note: {note}", file=sys.stderr)
+        split = {
+            "data": str(a.data),
+            "seed": a.seed,
+            "fit_rows": len(rows.examples),
+            "choose_rows": len(choose_rows.examples),
+            "report_rows": len(report_rows.examples),
+            "note": note,
+        }
+    ckpt = load_checkpoint(a.checkpoint)
+    check_head(a.checkpoint, ckpt.head.name)  # a checkpoint without config.json
+    heads = fit_heads_on(ckpt, rows, a.seed)
     fitted_on = made_from(data={"data": a.data}, with_checkpoint=False)
-    manifest = build_early_exit_artifact(
-        ckpt, a.output, heads, precision=a.precision, overwrite=a.overwrite, made_from=fitted_on
-    )
+    if split is None:
+        manifest = build_early_exit_artifact(
+            ckpt, a.output, heads, precision=a.precision, overwrite=a.overwrite, made_from=fitted_on
+        )
+    else:
+        with tempfile.TemporaryDirectory(prefix="albert-edge-early-exit-") as scratch:
+            base = Path(scratch) / "off"
+            build_early_exit_artifact(ckpt, base, heads, precision=a.precision, made_from=fitted_on)
+            policy, record = choose_threshold(
+                base, choose_rows, report_rows, ckpt.tokenizer(), a.max_drop
+            )
+            record["split"] = split
+            manifest = with_policy(
+                base, a.output, policy, overwrite=a.overwrite, choice=record, inputs=[a.data]
+            )
+        _say_choice(record)
     sizes = manifest["sizes"]
     print(
         f"{a.output}: {manifest['early_exit']['num_exits']} exits, {sizes['file_bytes']:,} bytes "
-        f"({sizes['ratio_to_floor']}x the {a.precision} floor, exit heads included); run it "
-        "with albert_edge.early_exit.EarlyExitRunner"
+        f"({sizes['ratio_to_floor']}x the {a.precision} floor, exit heads included), default "
+        f"policy {manifest['early_exit'].get('policy', 'off')}; run it with "
+        "albert_edge.early_exit.EarlyExitRunner"
     )
     return 0
+
+
+def _say_choice(record: dict[str, Any]) -> None:
+    rep = record["report"]
+    d = rep["delta_vs_full_depth"]
+    if record.get("note"):
+        print(f"albert-edge: note: {record['note']}", file=sys.stderr)
+    print(
+        f"policy {record['policy']} (chosen on {record['choose']['rows']} held-out rows, "
+        f"max drop {record['max_drop_points']:g} points); on {rep['rows']} other held-out "
+        f"rows: accuracy {100 * rep['accuracy']:.2f} vs {100 * rep['full_depth_accuracy']:.2f} "
+        f"at full depth, {d['points']:+.2f} points [{d['low']:+.2f}, {d['high']:+.2f}] (paired "
+        f"95 %), mean layers run {rep['mean_layers']:.2f}"
+    )

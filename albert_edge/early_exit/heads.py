@@ -106,6 +106,27 @@ def pooled_features(
     return out
 
 
+def pooled_features_of(ckpt: Checkpoint, feats: Any, *, batch: int = 64) -> np.ndarray:
+    """:func:`pooled_features` of task-layer inputs (:func:`albert_edge.tasks.encode` of
+    classification data: single sentences or pairs, one feature per example), so that a
+    pair classifier's exits see both sentences with their segment ids."""
+    import numpy as np
+    import torch
+
+    base = ckpt.model.albert
+    out = np.zeros(
+        (len(feats), int(ckpt.config.num_hidden_layers), int(ckpt.config.hidden_size)),
+        dtype=np.float32,
+    )
+    with torch.no_grad():
+        for idx in feats.batches(batch):
+            feeds = {k: torch.as_tensor(v) for k, v in feats.feeds(idx).items()}
+            hs = base(**feeds, output_hidden_states=True, return_dict=True).hidden_states
+            cls = torch.stack([h[:, 0] for h in hs[1:]], dim=1)  # [b, L, H]
+            out[list(idx)] = torch.tanh(base.pooler(cls)).numpy()
+    return out
+
+
 def _fit_one(
     x: torch.Tensor, y: torch.Tensor, w0: torch.Tensor, b0: torch.Tensor, l2: float
 ) -> tuple[np.ndarray, np.ndarray, float]:

@@ -209,6 +209,7 @@ def inspect_early_exit(path: str | Path) -> dict[str, Any]:
         "graph_per_step": index["steps"],
         "layer_group_per_step": index["layer_groups"],
         "policy": index.get("policy", "off"),
+        "policy_choice": index.get("policy_choice"),
         "graphs": graphs,
         "standard_model_file": False,
         "note": "ONNX graphs stepped by albert_edge.early_exit (EarlyExitRunner); optimum "
@@ -225,8 +226,17 @@ def format_inspect(info: dict[str, Any]) -> str:
         f"({info['floor_bytes']:,}, exit heads' {info['exit_head_bytes']:,} included); "
         f"{info['stored_tensors']} tensors stored once in {info['weights_bytes']:,} bytes of "
         "weights.bin",
-        "  graphs:",
     ]
+    choice = info.get("policy_choice")
+    if isinstance(choice, dict) and isinstance(choice.get("report"), dict):
+        rep, d = choice["report"], choice["report"].get("delta_vs_full_depth") or {}
+        lines.append(
+            f"  policy chosen with --max-drop {choice.get('max_drop_points')}: on "
+            f"{rep.get('rows')} held-out rows it was not chosen on, "
+            f"{d.get('points', 0):+.2f} points [{d.get('low', 0):+.2f}, {d.get('high', 0):+.2f}] "
+            f"vs full depth, mean layers run {rep.get('mean_layers', 0):.2f}"
+        )
+    lines.append("  graphs:")
     for rel, g in info["graphs"].items():
         lines.append(
             f"    {rel}: {g['nodes']} nodes, {g['initializers']} initializers, "
