@@ -242,8 +242,9 @@ def _set_labels(config: Any, data: TaskData, head: Any) -> None:
     config.id2label = id2label
     config.label2id = {v: k for k, v in id2label.items()}
     config.architectures = [head.hf_class]
-    if data.glue_task:
-        config.finetuning_task = data.glue_task
+    if data.kind.value == "classification":  # the input form verify holds data to
+        form = "sentence-pair" if data.pair else "single-sentence"
+        config.finetuning_task = data.glue_task or form
 
 
 def build_scratch(args: argparse.Namespace, data: TaskData) -> Built:

@@ -161,6 +161,7 @@ def test_pair_file_trains_a_pair_classifier_with_its_labels(trained: dict[str, P
     cfg = _config(trained["pair"])
     assert cfg["architectures"] == ["AlbertForSequenceClassification"]
     assert cfg["id2label"] == {"0": "entailment", "1": "not_entailment"}
+    assert cfg["finetuning_task"] == "sentence-pair"  # verify refuses single sentences
     rec = json.loads((trained["pair"] / "training.json").read_text())
     assert rec["task"]["pair"] is True
     assert rec["task"]["labels"] == ["entailment", "not_entailment"]
