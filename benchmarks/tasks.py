@@ -325,7 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.tasks", description=__doc__)
     p.add_argument("--tasks", default="ner,qa,pair", help="comma-separated: ner, qa, pair")
     p.add_argument("--work", type=Path, default=Path("/tmp/albert-edge-bench-tasks"))
+    p.add_argument("--render", action="store_true", help="re-render tasks.md from tasks.json")
     args = p.parse_args(argv)
+    if args.render:
+        write(json.loads((RESULTS / "tasks.json").read_text()))
+        return 0
     args.work.mkdir(parents=True, exist_ok=True)
     names = [t.strip() for t in args.tasks.split(",") if t.strip()]
     unknown = [n for n in names if n not in ("ner", "qa", "pair")]
