@@ -164,13 +164,16 @@ def labelled_rows(
 ) -> tuple[list[tuple[int, str]], list[str | None]]:
     """``(label, first sentence)`` per row of ``data``, and each row's second sentence
     (an empty list for a single-sentence file): read by the task layer and checked against
-    the checkpoint's head and labels (config.json) before any model loads. A token or span
+    the checkpoint's head and labels (config.json; None is the embedded model) before any
+    model loads. A token or span
     head, or a CoNLL / SQuAD file, is refused in one line naming what the search serves."""
+    from albert_edge.checkpoint import DEFAULT_MODEL
     from albert_edge.early_exit.command import read_rows
     from albert_edge.errors import UnsupportedError
 
+    model = Path(checkpoint) if checkpoint is not None else DEFAULT_MODEL  # None: the embedded
     try:
-        task = read_rows(data, Path(checkpoint) if checkpoint is not None else None, "depth search")
+        task = read_rows(data, model, "depth search")
     except UnsupportedError as exc:  # the depth package's own error type, same line
         raise DepthError(str(exc)) from None
     rows = [(int(ex.label), ex.text) for ex in task.examples]
