@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from albert_edge.errors import UnsupportedError
@@ -140,6 +141,19 @@ def _init(setup: Setup) -> None:
     quiet().__enter__()  # workers: ORT's quantizer logs every call
 
 
+def _init_from(path: str) -> None:
+    """A local pool worker's start: its set-up from the file the parent wrote (the spawn
+    pipe then carries a few hundred bytes, which never block the parent's write)."""
+    import os
+    import pickle
+
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:  # the parent stopped and cleaned up before this worker read it
+        os._exit(0)
+    _init(pickle.loads(data))
+
+
 def _run(assignment: Assignment) -> Outcome:
     assert _SETUP is not None, "worker not initialized"
     return evaluate(_SETUP, assignment)
@@ -180,9 +194,27 @@ class _Pool:
         # the parent is writing. A stop signal there would cut the write short and the
         # worker would die on a truncated pickle, with a traceback under the parent's
         # stop line: the signal waits until every submit (and so every write) is done.
-        with signals_held():
+        with signals_held(), _sigint_blocked():
             futures = [self.pool.submit(_run, a) for a in assignments]
         return [f.result() for f in futures]
+
+
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread while workers are spawned: they inherit the mask, so
+    a Ctrl-C (sent to the whole process group) stops the parent, which stops the pool,
+    and never a worker half-way through its start-up imports. The parent loses nothing:
+    a SIGINT that comes meanwhile stays pending until the mask is restored."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def ray_available() -> bool:
@@ -225,15 +257,30 @@ def executor(
         yield _InProcess(setup)
         return
     import multiprocessing
+    import pickle
+    import shutil
+    import tempfile
     from concurrent.futures import ProcessPoolExecutor
 
-    ctx = multiprocessing.get_context("spawn")
-    local = ProcessPoolExecutor(
-        max_workers=workers, mp_context=ctx, initializer=_init, initargs=(setup,)
-    )
+    from albert_edge.io import signals_held
+
+    # The set-up (the graph, every row's feeds: megabytes) goes to the workers in a file,
+    # not down the spawn pipe: a write that size blocks until the worker reads it, and a
+    # worker killed first (a stop sent to the process group) would leave it blocked.
+    with signals_held():  # the directory exists only once the finally below covers it
+        scratch = Path(tempfile.mkdtemp(prefix="albert-edge-pool-"))
     try:
-        yield _Pool(local, workers, "local-processes")
-    except BaseException:  # stopped or failed: drop the queued evaluations, not wait on them
-        local.shutdown(wait=True, cancel_futures=True)
-        raise
-    local.shutdown(wait=True)
+        path = scratch / "setup.pickle"
+        path.write_bytes(pickle.dumps(setup, protocol=pickle.HIGHEST_PROTOCOL))
+        ctx = multiprocessing.get_context("spawn")
+        local = ProcessPoolExecutor(
+            max_workers=workers, mp_context=ctx, initializer=_init_from, initargs=(str(path),)
+        )
+        try:
+            yield _Pool(local, workers, "local-processes")
+        except BaseException:  # stopped or failed: drop the queued evaluations
+            local.shutdown(wait=True, cancel_futures=True)
+            raise
+        local.shutdown(wait=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

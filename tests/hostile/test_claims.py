@@ -410,12 +410,24 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.usefixtures("signals_not_ignored")
-@pytest.mark.parametrize("when", ["spawning", "searching"])
-def test_sigterm_during_a_two_worker_search_is_one_line(
-    when: str, tmp_path: Path, claims_shared: dict[str, Path]
+@pytest.mark.parametrize(
+    ("when", "sig", "group"),
+    [
+        pytest.param("spawning", signal.SIGTERM, False, id="spawning-SIGTERM"),
+        pytest.param("spawning", signal.SIGTERM, True, id="spawning-SIGTERM-to-group"),
+        pytest.param("searching", signal.SIGTERM, False, id="searching-SIGTERM",
+                     marks=pytest.mark.slow),
+        pytest.param("spawning", signal.SIGINT, True, id="spawning-SIGINT-to-group",
+                     marks=pytest.mark.slow),
+    ],
+)  # fmt: skip
+def test_a_stop_during_a_two_worker_search_is_one_line(
+    when: str, sig: signal.Signals, group: bool, tmp_path: Path, claims_shared: dict[str, Path]
 ) -> None:
     """Was: a worker interrupted while the parent wrote its set-up down the spawn pipe
-    died on a truncated pickle and printed a traceback under the stop line."""
+    died on a truncated pickle and printed a traceback under the stop line. To the whole
+    group (a terminal's Ctrl-C, ``kill -- -PGID``): workers die or ignore it, the parent
+    neither hangs on a write to a dead worker nor prints theirs."""
     (tmp_path / "rows.tsv").write_bytes(_rows(60))
     (tmp_path / "tmp").mkdir()
     argv = [sys.executable, "-m", "albert_edge.cli", "convert", str(claims_shared["ckpt"]),
@@ -424,7 +436,7 @@ def test_sigterm_during_a_two_worker_search_is_one_line(
     env = {**os.environ, "PYTHONPATH": str(UNDER_TEST), "OMP_NUM_THREADS": "1",
            "TMPDIR": str(tmp_path / "tmp")}  # fmt: skip
     proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     seen: set[int] = set()
     try:
         t0 = time.monotonic()
@@ -439,14 +451,14 @@ def test_sigterm_during_a_two_worker_search_is_one_line(
             time.sleep(0.002)
         if when == "searching":
             time.sleep(2.0)  # the workers are importing or evaluating
-        os.kill(proc.pid, signal.SIGTERM)
+        (os.killpg if group else os.kill)(proc.pid, sig)
         _, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 128 + signal.SIGTERM, err
-    assert "stopped by SIGTERM" in err and "Traceback" not in err, err
+    assert proc.returncode == 128 + sig, err
+    assert f"stopped by {sig.name}" in err and "Traceback" not in err, err
     assert len(error_lines(err)) == 1, err
     assert not (tmp_path / "out").exists() and os.listdir(tmp_path / "tmp") == []
     t0 = time.monotonic()
