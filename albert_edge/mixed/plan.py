@@ -265,6 +265,7 @@ def _check_recipe(p: Path, data: Mapping[str, Any]) -> None:
     if target not in TARGETS:
         _bad_field(p, "target", target, " or ".join(TARGETS))
     r = data.get("recipe")
+    r = {} if r is None else r  # none recorded: the build takes each field's default
     if not isinstance(r, dict):
         _bad_field(p, "recipe", r, "an object (base, block_size, ...)")
         return
