@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +77,61 @@ def test_a_conll_file_is_refused_in_one_line(
         capsys,
     )
     assert str(conll) in line and not out.exists()
+
+
+def _pair_search(make_checkpoint: Callable[..., Path], tmp_path: Path) -> tuple[Path, Path, Any]:
+    from albert_edge.depth import FitSettings, SplitSettings, search_depths
+
+    ckpt = make_checkpoint("tiny")
+    data = _pairs(tmp_path / "pairs.tsv", 128)
+    split = SplitSettings(fit_rows=96, held_out_rows=32)
+    return ckpt, data, search_depths(ckpt, data, split=split, fit=FitSettings(epochs=0))
+
+
+def test_held_out_rows_of_a_pair_search_keep_both_sentences(
+    make_checkpoint: Callable[..., Path], tmp_path: Path
+) -> None:
+    from albert_edge.depth.evaluate import held_out_rows
+    from albert_edge.depth.search import SplitSettings, split_rows
+
+    ckpt, data, search = _pair_search(make_checkpoint, tmp_path)
+    held = held_out_rows(search, data, ckpt)
+    _, idx = split_rows(128, SplitSettings(**search.settings["split"]))
+    assert [r[2] for r in held] == [f"a cat sat {i % 7} times" for i in idx]
+    assert [r[0] for r in held] == [i % 2 for i in idx]
+
+
+@pytest.mark.slow  # converts the embedded model to ONNX
+def test_artifact_correct_feeds_pairs_like_the_model(
+    trained_checkpoint: Path, tmp_path: Path
+) -> None:
+    import torch
+
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.convert import convert
+    from albert_edge.depth import FitSettings, SplitSettings, search_depths
+    from albert_edge.depth.evaluate import artifact_correct, held_out_rows
+    from albert_edge.options import ConvertOptions
+
+    data = _pairs(tmp_path / "pairs.tsv", 128)
+    split = SplitSettings(fit_rows=96, held_out_rows=32)
+    search = search_depths(trained_checkpoint, data, split=split, fit=FitSettings(epochs=0))
+    held = held_out_rows(search, data, trained_checkpoint)
+    convert(trained_checkpoint, tmp_path / "art", ConvertOptions(precision="fp32"))
+    got = artifact_correct(tmp_path / "art", held, threads=1)
+    model = load_checkpoint(trained_checkpoint)
+    tok = model.tokenizer()
+
+    def logits(text: str, second: str | None) -> Any:
+        feeds = {k: torch.as_tensor(v) for k, v in tok.encode(text, second).as_numpy().items()}
+        with torch.no_grad():
+            return model.model(**feeds).logits[0]
+
+    differs = 0
+    for (label, text, second), ok in zip(held, got, strict=True):
+        both, first = logits(text, second), logits(text, None)
+        differs += int(both.argmax()) != int(first.argmax())
+        top2 = torch.topk(both, 2).values
+        if float(top2[0] - top2[1]) > 1e-4:  # not a near-tie fp32 rounding could flip
+            assert bool(ok) == (int(both.argmax()) == label)
+    assert differs > 0  # the rows tell a pair from its first sentence
