@@ -359,6 +359,7 @@ def test_per_tensor_and_entropy_calibration(artifact, checkpoint, sst2_train) ->
         **input_file_record(sst2_train),  # its name and hash: no build-machine path
         "samples": NUM_CAL,
         "method": "entropy",
+        "source": "--calibration",  # the packaged default says so instead
     }
     assert report["per_channel"] is False
 
