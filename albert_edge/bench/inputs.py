@@ -26,13 +26,16 @@ if TYPE_CHECKING:
 
 # Used only when no SST-2 file can be found; plain English of SST-2-like length.
 def default_sst2() -> Path | None:
-    """SST-2 dev beside the checkout (../shared) or under $ALBERT_EDGE_SHARED."""
+    """SST-2 dev under $ALBERT_EDGE_SHARED or beside a source checkout (../shared, where
+    the project's benchmarks find it), else the dev sample packaged with albert-edge (291
+    sentences of the same split), so a user's clone times real sentences too."""
     candidates = []
     env = os.environ.get("ALBERT_EDGE_SHARED")
     if env:
         candidates.append(Path(env) / "data" / "sst2" / "dev.tsv")
     root = Path(__file__).resolve().parents[2]
     candidates.append(root.parent / "shared" / "data" / "sst2" / "dev.tsv")
+    candidates.append(Path(__file__).resolve().parents[1] / "samples" / "sst2_dev_sample.tsv")
     return next((c for c in candidates if c.is_file()), None)
 
 

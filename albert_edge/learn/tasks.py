@@ -462,12 +462,9 @@ class Prepared:
 
 
 def _default_dev(path: Path | None) -> bool:
-    """Whether ``path`` is the ``--dev`` default (SST-2 dev), which only the SST-2 recipe
-    reads: another task without ``--dev`` reports on no dev file."""
-    if path is None:
-        return True
-    shared = Path(__file__).resolve().parents[3] / "shared" / "data" / "sst2" / "dev.tsv"
-    return Path(path) == shared
+    """Whether no ``--dev`` was given (its default is none): a task run without one
+    reports on no dev file."""
+    return path is None
 
 
 def prepare(args: argparse.Namespace) -> Prepared:
