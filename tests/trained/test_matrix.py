@@ -168,6 +168,8 @@ def test_verify_command_on_trained(
             "albert_edge.cli",
             "verify",
             str(out),
+            "--reference",
+            str(ckpt),
             "--data",
             str(sst2_dev),
             "--max-examples",
