@@ -47,14 +47,13 @@ def _entry(runner: OrtRunner, key: str) -> str:
 
 def test_hint_table_is_keyed_by_known_kernels_and_recorded_whole() -> None:
     assert set(ORT_SESSION_HINTS) <= set(KERNELS)
-    # both x86 classes run ORT's intra-op workers without spinning (docs/onnx-speed.md)
-    for kernel in ("x86-vnni", "x86-avx2"):
-        hint = session_hint(kernel)
-        assert hint is not None and hint.config[SPIN] == "0" and hint.why
-    assert session_hint("arm64") is None and session_hint("wasm") is None
+    # on a quiet machine ORT's default spinning was fastest on x86 (docs/onnx-speed.md):
+    # no class carries a hint, and the card says to keep the defaults
+    for kernel in ("x86-vnni", "x86-avx2", "arm64", "wasm"):
+        assert session_hint(kernel) is None
     recorded = runtime_hints()["onnxruntime_session_config"]
     assert recorded == {k: dict(h.config) for k, h in ORT_SESSION_HINTS.items()}
-    assert f"{SPIN}=0" in hints_note()
+    assert "default session settings" in hints_note() and f"{SPIN}=0" in hints_note()
 
 
 def test_manifest_hints_win_over_the_table_for_the_host_class() -> None:

@@ -337,31 +337,14 @@ class OrtSessionHint:
             raise UnsupportedError(f"session hint names unknown kernel family {self.kernel!r}")
 
 
-_NO_SPIN = MappingProxyType({"session.intra_op.allow_spinning": "0"})
-
-ORT_SESSION_HINTS: MappingProxyType[str, OrtSessionHint] = MappingProxyType(
-    {
-        h.kernel: h
-        for h in (
-            OrtSessionHint(
-                "x86-vnni",
-                _NO_SPIN,
-                "AMD EPYC, AVX-512 VNNI, 2 cores",
-                "intra-op workers sleep between kernels instead of spinning: at 2 threads on "
-                "a machine shared with other work the spinning worker holds the core the "
-                "kernel it waits on needs (H256, 128 tokens: p50 4.4 vs 36.5 ms); costs a "
-                "wake-up per parallel kernel at short inputs (W2 median 0.99 vs 0.86 ms)",
-            ),
-            OrtSessionHint(
-                "x86-avx2",
-                _NO_SPIN,
-                "",
-                "the same thread pool as x86-vnni (ORT's intra-op pool does not depend on the "
-                "GEMM kernel); carried over from x86-vnni, not timed on an AVX2-only CPU",
-            ),
-        )
-    }
-)
+# No CPU class gets a hint today: ONNX Runtime's defaults (intra-op spinning on) are the
+# fastest measured setting when the artifact has its cores to itself. On a quiet 2-core AMD
+# EPYC (avx512_vnni, load average 1.5-1.9) turning spinning off made W1 at 128 tokens and
+# 2 threads 1.40-1.49x slower and W2 slower too (benchmarks/results/onnx_speed_quiet*.md,
+# three runs); it only wins where other work holds the cores (load 15-21: H256 p50 4.4 vs
+# 36.5 ms, benchmarks/results/onnx_speed.md). A class whose measurement says otherwise
+# gets an OrtSessionHint here; bench's opt-in ``ort-cpu-defaults`` backend times without.
+ORT_SESSION_HINTS: MappingProxyType[str, OrtSessionHint] = MappingProxyType({})
 
 
 def session_hint(kernel: str) -> OrtSessionHint | None:
@@ -385,11 +368,15 @@ def hints_note() -> str:
         f"{k}: " + ", ".join(f"{key}={val}" for key, val in h.config.items())
         for k, h in ORT_SESSION_HINTS.items()
     ]
+    if not parts:
+        return (
+            "ONNX Runtime's default session settings: keep intra-op spinning on where the "
+            "model has its cores to itself (turning it off cost 1.4x at 128 tokens on a "
+            "quiet 2-core x86); where other work shares the cores, "
+            "session.intra_op.allow_spinning=0 can be far faster: time both "
+            "(docs/onnx-speed.md)"
+        )
     return (
         "set these ONNX Runtime session config entries (SessionOptions."
-        "add_session_config_entry) on x86: "
-        + "; ".join(parts)
-        + " — with spinning on, two intra-op threads on a machine shared with other work "
-        "ran the int8 file 8x slower at 128 tokens (typical run); on a dedicated device "
-        "and for short inputs spinning can be faster: time both (docs/onnx-speed.md)"
+        "add_session_config_entry): " + "; ".join(parts) + " (docs/onnx-speed.md)"
     )
