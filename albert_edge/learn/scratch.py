@@ -204,6 +204,21 @@ def check_max_len(max_len: int, positions: int, model: str) -> None:
         )
 
 
+def _update(
+    loss: Any, model: Any, opt: Any, sched: Any, params: Any, epoch: int, step: int
+) -> None:
+    """One optimizer step on ``loss``: checked finite first (nothing diverged is saved),
+    gradients clipped to norm 1 over ``params`` (name, tensor pairs), then the schedule."""
+    import torch
+
+    _check_finite_step(loss, model, epoch, step)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_([p for _, p in params], 1.0)
+    opt.step()
+    sched.step()
+
+
 def _check_finite_step(loss: Any, model: Any, epoch: int, step: int) -> None:
     """Stop at the first non-finite loss (or, after the last step, weight), naming the
     step: a diverged run must not be saved as a model that predicts NaN."""
@@ -375,12 +390,7 @@ def _fit(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
                 loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
             else:
                 loss = pabee_loss(exit_logits(model, exits, ids, mask), labels)
-            _check_finite_step(loss, model, epoch + 1, step + 1)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for _, p in params], 1.0)
-            opt.step()
-            sched.step()
+            _update(loss, model, opt, sched, params, epoch + 1, step + 1)
             step += 1
             running += loss.item() * len(batch)
             seen += len(batch)

@@ -632,7 +632,7 @@ def fit(args: argparse.Namespace, prep: Prepared) -> dict[str, Any]:
     import torch
 
     from albert_edge.learn.ddp import resolve_device
-    from albert_edge.learn.scratch import _check_finite_step, _optimizer
+    from albert_edge.learn.scratch import _check_finite_step, _optimizer, _update
     from albert_edge.progress import enabled, track
 
     t0 = time.time()
@@ -662,12 +662,7 @@ def fit(args: argparse.Namespace, prep: Prepared) -> dict[str, Any]:
         for idx in track(batches, total=len(batches), description=f"epoch {epoch + 1}"):
             model.train()
             loss = _loss(model, teacher, collate(prep.fit_f, idx, device), prep, settings)
-            _check_finite_step(loss, model, epoch + 1, step + 1)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for _, p in params], 1.0)
-            opt.step()
-            sched.step()
+            _update(loss, model, opt, sched, params, epoch + 1, step + 1)
             step += 1
             running += loss.item() * len(idx)
             seen += len(idx)
