@@ -217,6 +217,22 @@ def _sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def _end_workers(pool: Any) -> None:
+    """Terminate a local pool's workers (then kill what outlives five seconds). A stop sent
+    to the process group while the pool spawns reaches only the workers that exist; the
+    parent holds it until its submits are done, so a worker spawned meanwhile never gets
+    it, idles on the call queue and keeps the parent's ``shutdown(wait=True)`` waiting.
+    ProcessPoolExecutor (Python 3.11) has no public call for this: its ``_processes``."""
+    live = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in live:
+        proc.terminate()
+    for proc in live:
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+
+
 def ray_available() -> bool:
     import importlib.util
 
@@ -279,6 +295,7 @@ def executor(
         try:
             yield _Pool(local, workers, "local-processes")
         except BaseException:  # stopped or failed: drop the queued evaluations
+            _end_workers(local)
             local.shutdown(wait=True, cancel_futures=True)
             raise
         local.shutdown(wait=True)

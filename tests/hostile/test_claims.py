@@ -460,7 +460,11 @@ def test_a_stop_during_a_two_worker_search_is_one_line(
     assert proc.returncode == 128 + sig, err
     assert f"stopped by {sig.name}" in err and "Traceback" not in err, err
     assert len(error_lines(err)) == 1, err
-    assert not (tmp_path / "out").exists() and os.listdir(tmp_path / "tmp") == []
+    # a stop that lands after the output's atomic rename leaves it complete (the stop line
+    # says so); never a partial one
+    out = tmp_path / "out"
+    assert not out.exists() or (out / "manifest.json").is_file(), sorted(os.listdir(out))
+    assert os.listdir(tmp_path / "tmp") == []
     t0 = time.monotonic()
     while any(_alive(k) for k in seen) and time.monotonic() - t0 < 60:
         time.sleep(0.1)
