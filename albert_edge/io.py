@@ -185,8 +185,8 @@ def _tmpdir_is_the_full_one(exc: OSError, out: Path) -> bool:
     if dev_tmp is None or dev_tmp == dev_out:
         return False  # one file system: the output's message covers both
     # A copy names both ends (shutil.copyfile: filename = the source, filename2 = the file
-    # written): the written one is the one on the full disk (issue 43: a tokenizer file
-    # copied from the scratch directory into the output blamed the scratch directory).
+    # written): the written one is the one on the full disk, not the scratch directory a
+    # file is copied from.
     written = exc.filename2 or exc.filename
     if written:
         return _device(Path(os.fsdecode(written))) == dev_tmp
@@ -258,8 +258,8 @@ def _clip(text: str) -> str:
 
 def named_output(out: str | Path) -> Path:
     """``out`` with a last component that names it: ``.``, ``./``, ``..`` and ``sub/..``
-    are resolved to the directory they mean (issue 43: ``-o .`` ended in a ``ValueError``
-    traceback, as the temp, old and lock siblings are named after the output's name).
+    are resolved to the directory they mean, since the temp, old and lock siblings are
+    named after the output's last component.
     Every other path is returned as given, a symlink as a symlink (the checks refuse it).
     Where the working directory is gone, the path is returned as given: the CLI names that
     cause itself."""
@@ -958,7 +958,7 @@ def atomic_output_dir(
 def os_error_in(exc: BaseException) -> OSError | None:
     """The ``OSError`` a Rust library (safetensors, tokenizers) reports only as text,
     ``"... (os error 28)"``: a full disk while writing the output then reads as every
-    other write error, not as a traceback (issue 43: ``trim`` onto a full disk)."""
+    other write error, not as a traceback."""
     if isinstance(exc, OSError | AlbertEdgeError) or not isinstance(exc, Exception):
         return None
     m = re.search(r"\(os error (\d+)\)", str(exc))

@@ -1,8 +1,7 @@
 """Sequence classification: GLUE-style .tsv files, single sentences or pairs.
 
 Columns are found by the names GLUE writes in its headers, so a pair file is read as a
-pair and never as its first sentence alone (issue 44: MRPC dev read as ``sentence1``
-only scored 0.449 where both sentences give 0.500). The metric follows GLUE: accuracy,
+pair and never as its first sentence alone (which scores a different task). The metric follows GLUE: accuracy,
 F1 of class 1 besides for MRPC and QQP, Matthews correlation for CoLA, Pearson and
 Spearman correlation for a one-label regression head (STS-B).
 """

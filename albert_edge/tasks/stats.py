@@ -3,7 +3,7 @@
 Why paired: two models scored on the same examples differ far less than either metric
 varies, and resampling examples (not the two metrics independently) keeps that pairing.
 Why an interval at all: 872 SST-2 dev sentences give about ±1.7 points on an accuracy
-difference, so a point estimate alone cannot tell a 0.5-point loss from noise (issue 27).
+difference, so a point estimate alone cannot tell a 0.5-point loss from noise.
 Accuracy is a mean of 0/1 rows; F1, Matthews and the correlations are not means, so they
 are recomputed on each resample of example indices (:func:`paired_metric_interval`),
 with the same draws the accuracy interval makes.

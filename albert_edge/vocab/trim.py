@@ -59,8 +59,8 @@ _FILES = {
 
 def _trimmed_reason(path: Path) -> str | None:
     """Why ``path`` is not a trimmed checkpoint ``trim`` wrote, or ``None`` when it is: no
-    ``trim.json``, or a file ``trim`` never writes beside it (named: issue 43 said "no
-    trim.json" for a trimmed checkpoint the user had added a file to)."""
+    ``trim.json``, or a file ``trim`` never writes beside it (named, so a user who added a
+    file to a trimmed checkpoint learns which one)."""
     if not path.is_dir() or path.is_symlink():
         return "not a directory"
     if not (path / TRIM_FILE).is_file():
