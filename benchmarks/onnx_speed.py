@@ -325,25 +325,12 @@ def time_model(files: dict[str, Path], a: argparse.Namespace) -> dict[str, Any]:
 
 
 def _ort_lines(title: str, prof: dict[str, Any], top: int = 9) -> list[str]:
-    lines = [
+    return [
         f"**{title}** ({prof['nodes']} nodes; per-node medians over {prof['runs']} profiled "
         f"runs, summed: {prof['kernel_us']:.0f} us)",
         "",
-        "| op type | nodes | us / inference | share |",
-        "|---|---:|---:|---:|",
+        *smp.op_table(prof["by_op"], top, digits=0),
     ]
-    rows = prof["by_op"]
-    lines += [
-        f"| {r['op']} | {r['nodes']} | {r['us']:.0f} | {100 * r['share']:.1f} % |"
-        for r in rows[:top]
-    ]
-    if rows[top:]:
-        rest = rows[top:]
-        lines.append(
-            f"| {len(rest)} other types | {sum(r['nodes'] for r in rest)} | "
-            f"{sum(r['us'] for r in rest):.0f} | |"
-        )
-    return [*lines, ""]
 
 
 def _w1_lines(t: dict[str, Any]) -> list[str]:

@@ -329,23 +329,30 @@ def time_model(
     return {"model": label, "before": before, "after": machine(), "rows": rows}
 
 
+def op_table(rows: list[dict[str, Any]], top: int = 10, digits: int = 1) -> list[str]:
+    """A Markdown table of per-op-type rows (``op``, ``nodes``, ``us``, ``share``): the
+    ``top`` types, then one line for the rest."""
+    lines = ["| op type | nodes | us / inference | share |", "|---|---:|---:|---:|"]
+    lines += [
+        f"| {r['op']} | {r['nodes']} | {r['us']:.{digits}f} | {100 * r['share']:.1f} % |"
+        for r in rows[:top]
+    ]
+    rest = rows[top:]
+    if rest:
+        us = sum(r["us"] for r in rest)
+        lines.append(
+            f"| {len(rest)} other types | {sum(r['nodes'] for r in rest)} | {us:.{digits}f} | |"
+        )
+    return [*lines, ""]
+
+
 def _ort_table(name: str, prof: dict[str, Any], top: int = 10) -> list[str]:
-    lines = [
+    return [
         f"**{name}** (ONNX Runtime): {prof['nodes']} nodes, {prof['kernel_us']} us of kernels "
         f"per inference ({prof['wall_ms_with_profiler']} ms wall with the profiler on)",
         "",
-        "| op type | nodes | us / inference | share |",
-        "|---|---:|---:|---:|",
+        *op_table(prof["by_op"], top),
     ]
-    lines += [
-        f"| {r['op']} | {r['nodes']} | {r['us']} | {100 * r['share']:.1f} % |"
-        for r in prof["by_op"][:top]
-    ]
-    rest = prof["by_op"][top:]
-    if rest:
-        us = sum(r["us"] for r in rest)
-        lines.append(f"| {len(rest)} other types | {sum(r['nodes'] for r in rest)} | {us:.1f} | |")
-    return [*lines, ""]
 
 
 def _litert_lines(name: str, rep: dict[str, Any]) -> list[str]:
