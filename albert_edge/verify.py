@@ -618,6 +618,28 @@ def evaluate_accuracy(
     return evaluate_task(runner, ckpt, tokenizer, data, batch_size=batch_size, progress=progress)
 
 
+def trained_length(ckpt: Checkpoint) -> int | None:
+    """The length the checkpoint was fine-tuned at, where its ``tokenizer_config.json``
+    says (``model_max_length`` below ``max_position_embeddings``), else None.
+
+    A model fine-tuned at 256 tokens never saw a position past 256 in its task: scoring
+    it on 512-token windows (a SQuAD paragraph) measures untrained position embeddings,
+    not the model, so the task metric encodes at the length the checkpoint records, as
+    transformers' pipelines truncate at ``model_max_length``.
+    """
+    import json
+
+    cfg = Path(ckpt.path) / "tokenizer_config.json"
+    try:
+        value = json.loads(cfg.read_text(encoding="utf-8")).get("model_max_length")
+    except (OSError, ValueError, AttributeError):
+        return None
+    limit = int(ckpt.config.max_position_embeddings)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < limit:
+        return value
+    return None
+
+
 def evaluate_task(
     runner: Runner,
     ckpt: Checkpoint,
@@ -644,6 +666,7 @@ def evaluate_task(
     from albert_edge.tasks.squad import best_spans, choose_null_threshold, held_out_split
 
     max_len = min(int(runner.max_seq_len), int(ckpt.config.max_position_embeddings))
+    max_len = min(max_len, trained_length(ckpt) or max_len)
     feats = encode(data, tokenizer, max_len)
     names = list(ckpt.head.outputs)
     art: dict[str, list[Any]] = {n: [None] * len(feats) for n in names}
@@ -694,6 +717,7 @@ def evaluate_task(
         ),
         "logits_sqnr_db": sqnr_db(*energies),
         "tokenizer": str(tokenizer.path),
+        "max_len": max_len,
     }
     if "accuracy" in m_ref.values:
         result["accuracy_artifact"] = m_art.values["accuracy"]

@@ -412,3 +412,65 @@ def test_cli_refuses_pair_file_for_single_sentence_model_before_torch(
     assert r.stdout.split("\n")[-2] == "2 []", (r.stdout, r.stderr)
     (line,) = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert "pairs.tsv: a sentence-pair file (sentence1/sentence2)" in line and "sst2" in line
+
+
+@pytest.mark.parametrize(
+    ("recorded", "expected"),
+    [(24, 24), (128, None), (512, None), (int(1e30), None), ("64", None), (True, None), (0, None)],
+)
+def test_trained_length_reads_only_a_length_below_the_positions(
+    tmp_path: Path, recorded: Any, expected: int | None
+) -> None:
+    """``model_max_length`` caps the task metric's encoding only where it is a real length
+    below ``max_position_embeddings`` (transformers writes 1e30 for "no limit")."""
+    from types import SimpleNamespace
+
+    from albert_edge.verify import trained_length
+
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"model_max_length": recorded}))
+    ckpt = SimpleNamespace(path=tmp_path, config=SimpleNamespace(max_position_embeddings=128))
+    assert trained_length(ckpt) == expected  # type: ignore[arg-type]
+    assert trained_length(SimpleNamespace(path=tmp_path / "none", config=ckpt.config)) is None  # type: ignore[arg-type]
+
+
+def test_verify_encodes_at_the_length_the_checkpoint_was_trained_at(
+    make_checkpoint: Any, tmp_path: Path
+) -> None:
+    """A QA checkpoint recording ``model_max_length`` 24 is scored on 24-token windows
+    (more windows per long context), not on positions it was never fine-tuned at."""
+    from albert_edge.verify import verify
+
+    src = make_checkpoint("tiny", "question-answering", seed=2)
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(src, ckpt)
+    tok_cfg = ckpt / "tokenizer_config.json"
+    cfg = json.loads(tok_cfg.read_text()) if tok_cfg.is_file() else {}
+    cfg["model_max_length"] = 24
+    tok_cfg.write_text(json.dumps(cfg))
+    rng = np.random.default_rng(7)
+    ctx = sentence(rng, 40)
+    words = ctx.split(" ")
+    qas = [
+        {
+            "id": str(q),
+            "question": sentence(rng, 3) + "?",
+            "answers": [
+                {"text": words[5 * q], "answer_start": len(" ".join(words[: 5 * q])) + bool(q)}
+            ],
+        }
+        for q in range(4)
+    ]
+    data = tmp_path / "dev-v1.1.json"
+    data.write_text(
+        json.dumps(
+            {
+                "version": "1.1",
+                "data": [{"title": "t", "paragraphs": [{"context": ctx, "qas": qas}]}],
+            }
+        )
+    )
+    art = converted(ckpt, tmp_path / "art")
+    report = verify(art, reference=ckpt, data=data, seq_lens=(8,), progress=False)
+    assert report.accuracy is not None and report.passed, report.failures()
+    assert report.accuracy["max_len"] == 24
+    assert report.accuracy["examples"] == 4
