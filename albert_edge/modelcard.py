@@ -58,7 +58,7 @@ def depth_lines(depth: Any) -> list[str]:
     if isinstance(ev, dict):
         data = ev.get("data") or {}
         lines.append(
-            f"- held-out accuracy {100 * ev['held_out_accuracy']:.2f} % vs "
+            f"- held-out {ev.get('metric', 'accuracy')} {100 * ev['held_out_accuracy']:.2f} % vs "
             f"{100 * ev['full_depth_held_out_accuracy']:.2f} % at full depth: "
             f"{100 * ev['delta']:+.2f} points [{100 * ev['delta_low']:+.2f}, "
             f"{100 * ev['delta_high']:+.2f}] ({ev.get('interval')}), on "

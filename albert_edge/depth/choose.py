@@ -114,6 +114,7 @@ def search_candidates(search: DepthSearch, precision: str = "fp32") -> list[dict
             "depth": s.depth,
             "precision": precision,
             "held_out_accuracy": s.held_out_accuracy,
+            **({"metric": s.metric} if s.metric != "accuracy" else {}),
             "delta": s.delta,
             "delta_low": s.delta_low,
             "delta_high": s.delta_high,
@@ -128,7 +129,14 @@ def format_choice(result: Mapping[str, Any], title: str = "depth × precision") 
     rule = Rule(**result["rule"])
     key = result.get("speed_key")
     lines = [f"{title}: rule: {rule.describe()}", ""]
-    head = ["depth", "precision", "held-out acc %", "Δ points [95 % CI]"]
+    metrics = {r.get("metric", "accuracy") for r in result["evidence"]}
+    metric = metrics.pop() if len(metrics) == 1 else "accuracy"
+    head = [
+        "depth",
+        "precision",
+        "held-out acc %" if metric == "accuracy" else f"held-out {metric} %",
+    ]
+    head += ["Δ points [95 % CI]"]
     head += [key] if key else []
     head += ["verdict"]
     lines.append("| " + " | ".join(head) + " |")

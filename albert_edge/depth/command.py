@@ -37,7 +37,8 @@ def add_rule_flags(p: argparse.ArgumentParser) -> None:
         type=finite_float,
         default=0.5,
         help="admit a candidate whose held-out point loss vs full depth is at most this many "
-        "accuracy points (default: %(default)s)",
+        "points of the task's metric (accuracy; entity F1 for a token head; SQuAD F1 for a "
+        "span head) (default: %(default)s)",
     )
     p.add_argument(
         "--min-lower-bound",
@@ -79,7 +80,9 @@ def _rule(a: argparse.Namespace) -> Any:
 
 def add_parser(sub: Any, quiet: Any) -> None:
     p = sub.add_parser(
-        "depth", help="how shallow a classifier can run: search, truncate, choose (docs/depth.md)"
+        "depth",
+        help="how shallow a classifier, tagger or QA model can run: search, truncate, choose "
+        "(docs/depth.md)",
     )
     dsub = p.add_subparsers(
         dest="depth_command",
@@ -88,9 +91,16 @@ def add_parser(sub: Any, quiet: Any) -> None:
         help="search: exit heads + held-out evidence; truncate: the truncated checkpoint; "
         "choose: the rule over candidate records",
     )
-    s = dsub.add_parser("search", help="fit an exit head per depth, score each on held-out rows")
+    s = dsub.add_parser("search", help="fit a head per depth, score each on held-out rows")
     s.add_argument("checkpoint", nargs="?", default=None, help="HF directory (default: embedded)")
-    s.add_argument("--data", type=Path, required=True, help="labelled SST-2 style .tsv")
+    s.add_argument(
+        "--data",
+        type=Path,
+        required=True,
+        help="labelled task file for the model's head: GLUE-style .tsv (sequence "
+        "classification, single sentences or pairs), CoNLL (token classification, entity "
+        "F1), SQuAD .json (question answering, SQuAD F1)",
+    )
     s.add_argument(
         "-o", "--output", type=output_arg, required=True, help="search directory to write"
     )
@@ -98,13 +108,15 @@ def add_parser(sub: Any, quiet: Any) -> None:
         "--report",
         type=Path,
         default=None,
-        help="labelled .tsv (e.g. SST-2 dev) scored for the record only, never chosen on",
+        help="labelled file of the same task (e.g. a dev set) scored for the record only, "
+        "never chosen on",
     )
     s.add_argument(
         "--fit-rows",
         type=int_at_least(1),
         default=20000,
-        help="rows of --data the heads are fitted on (default: %(default)s)",
+        help="rows of --data the heads are fitted on (rows: sentences, CoNLL sentences, "
+        "SQuAD questions) (default: %(default)s)",
     )
     s.add_argument(
         "--held-out-rows",
@@ -120,7 +132,13 @@ def add_parser(sub: Any, quiet: Any) -> None:
         "(train --exit-loss pabee) when it has one, else the model's own; 0: no fit "
         "(default: %(default)s)",
     )
-    s.add_argument("--max-length", type=int_at_least(3), default=128, help="tokens per sentence")
+    s.add_argument(
+        "--max-length",
+        type=int_at_least(3),
+        default=None,
+        help="tokens per input (default: 128 for a classifier; the model's "
+        "max_position_embeddings for a token or span head, windowed as verify --data does)",
+    )
     s.add_argument("--seed", type=seed_value, default=27, help="split, fit and bootstrap seed")
     s.add_argument("--overwrite", action="store_true", help="replace a previous depth search")
     add_rule_flags(s)
@@ -160,7 +178,12 @@ def run_search(a: argparse.Namespace) -> int:
 
     given = [Path(p) for p in (a.checkpoint, a.data, a.report) if p is not None]
     check_output(a.output, overwrite=a.overwrite, inputs=given, kind=SEARCH_OUTPUT)  # first
-    split = SplitSettings(a.fit_rows, a.held_out_rows, a.seed, a.max_length)
+    from albert_edge.depth.search import check_served
+    from albert_edge.depth.task_search import default_max_length
+
+    head = check_served(a.checkpoint)  # a head the search does not serve: one line, first
+    max_length = a.max_length or default_max_length(a.checkpoint, head)
+    split = SplitSettings(a.fit_rows, a.held_out_rows, a.seed, max_length)
     _say_split(a.data, split, a.checkpoint)
     search = search_depths(
         a.checkpoint,
@@ -180,9 +203,9 @@ def run_search(a: argparse.Namespace) -> int:
 def _say_split(data: Path, split: Any, checkpoint: str | Path | None) -> None:
     """A split smaller than asked is said aloud before the work (too few rows: refused);
     a head or a file the search does not serve is refused first."""
-    from albert_edge.depth.search import labelled_rows, split_sizes
+    from albert_edge.depth.search import count_rows, split_sizes
 
-    note = split_sizes(len(labelled_rows(data, checkpoint)[0]), split)[2]
+    note = split_sizes(count_rows(data, checkpoint), split)[2]
     if note:
         print(f"albert-edge depth search: note: {note}", file=sys.stderr)
 
@@ -197,10 +220,31 @@ def evidence_lines(search: Any) -> str:
         if s.head == "own"
     )
     d = search.data
+    metric = ref.get("metric", "accuracy")
+    what = "" if metric == "accuracy" else f"{metric} "
+    unit = {"token-classification": "sentences", "question-answering": "questions"}
+    rows = unit.get(str(d.get("task")), "rows")
+    extra = ""
+    if ref.get("report"):
+        rep = ref["report"]
+        extra = (
+            f"Report only (never chosen on): the full-depth model {what}{100 * rep['accuracy']:.2f}"
+            f" % [{100 * rep['low']:.2f}, {100 * rep['high']:.2f}] on {rep['rows']} {rows} of "
+            f"{rep['file']}; per depth (Δ points): "
+            + ", ".join(
+                f"{s.depth}: {100 * s.report['delta']:+.2f} [{100 * s.report['low']:+.2f}, "
+                f"{100 * s.report['high']:+.2f}]"
+                for s in search.scores
+                if s.head == "refit" and s.report
+            )
+            + "\n"
+        )
     return (
-        f"\nReference: the unchanged model at full depth, {100 * ref['held_out_accuracy']:.2f} % "
-        f"on {d['held_out_rows']} held-out rows of {d['file']} (heads fitted on {d['fit_rows']} "
-        f"others).\nThe model's own head after layer k, no re-fit (Δ points): {own}\n"
+        f"\nReference: the unchanged model at full depth, {what}{100 * ref['held_out_accuracy']:.2f}"
+        f" % [{100 * ref['low']:.2f}, {100 * ref['high']:.2f}] on {d['held_out_rows']} held-out "
+        f"{rows} of {d['file']} (heads fitted on {d['fit_rows']} others).\n"
+        f"The model's own head after layer k, no re-fit (Δ points): {own}\n"
+        + extra
         + (f"Split: {d['note']}.\n" if d.get("note") else "")
     )
 

@@ -68,6 +68,9 @@ class DepthScore:
     delta_high: float
     fit_accuracy: float | None = None
     report: dict[str, Any] | None = None  # on report data: accuracy + intervals (never chosen on)
+    # the metric the held_out_accuracy / fit_accuracy / delta fields hold: accuracy for a
+    # classifier, the task's primary metric (entity F1, SQuAD F1) for a token or span head
+    metric: str = "accuracy"
 
 
 @dataclass
@@ -165,13 +168,14 @@ def labelled_rows(
     """``(label, first sentence)`` per row of ``data``, and each row's second sentence
     (an empty list for a single-sentence file): read by the task layer and checked against
     the checkpoint's head and labels (config.json; None is the embedded model) before any
-    model loads. A token or span
-    head, or a CoNLL / SQuAD file, is refused in one line naming what the search serves."""
+    model loads, for a sequence-classification head (:func:`count_rows` serves every head).
+    A head the search does not serve is refused in one line naming those it serves."""
     from albert_edge.checkpoint import DEFAULT_MODEL
     from albert_edge.early_exit.command import read_rows
     from albert_edge.errors import UnsupportedError
 
     model = Path(checkpoint) if checkpoint is not None else DEFAULT_MODEL  # None: the embedded
+    check_served(checkpoint)
     try:
         task = read_rows(data, model, "depth search")
     except UnsupportedError as exc:  # the depth package's own error type, same line
@@ -179,6 +183,31 @@ def labelled_rows(
     rows = [(int(ex.label), ex.text) for ex in task.examples]
     pairs = [ex.text_pair for ex in task.examples] if task.pair else []
     return rows, pairs
+
+
+def check_served(checkpoint: str | Path | None) -> str:
+    """The checkpoint's head (config.json, no torch), or one line naming the heads the
+    depth search serves."""
+    from albert_edge.depth.task_heads import SERVED, served_line
+    from albert_edge.depth.task_search import head_of
+
+    head = head_of(checkpoint)
+    if head not in SERVED:
+        raise DepthError(served_line(checkpoint, head))
+    return head
+
+
+def count_rows(data: Path, checkpoint: str | Path | None) -> int:
+    """The labelled examples of ``data`` a search splits (sentences, sentence pairs,
+    CoNLL sentences, SQuAD questions), read and checked against the checkpoint's head
+    before any model loads."""
+    from albert_edge.depth.task_heads import TASK_HEADS
+    from albert_edge.depth.task_search import task_data
+
+    if check_served(checkpoint) in TASK_HEADS:
+        assert checkpoint is not None  # the embedded model is a classifier
+        return len(task_data(data, checkpoint).examples)
+    return len(labelled_rows(data, checkpoint)[0])
 
 
 def _labels(rows: list[tuple[int, str]], num_labels: int, where: Path) -> torch.Tensor:
@@ -207,8 +236,11 @@ def search_depths(
     them (:func:`trained_exit_heads`), else from the model's own head; ``fit.epochs = 0``
     keeps the starting heads as they are (scored, not fitted).
 
-    ``data``: labelled SST-2 style .tsv (the FIT and HELD-OUT splits are drawn from it).
-    ``report``: optional labelled .tsv scored for the record only (e.g. SST-2 dev).
+    ``data``: a labelled task file (the FIT and HELD-OUT splits are drawn from it): a
+    GLUE-style .tsv for a sequence classifier (single sentences or pairs), a CoNLL file
+    for a token head, a SQuAD .json for a span head
+    (:mod:`albert_edge.depth.task_search`: scored in entity F1 / SQuAD F1).
+    ``report``: optional labelled file of the same task scored for the record only.
     """
     from albert_edge.checkpoint import Checkpoint, load_checkpoint
     from albert_edge.layout import source_record
@@ -217,6 +249,14 @@ def search_depths(
     split, fit = split or SplitSettings(), fit or FitSettings()
     data = Path(data)
     where = checkpoint.path if isinstance(checkpoint, Checkpoint) else checkpoint
+    from albert_edge.depth.task_heads import TASK_HEADS
+
+    if check_served(where) in TASK_HEADS:
+        from albert_edge.depth.task_search import search_task_depths
+
+        assert checkpoint is not None  # the embedded model is a classifier
+        rep = Path(report) if report is not None else None
+        return search_task_depths(checkpoint, data, split=split, fit=fit, report=rep)
     # a bad file, a head the search does not serve: refused here, before the model loads
     rows, pairs = labelled_rows(data, where)
     note = split_sizes(len(rows), split)[2]  # too few rows: refused before the model loads

@@ -88,6 +88,7 @@ def provenance(
         s = search.score(depth, head)
         rec["evidence"] = {
             "data": search.data,
+            "metric": s.metric,
             "held_out_accuracy": s.held_out_accuracy,
             "full_depth_held_out_accuracy": search.reference["held_out_accuracy"],
             "delta": s.delta,
@@ -117,8 +118,8 @@ def truncated_state(
         if key.startswith(prefix) and int(key[len(prefix) :].split(".")[0]) >= groups:
             continue  # a group the first `depth` layers never run
         state[key] = t
-    state.update({f"albert.{k}": v for k, v in head.items() if k.startswith("pooler.")})
-    state.update({k: v for k, v in head.items() if k.startswith("classifier.")})
+    # the pooler lives under albert.; a classifier / qa_outputs linear at the top level
+    state.update({(f"albert.{k}" if k.startswith("pooler.") else k): v for k, v in head.items()})
     return cfg, state
 
 

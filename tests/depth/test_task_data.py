@@ -1,5 +1,6 @@
 """The depth search reads its rows through the task layer: sentence pairs feed both
-sentences; token / span heads and CoNLL / SQuAD files get one line, before any model loads."""
+sentences; a head it does not serve and a CoNLL file for a classifier get one line, before
+any model loads (token and span heads: test_task_heads.py)."""
 
 from __future__ import annotations
 
@@ -49,8 +50,8 @@ def _one_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return err[0]
 
 
-@pytest.mark.parametrize("head", ["token-classification", "question-answering"])
-def test_a_token_or_span_head_is_refused_in_one_line(
+@pytest.mark.parametrize("head", ["multiple-choice", "masked-lm"])
+def test_a_head_the_search_does_not_serve_is_refused_in_one_line(
     head: str,
     make_checkpoint: Callable[..., Path],
     small_tsv: Path,
