@@ -1,0 +1,136 @@
+"""One candidate: build its artifact with the levers' public APIs, then judge it.
+
+:func:`build_candidate` is what a Ray worker (or this process) runs for one candidate. It
+writes ``artifact/`` (exactly as ``convert``, ``convert --depth``, ``convert --precision
+auto`` or ``early-exit --max-drop`` write it: verified and sealed) into the directory it
+is given, scores it on the choose rows (which decide) and the report rows (recorded only)
+against the given model in PyTorch, and returns the record. Nothing here times anything.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from albert_edge.errors import AlbertEdgeError
+
+
+def _options(ctx: Mapping[str, Any], precision: str) -> Any:
+    from albert_edge.options import ConvertOptions
+
+    return ConvertOptions(target=ctx["target"], precision=precision)
+
+
+def _auto(ctx: Mapping[str, Any], budget: float) -> Any:
+    """A builder for ``convert --precision auto`` on the choose rows under ``budget``."""
+    from albert_edge.mixed import Settings, convert_auto
+
+    settings = Settings(max_drop=budget, objective=ctx["objective"])
+
+    def build(ckpt: Any, out: Any, options: Any) -> dict[str, Any]:
+        return dict(convert_auto(ckpt, out, options, ctx["choose"], settings, workers=1))
+
+    return build
+
+
+def _convert(ctx: Mapping[str, Any], spec: Mapping[str, Any], out: Path) -> None:
+    from albert_edge.convert import convert
+    from albert_edge.depth import convert_at_depth, load_search
+
+    precision = spec["precision"]
+    auto = precision == "auto"
+    opts = _options(ctx, "int4" if auto else precision)
+    build = _auto(ctx, float(spec["budget_left"])) if auto else convert
+    given = spec["source"] == "given"
+    base = ctx["given"] if given else ctx["base"]
+    if spec["depth"] == ctx["layers"]:
+        ckpt = ctx["trimmed"] if spec["vocab"] == "trim" else base
+        build(ckpt, out, opts)
+        return
+    if spec["vocab"] == "full":
+        convert_at_depth(
+            base, out, opts, load_search(ctx["search"]), int(spec["depth"]), build=build
+        )
+        return
+    # the trimmed (and healed) model has its own depth search: its heads read its states
+    search = load_search(ctx["search_trim"])
+    convert_at_depth(ctx["trimmed"], out, opts, search, int(spec["depth"]), build=build)
+
+
+def _exit(ctx: Mapping[str, Any], spec: Mapping[str, Any], out: Path, scratch: Path) -> Any:
+    """``early-exit --max-drop``: heads on the fit rows, the threshold on the choose rows
+    under the budget its full-depth fp32 form left, recorded as the artifact's policy."""
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.early_exit import build_early_exit_artifact
+    from albert_edge.early_exit.artifact import with_policy
+    from albert_edge.early_exit.command import choose_threshold, fit_heads_on, read_rows
+    from albert_edge.sealed import made_from
+    from albert_edge.verify import torch_threads
+
+    path = ctx["trimmed"] if spec["vocab"] == "trim" else ctx["base"]
+    ckpt = load_checkpoint(path)
+    with torch_threads(1):
+        heads = fit_heads_on(ckpt, read_rows(ctx["fit"], path, "optimize"), 27)
+    off = scratch / "off"
+    fitted_on = made_from(data={"data": ctx["fit"]}, with_checkpoint=False)
+    build_early_exit_artifact(ckpt, off, heads, precision=spec["precision"], made_from=fitted_on)
+    policy, record = choose_threshold(
+        off,
+        read_rows(ctx["choose"], path, "optimize"),
+        read_rows(ctx["report"], path, "optimize"),
+        ckpt.tokenizer(),
+        float(spec["budget_left"]),
+        threads=1,
+    )
+    with_policy(off, out, policy, choice=record, inputs=[Path(ctx["fit"])])
+    return {"policy": str(record["policy"]), "mean_layers": record["report"]["mean_layers"]}
+
+
+def build_candidate(ctx: Mapping[str, Any], spec: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Build and judge one candidate into ``where`` (a fresh directory); the record."""
+    import shutil
+
+    from albert_edge.depth import Rule
+    from albert_edge.manifest import read_manifest
+    from albert_edge.optimize.stages import artifact_metrics, compare, reference_metrics, task_rows
+
+    d = Path(where)
+    out, scratch = d / "artifact", d / "scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    rec: dict[str, Any] = {"key": spec["key"], "spec": dict(spec)}
+    try:
+        if spec["exit"] != "none":
+            rec["exit"] = _exit(ctx, spec, out, scratch)
+        else:
+            _convert(ctx, spec, out)
+    except AlbertEdgeError as exc:
+        rec.update(built=False, why_not=f"not built: {exc}", build_s=time.monotonic() - t0)
+        return rec
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    rec["build_s"] = time.monotonic() - t0
+    manifest = read_manifest(out)
+    sizes = manifest.get("sizes", {})
+    rec.update(
+        built=True,
+        artifact="artifact",
+        file_bytes=sizes.get("file_bytes"),
+        model_bytes=sizes.get("model_bytes", sizes.get("file_bytes")),
+        ratio_to_floor=sizes.get("ratio_to_floor"),
+        manifest_precision=manifest.get("precision"),
+    )
+    max_len = int(ctx["seq_len"])
+    for split in ("choose", "report"):
+        rows = task_rows(Path(ctx[split]), ctx["given"])
+        ref = reference_metrics(ctx["given"], rows, max_len, Path(ctx[f"reference_{split}"]))
+        rec[split] = compare(artifact_metrics(out, rows, max_len), ref)
+    rule = Rule(
+        max_point_loss=float(ctx["max_drop"]), min_lower_bound=float(ctx["min_lower_bound"])
+    )
+    c = rec["choose"]
+    rec["why_not"] = rule.why_not({"delta": c["delta"], "delta_low": c["low"]})
+    rec["score_s"] = time.monotonic() - t0 - rec["build_s"]
+    return rec

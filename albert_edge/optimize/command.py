@@ -1,0 +1,141 @@
+"""``albert-edge optimize``: argparse wiring and one call into :func:`albert_edge.optimize.api.optimize`."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+from albert_edge.io import output_arg
+from albert_edge.options import int_at_least
+
+
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes > 0, e.g. 45")
+    return value
+
+
+def add_parser(sub: Any, quiet: Any) -> None:
+    from albert_edge.early_exit.command import points_value
+
+    p = sub.add_parser(
+        "optimize",
+        help="one search from a checkpoint to the artifact to ship: fine-tune with exits, "
+        "depth, vocabulary, precision plan and exit policy under one budget (docs/optimize.md)",
+    )
+    p.add_argument("checkpoint", nargs="?", default=None, help="HF directory (default: embedded)")
+    p.add_argument(
+        "--data",
+        type=Path,
+        required=True,
+        help="labelled rows for the model's head (GLUE-style .tsv, single sentences or pairs): "
+        "split once into fit, choose and report rows",
+    )
+    p.add_argument(
+        "--max-drop",
+        type=points_value,
+        required=True,
+        help="the budget: points of the task's metric the artifact may lose against the given "
+        "model in PyTorch, on rows nothing was fitted on",
+    )
+    p.add_argument("--target", choices=("onnx", "tflite"), default="onnx")
+    p.add_argument(
+        "--objective",
+        choices=("latency", "bytes"),
+        default="latency",
+        help="what the pick minimises among the admitted (default latency: W1, timed here)",
+    )
+    p.add_argument(
+        "--seq-len", type=int_at_least(8), default=128, help="tokens of W1 and of scoring"
+    )
+    p.add_argument(
+        "--corpus",
+        type=Path,
+        default=None,
+        help="the deployment's text for the vocabulary trim (default: the fit rows' text)",
+    )
+    p.add_argument("-o", "--output", type=output_arg, required=True, help="artifact to write")
+    p.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="sealed, resumable work directory (default: .OUT.optimize-work beside -o); a "
+        "rerun with the same inputs reuses every finished stage",
+    )
+    p.add_argument(
+        "--cluster",
+        default=None,
+        metavar="ADDRESS",
+        help="an existing Ray cluster for the builds (default: a local Ray on this machine); "
+        "it must see the work directory at the same path",
+    )
+    p.add_argument(
+        "--workers",
+        type=int_at_least(1),
+        default=None,
+        help="CPUs of the local Ray (default: this machine's)",
+    )
+    p.add_argument(
+        "--max-minutes",
+        type=_minutes,
+        default=45.0,
+        help="time budget: the plan fits it, and when it runs out the best candidate measured "
+        "so far ships (default 45)",
+    )
+    p.add_argument("--no-finetune", action="store_true", help="skip the PABEE fine-tune stage")
+    p.add_argument("--no-trim", action="store_true", help="skip the vocabulary trim stage")
+    p.add_argument("--overwrite", action="store_true", help="replace a previous artifact at -o")
+    quiet(p)
+    p.set_defaults(run=run_optimize)
+
+
+def options_of(a: argparse.Namespace) -> Any:
+    from albert_edge.optimize.search import Options
+
+    return Options(
+        checkpoint=Path(a.checkpoint) if a.checkpoint is not None else None,
+        data=a.data,
+        max_drop=a.max_drop,
+        output=a.output,
+        target=a.target,
+        objective=a.objective,
+        seq_len=a.seq_len,
+        corpus=a.corpus,
+        work_dir=a.work_dir,
+        cluster=a.cluster,
+        max_minutes=a.max_minutes,
+        quiet=bool(getattr(a, "quiet", False)),
+        overwrite=a.overwrite,
+        workers=a.workers,
+        finetune=not a.no_finetune,
+        trim=not a.no_trim,
+    )
+
+
+def answer(out: Path, report: dict[str, Any]) -> str:
+    sh = report["shipped"]
+    rep = sh.get("report") or {}
+    parts = [f"{out}: {sh['key']}, {sh['file_bytes']:,} bytes"]
+    if sh.get("w1_ms"):
+        parts.append(f"W1 {sh['w1_ms']:.3f} ms")
+    if rep:
+        parts.append(
+            f"{rep['metric']} {100 * rep['value']:.2f} on {rep['rows']} report rows "
+            f"({100 * rep['delta']:+.2f} pt [{100 * rep['low']:+.2f}, {100 * rep['high']:+.2f}] "
+            "vs the given model)"
+        )
+    return ", ".join(parts) + "; report.md beside it"
+
+
+def run_optimize(a: argparse.Namespace) -> int:
+    from albert_edge.optimize.api import optimize
+
+    report = optimize(options_of(a))
+    print(answer(a.output, report))
+    return 0

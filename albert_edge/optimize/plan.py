@@ -1,0 +1,282 @@
+"""The search plan as data: stages, joint candidates and the time budget.
+
+A candidate is one point of depth × vocabulary × precision plan × exit policy; the plan
+lists them in the order they are built (the fp32 form of a (vocabulary, depth) before its
+quantized forms, so that the fp32 verdict can prune the rest: a model that already loses
+more than the budget at fp32 cannot meet it at a narrower precision). The plan is written
+to the work directory as ``plan.json`` before any work, so what a run will and will not
+try is on disk, not only on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PLAN_FORMAT = "albert-edge-optimize-plan/1"
+
+# Precisions per (vocabulary, depth): fp32 judges the (vocabulary, depth) first; the
+# others are built only where it is admitted.
+FIRST = "fp32"
+QUANTIZED = ("int8-dynamic", "auto")
+# Dynamic exit: ONNX only (the stepped artifact albert_edge.early_exit builds), from the
+# full-depth model at these precisions.
+EXIT_PRECISIONS = ("fp32", "int8-dynamic")
+
+# Rough seconds per unit of work, for the up-front plan only (re-estimated from what the
+# run measures as it goes): a forward pass of one row through one layer of the embedded
+# model's width (H = 128) on one core, and fixed costs per step. Scaled by (H / 128)^2.
+FORWARD_ROW_LAYER_S = 0.0004
+TRAIN_FACTOR = 3.0  # a training step costs about three forward passes
+CONVERT_S = 12.0  # one convert (export, passes, quantize, verify) of the tiny model
+AUTO_PLAN_S = 25.0  # one --precision auto search of the tiny model
+EXIT_BUILD_S = 20.0  # heads, stepped artifact, threshold choice
+TIMING_S = 20.0  # per finalist, interleaved rounds
+RAY_START_S = 15.0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One joint candidate. ``vocab``: ``full`` or ``trim``; ``precision``: fp32,
+    int8-dynamic or ``auto`` (a precision plan under the budget left by its fp32 form);
+    ``exit``: ``none`` or ``confidence`` (threshold chosen on the choose rows)."""
+
+    vocab: str
+    depth: int
+    precision: str
+    exit: str = "none"
+    source: str = "base"  # "base": the fine-tuned (or given) model; "given": as given
+
+    @property
+    def key(self) -> str:
+        parts = [self.source, self.vocab, f"d{self.depth}", self.precision]
+        if self.exit != "none":
+            parts.append(f"exit-{self.exit}")
+        return "-".join(parts)
+
+    @property
+    def parent(self) -> str | None:
+        """The candidate whose fp32 verdict decides whether this one is built."""
+        if self.precision == FIRST and self.exit == "none":
+            return None
+        return Candidate(self.vocab, self.depth, FIRST, "none", self.source).key
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    estimate_s: float
+    will_run: bool
+    why: str = ""
+
+
+@dataclass
+class Plan:
+    """What a run will try, in order, and what it will not, with the reasons."""
+
+    stages: list[Stage]
+    candidates: list[Candidate]
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    budget_s: float = 0.0
+    estimate_s: float = 0.0
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": PLAN_FORMAT,
+            "budget_s": self.budget_s,
+            "estimate_s": round(self.estimate_s, 1),
+            "settings": self.settings,
+            "stages": [asdict(s) for s in self.stages],
+            "candidates": [{"key": c.key, **asdict(c)} for c in self.candidates],
+            "skipped": self.skipped,
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
+
+    def describe(self) -> list[str]:
+        """The up-front lines: what runs, what does not and why, the estimate."""
+        lines = [
+            f"plan: {len(self.candidates)} candidates at most, about "
+            f"{self.estimate_s / 60:.1f} min of {self.budget_s / 60:.1f} min"
+        ]
+        for s in self.stages:
+            if s.will_run:
+                lines.append(f"  will run  {s.name} (~{s.estimate_s:.0f} s)")
+            else:
+                lines.append(f"  will not  {s.name}: {s.why}")
+        for item in self.skipped:
+            lines.append(f"  will not  {item['what']}: {item['why']}")
+        return lines
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the plan needs to know about the model and the data."""
+
+    layers: int
+    hidden: int
+    depths: tuple[int, ...]  # representable depths, ascending, the last = layers
+    fit_rows: int
+    choose_rows: int
+    single_sentence: bool
+    target: str
+    auto_min_rows: int
+
+
+def scale(shape: Shape) -> float:
+    return max(1.0, (shape.hidden / 128.0) ** 2)
+
+
+def stage_estimates(shape: Shape, finetune_epochs: int) -> dict[str, float]:
+    """Seconds per stage (rough; see the constants above)."""
+    s = scale(shape)
+    row_pass = FORWARD_ROW_LAYER_S * shape.layers * s
+    return {
+        "split": 2.0 + row_pass * 2 * shape.choose_rows,
+        "finetune": 10.0 + TRAIN_FACTOR * row_pass * shape.fit_rows * finetune_epochs * 2,
+        "depth": 10.0 + row_pass * shape.fit_rows * 1.5,
+        "trim": 5.0 + 0.002 * shape.fit_rows,
+        "heal": 10.0 + TRAIN_FACTOR * row_pass * shape.fit_rows,
+    }
+
+
+def candidate_estimate(c: Candidate, shape: Shape) -> float:
+    s = scale(shape)
+    score = FORWARD_ROW_LAYER_S * c.depth * s * shape.choose_rows * 4
+    if c.exit != "none":
+        return EXIT_BUILD_S * s + score
+    if c.precision == "auto":
+        return AUTO_PLAN_S * s * c.depth / shape.layers + CONVERT_S * s + score
+    return CONVERT_S * s + score
+
+
+def all_candidates(shape: Shape, vocabs: Sequence[str], finetuned: bool) -> list[Candidate]:
+    """Every candidate in build order: the given model's full-depth fp32 and int8 (the
+    baselines, always built first: something to ship however early time runs out), then
+    per vocabulary the fp32 of every depth (deepest first), then their quantized forms,
+    then the dynamic exits. Without a fine-tune the searched model is the given one."""
+    src = "base" if finetuned else "given"
+    out = [
+        Candidate("full", shape.layers, FIRST, source="given"),
+        Candidate("full", shape.layers, "int8-dynamic", source="given"),
+    ]
+    for v in vocabs:
+        out += [Candidate(v, k, FIRST, source=src) for k in reversed(shape.depths)]
+    for v in vocabs:
+        for k in reversed(shape.depths):
+            out += [Candidate(v, k, p, source=src) for p in QUANTIZED]
+    if shape.target == "onnx" and shape.layers > 1:
+        for v in vocabs:
+            out += [
+                Candidate(v, shape.layers, p, "confidence", source=src) for p in EXIT_PRECISIONS
+            ]
+    return list({c.key: c for c in out}.values())
+
+
+def make_plan(
+    shape: Shape,
+    *,
+    budget_s: float,
+    finetune: bool,
+    trim: bool,
+    heal_available: bool,
+    finetune_epochs: int = 1,
+    settings: Mapping[str, Any] | None = None,
+) -> Plan:
+    """The stages and candidates that fit ``budget_s``, the rest listed with why.
+
+    Stages are dropped last-added-value first when the estimate exceeds the budget: the
+    fine-tune (the most expensive), then the trimmed vocabulary; candidates are cut from
+    the end of the build order (the dynamic exits, then the quantized forms of the
+    shallowest depths), never the baselines.
+    """
+    est = stage_estimates(shape, finetune_epochs)
+    stages: list[Stage] = [Stage("split", est["split"], True)]
+    skipped: list[dict[str, str]] = []
+
+    want_ft = finetune
+    ft_why = ""
+    if not shape.single_sentence:
+        want_ft, ft_why = False, "PABEE exits train on single sentences only (docs/training.md)"
+    elif not finetune:
+        ft_why = "not asked (--no-finetune)"
+    want_trim, trim_why = trim, "" if trim else "not asked (--no-trim)"
+    heal_why = ""
+    if not heal_available:
+        heal_why = "no healing fine-tune in albert_edge.vocab in this build"
+    elif not want_trim:
+        heal_why = "no trimmed vocabulary to heal"
+
+    def build(ft: bool, tr: bool) -> tuple[list[Stage], list[Candidate], float]:
+        st = list(stages)
+        st.append(Stage("finetune", est["finetune"], ft, "" if ft else ft_why))
+        st.append(Stage("depth", est["depth"], True))
+        st.append(Stage("trim", est["trim"], tr, "" if tr else trim_why))
+        heal = tr and heal_available
+        st.append(Stage("heal", est["heal"], heal, "" if heal else heal_why))
+        st.append(Stage("depth-trim", est["depth"], tr, "" if tr else "no trimmed vocabulary"))
+        vocabs = ["full", "trim"] if tr else ["full"]
+        cands = all_candidates(shape, vocabs, ft)
+        total = RAY_START_S + sum(s.estimate_s for s in st if s.will_run)
+        total += sum(candidate_estimate(c, shape) for c in cands)
+        total += TIMING_S * 4
+        return st, cands, total
+
+    st, cands, total = build(want_ft, want_trim)
+    if total > budget_s and want_ft:
+        want_ft = False
+        ft_why = f"does not fit --max-minutes {budget_s / 60:g} (plan ~{total / 60:.1f} min)"
+        st, cands, total = build(want_ft, want_trim)
+    if total > budget_s and want_trim:
+        want_trim = False
+        trim_why = f"does not fit --max-minutes {budget_s / 60:g} (plan ~{total / 60:.1f} min)"
+        heal_why = heal_why or "no trimmed vocabulary to heal"
+        st, cands, total = build(want_ft, want_trim)
+    if shape.choose_rows < shape.auto_min_rows:
+        dropped = [c for c in cands if c.precision == "auto"]
+        cands = [c for c in cands if c.precision != "auto"]
+        if dropped:
+            skipped.append(
+                {
+                    "what": "precision plans (--precision auto)",
+                    "why": f"{shape.choose_rows} choose rows, the plan search needs "
+                    f"{shape.auto_min_rows} for this --max-drop",
+                }
+            )
+    fixed = total - sum(candidate_estimate(c, shape) for c in cands)
+    kept: list[Candidate] = []
+    spent = fixed
+    for c in cands:
+        cost = candidate_estimate(c, shape)
+        if c.source == "given" or spent + cost <= budget_s:
+            kept.append(c)
+            spent += cost
+        else:
+            skipped.append({"what": c.key, "why": "does not fit the time budget"})
+    return Plan(
+        stages=st,
+        candidates=kept,
+        skipped=skipped,
+        budget_s=budget_s,
+        estimate_s=spent,
+        settings=dict(settings or {}),
+    )
+
+
+def prune(candidate: Candidate, verdicts: Mapping[str, str | None]) -> str | None:
+    """Why ``candidate`` is not built, given the rule's verdicts so far (key -> None when
+    admitted, else the reason), or None to build it. Its fp32 parent not admitted prunes
+    it; a parent not judged (failed, or not reached) prunes it too."""
+    parent = candidate.parent
+    if parent is None:
+        return None
+    if parent not in verdicts:
+        return f"{parent} was not judged"
+    why = verdicts[parent]
+    if why is not None:
+        return f"pruned: at fp32 ({parent}) already {why}"
+    return None

@@ -1,0 +1,180 @@
+"""report.json, report.md and front.png: every candidate, what shipped, and why the rest not."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+REPORT_FORMAT = "albert-edge-optimize-report/1"
+
+
+def _pt(x: float | None) -> str:
+    return "" if x is None else f"{100 * x:+.2f}"
+
+
+def _ms(x: float | None) -> str:
+    return "" if x is None else f"{x:.3f}"
+
+
+def candidate_row(rec: Mapping[str, Any], pick: str) -> dict[str, Any]:
+    """One candidate in report.json: bytes, W1, W2, the metric with its intervals, and
+    shipped or why not."""
+    row: dict[str, Any] = {
+        "key": rec["key"],
+        "spec": rec.get("spec"),
+        "built": bool(rec.get("built")),
+        "file_bytes": rec.get("file_bytes"),
+        "ratio_to_floor": rec.get("ratio_to_floor"),
+        "w1_ms": rec.get("w1_ms"),
+        "w2_ms": rec.get("w2_ms"),
+        "choose": rec.get("choose"),
+        "report": rec.get("report"),
+        "exit": rec.get("exit"),
+        "shipped": rec["key"] == pick,
+    }
+    if rec["key"] != pick:
+        why = rec.get("why_not")
+        row["why_not"] = (
+            why if why is not None else "admitted; another candidate wins the objective"
+        )
+    return row
+
+
+def build_report(
+    *,
+    plan: Mapping[str, Any],
+    stages: Mapping[str, Any],
+    records: Mapping[str, Mapping[str, Any]],
+    pick: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    notes: Sequence[str],
+    timing: Mapping[str, Any] | None,
+    elapsed_s: float,
+    baseline: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    rows = [candidate_row(r, str(pick["key"])) for r in records.values()]
+    ratios: dict[str, Any] = {}
+    if baseline is not None and baseline.get("file_bytes"):
+        ratios["bytes_vs_full_depth_int8"] = pick["file_bytes"] / baseline["file_bytes"]
+        if pick.get("w1_ms") and baseline.get("w1_ms"):
+            ratios["w1_vs_full_depth_int8"] = pick["w1_ms"] / baseline["w1_ms"]
+    return {
+        "format": REPORT_FORMAT,
+        "settings": dict(settings),
+        "elapsed_s": round(elapsed_s, 1),
+        "stages": dict(stages),
+        "plan": dict(plan),
+        "shipped": {
+            "key": pick["key"],
+            "file_bytes": pick["file_bytes"],
+            "w1_ms": pick.get("w1_ms"),
+            "w2_ms": pick.get("w2_ms"),
+            "choose": pick.get("choose"),
+            "report": pick.get("report"),
+            **ratios,
+        },
+        "timing": dict(timing or {}),
+        "notes": list(notes),
+        "candidates": rows,
+    }
+
+
+def _cell(block: Mapping[str, Any] | None) -> str:
+    if not block:
+        return ""
+    return f"{_pt(block['delta'])} [{_pt(block['low'])}, {_pt(block['high'])}]"
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    s = report["settings"]
+    sh = report["shipped"]
+    metric = (sh.get("report") or sh.get("choose") or {}).get("metric", "metric")
+    lines = [
+        "# albert-edge optimize",
+        "",
+        f"Shipped **{sh['key']}**: {sh['file_bytes']:,} bytes"
+        + (f", W1 {sh['w1_ms']:.3f} ms" if sh.get("w1_ms") else "")
+        + (f", W2 {sh['w2_ms']:.3f} ms" if sh.get("w2_ms") else "")
+        + f"; {metric} vs the given model in PyTorch: choose rows {_cell(sh.get('choose'))} "
+        f"points, report rows (never chosen on) {_cell(sh.get('report'))} points (paired 95 %).",
+        "",
+        f"Budget: `--max-drop {s['max_drop_points']}` points of {metric} (and a 95 % lower "
+        f"bound >= {s['min_lower_bound_points']}), objective {s['objective']}, target "
+        f"{s['target']}, {s['max_minutes']} min; ran {report['elapsed_s'] / 60:.1f} min.",
+    ]
+    for k in ("bytes_vs_full_depth_int8", "w1_vs_full_depth_int8"):
+        if k in sh:
+            lines.append(f"- {k.replace('_', ' ')}: {sh[k]:.3f}x")
+    for n in report["notes"]:
+        lines.append(f"- note: {n}")
+    lines += ["", "## Stages", ""]
+    for name, st in report["stages"].items():
+        state = "ran" if st.get("ran") else f"not run: {st.get('why')}"
+        if st.get("cached"):
+            state += " (by an earlier run, reused)"
+        lines.append(f"- {name}: {state}")
+    lines += [
+        "",
+        "## Candidates",
+        "",
+        "W1: batch 1 at the --seq-len tokens; W2: batch 1 at the report rows' median length;"
+        " 1 thread, each artifact alone in its own process, interleaved rounds (p50).",
+        "",
+        f"| candidate | bytes | W1 ms | W2 ms | choose Δ pt [95 %] | report Δ pt [95 %] | "
+        f"{metric} (report) | shipped / why not |",
+        "|---|---:|---:|---:|---|---|---:|---|",
+    ]
+    for r in report["candidates"]:
+        rep = r.get("report") or {}
+        verdict = "**shipped**" if r["shipped"] else str(r.get("why_not", ""))
+        size = "" if r["file_bytes"] is None else f"{r['file_bytes']:,}"
+        value = f"{100 * rep['value']:.2f}" if rep else ""
+        lines.append(
+            f"| {r['key']} | {size} | {_ms(r.get('w1_ms'))} | {_ms(r.get('w2_ms'))} | "
+            f"{_cell(r.get('choose'))} | {_cell(rep)} | {value} | {verdict} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def front_png(report: Mapping[str, Any], path: Path) -> None:
+    """Accuracy against latency and against size, every built candidate, the pick marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    built = [r for r in report["candidates"] if r["built"] and r.get("choose")]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, key, label in (
+        (axes[0], "w1_ms", "W1 p50 (ms)"),
+        (axes[1], "file_bytes", "artifact bytes"),
+    ):
+        for r in built:
+            x = r.get(key)
+            if x is None:
+                continue
+            y = 100 * r["choose"]["delta"]
+            admitted = r["shipped"] or r.get("why_not", "").startswith("admitted")
+            ax.scatter([x], [y], marker="o", s=30, color="tab:blue" if admitted else "tab:gray")
+            if r["shipped"]:
+                ax.scatter([x], [y], marker="*", s=300, color="tab:red", zorder=3)
+                ax.annotate(r["key"], (x, y), textcoords="offset points", xytext=(6, 6))
+        ax.axhline(-float(report["settings"]["max_drop_points"]), ls="--", color="tab:red", lw=1)
+        ax.set_xlabel(label)
+        ax.set_ylabel("Δ vs PyTorch on the choose rows (points)")
+        ax.grid(alpha=0.3)
+    axes[0].set_title("accuracy / latency (timed finalists)")
+    axes[1].set_title("accuracy / size (blue: admitted, star: shipped)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
+def write(report: Mapping[str, Any], out: Path) -> None:
+    (out / "report.json").write_text(
+        json.dumps(report, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8"
+    )
+    (out / "report.md").write_text(markdown(report), encoding="utf-8")
+    front_png(report, out / "front.png")

@@ -1,0 +1,440 @@
+"""The search: stages in order, candidates on Ray, finalists timed here, the pick.
+
+1. **Stages**, each sealed in the work directory and skipped when a rerun finds it done:
+   the split (fit / choose / report rows, one seeded shuffle), the fine-tune with PABEE
+   exits and distillation from the given checkpoint, the depth search, the vocabulary
+   trim on the corpus (default: the fit rows' text, so the choose and report sentences
+   stay unseen), and its healing fine-tune where :mod:`albert_edge.vocab` offers one.
+2. **Candidates** (:mod:`albert_edge.optimize.plan`): the fp32 form of every (vocabulary,
+   depth) first; only where the rule admits it are its int8, precision-plan and
+   dynamic-exit forms built, each under the budget its fp32 form left.
+3. **Timing**, alone on this machine after every build: the admitted candidates in
+   separate processes, interleaved rounds (:func:`albert_edge.bench.bench`), never on a
+   Ray worker.
+4. **The pick**: among the admitted (choose rows), the fastest W1 (``--objective
+   latency``) or the fewest bytes (``bytes``); the report rows are printed beside it,
+   never chosen on.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from albert_edge.optimize.plan import Candidate, Plan, Shape, candidate_estimate, make_plan, prune
+from albert_edge.optimize.stages import (
+    SEED,
+    OptimizeError,
+    Work,
+    depth_stage,
+    file_id,
+    finetune_stage,
+    heal_stage,
+    split_stage,
+    trim_stage,
+)
+
+TIMING_ROUNDS = 3
+RUNS_PER_VISIT = 20
+MAX_FINALISTS = 6
+
+
+@dataclass
+class Options:
+    checkpoint: Path | None
+    data: Path
+    max_drop: float
+    output: Path
+    target: str = "onnx"
+    objective: str = "latency"
+    seq_len: int = 128
+    corpus: Path | None = None
+    work_dir: Path | None = None
+    cluster: str | None = None
+    max_minutes: float = 45.0
+    quiet: bool = False
+    overwrite: bool = False
+    workers: int | None = None
+    finetune: bool = True
+    trim: bool = True
+    min_lower_bound: float = -1.5
+
+
+def default_work_dir(output: Path) -> Path:
+    """A hidden sibling of ``-o`` (in the directory the user named for the output, never
+    inside a folder of theirs): ``.NAME.optimize-work``."""
+    return output.parent / f".{output.name}.optimize-work"
+
+
+@dataclass
+class Progress:
+    """Lines on stderr: the stage, candidate k of n, elapsed and the estimate."""
+
+    quiet: bool
+    t0: float = field(default_factory=time.monotonic)
+    estimate_s: float = 0.0
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def __call__(self, text: str) -> None:
+        if self.quiet:
+            return
+        e = self.elapsed()
+        print(
+            f"albert-edge optimize [{e / 60:4.1f}/{self.estimate_s / 60:.1f} min] {text}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def model_shape(opts: Options, n_rows: int, pair: bool) -> Shape:
+    from albert_edge.depth import representable_depths
+    from albert_edge.layout import DEFAULT_MODEL
+    from albert_edge.mixed import min_rows
+    from albert_edge.optimize.stages import split_sizes
+
+    path = opts.checkpoint if opts.checkpoint is not None else DEFAULT_MODEL
+    cfg = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    layers = int(cfg["num_hidden_layers"])
+    depths = representable_depths(
+        layers, int(cfg.get("num_hidden_groups", 1)), int(cfg.get("inner_group_num", 1))
+    )
+    fit, held, _ = split_sizes(n_rows)
+    return Shape(
+        layers=layers,
+        hidden=int(cfg["hidden_size"]),
+        depths=tuple(depths),
+        fit_rows=fit,
+        choose_rows=held,
+        single_sentence=not pair,
+        target=opts.target,
+        auto_min_rows=min_rows(opts.max_drop),
+    )
+
+
+def heal_available() -> bool:
+    """Whether :mod:`albert_edge.vocab` offers a healing fine-tune to compose."""
+    import importlib.util
+
+    return importlib.util.find_spec("albert_edge.vocab.heal") is not None
+
+
+class Search:
+    """One run of the search over a work directory."""
+
+    def __init__(self, opts: Options, rows: Any) -> None:
+        self.opts = opts
+        self.work = Work(opts.work_dir or default_work_dir(opts.output))
+        self.progress = Progress(opts.quiet)
+        self.budget_s = opts.max_minutes * 60.0
+        self.shape = model_shape(opts, len(rows.examples), bool(rows.pair))
+        self.plan: Plan = make_plan(
+            self.shape,
+            budget_s=self.budget_s,
+            finetune=opts.finetune,
+            trim=opts.trim,
+            heal_available=heal_available(),
+            settings=self.settings(),
+        )
+        self.progress.estimate_s = self.plan.estimate_s
+        self.records: dict[str, dict[str, Any]] = {}
+        self.stages: dict[str, dict[str, Any]] = {}
+        self.notes: list[str] = []
+        self.out_of_time = False
+        self.timing: dict[str, Any] | None = None
+
+    def settings(self) -> dict[str, Any]:
+        o = self.opts
+        return {
+            "max_drop_points": o.max_drop,
+            "min_lower_bound_points": o.min_lower_bound,
+            "target": o.target,
+            "objective": o.objective,
+            "seq_len": o.seq_len,
+            "max_minutes": o.max_minutes,
+            "seed": SEED,
+        }
+
+    def left(self) -> float:
+        return self.budget_s - self.progress.elapsed()
+
+    def reserve(self) -> float:
+        """Seconds kept back for timing the finalists and writing the output."""
+        return min(0.25 * self.budget_s, 30.0 + 10.0 * MAX_FINALISTS)
+
+    # --- stages -----------------------------------------------------------------------
+
+    def stage(self, name: str, inputs: Mapping[str, Any], fn: Callable[[Path], Any]) -> Any:
+        planned = next((s for s in self.plan.stages if s.name == name), None)
+        if planned is not None and not planned.will_run:
+            self.stages[name] = {"ran": False, "why": planned.why}
+            return None
+        est = planned.estimate_s if planned else 0.0
+        if self.work.cached("stages", name, inputs) is None and est > self.left() - self.reserve():
+            why = f"time ran out (~{est:.0f} s needed, {max(0.0, self.left()):.0f} s left)"
+            self.progress(f"stage {name}: skipped, {why}")
+            self.stages[name] = {"ran": False, "why": why}
+            return None
+        self.progress(f"stage {name} (~{est:.0f} s)")
+        rec = self.work.run("stages", name, inputs, fn)
+        self.stages[name] = {"ran": True, "cached": rec["cached"]}
+        if rec["cached"]:
+            self.progress(f"stage {name}: done by an earlier run, reused")
+        return rec
+
+    def run_stages(self) -> dict[str, Any]:
+        o = self.opts
+        given = o.checkpoint
+        gid = file_id(given)
+        split = self.stage(
+            "split",
+            {"data": file_id(o.data), "checkpoint": gid, "seq_len": o.seq_len, "seed": SEED},
+            split_stage(o.data, given, o.seq_len),
+        )
+        sdir = self.work.dir("stages", "split")
+        ctx: dict[str, Any] = {
+            "given": str(given) if given is not None else None,
+            "target": o.target,
+            "objective": o.objective,
+            "seq_len": o.seq_len,
+            "max_drop": o.max_drop,
+            "min_lower_bound": o.min_lower_bound,
+            "layers": self.shape.layers,
+            "fit": str(sdir / "fit.tsv"),
+            "choose": str(sdir / "choose.tsv"),
+            "report": str(sdir / "report.tsv"),
+            "reference_choose": str(sdir / "reference-choose.npy"),
+            "reference_report": str(sdir / "reference-report.npy"),
+            "split": split["inputs_sha256"],
+        }
+        fit = Path(ctx["fit"])
+        ft = self.stage(
+            "finetune",
+            {"checkpoint": gid, "fit": file_id(fit), "recipe": "pabee+distil, 1 epoch, seed 13"},
+            finetune_stage(given, fit),
+        )
+        base = self.work.dir("stages", "finetune") / "model" if ft else given
+        ctx["base"] = str(base) if base is not None else None
+        ctx["base_id"] = ft["inputs_sha256"] if ft else gid
+        depth = self.stage(
+            "depth",
+            {"checkpoint": ctx["base_id"], "fit": file_id(fit), "seed": SEED},
+            depth_stage(base, fit),
+        )
+        if depth is None:
+            raise OptimizeError("the depth search did not run: raise --max-minutes")
+        ctx["search"] = str(self.work.dir("stages", "depth") / "search")
+        ctx["search_id"] = depth["inputs_sha256"]
+        corpus = o.corpus if o.corpus is not None else fit
+        ctx["corpus"] = str(corpus)
+        trim = self.stage(
+            "trim",
+            {"checkpoint": ctx["base_id"], "corpus": file_id(corpus)},
+            trim_stage(base, corpus),
+        )
+        if trim is None:
+            self.stage("heal", {}, lambda d: {})  # planned as not run: says why
+            return ctx
+        trimmed = self.work.dir("stages", "trim") / "model"
+        trim_id = trim["inputs_sha256"]
+        heal = self.stage(
+            "heal",
+            {"trimmed": trim_id, "teacher": ctx["base_id"], "data": file_id(fit), "seed": SEED},
+            heal_stage(trimmed, base, fit),
+        )
+        if heal is not None:
+            trimmed, trim_id = self.work.dir("stages", "heal") / "model", heal["inputs_sha256"]
+        search = self.stage(
+            "depth-trim",
+            {"checkpoint": trim_id, "fit": file_id(fit), "seed": SEED},
+            depth_stage(trimmed, fit),
+        )
+        if search is None:
+            return ctx
+        ctx["trimmed"] = str(trimmed)
+        ctx["trim_id"] = search["inputs_sha256"]
+        ctx["search_trim"] = str(self.work.dir("stages", "depth-trim") / "search")
+        return ctx
+
+    # --- candidates -------------------------------------------------------------------
+
+    def spec(self, c: Candidate) -> dict[str, Any]:
+        s = {"key": c.key, **asdict(c), "budget_left": self.opts.max_drop}
+        if c.parent is not None:
+            d = self.records[c.parent]["choose"]["delta"]
+            s["budget_left"] = round(max(0.0, self.opts.max_drop + 100.0 * min(0.0, d)), 6)
+        return s
+
+    def inputs(self, ctx: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+        keep = ("split", "base_id", "search_id", "trim_id", "target", "objective", "seq_len")
+        ids = {k: ctx.get(k) for k in keep}
+        ids.update(max_drop=self.opts.max_drop, min_lower_bound=self.opts.min_lower_bound)
+        if spec["source"] == "given":
+            ids["base_id"] = file_id(self.opts.checkpoint)
+        return {"spec": dict(spec), "context": ids}
+
+    def run_candidates(self, ctx: Mapping[str, Any], pool: Any) -> None:
+        from albert_edge.optimize.build import build_candidate
+
+        todo = list(self.plan.candidates)
+        n = len(todo)
+        running: dict[Any, tuple[Candidate, dict[str, Any]]] = {}
+        verdicts: dict[str, str | None] = {}
+        k = 0
+
+        def record(c: Candidate, rec: dict[str, Any]) -> None:
+            nonlocal k
+            k += 1
+            self.records[c.key] = rec
+            verdicts[c.key] = rec.get("why_not") if rec.get("built") else "not built"
+            word = "admitted" if rec.get("built") and rec.get("why_not") is None else "out"
+            why = "" if word == "admitted" else f": {rec.get('why_not')}"
+            extra = ""
+            if rec.get("built"):
+                ch = rec["choose"]
+                extra = (
+                    f", {rec['file_bytes']:,} bytes, choose {100 * ch['delta']:+.2f} pt "
+                    f"[{100 * ch['low']:+.2f}, {100 * ch['high']:+.2f}]"
+                )
+            cached = " (earlier run)" if rec.get("cached") else ""
+            self.progress(f"candidate {k} of {n}: {c.key} {word}{why}{extra}{cached}")
+
+        while todo or running:
+            for c in list(todo):
+                waiting = {t.key for t in todo} | {r[0].key for r in running.values()}
+                if c.parent is not None and c.parent not in verdicts and c.parent in waiting:
+                    continue  # its fp32 form is not judged yet
+                why = prune(c, verdicts)
+                if why is None and c.vocab == "trim" and "trimmed" not in ctx:
+                    why = f"the trim stage did not run ({self.stages['trim'].get('why')})"
+                if why is not None:
+                    todo.remove(c)
+                    record(c, {"key": c.key, "spec": asdict(c), "built": False, "why_not": why})
+                    continue
+                spec = self.spec(c)
+                inputs = self.inputs(ctx, spec)
+                cached = self.work.cached("candidates", c.key, inputs)
+                todo.remove(c)
+                if cached is not None:
+                    cached["cached"] = True
+                    record(c, cached)
+                    continue
+                est = candidate_estimate(c, self.shape)
+                if self.out_of_time or est > self.left() - self.reserve():
+                    self.out_of_time = True
+                    record(
+                        c,
+                        {
+                            "key": c.key,
+                            "spec": spec,
+                            "built": False,
+                            "why_not": "time ran out before it was built",
+                        },
+                    )
+                    continue
+                tmp = self.work.begin("candidates", c.key)
+                running[pool.submit(build_candidate, dict(ctx), spec, str(tmp))] = (c, inputs)
+            if not running:
+                continue
+            done, _ = pool.wait(list(running), self.left() - self.reserve())
+            if not done:  # the budget ran out with builds still running: stop them
+                self.out_of_time = True
+                for h, (c, _) in list(running.items()):
+                    pool.cancel(h)
+                    record(
+                        c,
+                        {
+                            "key": c.key,
+                            "spec": asdict(c),
+                            "built": False,
+                            "why_not": "time ran out while it was being built",
+                        },
+                    )
+                running.clear()
+                continue
+            for h in done:
+                c, inputs = running.pop(h)
+                rec = pool.result(h)
+                rec.setdefault("key", c.key)
+                if rec.get("built"):
+                    rec = self.work.finish("candidates", c.key, inputs, rec)
+                record(c, rec)
+        if self.out_of_time:
+            self.notes.append(
+                "the time budget ran out: the pick is the best candidate measured so far"
+            )
+
+    # --- timing and the pick -------------------------------------------------------------
+
+    def admitted(self) -> list[dict[str, Any]]:
+        return [r for r in self.records.values() if r.get("built") and r.get("why_not") is None]
+
+    def time_finalists(self, w2_len: int) -> None:
+        """Interleaved rounds, each artifact alone in its own child process, here."""
+        from albert_edge.bench import bench
+
+        finalists = sorted(self.admitted(), key=lambda r: (r["file_bytes"], r["key"]))
+        finalists = finalists[:MAX_FINALISTS]
+        if not finalists:
+            return
+        need = 10.0 * len(finalists)
+        if self.left() < need:
+            self.notes.append(
+                f"not timed: {max(0.0, self.left()):.0f} s left of the budget, timing "
+                f"{len(finalists)} finalists needs ~{need:.0f} s; picked by bytes"
+            )
+            return
+        self.progress(f"timing {len(finalists)} finalists here, interleaved, one process each")
+        paths = {r["key"]: self.work.dir("candidates", r["key"]) / "artifact" for r in finalists}
+        lens = sorted({self.opts.seq_len, w2_len})
+        report = bench(
+            list(paths.values()),
+            seq_lens=lens,
+            threads=(1,),
+            runs=RUNS_PER_VISIT * TIMING_ROUNDS,
+            warmup=5,
+            rounds=TIMING_ROUNDS,
+            roofline=False,
+            progress=False,
+        )
+        for r in finalists:
+            mine = [
+                x
+                for x in report["results"]
+                if Path(str(x.get("target"))).resolve().is_relative_to(paths[r["key"]].resolve())
+                and x.get("status") == "ok"
+            ]
+            by_len = {int(x["seq_len"]): float(x["latency_ms"]["p50"]) for x in mine}
+            if self.opts.seq_len in by_len:
+                r["w1_ms"] = by_len[self.opts.seq_len]
+            if w2_len in by_len:
+                r["w2_ms"] = by_len[w2_len]
+        self.timing = {
+            "seq_lens": lens,
+            "threads": 1,
+            "rounds": TIMING_ROUNDS,
+            "machine": report.get("machine"),
+        }
+
+    def pick(self) -> dict[str, Any]:
+        ok = self.admitted()
+        if not ok:
+            raise OptimizeError(
+                "no candidate was built and admitted within the time budget; raise "
+                "--max-minutes or --max-drop"
+            )
+        inf = float("inf")
+
+        def key(r: Mapping[str, Any]) -> tuple[float, ...]:
+            w1 = float(r.get("w1_ms", inf))
+            if self.opts.objective == "latency":
+                return (w1, float(r["file_bytes"]))
+            return (float(r["file_bytes"]), w1)
+
+        return min(ok, key=lambda r: (*key(r), r["key"]))
