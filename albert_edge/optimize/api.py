@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.optimize.search import Options, Search, default_work_dir
-from albert_edge.optimize.stages import OptimizeError
+from albert_edge.optimize.stages import OptimizeError, Work
 
 
 def check(opts: Options) -> Any:
@@ -36,6 +36,7 @@ def check(opts: Options) -> Any:
                 f"{work}: --work-dir is inside the input {given}; albert-edge never writes "
                 "into an input: give a --work-dir outside it"
             )
+    Work(Path(work)).check()
     if opts.corpus is not None and not opts.corpus.is_file():
         raise OptimizeError(f"{opts.corpus}: --corpus is not a file; give the deployment's text")
     rows = read_rows(opts.data, opts.checkpoint)

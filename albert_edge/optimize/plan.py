@@ -35,6 +35,8 @@ AUTO_PLAN_S = 25.0  # one --precision auto search of the tiny model
 EXIT_BUILD_S = 20.0  # heads, stepped artifact, threshold choice
 TIMING_S = 20.0  # per finalist, interleaved rounds
 RAY_START_S = 15.0
+BASELINES = 2  # the given model's full-depth fp32 and int8-dynamic: always built first
+HEAL_ROWS = 600 * 32  # albert_edge.vocab.heal's default steps x a batch
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,7 @@ def stage_estimates(shape: Shape, finetune_epochs: int) -> dict[str, float]:
         "finetune": 10.0 + TRAIN_FACTOR * row_pass * shape.fit_rows * finetune_epochs * 2,
         "depth": 10.0 + row_pass * shape.fit_rows * 1.5,
         "trim": 5.0 + 0.002 * shape.fit_rows,
-        "heal": 10.0 + TRAIN_FACTOR * row_pass * shape.fit_rows,
+        "heal": 10.0 + TRAIN_FACTOR * row_pass * HEAL_ROWS,
     }
 
 
@@ -184,17 +186,20 @@ def make_plan(
     finetune: bool,
     trim: bool,
     heal_available: bool,
+    workers: int = 1,
     finetune_epochs: int = 1,
     settings: Mapping[str, Any] | None = None,
 ) -> Plan:
     """The stages and candidates that fit ``budget_s``, the rest listed with why.
 
-    Stages are dropped last-added-value first when the estimate exceeds the budget: the
+    Candidates build ``workers`` at a time (their estimates are divided by it). Stages
+    are dropped last-added-value first when the estimate exceeds the budget: the
     fine-tune (the most expensive), then the trimmed vocabulary; candidates are cut from
     the end of the build order (the dynamic exits, then the quantized forms of the
     shallowest depths), never the baselines.
     """
     est = stage_estimates(shape, finetune_epochs)
+    par = max(1, workers)
     stages: list[Stage] = [Stage("split", est["split"], True)]
     skipped: list[dict[str, str]] = []
 
@@ -222,7 +227,7 @@ def make_plan(
         vocabs = ["full", "trim"] if tr else ["full"]
         cands = all_candidates(shape, vocabs, ft)
         total = RAY_START_S + sum(s.estimate_s for s in st if s.will_run)
-        total += sum(candidate_estimate(c, shape) for c in cands)
+        total += sum(candidate_estimate(c, shape) for c in cands) / par
         total += TIMING_S * 4
         return st, cands, total
 
@@ -247,12 +252,12 @@ def make_plan(
                     f"{shape.auto_min_rows} for this --max-drop",
                 }
             )
-    fixed = total - sum(candidate_estimate(c, shape) for c in cands)
+    fixed = total - sum(candidate_estimate(c, shape) for c in cands) / par
     kept: list[Candidate] = []
     spent = fixed
-    for c in cands:
-        cost = candidate_estimate(c, shape)
-        if c.source == "given" or spent + cost <= budget_s:
+    for i, c in enumerate(cands):
+        cost = candidate_estimate(c, shape) / par
+        if i < BASELINES or spent + cost <= budget_s:
             kept.append(c)
             spent += cost
         else:

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from albert_edge.errors import AlbertEdgeError
 from albert_edge.optimize.plan import Candidate, Plan, Shape, candidate_estimate, make_plan, prune
 from albert_edge.optimize.stages import (
     SEED,
@@ -39,6 +40,7 @@ from albert_edge.optimize.stages import (
     trim_stage,
 )
 
+REQUIRED = ("split", "depth")  # the others are levers the search can go without
 TIMING_ROUNDS = 3
 RUNS_PER_VISIT = 20
 MAX_FINALISTS = 6
@@ -134,12 +136,16 @@ class Search:
         self.progress = Progress(opts.quiet)
         self.budget_s = opts.max_minutes * 60.0
         self.shape = model_shape(opts, len(rows.examples), bool(rows.pair))
+        import os
+
+        workers = opts.workers or (os.cpu_count() or 1) if opts.cluster is None else 2
         self.plan: Plan = make_plan(
             self.shape,
             budget_s=self.budget_s,
             finetune=opts.finetune,
             trim=opts.trim,
             heal_available=heal_available(),
+            workers=workers,
             settings=self.settings(),
         )
         self.progress.estimate_s = self.plan.estimate_s
@@ -182,7 +188,16 @@ class Search:
             self.stages[name] = {"ran": False, "why": why}
             return None
         self.progress(f"stage {name} (~{est:.0f} s)")
-        rec = self.work.run("stages", name, inputs, fn)
+        try:
+            rec = self.work.run("stages", name, inputs, fn)
+        except AlbertEdgeError as exc:
+            if name in REQUIRED:
+                raise
+            # an optional lever that cannot run here: the search goes on without it
+            why = f"failed: {exc}"
+            self.progress(f"stage {name}: {why}")
+            self.stages[name] = {"ran": False, "why": why}
+            return None
         self.stages[name] = {"ran": True, "cached": rec["cached"]}
         if rec["cached"]:
             self.progress(f"stage {name}: done by an earlier run, reused")
@@ -239,7 +254,8 @@ class Search:
             trim_stage(base, corpus),
         )
         if trim is None:
-            self.stage("heal", {}, lambda d: {})  # planned as not run: says why
+            for name in ("heal", "depth-trim"):
+                self.stages[name] = {"ran": False, "why": "no trimmed vocabulary"}
             return ctx
         trimmed = self.work.dir("stages", "trim") / "model"
         trim_id = trim["inputs_sha256"]

@@ -55,17 +55,23 @@ def file_id(path: str | Path | None) -> str | None:
 class Work:
     root: Path
 
-    def open(self) -> None:
-        """Create the directory, or accept one optimize made (its mark); refuse others."""
-        mark = self.root / WORK_MARK
-        if self.root.exists():
-            if not self.root.is_dir():
-                raise OptimizeError(f"{self.root}: --work-dir exists and is not a directory")
-            if any(self.root.iterdir()) and not mark.is_file():
+    def check(self) -> None:
+        """Refuse a directory optimize did not make (no mark, not empty): never written into."""
+        if self.root.exists() or self.root.is_symlink():
+            if self.root.is_symlink() or not self.root.is_dir():
+                raise OptimizeError(
+                    f"{self.root}: --work-dir exists and is not a directory; give a new one"
+                )
+            if any(self.root.iterdir()) and not (self.root / WORK_MARK).is_file():
                 raise OptimizeError(
                     f"{self.root}: --work-dir holds files albert-edge optimize did not write "
                     f"(no {WORK_MARK}); give an empty or new directory"
                 )
+
+    def open(self) -> None:
+        """Create the directory, or accept one optimize made (its mark); refuse others."""
+        mark = self.root / WORK_MARK
+        self.check()
         self.root.mkdir(parents=True, exist_ok=True)
         if not mark.is_file():
             mark.write_text(json.dumps({"made_by": "albert-edge optimize"}) + "\n")
@@ -199,8 +205,10 @@ def finetune_stage(checkpoint: Path | None, fit: Path) -> Callable[[Path], dict[
 
     def run(d: Path) -> dict[str, Any]:
         from albert_edge.layout import DEFAULT_MODEL
-        from albert_edge.learn import FineTune, fine_tune
+        from albert_edge.learn import FineTune, HeldOut, fine_tune
 
+        # the epoch is chosen on a tenth of the fit rows, at least the 32 its interval needs
+        n = len(read_rows(fit, checkpoint).examples)
         ft = FineTune(
             init=Path(checkpoint) if checkpoint is not None else DEFAULT_MODEL,
             out=d / "model",
@@ -208,6 +216,7 @@ def finetune_stage(checkpoint: Path | None, fit: Path) -> Callable[[Path], dict[
             epochs=1,
             exit_loss="pabee",
             distil=True,
+            held_out=HeldOut(fraction=min(0.5, max(0.1, 33 / max(1, n)))),
             threads=THREADS,
             device="cpu",
             command="albert-edge optimize (fine-tune with exits and distillation)",

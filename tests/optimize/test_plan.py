@@ -1,0 +1,142 @@
+"""The search plan: construction, build order, the budget, pruning (no model loads)."""
+
+from __future__ import annotations
+
+import json
+
+from albert_edge.optimize.plan import Candidate, Plan, Shape, all_candidates, make_plan, prune
+
+
+def shape(**kw: object) -> Shape:
+    base = dict(
+        layers=4,
+        hidden=128,
+        depths=(1, 2, 3, 4),
+        fit_rows=2000,
+        choose_rows=1000,
+        single_sentence=True,
+        target="onnx",
+        auto_min_rows=400,
+    )
+    base.update(kw)
+    return Shape(**base)  # type: ignore[arg-type]
+
+
+def plan(budget_min: float = 600, **kw: object) -> Plan:
+    return make_plan(
+        shape(**kw), budget_s=budget_min * 60, finetune=True, trim=True, heal_available=True
+    )
+
+
+def test_baselines_first_then_fp32_of_every_depth_before_any_quantized_form() -> None:
+    cands = plan().candidates
+    keys = [c.key for c in cands]
+    assert keys[:2] == ["given-full-d4-fp32", "given-full-d4-int8-dynamic"]
+    first_quantized = next(i for i, c in enumerate(cands[2:], 2) if c.precision != "fp32")
+    fp32 = [c for c in cands[2:] if c.precision == "fp32" and c.exit == "none"]
+    assert {(c.vocab, c.depth) for c in fp32} == {
+        (v, k) for v in ("full", "trim") for k in (1, 2, 3, 4)
+    }
+    assert all(cands.index(c) < first_quantized for c in fp32)
+    # every candidate's fp32 parent comes before it: its verdict can prune it
+    order = {c.key: i for i, c in enumerate(cands)}
+    for c in cands:
+        if c.parent is not None:
+            assert order[c.parent] < order[c.key], c.key
+
+
+def test_every_joint_candidate_is_there_with_a_big_budget() -> None:
+    p = plan()
+    keys = {c.key for c in p.candidates}
+    for v in ("full", "trim"):
+        for k in (1, 2, 3, 4):
+            for prec in ("fp32", "int8-dynamic", "auto"):
+                assert f"base-{v}-d{k}-{prec}" in keys
+        for prec in ("fp32", "int8-dynamic"):
+            assert f"base-{v}-d4-{prec}-exit-confidence" in keys
+    assert all(s.will_run for s in p.stages)
+    assert p.skipped == []
+
+
+def test_without_finetune_the_searched_model_is_the_given_one_and_no_key_repeats() -> None:
+    cands = all_candidates(shape(), ["full"], finetuned=False)
+    keys = [c.key for c in cands]
+    assert len(keys) == len(set(keys))
+    assert all(c.source == "given" for c in cands)
+
+
+def test_a_small_budget_drops_the_finetune_first_then_the_trim_never_the_baselines() -> None:
+    full = plan(600)
+    est = full.estimate_s
+    small = plan(est / 60 * 0.8)
+    ran = {s.name: s.will_run for s in small.stages}
+    assert ran["finetune"] is False and ran["depth"] is True
+    why = next(s.why for s in small.stages if s.name == "finetune")
+    assert "--max-minutes" in why
+    tiny = plan(0.1)
+    ran = {s.name: s.will_run for s in tiny.stages}
+    assert ran["finetune"] is False and ran["trim"] is False and ran["heal"] is False
+    assert [c.key for c in tiny.candidates][:2] == [
+        "given-full-d4-fp32",
+        "given-full-d4-int8-dynamic",
+    ]
+    assert any(s["why"] == "does not fit the time budget" for s in tiny.skipped)
+    # the plan says what it will not try
+    text = "\n".join(tiny.describe())
+    assert "will not  finetune" in text and "will not  trim" in text
+
+
+def test_precision_plans_are_not_planned_on_too_few_choose_rows() -> None:
+    p = plan(choose_rows=100, auto_min_rows=400)
+    assert not [c for c in p.candidates if c.precision == "auto"]
+    assert any("needs 400" in s["why"] for s in p.skipped)
+
+
+def test_pairs_get_no_pabee_finetune_and_tflite_no_dynamic_exit() -> None:
+    p = plan(single_sentence=False)
+    ft = next(s for s in p.stages if s.name == "finetune")
+    assert not ft.will_run and "single sentences" in ft.why
+    t = plan(target="tflite")
+    assert not [c for c in t.candidates if c.exit != "none"]
+
+
+def test_heal_not_available_is_a_stage_not_run_with_its_reason() -> None:
+    p = make_plan(shape(), budget_s=36000, finetune=True, trim=True, heal_available=False)
+    heal = next(s for s in p.stages if s.name == "heal")
+    assert not heal.will_run and "healing" in heal.why
+
+
+def test_prune_by_the_fp32_verdict() -> None:
+    child = Candidate("full", 2, "int8-dynamic")
+    exit_ = Candidate("trim", 4, "fp32", "confidence")
+    assert child.parent == "base-full-d2-fp32"
+    assert exit_.parent == "base-trim-d4-fp32"
+    assert prune(Candidate("full", 2, "fp32"), {}) is None
+    assert prune(child, {"base-full-d2-fp32": None}) is None
+    why = prune(child, {"base-full-d2-fp32": "point loss 0.80 > 0.5"})
+    assert why is not None and why.startswith("pruned: at fp32") and "0.80" in why
+    assert prune(child, {}) == "base-full-d2-fp32 was not judged"
+
+
+def test_the_plan_is_data() -> None:
+    p = plan()
+    data = json.loads(p.dumps())
+    assert data["format"] == "albert-edge-optimize-plan/1"
+    assert [c["key"] for c in data["candidates"]] == [c.key for c in p.candidates]
+    assert {s["name"] for s in data["stages"]} == {
+        "split",
+        "finetune",
+        "depth",
+        "trim",
+        "heal",
+        "depth-trim",
+    }
+
+
+def test_parallel_workers_fit_more_into_the_same_budget() -> None:
+    one = make_plan(shape(), budget_s=300, finetune=False, trim=False, heal_available=False)
+    two = make_plan(
+        shape(), budget_s=300, finetune=False, trim=False, heal_available=False, workers=2
+    )
+    assert len(two.candidates) >= len(one.candidates)
+    assert two.estimate_s <= one.estimate_s
