@@ -1,13 +1,17 @@
-"""``albert-edge trim``: argparse wiring and one call into :func:`albert_edge.vocab.trim.trim_checkpoint`."""
+"""``albert-edge trim``: argparse wiring, :func:`albert_edge.vocab.trim.trim_checkpoint` and,
+with ``--heal``, :func:`albert_edge.vocab.heal.heal` on the trimmed model."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from albert_edge.io import output_arg
 from albert_edge.options import int_at_least
+
+if TYPE_CHECKING:
+    from albert_edge.vocab.trim import TrimOptions
 
 
 def _share(text: str) -> float:
@@ -31,7 +35,8 @@ def add_parser(sub: Any, quiet: Any) -> None:
         "--corpus",
         type=Path,
         required=True,
-        help="the deployment's text: one sentence a line, or an SST-2 style .tsv",
+        help="the deployment's text: any task file (GLUE .tsv single or pair, CoNLL, SQuAD "
+        ".json, SWAG/RACE) or plain text, one sentence a line",
     )
     p.add_argument(
         "-o", "--output", type=output_arg, required=True, help="checkpoint directory to write"
@@ -51,7 +56,42 @@ def add_parser(sub: Any, quiet: Any) -> None:
         "--held-out",
         type=Path,
         default=None,
-        help="text the trim is measured on (default: every 10th corpus line, not counted)",
+        help="text the trim is measured on (default: every 10th corpus row, not counted); "
+        "a labelled file of the model's task also scores the trimmed model against the "
+        "untrimmed one in the task's metric (accuracy, entity F1, SQuAD F1) with a paired "
+        "95 %% interval",
+    )
+    p.add_argument(
+        "--max-drop",
+        type=float,
+        default=None,
+        metavar="P",
+        help="refuse (nothing written) when the held-out metric drops more than P points "
+        "(point estimate); with --heal, judged after healing and needs --held-out",
+    )
+    heal = p.add_argument_group("healing fine-tune (docs/vocabulary.md)")
+    heal.add_argument(
+        "--heal",
+        action="store_true",
+        help="after trimming, distil the untrimmed model's logits into the trimmed one on "
+        "--heal-data (the teacher reads the original segmentation, the student the trimmed)",
+    )
+    steps = heal.add_mutually_exclusive_group()
+    steps.add_argument(
+        "--heal-steps", type=int_at_least(1), default=None, help="optimizer steps (default 600)"
+    )
+    steps.add_argument(
+        "--heal-epochs", type=float, default=None, help="passes over --heal-data instead"
+    )
+    heal.add_argument(
+        "--heal-data",
+        type=Path,
+        default=None,
+        help="text to heal on: a task file of the model's task or plain text (default: --corpus)",
+    )
+    heal.add_argument("--seed", type=int, default=13, help="heal: row order and re-segmentation")
+    heal.add_argument(
+        "--threads", type=int_at_least(1), default=1, help="heal: torch threads (default 1)"
     )
     p.add_argument(
         "--embedding-rank",
@@ -66,27 +106,93 @@ def add_parser(sub: Any, quiet: Any) -> None:
 
 
 def run_trim(a: argparse.Namespace) -> int:
-    from albert_edge.vocab.trim import TrimOptions, trim_checkpoint
+    from albert_edge.vocab.trim import TrimError, TrimOptions, trim_checkpoint
 
+    heal_flags = a.heal_steps is not None or a.heal_epochs is not None or a.heal_data is not None
+    if heal_flags and not a.heal:
+        raise TrimError("--heal-steps/--heal-epochs/--heal-data: add --heal (they set it up)")
     options = TrimOptions(
         keep=a.keep,
         coverage=a.coverage,
         embedding_rank=a.embedding_rank,
         held_out=a.held_out,
         overwrite=a.overwrite,
+        max_drop=None if a.heal else a.max_drop,
     )
+    if a.heal:
+        return _trim_and_heal(a, options)
     rec = trim_checkpoint(a.checkpoint, a.corpus, a.output, options)
+    _print(a.output, rec)
+    return 0
+
+
+def _trim_and_heal(a: argparse.Namespace, options: TrimOptions) -> int:
+    """Trim into a temporary directory, then heal into ``-o``: the inputs are all checked
+    first (output, corpus, heal data, held-out file against the model's head)."""
+    import dataclasses
+    import tempfile
+
+    from albert_edge.io import check_output
+    from albert_edge.vocab.heal import HealOptions, heal, read_inputs
+    from albert_edge.vocab.heldout import checkpoint_path
+    from albert_edge.vocab.trim import TRIMMED, held_out_task_data, trim_checkpoint
+
+    source = checkpoint_path(a.checkpoint)
+    heal_options = HealOptions(
+        steps=a.heal_steps or HealOptions.steps,
+        epochs=a.heal_epochs,
+        held_out=a.held_out,
+        max_drop=a.max_drop,
+        overwrite=a.overwrite,
+    )
+    inputs = [source, a.corpus, *(p for p in (a.heal_data, a.held_out) if p is not None)]
+    check_output(a.output, overwrite=a.overwrite, inputs=inputs, kind=TRIMMED)
+    held_out_task_data(a.corpus, a.checkpoint, options)
+    data = a.heal_data if a.heal_data is not None else a.corpus
+    read_inputs(source, data, heal_options)  # before any model loads
+    with tempfile.TemporaryDirectory(prefix="albert-edge-trim-") as td:
+        trimmed = Path(td) / "trimmed"
+        rec = trim_checkpoint(
+            a.checkpoint, a.corpus, trimmed, dataclasses.replace(options, overwrite=False)
+        )
+        _print(a.output, rec)
+        heal(
+            trimmed,
+            a.checkpoint,
+            data,
+            a.output,
+            seed=a.seed,
+            threads=a.threads,
+            options=heal_options,
+        )
+    from albert_edge.vocab.record import TRIM_FILE, read_trim_record
+
+    healed = read_trim_record(Path(a.output) / TRIM_FILE)["heal"]
+    h = healed.get("held_out")
+    what = f"{a.output}: healed ({healed['settings']['steps']} steps on {healed['data']['file']})"
+    if h is not None:
+        from albert_edge.vocab.heldout import describe
+
+        what += f"; before: {describe(h['before'])}; after: {describe(h['after'])}"
+    print(what)
+    return 0
+
+
+def _print(output: Path, rec: dict[str, Any]) -> None:
     h = rec["held_out"]
     print(
-        f"{a.output}: {rec['pieces_kept']} of {rec['of_pieces']} pieces ({rec['rule']}); "
+        f"{output}: {rec['pieces_kept']} of {rec['of_pieces']} pieces ({rec['rule']}); "
         f"held-out ({h['sentences']} sentences): token coverage {100 * h['token_coverage']:.2f} %, "
         f"{100 * h['exact_segmentation_share']:.2f} % segment exactly as before, <unk> "
         f"{h['unk_before']} -> {h['unk_after']}"
     )
+    if "metric" in h:
+        from albert_edge.vocab.heldout import describe
+
+        print(describe(h["metric"]))
     if "embedding_rank" in rec:
         r = rec["embedding_rank"]
         print(
             f"embedding rank {r['rank']} (of {r['of_embedding_size']}): held-out relative error "
             f"of the embedding output {r['held_out_relative_error']:.4f}"
         )
-    return 0

@@ -31,6 +31,7 @@ from albert_edge.vocab.record import TRIM_FILE
 
 if TYPE_CHECKING:
     from albert_edge.checkpoint import Checkpoint
+    from albert_edge.tasks import TaskData
     from albert_edge.tokenizer import AlbertTokenizer
     from albert_edge.vocab.corpus import Corpus
 
@@ -93,12 +94,15 @@ class TrimOptions:
     held_out: Path | None = None
     overwrite: bool = False
     refit_steps: int = 300
+    max_drop: float | None = None  # held-out metric points (albert_edge.vocab.heldout)
 
     def __post_init__(self) -> None:
         if self.keep is not None and self.coverage is not None:
             raise TrimError("--keep and --coverage both given; pass one of them")
         if self.coverage is not None and not 0.0 < self.coverage <= 1.0:
             raise TrimError(f"--coverage {self.coverage} is not in (0, 1]; e.g. 0.99")
+        if self.max_drop is not None and not 0.0 <= self.max_drop < 100.0:
+            raise TrimError(f"--max-drop {self.max_drop} is not in [0, 100) metric points")
 
 
 def count_pieces(tok: AlbertTokenizer, sentences: Iterable[str]) -> Counter[int]:
@@ -203,6 +207,27 @@ def trimmed_state(ckpt: Checkpoint, old_ids: Sequence[int]) -> tuple[Any, dict[s
     return cfg, state
 
 
+def held_out_task_data(
+    corpus: str | Path, checkpoint: str | Path | None, options: TrimOptions
+) -> TaskData | None:
+    """The rows the held-out check scores, read against the model's config.json before
+    it loads: ``--held-out`` when given (a task file the head cannot be scored on is
+    refused), else the corpus (scored where it is a task file that fits the head). A
+    ``--max-drop`` with nothing to score is refused here, in one line."""
+    from albert_edge.vocab.heldout import scored_data
+
+    given = options.held_out is not None
+    file = options.held_out if options.held_out is not None else Path(corpus)
+    flag = "--held-out" if given else "--corpus"
+    data, why = scored_data(file, checkpoint, flag=flag, required=given)
+    if data is None and options.max_drop is not None:
+        raise TrimError(
+            f"--max-drop {options.max_drop}: no held-out rows to score it on ({why}); pass "
+            "--held-out with a labelled file of the model's task (e.g. its dev set)"
+        )
+    return data
+
+
 def trim_checkpoint(
     checkpoint: str | Path | Checkpoint | None,
     corpus: str | Path,
@@ -223,7 +248,10 @@ def trim_checkpoint(
     out = Path(out)
     inputs = [Path(checkpoint)] if isinstance(checkpoint, str | Path) else []
     check_output(out, overwrite=options.overwrite, inputs=inputs, kind=TRIMMED)
-    text = read_corpus(corpus, options.held_out)
+    source = None if isinstance(checkpoint, Checkpoint) else checkpoint
+    where = checkpoint.path if isinstance(checkpoint, Checkpoint) else source
+    scored = held_out_task_data(corpus, where, options)  # judged before the model loads
+    text = read_corpus(corpus, options.held_out, scored=scored)
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
     before = ckpt.tokenizer()
     proto = read_model(before.path)
@@ -300,6 +328,12 @@ def _write(
             record["embedding_rank"] = rank_record
         (tmp / TRIM_FILE).write_text(dumps_strict(record, indent=2) + "\n")
         loaded = load_checkpoint(tmp)  # the directory loads as any checkpoint does
+        if text.held_data is not None:  # the task's metric, paired with the untrimmed model
+            from albert_edge.vocab.heldout import check_drop, compare
+
+            record["held_out"]["metric"] = compare(loaded, ckpt, text.held_data)
+            check_drop(record["held_out"]["metric"], options.max_drop, "the trimmed model")
+            (tmp / TRIM_FILE).write_text(dumps_strict(record, indent=2) + "\n")
         with tempfile.TemporaryDirectory(prefix="albert-edge-trim-") as td:
             for name in write_tokenizer_files(loaded, Path(td)):
                 if name in _TOKENIZER_FILES:
