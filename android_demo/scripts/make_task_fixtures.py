@@ -56,9 +56,12 @@ _FILL = (
 )  # fmt: skip
 
 
-def synthetic_conll(n: int = 40, seed: int = 7) -> list[tuple[list[str], list[str]]]:
+def synthetic_conll(
+    n: int = 40, seed: int = 7, full_stop: bool = True
+) -> list[tuple[list[str], list[str]]]:
     """``n`` CoNLL-style sentences (words and IOB2 tags), drawn from invented word lists:
-    entities of all four types, multi-word and adjacent ones, punctuation and numbers."""
+    entities of all four types, multi-word and adjacent ones, punctuation and numbers;
+    each ends with a full stop unless ``full_stop`` is false."""
     rng = random.Random(seed)
     kinds = (("PER", _PER), ("ORG", _ORG), ("LOC", _LOC), ("MISC", _MISC))
     out = []
@@ -75,8 +78,9 @@ def synthetic_conll(n: int = 40, seed: int = 7) -> list[tuple[list[str], list[st
                 for _ in range(rng.randint(1, 3)):
                     words.append(rng.choice(_FILL))
                     tags.append("O")
-        words.append(".")
-        tags.append("O")
+        if full_stop:
+            words.append(".")
+            tags.append("O")
         out.append((words, tags))
     return out
 
@@ -89,14 +93,23 @@ def conll_text(sentences: list[tuple[list[str], list[str]]]) -> str:
     return "\n".join(blocks)
 
 
-def make_checkpoints(root: Path) -> tuple[Path, Path]:
-    """(QA checkpoint, NER checkpoint): tiny random ALBERTs, seeded; the NER one's
-    config names its 9 CoNLL tags."""
+def make_qa_checkpoint(root: Path, max_positions: int = 128) -> Path:
+    """A tiny random ALBERT with a question-answering head (seeded), reading
+    ``max_positions`` tokens."""
+    from albert_edge.configs import make_config, make_random_checkpoint
+
+    cfg = make_config("tiny")
+    cfg.max_position_embeddings = max_positions
+    return make_random_checkpoint(
+        root / "qa", cfg, head="question-answering", spiece_model=SPIECE, seed=3
+    )
+
+
+def make_ner_checkpoint(root: Path) -> Path:
+    """A tiny random ALBERT with a 9-tag token-classification head (seeded), its config
+    naming the CoNLL tags."""
     from albert_edge.configs import make_random_checkpoint
 
-    qa = make_random_checkpoint(
-        root / "qa", "tiny", head="question-answering", spiece_model=SPIECE, seed=3
-    )
     ner = make_random_checkpoint(
         root / "ner",
         "tiny",
@@ -116,7 +129,7 @@ def make_checkpoints(root: Path) -> tuple[Path, Path]:
     weights = load_file(ner / "model.safetensors")
     weights["classifier.bias"][0] += O_BIAS
     save_file(weights, ner / "model.safetensors", metadata={"format": "pt"})
-    return qa, ner
+    return ner
 
 
 def f32s(values: Any) -> list[float]:
@@ -255,7 +268,7 @@ def conll_fixture(checkpoint: Path, work: Path) -> dict[str, Any]:
 def write_fixtures(out: Path) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="albert-core-fixtures-") as tmp:
-        qa, ner = make_checkpoints(Path(tmp))
+        qa, ner = make_qa_checkpoint(Path(tmp)), make_ner_checkpoint(Path(tmp))
         squad = squad_fixture(qa)
         conll = conll_fixture(ner, Path(tmp))
     paths = (out / "squad_spans.json", out / "conll_entities.json")
