@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
+import pytest
 
 from tests import test_android_java
 from tests.test_android_java import CORE, _java
@@ -55,6 +56,7 @@ def _junit(build: dict, spiece: Path, fixtures: Path) -> str:
     return out
 
 
+@pytest.mark.slow  # two checkpoints and PyTorch runs: ~20 s of CPU
 def test_java_decoders_match_python_on_fresh_fixtures(java_build, spiece_path, tmp_path):
     """Fixtures written now, from PyTorch on this machine: Java decodes them as Python did,
     and its windows (real SentencePiece model) are Python's."""
