@@ -828,22 +828,29 @@ def _read_text_inputs(args: argparse.Namespace) -> None:
     """Read the small text inputs now, so that a missing, binary, UTF-16 or label-less
     file is refused in the first second, not after the model loaded (they are read again
     where they are used: a few milliseconds)."""
-    from albert_edge.data import load_calibration_texts, read_sst2
+    from albert_edge.data import precheck_calibration, read_sst2
 
     # Only where the precision reads it: for the others the flag itself is the error,
-    # which the option check names (a file's content is the wrong thing to blame).
-    if (
-        getattr(args, "calibration", None) is not None
-        and args.command in ("convert", "quantize")
-        and getattr(args, "precision", None) in STATIC_PRECISIONS
+    # which the option check names (a file's content is the wrong thing to blame). Any
+    # task's file, judged against the model's head (config.json) before torch loads.
+    if args.command in ("convert", "quantize") and (
+        getattr(args, "precision", None) in STATIC_PRECISIONS
     ):
-        load_calibration_texts(args.calibration, args.num_calibration)
+        model = args.checkpoint if args.command == "convert" else args.model
+        note = precheck_calibration(args.calibration, args.num_calibration, model)
+        if note is not None:
+            print(f"albert-edge {args.command}: {note}", file=sys.stderr)
     if getattr(args, "data", None) is not None and args.command == "verify":
         from albert_edge.tasks import precheck_file
 
         precheck_file(args.data, getattr(args, "task", None))
     if getattr(args, "data", None) is not None and args.command == "bench":
-        read_sst2(args.data)
+        if getattr(args, "recommend", False):  # any task file, judged against the head
+            from albert_edge.bench.recommend import precheck_data
+
+            precheck_data(args)
+        else:
+            read_sst2(args.data)
     if args.command == "train":  # a task file (pairs, CoNLL, SQuAD) or SST-2's
         from albert_edge.learn.tasks import preflight
 

@@ -1,25 +1,38 @@
-"""Reading evaluation and calibration text (SST-2 style .tsv, or one sentence per line).
+"""Reading evaluation and calibration data.
 
 The single-sentence readers every SST-2 command uses, on top of the task layer
 (:mod:`albert_edge.tasks`): the same file checks, the same GLUE column names, and a
-sentence-pair file refused in one line instead of read as its first sentence alone.
+sentence-pair file refused in one line instead of read as its first sentence alone; and
+the calibration examples of int8-static / int8-full (:func:`read_calibration`), read from
+plain text, an SST-2 .tsv or any task file and encoded as the task encodes them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from albert_edge.tasks import ClassificationExample, TaskData, TaskKind
 from albert_edge.tasks.classification import TEXT_COLUMNS as _TASK_TEXT_COLUMNS
 from albert_edge.tasks.classification import text_columns
 from albert_edge.tasks.files import DataError, tsv_rows
 from albert_edge.tasks.files import read_text as _task_read_text
 
+if TYPE_CHECKING:
+    from albert_edge.tasks import Features
+    from albert_edge.tokenizer import AlbertTokenizer
+
 __all__ = [
     "FALLBACK_SENTENCES",
     "TEXT_COLUMNS",
+    "Calibration",
     "DataError",
+    "config_head",
     "input_file_record",
     "load_calibration_texts",
+    "read_calibration",
     "read_sst2",
     "read_text",
 ]
@@ -104,18 +117,212 @@ def load_calibration_texts(path: str | Path, limit: int | None = None) -> list[s
     """Sentences for calibration: an SST-2 style .tsv (sentence column) or plain lines.
 
     Deterministic: the first ``limit`` sentences in file order (SST-2 train is already
-    shuffled), so two runs calibrate on the same data.
+    shuffled), so two runs calibrate on the same data. Any task's file:
+    :func:`read_calibration`.
     """
+    cal = read_calibration(path, limit)
+    texts = cal.sentences()
+    if texts is None:
+        raise DataError(
+            f"{path}: {cal.describe()}; this command calibrates on sentences (plain text, one "
+            "per line, or an SST-2 style .tsv)"
+        )
+    return texts
+
+
+# What each head's inputs are, for the calibration refusal of sentences.
+_INPUTS = {
+    "question-answering": "a question and a context window (token_type_ids 1 on the context)",
+    "multiple-choice": "a context paired with each choice (token_type_ids 1 on the choice)",
+    "sentence-pair": "two sentences (token_type_ids 1 on the second)",
+}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The examples int8-static (ONNX) and int8-full (TFLite) calibrate on, read from one
+    file by the task layer, and encoded as the task encodes them for the model.
+
+    ``sentences`` (plain text, one per line, or a single-sentence .tsv such as SST-2's) are
+    fed one sentence each, as a single-sentence classifier, a tagger or a masked LM reads
+    text; a task file is fed as its task's model inputs: a GLUE pair with its token type
+    ids, SQuAD question + context windows, CoNLL sentences (words tokenized one by one, as
+    the tagger sees them), SWAG/RACE choices. ``default``: the packaged SST-2 sample,
+    read because no ``--calibration`` was given."""
+
+    path: Path
+    data: TaskData
+    default: bool = False
+    max_len: int | None = None  # the length the model was fine-tuned at, where recorded
+
+    @property
+    def task(self) -> str:
+        """``sentences``, ``sentence-pairs``, or the task of a non-classification file."""
+        if self.data.kind is TaskKind.CLASSIFICATION:
+            return "sentence-pairs" if self.data.pair else "sentences"
+        return self.data.kind.value
+
+    def __len__(self) -> int:
+        return len(self.data.examples)
+
+    def sentences(self) -> list[str] | None:
+        """The text of single-sentence calibration, None for a task file's inputs."""
+        if self.task != "sentences":
+            return None
+        return [ex.text for ex in self.data.examples]
+
+    def describe(self) -> str:
+        return f"{self.data.describe()} ({self.task})"
+
+    def encode(self, tokenizer: AlbertTokenizer, max_len: int) -> Features:
+        """The model inputs, at most ``max_len`` (and :attr:`max_len`) tokens long (QA:
+        windows with the task layer's default stride, as verify encodes them)."""
+        from albert_edge.tasks import encode
+
+        return encode(self.data, tokenizer, min(max_len, self.max_len or max_len))
+
+    def record(self) -> dict[str, Any]:
+        """The manifest's record beside the file's name and sha256: what was read."""
+        return {"task": self.task, "format": self.data.format, "examples": len(self)}
+
+    def check_fits(
+        self,
+        head: str,
+        *,
+        finetuning_task: str | None = None,
+        num_labels: int | None = None,
+        model: str | Path | None = None,
+    ) -> None:
+        """Refuse, in one line naming the file and the format the head needs, calibration
+        inputs the model never sees: a task file of another task (a SQuAD file for a
+        classifier), a pair file for a single-sentence model and sentences for a pair
+        model; and sentences for a question-answering or multiple-choice head, whose
+        second segment (and, for QA, long windows) sentences never calibrate. A base model
+        or a masked LM reads any text."""
+        from albert_edge.tasks import EXPECTED_FORMAT, HEAD_TASKS, check_fits
+        from albert_edge.tasks.classification import check_fits_classifier
+
+        need = HEAD_TASKS.get(head)
+        if need is None or need is TaskKind.MASKED_LM:
+            return
+        who = f"{model} is" if model is not None else "the model is"
+        pair_model = need is TaskKind.CLASSIFICATION and _pair_task(finetuning_task)
+        if self.task == "sentences" and (
+            need in (TaskKind.QUESTION_ANSWERING, TaskKind.MULTIPLE_CHOICE) or pair_model
+        ):
+            inputs = _INPUTS["sentence-pair" if pair_model else head]
+            given = (
+                "no --calibration: the packaged default is SST-2 single sentences"
+                if self.default
+                else "single sentences"
+            )
+            raise DataError(
+                f"{self.path}: {given}, but {who} a {head} model whose inputs are {inputs}, "
+                f"which sentences never calibrate; pass --calibration FILE: "
+                f"{EXPECTED_FORMAT[need]}"
+            )
+        if self.task == "sentences" and need is not TaskKind.CLASSIFICATION:
+            return  # a tagger reads sentences
+        check_fits(self.data, head, model=model)
+        if need is TaskKind.CLASSIFICATION:
+            check_fits_classifier(self.data, num_labels or 2, finetuning_task)
+
+    def check_config(self, config: Mapping[str, Any] | None, model: str | Path | None) -> None:
+        """:meth:`check_fits` against a config.json read without torch (none: nothing to
+        judge yet, the loaded model is judged)."""
+        fits = config_head(config)
+        if fits is not None:
+            head, task, labels = fits
+            self.check_fits(head, finetuning_task=task, num_labels=labels, model=model)
+
+
+def _pair_task(finetuning_task: str | None) -> bool:
+    task = (finetuning_task or "").lower().replace("-", "").replace("_", "")
+    return task in {"mrpc", "qqp", "qnli", "rte", "wnli", "mnli", "stsb", "pair", "sentencepair"}
+
+
+def read_calibration(
+    path: str | Path, limit: int | None = None, *, default: bool = False
+) -> Calibration:
+    """The calibration examples of ``path``: plain text (one sentence per line), an SST-2
+    style .tsv, or any task file the task layer reads (GLUE pairs, CoNLL-2003, SQuAD,
+    SWAG/RACE). Deterministic: the first ``limit`` examples in file order (sentences,
+    pairs, tagged sentences, questions: a long context's windows each calibrate), so two
+    runs calibrate on the same data. Refused in one line naming the file when it is
+    unreadable or holds nothing."""
+    from albert_edge.tasks import detect_task, read_task_file
+
     p = Path(path)
     text = _read_text(p, "calibration")
     first = [h.strip() for h in text.splitlines()[0].lower().split("\t")]
-    if ("label" in first and any(h in _TEXT_COLUMNS for h in first)) or text_columns(first)[2]:
-        sentences = [s for _, s in read_sst2(p)]
-    else:
-        sentences = [line.strip() for line in text.splitlines() if line.strip()]
-    if not sentences:
+    labelled = "label" in first and any(h in _TEXT_COLUMNS for h in first)
+    if labelled or text_columns(first)[2] or detect_task(p, text) is not None:
+        data = read_task_file(p)
+    else:  # plain text: one sentence per line
+        lines = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1)]
+        data = TaskData(
+            kind=TaskKind.CLASSIFICATION,
+            path=p,
+            format="text",
+            examples=[ClassificationExample(t, None, 0, n) for n, t in lines if t],
+            columns=("text",),
+        )
+    if not data.examples:
         raise DataError(f"{p}: calibration file has no sentences")
-    return sentences[:limit] if limit else sentences
+    if limit:
+        data = data.subset(range(min(limit, len(data.examples))))
+    return Calibration(p, data, default)
+
+
+def precheck_calibration(
+    path: str | Path | None, limit: int, model: str | Path | None
+) -> str | None:
+    """Read the calibration file (``path``, else the packaged SST-2 sample) and judge it
+    against ``model``'s config.json (a checkpoint or artifact directory, or a model file
+    in one; None: the embedded SST-2 model) before torch loads.
+    Returns the one line to print when the packaged sentences calibrate a model whose
+    own inputs they only approximate (a tagger, a masked LM, a base model)."""
+    import json
+
+    from albert_edge.layout import DEFAULT_MODEL
+    from albert_edge.options import DEFAULT_CALIBRATION
+
+    cal = read_calibration(path or DEFAULT_CALIBRATION, limit, default=path is None)
+    m = Path(model) if model is not None else DEFAULT_MODEL
+    config = None
+    for folder in (m, m.parent, m.parent.parent):
+        try:
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            break
+        except (OSError, ValueError):
+            continue
+    cal.check_config(config, m)
+    fits = config_head(config)
+    if cal.default and fits is not None and fits[0] != "sequence-classification":
+        return (
+            f"note: no --calibration: calibrating the {fits[0]} model {m} on the packaged "
+            "SST-2 train sentences; pass --calibration FILE with its own task's data (e.g. "
+            "its CoNLL-2003 train file) for ranges from the inputs it will see"
+        )
+    return None
+
+
+def config_head(config: Mapping[str, Any] | None) -> tuple[str, str | None, int] | None:
+    """(head, finetuning_task, number of labels) of a config.json, read without torch;
+    None without one (a TF1 checkpoint: judged once loaded)."""
+    if not isinstance(config, Mapping):
+        return None
+    from albert_edge.errors import UnsupportedError
+    from albert_edge.heads import head_from_architectures
+
+    try:
+        head = head_from_architectures(config.get("architectures")).name
+    except UnsupportedError:
+        return None  # the load names it
+    id2label, n = config.get("id2label"), config.get("num_labels")
+    labels = len(id2label) if isinstance(id2label, Mapping) and id2label else n
+    ft = config.get("finetuning_task")
+    return head, ft if isinstance(ft, str) else None, labels if isinstance(labels, int) else 2
 
 
 # Used where no SST-2 file is at hand (bench inputs, verify of static precisions).

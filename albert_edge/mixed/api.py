@@ -10,7 +10,7 @@ are every artifact's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from albert_edge.errors import PrecisionPlanError
 from albert_edge.mixed.evaluate import Setup, executor
 from albert_edge.mixed.plan import check_plan, load_plan, make_plan, replay_record, seal_plan
-from albert_edge.mixed.search import SearchResult, Settings, min_rows, search
+from albert_edge.mixed.search import SearchResult, Settings, search
 from albert_edge.mixed.units import Unit, find_units
+from albert_edge.tasks import TaskData
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -86,108 +87,73 @@ def _prepare_tflite(ckpt: Checkpoint, options: ConvertOptions, base: str) -> Pre
 
 
 def held_out_rows(
-    data: str | Path, settings: Settings, labels: range | None = None
-) -> list[tuple[int, str]]:
-    """``settings.rows`` rows of ``data`` drawn with ``settings.seed`` (all of them when
-    fewer); refused when fewer than :func:`min_rows` for the budget, or (``labels``: the
-    model's class ids) at the first row whose label the model does not have."""
-    import numpy as np
+    data: str | Path, settings: Settings, checkpoint: str | Path | Checkpoint | None = None
+) -> TaskData:
+    """The held-out examples of ``data`` a search scores on (:func:`albert_edge.mixed.rows.held_out`):
+    any task's file, read as ``verify --data`` reads it and checked against
+    ``checkpoint``'s head, labels and tags (its config.json: before the model loads)."""
+    from albert_edge.mixed.rows import held_out
 
-    from albert_edge.data import read_sst2
-
-    rows = read_sst2(data, labels=labels)
-    need = min_rows(settings.max_drop)
-    if len(rows) < need:
-        raise PrecisionPlanError(
-            f"{data}: {len(rows)} labelled rows are too few to judge a {settings.max_drop}-point "
-            f"budget (one sentence would move the accuracy by {100 / max(1, len(rows)):.2f} "
-            f"points); give at least {need} rows"
-        )
-    if settings.rows < need:
-        raise PrecisionPlanError(
-            f"--search-rows {settings.rows} is too few to judge a {settings.max_drop}-point "
-            f"budget; draw at least {need} rows"
-        )
-    pick = np.random.default_rng(settings.seed).permutation(len(rows))[: settings.rows]
-    return [rows[int(i)] for i in sorted(pick.tolist())]
+    return held_out(data, settings, checkpoint)
 
 
-def model_labels(ckpt: Checkpoint) -> range:
-    """The class ids of a loaded model's head."""
-    return range(int(ckpt.config.num_labels))
-
-
-def config_labels(checkpoint: str | Path | Checkpoint | None) -> range | None:
-    """The class ids a checkpoint's ``config.json`` declares (``id2label``, else
-    ``num_labels``, else transformers' default of 2), read without loading the model;
-    None where there is no such file to read (a TF1 checkpoint: judged once loaded)."""
-    import json
-
-    from albert_edge.checkpoint import DEFAULT_MODEL, Checkpoint
-
-    if isinstance(checkpoint, Checkpoint):
-        return model_labels(checkpoint)
-    try:
-        config = json.loads((Path(checkpoint or DEFAULT_MODEL) / "config.json").read_text())
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    if not isinstance(config, dict):
-        return None
-    id2label, n = config.get("id2label"), config.get("num_labels")
-    if isinstance(id2label, dict) and id2label:
-        return range(len(id2label))
-    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
-        return range(n)
-    return range(2)
-
-
-def _tflite_setup(prep: Prepared, options: ConvertOptions, rows: list[tuple[int, str]]) -> Setup:
+def make_setup(
+    prep: Prepared, options: ConvertOptions, data: TaskData | Sequence[tuple[int, str]]
+) -> Setup:
+    """The workers' set-up: the fp32 graph, the recipe, and the held-out examples (any
+    task's :class:`~albert_edge.tasks.TaskData`, or SST-2 style ``(label, sentence)``
+    rows) encoded as verify encodes them."""
     from albert_edge.mixed import tflite
+    from albert_edge.mixed.rows import encode_held_out, max_length
 
+    if not isinstance(data, TaskData):
+        data = sentence_rows(data)
     tok = prep.ckpt.tokenizer()
-    seq_lens = tflite.seq_lens_of(prep.ckpt, options)
-    feeds = tuple(
-        tok.encode(text, max_length=max(seq_lens), padding="none").as_numpy() for _, text in rows
-    )
-    build = replace(options, precision=prep.base, verify=False, seq_lens=seq_lens)
-    cal = tflite.calibration_feeds(prep.ckpt, build) if prep.base == "int8-full" else None
-    assert isinstance(prep.model, bytes)
-    return Setup(
-        prep.model,
-        build,
-        feeds,
-        tuple(y for y, _ in rows),
-        target="tflite",
-        calibration_feeds=cal,
-    )
-
-
-def make_setup(prep: Prepared, options: ConvertOptions, rows: list[tuple[int, str]]) -> Setup:
+    seq_lens = tflite.seq_lens_of(prep.ckpt, options) if options.target == "tflite" else ()
+    feats, feeds = encode_held_out(data, tok, max_length(prep.ckpt, options.target, seq_lens))
+    common: dict[str, Any] = {
+        "outputs": tuple(prep.ckpt.head.outputs),
+        "per_token": feats.per_token(),
+        "data": data,
+        "features": feats,
+    }
+    if options.target == "tflite":
+        build = replace(options, precision=prep.base, verify=False, seq_lens=seq_lens)
+        cal = tflite.calibration_feeds(prep.ckpt, build) if prep.base == "int8-full" else None
+        assert isinstance(prep.model, bytes)
+        return Setup(prep.model, build, feeds, **common, target="tflite", calibration_feeds=cal)
     import onnx_ir as ir
 
-    if options.target == "tflite":
-        return _tflite_setup(prep, options, rows)
-    tok = prep.ckpt.tokenizer()
-    max_len = min(128, int(prep.ckpt.config.max_position_embeddings))
-    feeds = tuple(
-        tok.encode(text, max_length=max_len, padding="none").as_numpy() for _, text in rows
-    )
     build = replace(options, precision=prep.base, int4_kernel="int8", verify=False)
-    calibration: tuple[str, ...] = ()
+    calibration = None
     tokenizer = None
     if prep.base == "int8-static":
         from albert_edge.onnx.quant import load_calibration
 
-        calibration = tuple(load_calibration(build) or ())
+        calibration = load_calibration(build, prep.ckpt)
         tokenizer = (str(tok.path), tok.do_lower_case, tok.keep_accents)
     assert not isinstance(prep.model, bytes)  # ONNX: the fp32 graph
     return Setup(
         ir.to_proto(prep.model).SerializeToString(),
         build,
         feeds,
-        tuple(y for y, _ in rows),
-        calibration,
-        tokenizer,
+        **common,
+        calibration=calibration,
+        tokenizer=tokenizer,
+    )
+
+
+def sentence_rows(rows: Sequence[tuple[int, str]]) -> TaskData:
+    """``(label, sentence)`` rows (:func:`albert_edge.data.read_sst2`'s) as single-sentence
+    classification data."""
+    from albert_edge.tasks import ClassificationExample, TaskKind
+
+    return TaskData(
+        kind=TaskKind.CLASSIFICATION,
+        path=Path("<rows>"),
+        format="glue-tsv",
+        examples=[ClassificationExample(t, None, y, n) for n, (y, t) in enumerate(rows, 2)],
+        columns=("sentence",),
     )
 
 
@@ -210,11 +176,15 @@ def auto_plan(
             "--objective latency times candidates where they run; it cannot use --cluster "
             "(latency is only timed on the machine that will run the artifact)"
         )
-    rows = held_out_rows(data, settings, model_labels(prep.ckpt))
+    from albert_edge.mixed.rows import TaskScorer
+
+    rows = held_out_rows(data, settings, prep.ckpt)
     setup = make_setup(prep, options, rows)
+    assert setup.data is not None and setup.features is not None
+    scorer = TaskScorer(setup.data, setup.features)
     with executor(setup, workers=workers, cluster=cluster, engine=engine) as run:
         integer = prep.base in ("int8-static", "int8-full")  # fallback: fewest in float
-        result = search(prep.units, run, settings, progress, from_narrowest=integer)
+        result = search(prep.units, run, settings, progress, judge=scorer, from_narrowest=integer)
     data_record = {k: v for k, v in input_file_record(Path(data)).items() if k != "path"}
     plan = make_plan(
         result,
@@ -223,6 +193,7 @@ def auto_plan(
         settings=settings,
         data=data_record,
         base=prep.base,
+        task=scorer.record(result.metric, result.rows),
     )
     plan["search"]["seconds"] = round(result.seconds, 3)
     plan["search"]["executor"] = result.executor
@@ -359,8 +330,9 @@ def convert_auto(
     is written."""
     from albert_edge.progress import step
 
-    # too few rows, or a label the model lacks: refused before the model loads
-    held_out_rows(data, settings, config_labels(checkpoint))
+    # too few rows, a file of another task, a label or tag the model lacks: refused
+    # before the model loads
+    held_out_rows(data, settings, checkpoint)
     prep = prepare(checkpoint, options, base)
     with step(f"precision search ({len(prep.units)} units, --max-drop {settings.max_drop})"):
         plan, _ = auto_plan(prep, data, settings, options, **run)

@@ -103,15 +103,17 @@ def add_mixed_flags(p: argparse.ArgumentParser) -> None:
         "--max-drop",
         type=finite_float,
         default=None,
-        help="--precision auto: the accuracy budget, in points lost on held-out rows against "
-        "the fp32 graph (the interval's lower bound must also be >= --min-lower-bound)",
+        help="--precision auto: the budget, in points of the task's metric (accuracy; entity "
+        "F1 for CoNLL; F1 for SQuAD) lost on held-out examples against the fp32 graph (the "
+        "interval's lower bound must also be >= --min-lower-bound)",
     )
     g.add_argument(
         "--data",
         type=Path,
         default=None,
-        help="--precision auto: labelled SST-2 style .tsv the held-out rows are drawn from "
-        "(never the split you report accuracy on)",
+        help="--precision auto: labelled task data the held-out examples are drawn from (a "
+        "GLUE .tsv, single sentences or pairs; CoNLL-2003; SQuAD .json), read as verify --data "
+        "reads it; the budget is in that task's metric (never the split you report on)",
     )
     g.add_argument(
         "--objective",
@@ -194,8 +196,8 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
         return _hand_off(a, options, replay)
     if a.max_drop is None or a.data is None:
         raise PrecisionPlanError(
-            f"--precision {a.precision} with a budget needs --max-drop POINTS and --data "
-            "LABELLED.tsv (held-out rows)"
+            f"--precision {a.precision} with a budget needs --max-drop POINTS and --data FILE "
+            "(labelled held-out examples of the model's task)"
         )
     settings = mixed.Settings(
         max_drop=a.max_drop,
@@ -212,10 +214,9 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
         if enabled():
             console().print(f"albert-edge:   {line}")
 
-    # too few rows, or a label the model lacks: refused before the model loads
-    from albert_edge.mixed.api import config_labels
-
-    mixed.held_out_rows(a.data, settings, config_labels(a.checkpoint))
+    # too few examples, a file of another task, a label or tag the model lacks: refused
+    # before the model loads
+    mixed.held_out_rows(a.data, settings, a.checkpoint)
     base = _base(a.precision, options.target)
     run = {"workers": a.workers, "cluster": cluster, "engine": engine, "progress": note}
     return _hand_off(

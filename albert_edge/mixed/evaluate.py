@@ -3,10 +3,12 @@
 An evaluation builds the artifact's graph for one assignment (each unit at a precision)
 with the int4 recipe's passes — ONNX Runtime's ``quantize_dynamic`` restricted by
 ``nodes_to_quantize``, albert-edge's table and int4 passes per unit — and runs it in ONNX
-Runtime on every held-out sentence (batch 1, each at its own length, one thread so the
-logits, and so the plan, are the same on every worker); a TFLite plan's candidates are
+Runtime on every held-out feature (batch 1, each at its own length, one thread so the
+outputs, and so the plan, are the same on every worker); a TFLite plan's candidates are
 built and run in LiteRT by :mod:`albert_edge.mixed.tflite`, the same way. It returns
-the per-sentence correctness vector (the paired bootstrap needs the rows, not the mean) and the bytes.
+the head's outputs per feature (the parent scores them with the task's metric,
+:class:`albert_edge.mixed.rows.TaskScorer`: the paired bootstrap needs the examples, not
+the mean) and the bytes.
 
 Evaluations are independent, so they run through an :class:`Executor`: in this process
 (one worker), a local process pool (``spawn``: no forked ONNX Runtime or PyTorch state),
@@ -29,7 +31,9 @@ from albert_edge.errors import UnsupportedError
 if TYPE_CHECKING:
     import numpy as np
 
+    from albert_edge.data import Calibration
     from albert_edge.options import ConvertOptions
+    from albert_edge.tasks import Features, TaskData
 
 Assignment = tuple[tuple[str, str], ...]  # (unit tensor, precision), sorted by tensor
 
@@ -37,15 +41,20 @@ Assignment = tuple[tuple[str, str], ...]  # (unit tensor, precision), sorted by 
 @dataclass(frozen=True)
 class Setup:
     """What every worker needs: the fp32 graph (serialized), the build options, the
-    held-out rows as model feeds and their labels."""
+    held-out examples as model feeds (one per feature, batch 1) and the head's outputs
+    to collect (``per_token``: outputs with a sequence axis, cut to each feed's length)."""
 
     model: bytes
     options: ConvertOptions
     feeds: tuple[dict[str, Any], ...]
-    labels: tuple[int, ...]
-    # int8-static: the calibration sentences and the tokenizer (spiece path, lower case,
-    # keep accents) that turns them into feeds, rebuilt in each worker
-    calibration: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ("logits",)
+    per_token: bool = False
+    # the held-out examples and their features (what the parent scores outputs against)
+    data: TaskData | None = None
+    features: Features | None = None
+    # int8-static: the calibration examples (any task's, albert_edge.data.Calibration) and
+    # the tokenizer (spiece path, lower case, keep accents) that encodes them, in each worker
+    calibration: Calibration | None = None
     tokenizer: tuple[str, bool, bool] | None = None
     # "tflite": ``model`` is the float flatbuffer, built and scored by albert_edge.mixed.tflite
     target: str = "onnx"
@@ -54,10 +63,11 @@ class Setup:
 
 @dataclass(frozen=True)
 class Outcome:
-    """One evaluated assignment: per-row correctness, serialized model bytes, and the
-    wall time of one pass over the rows (this worker's machine)."""
+    """One evaluated assignment: the head's outputs (name -> one array per feature),
+    serialized model bytes, and the wall time of one pass over the rows (this worker's
+    machine)."""
 
-    correct: np.ndarray
+    outputs: dict[str, list[np.ndarray]]
     model_bytes: int
     seconds: float
 
@@ -82,8 +92,9 @@ def build(setup: Setup, assignment: Assignment) -> bytes:
 
         path, lower, accents = setup.tokenizer
         tok = AlbertTokenizer(path, do_lower_case=lower, keep_accents=accents)
-    texts = list(setup.calibration) if setup.calibration else None
-    quantized, _ = quantize_model(model, None, options, tokenizer=tok, calibration_texts=texts)
+    quantized, _ = quantize_model(
+        model, None, options, tokenizer=tok, calibration_texts=setup.calibration
+    )
     out: bytes = ir.to_proto(quantized).SerializeToString()
     return out
 
@@ -94,13 +105,12 @@ def _proto(data: bytes) -> Any:
     return onnx.load_from_string(data)
 
 
-def score(setup: Setup, model: bytes) -> tuple[np.ndarray, float]:
-    """(correct per row, seconds for the pass) of serialized ``model`` on the rows."""
+def run_outputs(setup: Setup, model: bytes) -> tuple[dict[str, list[np.ndarray]], float]:
+    """(the head's outputs per feature, seconds for the pass) of serialized ``model``."""
     if setup.target == "tflite":
         from albert_edge.mixed import tflite
 
-        return tflite.score(setup, model)
-    import numpy as np
+        return tflite.run_outputs(setup, model)
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -109,18 +119,34 @@ def score(setup: Setup, model: bytes) -> tuple[np.ndarray, float]:
     so.log_severity_level = 3
     sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     names = {i.name for i in sess.get_inputs()}
-    out = np.zeros(len(setup.labels), dtype=bool)
+    from albert_edge.mixed.rows import collect
+
     start = time.perf_counter()
-    for i, (feeds, label) in enumerate(zip(setup.feeds, setup.labels, strict=True)):
-        logits = sess.run(None, {k: v for k, v in feeds.items() if k in names})[0]
-        out[i] = int(np.argmax(logits[0])) == label
+    out = collect(
+        setup,
+        lambda feeds: sess.run(list(setup.outputs), {k: v for k, v in feeds.items() if k in names}),
+    )
     return out, time.perf_counter() - start
+
+
+def score(setup: Setup, model: bytes) -> tuple[np.ndarray, float]:
+    """(correct per example, seconds for the pass) of serialized ``model`` on a
+    classification set-up: the argmax of each example's logits against its label (the
+    SST-2 benchmarks' per-row vectors; the search scores any task through
+    :class:`albert_edge.mixed.rows.TaskScorer`)."""
+    import numpy as np
+
+    assert setup.data is not None
+    outputs, seconds = run_outputs(setup, model)
+    labels = np.asarray([ex.label for ex in setup.data.examples], dtype=np.int64)
+    pred = np.asarray([int(np.argmax(x)) for x in outputs[setup.outputs[0]]], dtype=np.int64)
+    return pred == labels, seconds
 
 
 def evaluate(setup: Setup, assignment: Assignment) -> Outcome:
     model = build(setup, assignment)
-    correct, seconds = score(setup, model)
-    return Outcome(correct, len(model), seconds)
+    outputs, seconds = run_outputs(setup, model)
+    return Outcome(outputs, len(model), seconds)
 
 
 # --- executors ---------------------------------------------------------------------------

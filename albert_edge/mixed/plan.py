@@ -153,13 +153,20 @@ def make_plan(
     settings: Settings,
     data: Mapping[str, Any],
     base: str = "int4",
+    task: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The plan record of a finished search (what ``plan.json`` holds)."""
+    """The plan record of a finished search (what ``plan.json`` holds). ``task``: what
+    the budget was measured on (the task, its format, its metric; rows.TaskScorer.record);
+    the loss and every sensitivity are in that metric (fractions: 0.01 = 1 point)."""
     units = []
     for u in result.units:
         sens = {c: t.row() for c, t in result.sensitivity[u.tensor].items() if c != "fp32"}
         units.append({**u.to_dict(), "precision": result.plan[u.tensor], "sensitivity": sens})
     f = result.final
+    measured = dict(task or {"kind": "classification", "metric": result.metric})
+    reference = {"reference_accuracy": round(result.reference_value, 6)}
+    if result.metric != "accuracy":  # the budget is in another metric's points
+        reference = {}
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -174,12 +181,21 @@ def make_plan(
             "min_lower_bound_points": settings.min_lower_bound,
             "objective": settings.objective,
             "data": dict(data),
+            "task": measured,
+            "metric": result.metric,
             "rows": result.rows,
             "seed": settings.seed,
             "reference": f"the fp32 {'TFLite (LiteRT)' if options.target == 'tflite' else 'ONNX'}"
-            " graph on the same rows (paired bootstrap, 95 %)",
-            "reference_accuracy": round(result.reference_accuracy, 6),
-            "loss": {"delta": f.delta, "delta_low": f.delta_low, "delta_high": f.delta_high},
+            " graph on the same examples (paired bootstrap, 95 %)",
+            "reference_metric": round(result.reference_value, 6),
+            **reference,
+            "loss": {
+                "delta": f.delta,
+                "delta_low": f.delta_low,
+                "delta_high": f.delta_high,
+                "metric": result.metric,
+                "level": 0.95,
+            },
             "model_bytes": f.model_bytes,
             "reverted": result.reverted,
             "evaluations": result.evaluations,
@@ -382,9 +398,14 @@ def format_plan(plan: Mapping[str, Any]) -> str:
     search = plan.get("search") or {}
     loss = search.get("loss")
     if isinstance(loss, Mapping):
+        metric = search.get("metric") or "accuracy"
+        task = search.get("task") or {}
+        what = {"question-answering": "questions", "token-classification": "sentences"}.get(
+            str(task.get("kind")), "rows"
+        )
         lines.append(
-            f"held-out loss of the plan: {_cell(loss)} points on {search.get('rows')} rows "
-            f"of {(search.get('data') or {}).get('file')} ({search.get('rule')})"
+            f"held-out loss of the plan: {_cell(loss)} {metric} points on {search.get('rows')} "
+            f"{what} of {(search.get('data') or {}).get('file')} ({search.get('rule')})"
         )
     share = search.get("integer_matmul_share")
     if isinstance(share, Mapping):

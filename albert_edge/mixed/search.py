@@ -1,9 +1,11 @@
 """The search: each unit's sensitivity, a greedy plan, and NNCF's revert loop.
 
 1. **Sensitivity** — every unit alone at each of its quantized candidates (the rest
-   fp32), scored on the held-out rows against the fp32 graph: point loss and its paired
-   bootstrap interval (:func:`albert_edge.depth.stats.paired_bootstrap`, the project's one
-   implementation). These evaluations are independent and run on the executor.
+   fp32), scored on the held-out examples with the task's metric (a ``judge``:
+   :class:`albert_edge.mixed.rows.TaskScorer`) against the fp32 graph: point loss and its
+   paired bootstrap interval (:func:`albert_edge.tasks.paired_metric_interval`, the
+   project's one bootstrap: for accuracy, the correctness vectors' paired bootstrap draw
+   for draw). These evaluations are independent and run on the executor.
 2. **Greedy plan** — each unit takes the candidate best for the objective (fewest bytes,
    or least measured time) among those the admission rule admits alone. The rule is the
    depth package's :class:`~albert_edge.depth.choose.Rule` (point loss at most
@@ -28,15 +30,16 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from albert_edge.depth.choose import Rule
-from albert_edge.depth.stats import paired_bootstrap
 from albert_edge.errors import NoPlanError, PrecisionPlanError
+from albert_edge.tasks import paired_metric_interval
 
 if TYPE_CHECKING:
     from albert_edge.mixed.evaluate import Assignment, Executor, Outcome
     from albert_edge.mixed.units import Unit
+    from albert_edge.tasks import Metrics
 
 OBJECTIVES = ("bytes", "latency")
 WIDER = {"int4-tensor": "int4", "int4": "int8", "int8": "fp32"}
@@ -44,10 +47,20 @@ DEFAULT_ROWS = 1000
 DEFAULT_SEED = 34
 
 
+class Judge(Protocol):
+    """Scores an evaluation's outputs with the task's metric; :meth:`reference` is called
+    first, on the fp32 graph's (what a SQuAD v2.0 null threshold is chosen on)."""
+
+    def reference(self, out: Outcome) -> Metrics: ...
+
+    def __call__(self, out: Outcome) -> Metrics: ...
+
+
 def min_rows(max_drop: float) -> int:
-    """The fewest held-out rows a budget of ``max_drop`` points can be judged on: one
-    sentence must move the accuracy by at most half the budget (100 / n ≤ max_drop / 2),
-    and never fewer than 50 rows (the bootstrap's percentiles need a spread)."""
+    """The fewest held-out examples a budget of ``max_drop`` points can be judged on: one
+    example must move the metric by at most half the budget (100 / n ≤ max_drop / 2: an
+    accuracy or a SQuAD F1 is a mean over examples), and never fewer than 50 (the
+    bootstrap's percentiles need a spread)."""
     return max(50, math.ceil(200 / max_drop)) if max_drop > 0 else 10**9
 
 
@@ -113,7 +126,8 @@ class SearchResult:
     final: Trial
     reverted: list[dict[str, Any]] = field(default_factory=list)
     combined: list[Trial] = field(default_factory=list)
-    reference_accuracy: float = 0.0
+    metric: str = "accuracy"  # the task's primary metric, which the budget is in
+    reference_value: float = 0.0  # the fp32 graph's, on the held-out examples
     rows: int = 0
     evaluations: int = 0
     seconds: float = 0.0
@@ -124,8 +138,10 @@ class SearchResult:
         return [t for by in self.sensitivity.values() for t in by.values()] + self.combined
 
 
-def _trial(assignment: Assignment, out: Outcome, reference: Any, rule: Rule) -> Trial:
-    iv = paired_bootstrap(out.correct, reference)
+def _trial(
+    assignment: Assignment, out: Outcome, reference: Metrics, rule: Rule, judge: Judge
+) -> Trial:
+    iv = paired_metric_interval(judge(out), reference)
     t = Trial(dict(assignment), iv.delta, iv.low, iv.high, out.model_bytes, out.seconds)
     t.why_not = rule.why_not(t.row())
     return t
@@ -188,8 +204,9 @@ def _revert_ranking(
     units: Sequence[Unit],
     plan: dict[str, str],
     run: Executor,
-    reference: Any,
+    reference: Metrics,
     rule: Any,
+    judge: Judge,
 ) -> list[tuple[str, Trial]]:
     """Each quantized unit moved one step wider from ``plan`` alone and evaluated, best
     first: the order an integer graph's fallback reverts in. This is NNCF's ranking
@@ -203,7 +220,7 @@ def _revert_ranking(
     assigns = [_assign(units, {**plan, u.tensor: WIDER[plan[u.tensor]]}) for u in movable]
     outcomes = run.map(assigns) if assigns else []
     trials = [
-        (u.tensor, _trial(a, o, reference, rule))
+        (u.tensor, _trial(a, o, reference, rule, judge))
         for u, a, o in zip(movable, assigns, outcomes, strict=True)
     ]
     return sorted(trials, key=lambda tt: (-tt[1].delta, -tt[1].delta_low, tt[0]))
@@ -215,6 +232,7 @@ def search(
     settings: Settings,
     progress: Callable[[str], None] = lambda _: None,
     *,
+    judge: Judge,
     from_narrowest: bool = False,
 ) -> SearchResult:
     """Sensitivity, greedy plan, revert loop; raises :class:`NoPlanError` when no plan
@@ -235,11 +253,11 @@ def search(
     assignments = [_assign(units, fp32)] + [_assign(units, {**fp32, t: c}) for t, c in jobs]
     progress(f"sensitivity: {len(jobs)} single-unit builds on {run.workers} {run.kind} worker(s)")
     outcomes = run.map(assignments)
-    reference = outcomes[0].correct
-    base = _trial(assignments[0], outcomes[0], reference, rule)
+    reference = judge.reference(outcomes[0])
+    base = _trial(assignments[0], outcomes[0], reference, rule, judge)
     sens: dict[str, dict[str, Trial]] = {u.tensor: {"fp32": base} for u in units}
     for (t, c), a, out in zip(jobs, assignments[1:], outcomes[1:], strict=True):
-        sens[t][c] = _trial(a, out, reference, rule)
+        sens[t][c] = _trial(a, out, reference, rule, judge)
     plan = (
         {u.tensor: u.candidates[-1] for u in units}
         if from_narrowest
@@ -251,7 +269,7 @@ def search(
     rank_evals = 0
     while True:
         a = _assign(units, plan)
-        trial = _trial(a, run.map([a])[0], reference, rule)
+        trial = _trial(a, run.map([a])[0], reference, rule, judge)
         combined.append(trial)
         progress(
             f"combined plan: {trial.loss_text()}" + (f" ({trial.why_not})" if trial.why_not else "")
@@ -259,7 +277,7 @@ def search(
         if trial.why_not is None:
             break
         if from_narrowest and ranking is None:
-            ranking = _revert_ranking(units, plan, run, reference, rule)
+            ranking = _revert_ranking(units, plan, run, reference, rule, judge)
             rank_evals = len(ranking)
             progress("revert order: " + ", ".join(f"{t} ({r.loss_text()})" for t, r in ranking))
         ranked = [t for t, _ in ranking or () if t in {u.tensor for u in _movable(units, plan)}]
@@ -288,8 +306,9 @@ def search(
         trial,
         reverted,
         combined,
-        reference_accuracy=float(reference.mean()),
-        rows=int(reference.shape[0]),
+        metric=reference.primary,
+        reference_value=float(reference.value),
+        rows=int(reference.examples),
         evaluations=len(assignments) + len(combined) + rank_evals,
         seconds=time.perf_counter() - start,
         executor={"kind": run.kind, "workers": run.workers},

@@ -132,26 +132,22 @@ def build(setup: Setup, assignment: Assignment) -> bytes:
     return fb.write_model(model)
 
 
-def score(setup: Setup, model: bytes) -> tuple[np.ndarray, float]:
-    """(correct per row, seconds for the pass) of flatbuffer ``model`` in LiteRT (one
-    thread, each row in the smallest signature that holds it, as the runner routes it)."""
+def run_outputs(setup: Setup, model: bytes) -> tuple[dict[str, list[np.ndarray]], float]:
+    """(the head's outputs per feature, seconds for the pass) of flatbuffer ``model`` in
+    LiteRT (one thread, each feature in the smallest signature that holds it, as the
+    runner routes it)."""
     import tempfile
     from pathlib import Path
 
-    import numpy as np
-
+    from albert_edge.mixed.rows import collect
     from albert_edge.tflite.runtime import LiteRTRunner
 
-    out = np.zeros(len(setup.labels), dtype=bool)
     with tempfile.TemporaryDirectory(prefix="albert-edge-plan-") as d:
         path = Path(d) / "candidate.tflite"
         path.write_bytes(model)
         runner = LiteRTRunner(path, threads=1)
-        name = runner.output_names[0]
         start = time.perf_counter()
-        for i, (feeds, label) in enumerate(zip(setup.feeds, setup.labels, strict=True)):
-            logits = runner.run(feeds)[name]
-            out[i] = int(np.argmax(logits[0])) == label
+        out = collect(setup, runner.run)
         seconds = time.perf_counter() - start
     return out, seconds
 

@@ -135,8 +135,8 @@ def model_unique_params(ckpt: Checkpoint) -> int:
 
 
 def _calibration(ckpt: Checkpoint, options: ConvertOptions, seq_lens: tuple[int, ...]) -> Any:
-    from albert_edge.data import load_calibration_texts
-    from albert_edge.tflite.quantize import calibration_feeds
+    from albert_edge.data import read_calibration
+    from albert_edge.tflite.quantize import calibration_feeds, feature_calibration_feeds
 
     if options.precision != "int8-full":
         return None, None
@@ -147,13 +147,30 @@ def _calibration(ckpt: Checkpoint, options: ConvertOptions, seq_lens: tuple[int,
             f"--calibration-method {options.calibration_method} is ONNX-only; TFLite int8-full "
             "calibrates min/max ranges (ai-edge-quantizer); drop the flag"
         )
-    texts = load_calibration_texts(path, options.num_calibration)
-    feeds = calibration_feeds(
-        ckpt.tokenizer(), texts, list(seq_lens), choices_axis=ckpt.head.choices_axis
+    # sentences, or any task file's model inputs (pairs, SQuAD windows, CoNLL sentences)
+    cal = read_calibration(path, options.num_calibration, default=options.calibration is None)
+    cal.check_fits(
+        ckpt.head.name,
+        finetuning_task=getattr(ckpt.config, "finetuning_task", None),
+        num_labels=int(ckpt.config.num_labels),
+        model=ckpt.path,
     )
+    texts = cal.sentences()
+    if texts is not None:
+        feeds = calibration_feeds(
+            ckpt.tokenizer(), texts, list(seq_lens), choices_axis=ckpt.head.choices_axis
+        )
+    else:
+        from albert_edge.verify import trained_length
+
+        feats = cal.encode(ckpt.tokenizer(), min(max(seq_lens), trained_length(ckpt) or 10**9))
+        feeds = feature_calibration_feeds(
+            feats, list(seq_lens), choices_axis=ckpt.head.choices_axis
+        )
     return feeds, {
         **input_file_record(path),
-        "sentences": len(texts),
+        **cal.record(),
+        "sentences": len(cal),
         "per_signature": {k: len(v) for k, v in feeds.items()},
         "source": "--calibration"
         if options.calibration is not None

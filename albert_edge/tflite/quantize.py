@@ -28,11 +28,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from albert_edge.errors import QuantizationError
+
+if TYPE_CHECKING:
+    from albert_edge.tasks import Features
 
 WORD_TABLE = "albert.embeddings.word_embeddings.weight"
 
@@ -274,6 +277,70 @@ def calibration_feeds(
                 for k in ("input_ids", "attention_mask", "token_type_ids")
             }
             feed = _cut(feed, cut)
+            if choices_axis:
+                feed = {k: v[:, None, :] for k, v in feed.items()}
+            feeds.append(feed)
+        out[signature_name(L)] = feeds
+        previous = L
+    return out
+
+
+def feature_calibration_feeds(
+    features: Features, seq_lens: list[int], *, choices_axis: bool = False
+) -> dict[str, list[dict[str, np.ndarray]]]:
+    """Per signature, a task file's encoded model inputs (a pair with its token type ids,
+    a SQuAD window, a CoNLL sentence; each choice of a multiple-choice question on its
+    own row) as int32 feeds, routed as :func:`calibration_feeds` routes sentences: each
+    sequence to the smallest bucket it fits, and a bucket fewer than
+    ``MIN_CALIBRATION_PER_BUCKET`` reach filled up with consecutive sequences joined
+    whole (each keeps its own [CLS]/[SEP] and token type ids, so a pair model's second
+    segment is calibrated at every length too), cut at lengths spread over
+    (previous bucket, bucket] and ending in [SEP]."""
+    from converters.tflite_export import signature_name
+
+    seqs = [
+        (list(ids), list(types))
+        for ids, types in zip(features.input_ids, features.token_type_ids, strict=True)
+        if len(ids) <= max(seq_lens)
+    ]
+    if not seqs:
+        return {}
+    sep = seqs[0][0][-1]
+    buckets: dict[int, list[tuple[list[int], list[int], int]]] = {L: [] for L in seq_lens}
+    for ids, types in seqs:
+        L = min(b for b in seq_lens if len(ids) <= b)
+        buckets[L].append((ids, types, len(ids)))
+    out: dict[str, list[dict[str, np.ndarray]]] = {}
+    cursor = 0
+    previous = 0
+    for L in seq_lens:
+        items = list(buckets[L])
+        need = MIN_CALIBRATION_PER_BUCKET - len(items)
+        for k in range(max(0, need)):
+            target = previous + -(-(k + 1) * (L - previous) // need)  # ceil, in (previous, L]
+            ids_j: list[int] = []
+            types_j: list[int] = []
+            parts = 0
+            while len(ids_j) < target and parts < len(seqs):
+                a, t = seqs[cursor % len(seqs)]
+                ids_j += a
+                types_j += t
+                cursor += 1
+                parts += 1
+            n = min(target, len(ids_j))
+            ids_j, types_j = ids_j[:n], types_j[:n]
+            ids_j[-1] = sep
+            items.append((ids_j, types_j, n))
+        feeds = []
+        for ids, types, n in items:
+            feed = {
+                "input_ids": np.zeros((1, L), dtype=np.int32),
+                "attention_mask": np.zeros((1, L), dtype=np.int32),
+                "token_type_ids": np.zeros((1, L), dtype=np.int32),
+            }
+            feed["input_ids"][0, :n] = ids[:n]
+            feed["attention_mask"][0, :n] = 1
+            feed["token_type_ids"][0, :n] = types[:n]
             if choices_axis:
                 feed = {k: v[:, None, :] for k, v in feed.items()}
             feeds.append(feed)

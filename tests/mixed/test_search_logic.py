@@ -1,8 +1,10 @@
 """The search's logic on synthetic outcomes: greedy choice, revert loop, no-plan refusal.
 
 The executor here is a table of per-row correctness vectors (which rows each unit's
-quantization gets wrong), so the rule, the bootstrap and the revert order are exercised
-exactly, without building graphs; the real builds are tested in test_build.py.
+quantization gets wrong), scored as accuracy by a judge that builds the task layer's
+Metrics from them, so the rule, the bootstrap and the revert order are exercised exactly,
+without building graphs; the real builds are tested in test_build.py (and on task data,
+F1 included, in test_task_data.py).
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import pytest
 
 from albert_edge.errors import NoPlanError, PrecisionPlanError
 from albert_edge.mixed.evaluate import Assignment, Outcome
-from albert_edge.mixed.search import Settings, min_rows, search
+from albert_edge.mixed.search import Settings, min_rows
+from albert_edge.mixed.search import search as _search
 from albert_edge.mixed.units import Unit
+from albert_edge.tasks import Metrics, TaskKind
 
 N = 400
 SIZE = {"fp32": 4, "int8": 1, "int4": 0.5, "int4-tensor": 0.45}  # per tensor: no block scales
@@ -39,8 +43,30 @@ class Table:
             for t, p in a:
                 correct[list(self.wrong.get((t, p), set()))] = False
             size = sum(self.units[t].params * SIZE[p] for t, p in a)
-            out.append(Outcome(correct, int(size), 1.0))
+            out.append(Outcome({"correct": [correct]}, int(size), 1.0))
         return out
+
+
+class Accuracy:
+    """The judge of Table's outcomes: accuracy of the correctness vector."""
+
+    def reference(self, out: Outcome) -> Metrics:
+        return self(out)
+
+    def __call__(self, out: Outcome) -> Metrics:
+        correct = out.outputs["correct"][0].astype(np.float64)
+        return Metrics(
+            kind=TaskKind.CLASSIFICATION,
+            values={"accuracy": float(correct.mean())},
+            primary="accuracy",
+            examples=len(correct),
+            predictions=list(correct),
+            resample=lambda idx: {"accuracy": correct[idx].mean(axis=1)},
+        )
+
+
+def search(*args, **kw):  # type: ignore[no-untyped-def]
+    return _search(*args, judge=Accuracy(), **kw)
 
 
 def _units() -> list[Unit]:
@@ -102,7 +128,7 @@ class Timed(Table):
         outs = super().map(assignments)
         return [
             Outcome(
-                o.correct,
+                o.outputs,
                 o.model_bytes,
                 1.0 + sum({"int4": 0.2, "int8": 0.1}.get(p, 0.3) for _, p in a),
             )
@@ -135,7 +161,7 @@ class Interacting(Table):
         outs = super().map(assignments)
         for a, o in zip(assignments, outs, strict=True):
             if dict(a).get("b") == "int8" and dict(a).get("c") == "int8":
-                o.correct[[10, 11, 12, 13, 14, 15]] = False
+                o.outputs["correct"][0][[10, 11, 12, 13, 14, 15]] = False
         return outs
 
 

@@ -114,6 +114,17 @@ def _copy_companions(folder: Path, tmp: Path, manifest: dict[str, Any], model: P
     return files
 
 
+def _config(folder: Path) -> dict[str, Any] | None:
+    """The artifact's config.json (the model's head, labels and task), None if unreadable."""
+    import json
+
+    try:
+        data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def _load_fp32(model_file: Path) -> Any:
     """The fp32 graph as onnx_ir (refusing an unreadable file or an already quantized graph:
     the manifest said fp32, the graph has the last word)."""
@@ -168,6 +179,8 @@ def quantize_artifact(
     check_output(output, overwrite=options.overwrite, inputs=[folder])  # before any work
     check_files(folder, manifest_obj)  # quantize only what convert wrote
     texts = load_calibration(options)
+    if texts is not None:  # a SQuAD file for a classifier, sentences for a QA model, ...
+        texts.check_config(_config(folder), folder)
     tokenizer = artifact_tokenizer(folder) if texts is not None else None
     model = _load_fp32(model_file)
     ckpt, why_not = _source_checkpoint(manifest, reference)

@@ -1,13 +1,15 @@
-"""Calibration data for int8-static: real sentences, tokenized like the artifact will be.
+"""Calibration data for int8-static: real model inputs, encoded like the artifact's.
 
-Each sentence is fed alone at its natural length (batch 1, no padding), so activation
-ranges come from real tokens only: padded positions would add activations no deployed
-request produces and widen the ranges for nothing.
+Sentences, or any task file's examples (:func:`albert_edge.data.read_calibration`), are
+encoded by the task layer and each feature is fed alone at its natural length (batch 1,
+no padding), so activation ranges come from real tokens only: padded positions would add
+activations no deployed request produces and widen the ranges for nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import onnx_ir as ir
@@ -17,6 +19,7 @@ from albert_edge.errors import QuantizationError
 if TYPE_CHECKING:
     import numpy as np
 
+    from albert_edge.data import Calibration
     from albert_edge.tokenizer import AlbertTokenizer
 
 METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
@@ -24,17 +27,26 @@ METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
 
 def calibration_feeds(
     model: ir.Model,
-    texts: Sequence[str],
+    texts: Sequence[str] | Calibration,
     tokenizer: AlbertTokenizer,
     *,
     max_length: int = 512,
 ) -> list[dict[str, np.ndarray]]:
-    """One feed dict per sentence, shaped and typed as the graph's inputs declare."""
+    """One feed dict per calibration feature, shaped and typed as the graph's inputs
+    declare: a sentence, or a task file's encoded example (a pair with its token type
+    ids, a SQuAD window, a CoNLL sentence, a multiple-choice question's choices), each
+    encoded by the task layer as verify and training encode it."""
+    from albert_edge.data import Calibration
+
+    cal = texts if isinstance(texts, Calibration) else _sentences(texts)
+    if not len(cal):
+        raise QuantizationError("no calibration sentences; pass a file with at least one")
+    feats = cal.encode(tokenizer, max_length)
     inits = set(model.graph.initializers)
     inputs = [i for i in model.graph.inputs if i.name not in inits]
     feeds = []
-    for text in texts:
-        enc = tokenizer.encode(text, max_length=max_length, padding="none").as_numpy()
+    for f in range(len(feats)):
+        enc = feats.feeds([f])
         feed = {}
         for inp in inputs:
             if inp.name not in enc:
@@ -51,6 +63,21 @@ def calibration_feeds(
     if not feeds:
         raise QuantizationError("no calibration sentences; pass a file with at least one")
     return feeds
+
+
+def _sentences(texts: Sequence[str]) -> Calibration:
+    """Plain sentences as calibration examples (single sentences, fed one at a time)."""
+    from albert_edge.data import Calibration
+    from albert_edge.tasks import ClassificationExample, TaskData, TaskKind
+
+    data = TaskData(
+        kind=TaskKind.CLASSIFICATION,
+        path=Path("<sentences>"),
+        format="text",
+        examples=[ClassificationExample(t, None, 0, n) for n, t in enumerate(texts, 1)],
+        columns=("text",),
+    )
+    return Calibration(Path("<sentences>"), data)
 
 
 def make_reader(feeds: list[dict[str, np.ndarray]]) -> Any:

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from albert_edge.data import input_file_record
+from albert_edge.data import Calibration, input_file_record
 from albert_edge.errors import QuantizationError, UnsupportedError
 from albert_edge.onnx.quant.plan import codes_block, int4_block_size
 from albert_edge.onnx.quant.recipes import (
@@ -144,14 +144,32 @@ def calibration_file(options: ConvertOptions) -> Path | None:
     return Path(options.calibration) if options.calibration is not None else DEFAULT_CALIBRATION
 
 
-def load_calibration(options: ConvertOptions) -> list[str] | None:
-    """The calibration sentences (int8-static), validated before any model work."""
+def load_calibration(options: ConvertOptions, ckpt: Checkpoint | None = None) -> Calibration | None:
+    """The calibration examples (int8-static) of ``--calibration`` (any task's file, or
+    plain sentences) or the packaged SST-2 sample, validated before any model work; with
+    ``ckpt``, also refused where they do not fit its head (a SQuAD file for a classifier,
+    SST-2 sentences for a question-answering model: :meth:`Calibration.check_fits`)."""
     path = calibration_file(options)
     if path is None:
         return None
-    from albert_edge.data import load_calibration_texts
+    from albert_edge.data import read_calibration
 
-    return load_calibration_texts(path, options.num_calibration)
+    cal = read_calibration(path, options.num_calibration, default=options.calibration is None)
+    if ckpt is not None:
+        from dataclasses import replace
+
+        from albert_edge.verify import trained_length
+
+        # a task's windows at the length the model was fine-tuned at, as verify encodes them
+        cal = replace(cal, max_len=trained_length(ckpt))
+        cfg = ckpt.config
+        cal.check_fits(
+            ckpt.head.name,
+            finetuning_task=getattr(cfg, "finetuning_task", None),
+            num_labels=int(cfg.num_labels),
+            model=ckpt.path,
+        )
+    return cal
 
 
 def _target_report(options: ConvertOptions) -> dict[str, Any]:
@@ -176,7 +194,7 @@ def quantize_model(
     options: ConvertOptions,
     *,
     tokenizer: AlbertTokenizer | None = None,
-    calibration_texts: Sequence[str] | None = None,
+    calibration_texts: Sequence[str] | Calibration | None = None,
 ) -> tuple[M, dict[str, Any]]:
     """Quantize an fp32 ALBERT graph; returns the new graph and the manifest's
     "quantization" entry.
@@ -188,7 +206,8 @@ def quantize_model(
     returned, already loaded once in ONNX Runtime. ``ckpt``
     (optional) supplies the vocabulary size and the tokenizer for int8-static;
     ``tokenizer``/``calibration_texts`` override them (``albert-edge quantize`` passes the
-    artifact's own tokenizer).
+    artifact's own tokenizer; ``calibration_texts``: sentences, or a task file's examples
+    read by :func:`albert_edge.data.read_calibration`).
     """
     import onnx_ir as ir
 
@@ -223,14 +242,20 @@ def _quantize_model(
     options: ConvertOptions,
     *,
     tokenizer: AlbertTokenizer | None,
-    calibration_texts: Sequence[str] | None,
+    calibration_texts: Sequence[str] | Calibration | None,
 ) -> tuple[ir.Model, dict[str, Any]]:
     """Look up the recipe, run its passes (postconditions included), report."""
     from albert_edge.onnx.passes import run_passes
 
     check_options(options)
     refuse_quantized(model)
-    texts = list(calibration_texts) if calibration_texts is not None else load_calibration(options)
+    texts: list[str] | Calibration | None = (
+        load_calibration(options, ckpt)
+        if calibration_texts is None
+        else calibration_texts
+        if isinstance(calibration_texts, Calibration)
+        else list(calibration_texts)
+    )
     r = recipe(options.precision, options.int4_kernel)
     state = QuantState(options, vocab=int(ckpt.config.vocab_size) if ckpt is not None else None)
     tok = max_len = None
@@ -244,10 +269,12 @@ def _quantize_model(
         max_len = min(int(ckpt.config.max_position_embeddings) if ckpt is not None else 512, 512)
     passes = build_passes(r, state, texts=texts, tokenizer=tok, max_length=max_len or 512)
     result, log = run_passes(model, passes)
-    return result, _report(result, state, log)
+    return result, _report(result, state, log, texts)
 
 
-def _report(final: ir.Model, st: Any, log: list[dict[str, Any]]) -> dict[str, Any]:
+def _report(
+    final: ir.Model, st: Any, log: list[dict[str, Any]], texts: Any = None
+) -> dict[str, Any]:
     """The manifest's "quantization" entry: the recipe, the counts its postconditions
     checked, and ``passes``, what each of its passes did.
 
@@ -279,6 +306,7 @@ def _report(final: ir.Model, st: Any, log: list[dict[str, Any]]) -> dict[str, An
         {
             **input_file_record(used),
             "samples": len(st.feeds or []),
+            **(texts.record() if isinstance(texts, Calibration) else {"task": "sentences"}),
             "method": options.calibration_method,
             "source": "--calibration"
             if options.calibration is not None
@@ -339,7 +367,7 @@ def build_passes(
     r: QuantRecipe,
     state: QuantState,
     *,
-    texts: list[str] | None = None,
+    texts: list[str] | Calibration | None = None,
     tokenizer: Any = None,
     max_length: int = 512,
 ) -> list[Any]:

@@ -25,6 +25,8 @@ from albert_edge.onnx.quant.state import QuantState, model_of, proto_of, quiet
 if TYPE_CHECKING:
     import onnx
 
+    from albert_edge.data import Calibration
+
 
 def _load(path: Path) -> onnx.ModelProto:
     import onnx
@@ -115,7 +117,9 @@ class CalibrationFeedsPass(AlbertInPlacePass):
 
     name = "quant-calibration-feeds"
 
-    def __init__(self, state: QuantState, texts: list[str], tokenizer: Any, max_length: int):
+    def __init__(
+        self, state: QuantState, texts: list[str] | Calibration, tokenizer: Any, max_length: int
+    ):
         super().__init__()
         self.state, self.texts, self.tokenizer, self.max_length = (
             state,
