@@ -558,13 +558,15 @@ def _add_bench(sub: Any) -> None:
         "--data",
         type=Path,
         default=None,
-        help="--recommend: SST-2 style .tsv; half (seeded) chooses, the other half reports",
+        help="--recommend: a task file for the model's head (SST-2 style or GLUE pair .tsv, "
+        "CoNLL, SQuAD .json), judged in its metric; half (seeded) chooses, the other half reports",
     )
     p.add_argument(
         "--report-data",
         type=Path,
         default=None,
-        help="--recommend: report accuracy on this .tsv instead (all of --data then chooses)",
+        help="--recommend: report on this file of the same task instead (all of --data then "
+        "chooses)",
     )
     p.add_argument(
         "--candidates",

@@ -242,11 +242,13 @@ def _why_not(row: Mapping[str, Any], ref_acc: float | None) -> str | None:
     if not timed_rounds(row):
         return "did not run at every asked length"
     acc = row.get("accuracy")
+    # a task file's checkpoint figure is taken at the candidate's own input length
+    ref_acc = row.get("reference_accuracy", ref_acc)
     if ref_acc is not None and isinstance(acc, float):
         drop = (ref_acc - acc) * 100.0
         if drop > max_drop(str(row["precision"])):
             return (
-                f"loses {drop:.2f} accuracy points on the choose split "
+                f"loses {drop:.2f} {row.get('metric', 'accuracy')} points on the choose split "
                 f"(> {max_drop(str(row['precision']))} allowed for {row['precision']})"
             )
     return None
@@ -299,15 +301,18 @@ class _Scorer:
         return self.reference[split]
 
     def tokenizer_of(self, row: Mapping[str, Any]) -> Any:
-        """The tokenizer a candidate's text goes through: a vocabulary-trimmed candidate's
-        own trimmed SentencePiece model, else the checkpoint's."""
-        vocab = row.get("vocab")
-        if not vocab:
-            return None
-        from albert_edge.tokenizer import AlbertTokenizer
+        return tokenizer_of(self.ckpt, row)
 
-        spiece = Path(vocab["checkpoint"]) / "spiece.model"
-        return AlbertTokenizer(spiece, do_lower_case=bool(self.ckpt.do_lower_case))
+    def checkpoint_value(self, split: str) -> float:
+        ref = self.checkpoint(split)
+        return sum(ref) / len(ref)
+
+    def checkpoint_fields(self, split: str) -> dict[str, Any]:
+        ref = self.checkpoint(split)
+        return _accuracy_fields(ref, ref)
+
+    def candidate_fields(self, path: Path, split: str, tokenizer: Any = None) -> dict[str, Any]:
+        return _accuracy_fields(self.artifact(path, split, tokenizer), self.checkpoint(split))
 
     def artifact(self, path: Path, split: str, tokenizer: Any = None) -> list[bool]:
         from albert_edge.early_exit.runner import open_any_runner
@@ -324,6 +329,18 @@ class _Scorer:
             close = getattr(runner, "close", None)
             if close is not None:
                 close()
+
+
+def tokenizer_of(ckpt: Any, row: Mapping[str, Any]) -> Any:
+    """The tokenizer a candidate's text goes through: a vocabulary-trimmed candidate's
+    own trimmed SentencePiece model, else None (the checkpoint's)."""
+    vocab = row.get("vocab")
+    if not vocab:
+        return None
+    from albert_edge.tokenizer import AlbertTokenizer
+
+    spiece = Path(vocab["checkpoint"]) / "spiece.model"
+    return AlbertTokenizer(spiece, do_lower_case=bool(ckpt.do_lower_case))
 
 
 def _accuracy_fields(right: Sequence[bool], ref: Sequence[bool]) -> dict[str, Any]:
@@ -476,18 +493,17 @@ def _time(
     return report
 
 
-def _score(
-    scorer: _Scorer, built: Sequence[tuple[dict[str, Any], Path]]
-) -> tuple[float, list[bool]]:
-    """Accuracy of every built candidate on the choose split; the checkpoint's too."""
-    ref = scorer.checkpoint("choose")
+def _score(scorer: Any, built: Sequence[tuple[dict[str, Any], Path]]) -> float:
+    """Accuracy (a task file: its metric) of every built candidate on the choose split;
+    returns the checkpoint's."""
+    ref_value = scorer.checkpoint_value("choose")
     for row, out in built:
         try:
             tok = scorer.tokenizer_of(row)
-            row.update(_accuracy_fields(scorer.artifact(out, "choose", tok), ref))
+            row.update(scorer.candidate_fields(out, "choose", tok))
         except AlbertEdgeError as exc:  # this candidate cannot ship; the others still rank
             row["error"] = f"scoring failed: {exc}"
-    return sum(ref) / len(ref), ref
+    return ref_value
 
 
 def recommend(
@@ -539,6 +555,13 @@ def recommend(
 
     if rounds < 2:
         raise BenchmarkError("--rounds must be at least 2: the intervals are over rounds")
+    # a file too small, or wrong for the head, is refused before the model loads
+    splits = _splits(data, report_data, checkpoint)
+    if splits is not None and splits.get("task") and exit_data is not None:
+        raise BenchmarkError(
+            f"--exit-data fits exit heads for single-sentence classifiers; {data} is "
+            f"{splits['task']} data: drop --exit-data (depth candidates: --depth-search)"
+        )
     check_flags(
         *(Path(x) if x is not None else None for x in (depth_search, exit_data, data)),
         exit_fit_rows=exit_fit_rows,
@@ -555,9 +578,12 @@ def recommend(
         from albert_edge.depth.truncate import check_same_source
 
         check_same_source(checkpoint, load_search(depth_search))
-    splits = _splits(data, report_data)  # a file too small is refused before the model loads
     ckpt = load_checkpoint(checkpoint)
-    if splits is not None and ckpt.head.name != "sequence-classification":
+    if (
+        splits is not None
+        and not splits.get("task")
+        and ckpt.head.name != "sequence-classification"
+    ):
         raise BenchmarkError(
             f"{data}: accuracy needs a sequence-classification model, but {ckpt.path} is "
             f"{ckpt.head.name}; drop --data"
@@ -599,10 +625,16 @@ def _recommend_in(
     candidates = settings["candidates"]
     rounds, runs_per_visit, warmup = settings["timing"]
     depth_search, exit_data, exit_fit_rows = settings["depth_exit"]
-    calibration = _write_split(splits["choose"], work / "choose.tsv") if splits else None
+    calibration = _write_choose(splits, work) if splits else None
     rows, built = _build(ckpt, candidates, seq_lens, work, calibration, say)
     ref_acc: float | None = None
-    scorer = _Scorer(ckpt, splits, threads) if splits else None
+    scorer: Any = None
+    if splits and splits.get("task"):
+        from albert_edge.bench.recommend_tasks import TaskScorer
+
+        scorer = TaskScorer(ckpt, splits, threads)
+    elif splits:
+        scorer = _Scorer(ckpt, splits, threads)
     extra = add_depth_exit(  # nothing without --depth-search / --exit-data
         ckpt,
         depth_search=depth_search,
@@ -620,7 +652,7 @@ def _recommend_in(
     extra["rule"] = extra["rule"] or vocab["rule"]
     if scorer is not None:
         say("recommend: scoring on the choose split ...")
-        ref_acc, _ = _score(scorer, built)
+        ref_acc = _score(scorer, built)
     progress = settings["progress"]
     report = _time(timed, seq_lens, threads, rounds, runs_per_visit, warmup, progress)
     _judge_rows(rows, ref_acc, extra)
@@ -634,6 +666,8 @@ def _recommend_in(
         "threads": threads,
         "timing": {"rounds": rounds, "runs_per_visit": runs_per_visit, "warmup": warmup},
         "data": str(data) if data is not None else None,
+        "task": splits.get("task") if splits else None,
+        "metric": splits.get("metric", "accuracy") if splits else None,
         "accuracy": accuracy,
         "machine": report["machine"],
         "recommendation": decision["pick"],
@@ -737,8 +771,15 @@ def _judge_rows(
         row["eligible"] = row["why_not"] is None
 
 
-def _splits(data: str | Path | None, report_data: str | Path | None) -> dict[str, Any] | None:
-    """The choose and report rows, and how they were made (printed with the answer)."""
+def _splits(
+    data: str | Path | None,
+    report_data: str | Path | None,
+    checkpoint: str | Path | None = None,
+) -> dict[str, Any] | None:
+    """The choose and report rows (a task file other than single sentences: its
+    examples, :mod:`albert_edge.bench.recommend_tasks`), and how they were made (printed
+    with the answer). Read and checked against the checkpoint's head before it loads."""
+    from albert_edge.bench import recommend_tasks
     from albert_edge.data import read_sst2
 
     if data is None:
@@ -747,7 +788,16 @@ def _splits(data: str | Path | None, report_data: str | Path | None) -> dict[str
         return None
     for path, flag in ((data, "--data"), (report_data, "--report-data")):
         if path is not None and not Path(path).is_file():
-            raise BenchmarkError(f"{path}: no such file; pass an SST-2 style .tsv as {flag}")
+            raise BenchmarkError(
+                f"{path}: no such file; pass a task file for the model's head (an SST-2 "
+                f"style .tsv, a GLUE pair .tsv, CoNLL, SQuAD .json) as {flag}"
+            )
+    task = recommend_tasks.read_data(Path(data), checkpoint, "--data")
+    rep = None
+    if report_data is not None:
+        rep = recommend_tasks.read_data(Path(report_data), checkpoint, "--report-data")
+    if task is not None and not recommend_tasks.is_sentences(task):
+        return _task_splits(task, rep, data, report_data)
     rows = read_sst2(data)
     if report_data is not None:
         report = read_sst2(report_data)
@@ -779,6 +829,62 @@ def _splits(data: str | Path | None, report_data: str | Path | None) -> dict[str
     return {"choose": choose_rows, "report": report, "how": how}
 
 
+def precheck_data(a: Any) -> None:
+    """``bench --recommend --data``: the files read and judged against the checkpoint's
+    head now, before anything loads (:func:`_splits`)."""
+    target = a.targets[0] if getattr(a, "targets", None) else None
+    _splits(a.data, getattr(a, "report_data", None), target)
+
+
+def _task_splits(
+    task: Any, rep: Any, data: str | Path, report_data: str | Path | None
+) -> dict[str, Any]:
+    """:func:`_splits` for a task file: its examples halved (or all of them choosing and
+    ``rep`` reporting), each split at least the bootstrap's minimum."""
+    from albert_edge.depth.stats import MIN_BOOTSTRAP_ROWS
+    from albert_edge.errors import TooFewRowsError
+
+    unit = {"token-classification": "sentences", "question-answering": "questions"}
+    what = unit.get(task.kind.value, "rows")
+    n = len(task.examples)
+    if rep is not None:
+        choose, report = task, rep
+        how = f"chose on all {n} {what} of {data}; reporting on {report_data}"
+    else:
+        first, second = split_rows(list(range(n)))
+        choose, report = task.subset(first), task.subset(second)
+        how = (
+            f"{data} split in two halves (seed {SPLIT_SEED}): chose on {len(first)} {what}, "
+            f"reporting on the other {len(second)}"
+        )
+    for name, part, where in (("choose", choose, data), ("report", report, report_data or data)):
+        if len(part.examples) < MIN_BOOTSTRAP_ROWS:
+            raise TooFewRowsError(
+                f"{where}: the {name} split has {len(part.examples)} {what}; each split needs "
+                f"at least {MIN_BOOTSTRAP_ROWS} (the bootstrap interval's minimum): give at "
+                f"least {2 * MIN_BOOTSTRAP_ROWS if rep is None else MIN_BOOTSTRAP_ROWS} {what}"
+            )
+    metric = {"token-classification": "f1", "question-answering": "f1"}.get(task.kind.value)
+    return {
+        "choose": choose,
+        "report": report,
+        "how": how,
+        "task": task.kind.value,
+        "metric": metric or "accuracy",
+        "describe": task.describe(),
+    }
+
+
+def _write_choose(splits: Mapping[str, Any], work: Path) -> Path:
+    """The choose split as a file in its own format: what the static precisions (and
+    the auto plan) calibrate on."""
+    if splits.get("task"):
+        from albert_edge.bench.recommend_tasks import write_split
+
+        return write_split(splits["choose"], work / "choose")
+    return _write_split(splits["choose"], work / "choose.tsv")
+
+
 def _write_split(rows: Sequence[tuple[int, str]], path: Path) -> Path:
     """The choose split as a .tsv: what the static precisions calibrate on."""
     lines = ["label\tsentence"] + [f"{label}\t{text}" for label, text in rows]
@@ -787,21 +893,22 @@ def _write_split(rows: Sequence[tuple[int, str]], path: Path) -> Path:
 
 
 def _report_accuracy(
-    scorer: _Scorer,
+    scorer: Any,
     pick: Mapping[str, Any] | None,
     ref_acc: float | None,
     splits: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """Accuracy of the pick and the checkpoint on the report split (never chosen on)."""
-    ref = scorer.checkpoint("report")
+    """Accuracy (a task file: its metric) of the pick and the checkpoint on the report
+    split (never chosen on)."""
     out: dict[str, Any] = {
         "split": splits["how"],
+        "metric": splits.get("metric", "accuracy"),
         "choose_checkpoint_accuracy": ref_acc,
-        "checkpoint": _accuracy_fields(ref, ref),
+        "checkpoint": scorer.checkpoint_fields("report"),
     }
     if pick is not None and pick.get("artifact"):
         tok = scorer.tokenizer_of(pick)
-        out["pick"] = _accuracy_fields(scorer.artifact(Path(pick["artifact"]), "report", tok), ref)
+        out["pick"] = scorer.candidate_fields(Path(pick["artifact"]), "report", tok)
     return out
 
 
@@ -848,7 +955,7 @@ def format_recommendation(result: Mapping[str, Any]) -> str:
         f"candidate and length (warm-up {t.get('warmup')} per visit); ms: mean over lengths; "
         "typ.: median over rounds of each visit's fastest run",
         f"  {'candidate':{w}} {'size':>9} {'min ms':>8} {'typ. ms':>8} "
-        f"{'p50 ms':>8} {'accuracy (Δ pts)':>18}",
+        f"{'p50 ms':>8} {_metric_name(result) + ' (Δ pts)':>18}",
     ]
     for r in result["candidates"]:
         size = f"{r['file_bytes'] / 1e6:.2f} MB" if r.get("file_bytes") else "-"
@@ -931,16 +1038,29 @@ def _comparison_lines(decision: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _metric_name(result: Mapping[str, Any]) -> str:
+    """The metric the accuracy column holds: accuracy, or a task file's (entity F1,
+    SQuAD F1)."""
+    task, metric = result.get("task"), result.get("metric") or "accuracy"
+    if task == "token-classification":
+        return "entity F1"
+    if task == "question-answering":
+        return "SQuAD F1"
+    return str(metric)
+
+
 def _accuracy_lines(acc: Mapping[str, Any]) -> list[str]:
+    metric = acc.get("metric", "accuracy")
     lines = [
-        f"accuracy: {acc['split']}",
+        f"{metric if metric == 'accuracy' else metric + ' (the task metric)'}: {acc['split']}",
         "  eligible: built, verified, timed at every length, and on the choose split within "
         "the precision's bar of the checkpoint (fp32 0.1, fp16 0.2, int8 0.5, int4 1.5 points)",
     ]
     ck = acc["checkpoint"]
     lo, hi = ck["accuracy_interval"]
     lines.append(
-        f"  report split ({ck['examples']} rows, not used to choose): checkpoint "
+        f"  report split ({ck['examples']} {'rows' if metric == 'accuracy' else 'examples'}, "
+        "not used to choose): checkpoint "
         f"{_pct(ck['accuracy'])} [95 % {_pct(lo)}, {_pct(hi)}]"
     )
     pick = acc.get("pick")

@@ -175,9 +175,22 @@ def test_span_head_search_records_squad_f1_and_truncates(
     model = transformers.AlbertForQuestionAnswering.from_pretrained(str(out))
     assert model.config.num_hidden_layers == 2
     assert bool((model.qa_outputs.bias == search.heads[2]["qa_outputs.bias"]).all())
-    art = tmp_path / "art"
+
+
+@pytest.mark.slow  # a second convert + verify (the token head's test runs one by default)
+def test_a_truncated_span_model_converts_and_verifies_on_squad(
+    make_checkpoint: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ckpt = make_checkpoint("tiny", "question-answering", seed=2)
+    data = squad(tmp_path / "dev-v1.1.json", 15)
+    _search(ckpt, data, tmp_path / "search", capsys)
+    out, art = tmp_path / "d2", tmp_path / "art"
+    args = ["depth", "truncate", str(ckpt), "--depth", "2", "--depth-search"]
+    assert main([*args, str(tmp_path / "search"), "-o", str(out), "-q"]) == 0
     assert main(["convert", str(out), "-o", str(art), "-q"]) == 0
     assert main(["verify", str(art), "--reference", str(out), "--data", str(data), "-q"]) == 0
+    manifest = json.loads((art / "manifest.json").read_text())
+    assert manifest["depth"]["layers"] == 2 and manifest["depth"]["evidence"]["metric"] == "f1"
 
 
 def _one_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
