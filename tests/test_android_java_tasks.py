@@ -118,3 +118,38 @@ def test_committed_fixtures_are_what_albert_edge_tasks_decodes(spiece_path, tmp_
     assert [e["entities"] for e in fx["expected"]] == [
         [list(x) for x in get_entities(iob1_to_iob2(t))] for t in tags
     ]
+
+
+APP = CORE.parent / "app" / "src" / "main"
+
+
+def test_app_sources_reference_what_exists():
+    """No Android SDK here, so the app does not compile here (android_demo/README.md): the
+    Kotlin sources' R.string / R.id / R.layout names exist in res/, every @string in the
+    XML exists, every activity in the manifest is a class, the question-answering screen
+    is reachable from the main one and decodes with SpanDecoder, and its asset names are
+    the ones scripts/prepare_qa_assets.sh writes."""
+    kotlin = {p.name: p.read_text() for p in (APP / "java").rglob("*.kt")}
+    code = "\n".join(kotlin.values())
+    xml = "\n".join(
+        p.read_text() for p in [APP / "AndroidManifest.xml", *(APP / "res").rglob("*.xml")]
+    )
+    defined = {
+        "string": set(re.findall(r'<string name="(\w+)"', xml)),
+        "id": set(re.findall(r"@\+id/(\w+)", xml)),
+        "layout": {p.stem for p in (APP / "res" / "layout").glob("*.xml")},
+    }
+    for kind, names in defined.items():
+        used = set(re.findall(rf"(?<!android\.)\bR\.{kind}\.(\w+)", code))
+        assert used and used <= names, (kind, sorted(used - names))
+    assert set(re.findall(r"@string/(\w+)", xml)) <= defined["string"]
+    for activity in re.findall(r'<activity\s+android:name="\.(\w+)"', xml):
+        assert re.search(rf"\bclass {activity}\b", code), activity
+    assert "QuestionAnswerActivity" in re.findall(r'android:name="\.(\w+)"', xml)
+    assert "QuestionAnswerActivity::class.java" in kotlin["MainActivity.kt"]
+    qa = kotlin["LiteRtQuestionAnswerer.kt"]
+    assert "SpanDecoder.windows(" in qa and "SpanDecoder.best(" in qa
+    script = (CORE.parent / "scripts" / "prepare_qa_assets.sh").read_text()
+    for name in re.findall(r'const val \w+ = "(qa_[\w.]+)"', qa):
+        assert name in script, name
+    assert len(re.findall(r'const val \w+ = "(qa_[\w.]+)"', qa)) == 3

@@ -88,6 +88,9 @@ class MainActivity : AppCompatActivity() {
         findViewById<Button>(R.id.open_benchmark).setOnClickListener {
             startActivity(Intent(this, BenchmarkActivity::class.java))
         }
+        findViewById<Button>(R.id.open_qa).setOnClickListener {
+            startActivity(Intent(this, QuestionAnswerActivity::class.java))
+        }
     }
 
     private fun switchDelegate(choice: DelegateChoice) {
