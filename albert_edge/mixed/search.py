@@ -111,11 +111,13 @@ class Trial:
             "why_not": self.why_not,
         }
 
-    def loss_text(self) -> str:
+    def loss_text(self, metric: str = "accuracy") -> str:
+        """ "0.56 points lost [95 % CI ...]", naming the metric unless it is accuracy."""
         lost, lo, hi = (
             round(-100 * x, 2) + 0.0 for x in (self.delta, self.delta_high, self.delta_low)
         )
-        return f"{lost:.2f} points lost [95 % CI {lo:+.2f}, {hi:+.2f}]"
+        unit = "" if metric == "accuracy" else f" {metric}"
+        return f"{lost:.2f}{unit} points lost [95 % CI {lo:+.2f}, {hi:+.2f}]"
 
 
 @dataclass
@@ -272,14 +274,18 @@ def search(
         trial = _trial(a, run.map([a])[0], reference, rule, judge)
         combined.append(trial)
         progress(
-            f"combined plan: {trial.loss_text()}" + (f" ({trial.why_not})" if trial.why_not else "")
+            f"combined plan: {trial.loss_text(reference.primary)}"
+            + (f" ({trial.why_not})" if trial.why_not else "")
         )
         if trial.why_not is None:
             break
         if from_narrowest and ranking is None:
             ranking = _revert_ranking(units, plan, run, reference, rule, judge)
             rank_evals = len(ranking)
-            progress("revert order: " + ", ".join(f"{t} ({r.loss_text()})" for t, r in ranking))
+            progress(
+                "revert order: "
+                + ", ".join(f"{t} ({r.loss_text(reference.primary)})" for t, r in ranking)
+            )
         ranked = [t for t, _ in ranking or () if t in {u.tensor for u in _movable(units, plan)}]
         worst = ranked[0] if ranked else _worst(units, plan, sens)
         if worst is None:
@@ -325,5 +331,6 @@ def _no_plan_message(result: SearchResult, settings: Settings) -> str:
     return (
         f"no precision plan that quantizes anything stays within --max-drop "
         f"{settings.max_drop} (rule: {settings.rule.describe().replace('full depth', 'fp32')}); "
-        f"best plan found: {quantized or 'all fp32'}, {best.loss_text()}; nothing was written"
+        f"best plan found: {quantized or 'all fp32'}, {best.loss_text(result.metric)}; nothing "
+        "was written"
     )

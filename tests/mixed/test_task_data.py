@@ -190,3 +190,41 @@ def test_wrong_data_for_the_head_is_one_line_before_torch(
         out,
     )
     assert "dev.txt:" in line and "MISC" in line
+
+
+def test_squad_v2_threshold_is_chosen_on_the_reference_and_held_out(
+    spiece_path: Path, tmp_path: Path
+) -> None:
+    """SQuAD v2.0: the null threshold is chosen once, on the fp32 graph's outputs for the
+    even-numbered questions, and every candidate is scored with it on the odd ones (as
+    verify does), so a candidate cannot move the threshold its loss is judged at."""
+    from albert_edge.mixed.evaluate import Outcome
+    from albert_edge.mixed.rows import TaskScorer
+    from albert_edge.tasks import encode, read_task_file
+    from albert_edge.tokenizer import AlbertTokenizer
+
+    src = json.loads(squad_file(tmp_path / "v1.json", 60).read_text())
+    for i, qa in enumerate(q for p in src["data"][0]["paragraphs"] for q in p["qas"]):
+        if i % 3 == 0:
+            qa.update(answers=[], is_impossible=True)
+    v2 = tmp_path / "dev-v2.0.json"
+    v2.write_text(json.dumps({**src, "version": "v2.0"}))
+    data = read_task_file(v2)
+    feats = encode(data, AlbertTokenizer(spiece_path), 64)
+    rng = np.random.default_rng(0)
+
+    def outcome() -> Outcome:
+        outs = {
+            n: [rng.normal(size=len(ids)).astype(np.float32) for ids in feats.input_ids]
+            for n in ("start_logits", "end_logits")
+        }
+        return Outcome(outs, 0, 0.0)
+
+    scorer = TaskScorer(data, feats)
+    ref = scorer.reference(outcome())
+    threshold = scorer.options["null_threshold"]
+    other = scorer(outcome())
+    assert scorer.options["null_threshold"] == threshold  # not re-chosen per candidate
+    assert ref.examples == other.examples == 30 and "HasAns_f1" in ref.values
+    rec = scorer.record(ref.primary, ref.examples)
+    assert rec["format"] == "squad-v2.0" and rec["null_threshold"] == threshold
