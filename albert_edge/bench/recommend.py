@@ -301,6 +301,8 @@ class _Scorer:
         return self.reference[split]
 
     def tokenizer_of(self, row: Mapping[str, Any]) -> Any:
+        from albert_edge.bench.recommend_tasks import tokenizer_of
+
         return tokenizer_of(self.ckpt, row)
 
     def checkpoint_value(self, split: str) -> float:
@@ -329,18 +331,6 @@ class _Scorer:
             close = getattr(runner, "close", None)
             if close is not None:
                 close()
-
-
-def tokenizer_of(ckpt: Any, row: Mapping[str, Any]) -> Any:
-    """The tokenizer a candidate's text goes through: a vocabulary-trimmed candidate's
-    own trimmed SentencePiece model, else None (the checkpoint's)."""
-    vocab = row.get("vocab")
-    if not vocab:
-        return None
-    from albert_edge.tokenizer import AlbertTokenizer
-
-    spiece = Path(vocab["checkpoint"]) / "spiece.model"
-    return AlbertTokenizer(spiece, do_lower_case=bool(ckpt.do_lower_case))
 
 
 def _accuracy_fields(right: Sequence[bool], ref: Sequence[bool]) -> dict[str, Any]:

@@ -119,6 +119,18 @@ def write_split(data: TaskData, path_stem: Path) -> Path:
     return out
 
 
+def tokenizer_of(ckpt: Any, row: Mapping[str, Any]) -> Any:
+    """The tokenizer a candidate's text goes through: a vocabulary-trimmed candidate's
+    own trimmed SentencePiece model, else None (the checkpoint's)."""
+    vocab = row.get("vocab")
+    if not vocab:
+        return None
+    from albert_edge.tokenizer import AlbertTokenizer
+
+    spiece = Path(vocab["checkpoint"]) / "spiece.model"
+    return AlbertTokenizer(spiece, do_lower_case=bool(ckpt.do_lower_case))
+
+
 def metric_fields(m: Metrics, ref: Metrics) -> dict[str, Any]:
     """A candidate's fields from its metrics and the checkpoint's on the same examples."""
     from albert_edge.depth.task_heads import metric_interval
@@ -182,8 +194,6 @@ class TaskScorer:
         return self.reference[key]
 
     def tokenizer_of(self, row: Mapping[str, Any]) -> Any:
-        from albert_edge.bench.recommend import tokenizer_of
-
         return tokenizer_of(self.ckpt, row)
 
     def checkpoint_value(self, split: str) -> float:

@@ -100,13 +100,8 @@ def cls_states(
 
 
 def own_head(ckpt: Checkpoint) -> dict[str, torch.Tensor]:
-    """The model's pooler + classifier, as the four tensors an exit head holds; a token or
-    span head's per-token linear (:func:`albert_edge.depth.task_heads.own_linear`)."""
-    if ckpt.head.name != "sequence-classification":
-        from albert_edge.depth.task_heads import TASK_HEADS, own_linear
-
-        if ckpt.head.name in TASK_HEADS:
-            return own_linear(ckpt)
+    """The model's pooler + classifier, as the four tensors an exit head holds (a token or
+    span head's: :func:`albert_edge.depth.task_heads.own_any_head`)."""
     m = ckpt.model
     return {
         "pooler.weight": m.albert.pooler.weight.detach().clone(),

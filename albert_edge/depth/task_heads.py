@@ -63,6 +63,14 @@ def own_linear(ckpt: Checkpoint) -> dict[str, torch.Tensor]:
     }
 
 
+def own_any_head(ckpt: Checkpoint) -> dict[str, torch.Tensor]:
+    """The model's own head as a depth search stores one: a classifier's pooler +
+    classifier, a token or span head's per-token linear."""
+    from albert_edge.depth.features import own_head
+
+    return own_linear(ckpt) if ckpt.head.name in TASK_HEADS else own_head(ckpt)
+
+
 @dataclass
 class TokenStates:
     """The hidden states after each layer 1..L at the kept positions of every feature:

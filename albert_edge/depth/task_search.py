@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from albert_edge.depth.features import DepthError, FitSettings
 from albert_edge.depth.groups import representable_depths, truncated_num_groups
-from albert_edge.depth.search import (
+from albert_edge.depth.record import (
     _DIMS,
     DepthScore,
     DepthSearch,

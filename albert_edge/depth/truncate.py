@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from albert_edge.convert import TRUNCATED_CHECKPOINT
 from albert_edge.depth.choose import Rule, choose, search_candidates
-from albert_edge.depth.features import DepthError, own_head
+from albert_edge.depth.features import DepthError
 from albert_edge.depth.groups import check_depth, layer_groups
 from albert_edge.depth.search import DepthSearch
+from albert_edge.depth.task_heads import own_any_head
 from albert_edge.manifest import dumps_strict
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ def write_truncated(
             )
         tensors = search.heads[depth]
     elif head == "own":
-        tensors = own_head(ckpt)
+        tensors = own_any_head(ckpt)
     else:
         raise DepthError(f"unknown head {head!r}; choose refit or own")
     cfg, state = truncated_state(ckpt, depth, tensors)
