@@ -176,7 +176,7 @@ def squad_fixture(checkpoint: Path, squad: Path = SQUAD_SAMPLE) -> dict[str, Any
     tok = AlbertTokenizer(checkpoint / "spiece.model")
     feats = encode(data, tok, QA_MAX_LEN, stride=QA_STRIDE)
     outs = _torch_outputs(checkpoint, feats)
-    features = []
+    features: list[dict[str, Any]] = []
     for f in range(len(feats)):
         n = len(feats.input_ids[f])
         features.append(
@@ -236,7 +236,7 @@ def conll_fixture(checkpoint: Path, work: Path) -> dict[str, Any]:
     tok = AlbertTokenizer(checkpoint / "spiece.model")
     feats = encode(data, tok, NER_MAX_LEN)
     outs = _torch_outputs(checkpoint, feats)
-    features = []
+    features: list[dict[str, Any]] = []
     for f in range(len(feats)):
         n = len(feats.input_ids[f])
         features.append(
