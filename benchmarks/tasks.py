@@ -78,7 +78,13 @@ ARTIFACTS = (
     "tflite-int8-full",
 )
 # cross-checked against `albert-edge verify --data --json` (PyTorch is rerun per call)
-VERIFY_CLI = ("onnx-int8-dynamic", "tflite-int8-dynamic", "onnx-int8-static", "tflite-int8-full")
+VERIFY_CLI = (
+    "onnx-int8-dynamic",
+    "onnx-auto",
+    "tflite-int8-dynamic",
+    "onnx-int8-static",
+    "tflite-int8-full",
+)
 CALIBRATED = ("onnx-int8-static", "tflite-int8-full")  # activation ranges from data
 AUTO_MAX_DROP = "1"  # --precision auto's budget, in points of the task's metric
 W1_SEQ = 128
@@ -104,8 +110,9 @@ def split_squad(work: Path) -> tuple[Path, Path]:
 def task_specs(work: Path, names: list[str]) -> dict[str, dict[str, Any]]:
     """Each task's train and eval files, train flags, and the files the data-driven
     conversions read: ``calibration`` (int8-static / int8-full activation ranges) and
-    ``choose`` (``--precision auto --data``: the rows the plan is chosen on; never the eval
-    file the table reports)."""
+    ``choose`` (``--precision auto --data``: the rows the plan is chosen on, never the eval
+    file the table reports; written by :func:`write_choose_file` once the checkpoint is
+    known)."""
     conll, glue = SHARED / "conll2003", SHARED / "glue" / "MRPC"
     specs: dict[str, dict[str, Any]] = {
         "ner": {
@@ -113,14 +120,12 @@ def task_specs(work: Path, names: list[str]) -> dict[str, dict[str, Any]]:
             "eval": conll / "dev.txt",
             "flags": ["--max-train-rows", "6000", "--epochs", "1"],
             "calibration": conll / "train.txt",
-            "choose": conll / "train.txt",
         },
         "pair": {
             "train": glue / "train.tsv",
             "eval": glue / "dev.tsv",
             "flags": ["--epochs", "3"],
             "calibration": glue / "train.tsv",
-            "choose": glue / "train.tsv",
         },
     }
     train, held = (
@@ -133,9 +138,61 @@ def task_specs(work: Path, names: list[str]) -> dict[str, dict[str, Any]]:
         "eval": held,
         "flags": ["--max-train-rows", "3000", "--epochs", "1"],
         "calibration": train,
-        "choose": train,
     }
     return specs
+
+
+def untrained_rows(spec: dict[str, Any], training: dict[str, Any]) -> list[int]:
+    """Rows of the training file the checkpoint never trained on: its held-out split and
+    the rows past ``--max-train-rows`` (the split ``albert-edge train`` recorded in
+    ``training.json``, recomputed by the same :class:`albert_edge.learn.split.HeldOut`)."""
+    from albert_edge.learn.split import HeldOut
+
+    n = int(training["data"]["train"]["rows"])
+    ho = training["data"]["held_out"]
+    fit, _ = HeldOut(float(ho["fraction"]), int(ho["seed"])).split(n, str(spec["train"]))
+    cap = _flag(spec["flags"], "--max-train-rows")
+    trained = set(fit[: int(cap)] if cap is not None else fit)
+    if len(trained) != int(training["train_examples"]):
+        raise SystemExit(
+            f"{spec['train']}: the recomputed split trains on {len(trained)} rows, "
+            f"training.json says {training['train_examples']}; pass --tasks without this task"
+        )
+    return [i for i in range(n) if i not in trained]
+
+
+def write_choose_file(spec: dict[str, Any], training: dict[str, Any], out: Path) -> Path:
+    """The training file's untrained rows, in the training file's own format, for
+    ``--precision auto --data`` (the plan is chosen on rows neither trained on nor
+    reported): CoNLL sentences and GLUE rows copied line for line, SQuAD questions kept
+    by id inside their articles and paragraphs."""
+    import albert_edge.tasks as tasks
+
+    data = tasks.read_task_file(spec["train"])
+    rows = untrained_rows(spec, training)
+    if data.kind.value == "question-answering":
+        keep = {data.examples[i].id for i in rows}
+        obj = json.loads(spec["train"].read_text(encoding="utf-8"))
+        for article in obj["data"]:
+            for para in article["paragraphs"]:
+                para["qas"] = [q for q in para["qas"] if q["id"] in keep]
+            article["paragraphs"] = [p for p in article["paragraphs"] if p["qas"]]
+        obj["data"] = [a for a in obj["data"] if a["paragraphs"]]
+        out.write_text(json.dumps(obj))
+        return out
+    lines = spec["train"].read_text(encoding="utf-8").splitlines()
+    if data.kind.value == "token-classification":  # a sentence: its lines to the blank one
+        blocks = []
+        for i in rows:
+            first = data.examples[i].line - 1
+            last = first
+            while last < len(lines) and lines[last].strip():
+                last += 1
+            blocks.append("\n".join(lines[first:last]))
+        out.write_text("\n\n".join(blocks) + "\n")
+        return out
+    out.write_text("\n".join([lines[0], *(lines[data.examples[i].line - 1] for i in rows)]) + "\n")
+    return out
 
 
 def machine() -> dict[str, Any]:
@@ -543,6 +600,8 @@ def run_task(
     ckpt, train_s, reused = train_or_reuse(name, spec, work, reuse)
     training = json.loads((ckpt / "training.json").read_text())
     max_len = int(training["task"]["max_len"])
+    suffix = spec["train"].suffix
+    spec = {**spec, "choose": write_choose_file(spec, training, work / f"{name}-untrained{suffix}")}
     built = {a: build(a, ckpt, work, spec, max_len, name, rebuild) for a in arts}
     if train_s is None:  # reused: the wall time of the run that trained it, if recorded
         train_s = old.get("train_wall_s")
@@ -601,6 +660,25 @@ TITLE = {
     "tflite-int8-dynamic": "TFLite int8-dynamic",
     "tflite-int8-full": "TFLite int8-full",
 }
+
+
+def _intervals_line(s: dict[str, Any]) -> str:
+    """Which built artifacts' Δ interval excludes 0, and which reach past -1 point."""
+    built = [a for a in ARTIFACTS if isinstance(s.get(a), dict) and "vs_pytorch" in s[a]]
+    if not built:
+        return "- no artifact scored yet"
+    below = [a for a in built if s[a]["vs_pytorch"]["high"] < 0]
+    above = [a for a in built if s[a]["vs_pytorch"]["low"] > 0]
+    past = [a for a in built if s[a]["vs_pytorch"]["low"] < -0.01]
+    delta = {a: f"{TITLE[a]} ({100 * s[a]['vs_pytorch']['delta']:+.2f})" for a in built}
+    return (
+        "- below PyTorch with 95 % confidence: "
+        + (", ".join(delta[a] for a in below) or "none")
+        + "; above: "
+        + (", ".join(delta[a] for a in above) or "none")
+        + "; interval reaching past -1 point: "
+        + (", ".join(TITLE[a] for a in past) or "none")
+    )
 
 
 def _verify_line(title: str, row: dict[str, Any]) -> str:
@@ -763,6 +841,7 @@ def markdown(results: dict[str, Any]) -> str:
                 if w2
                 else []
             ),
+            _intervals_line(s),
             *(
                 _verify_line(TITLE[a], s[a])
                 for a in ARTIFACTS

@@ -122,3 +122,28 @@ def test_the_table_says_why_a_row_was_not_built_and_shows_timings_with_load() ->
     assert "not run" in rows["| TFLite int8-full"]
     assert "Δ 0 says nothing about quantization error" in md  # at the majority class
     assert "taken under load" in md
+
+
+def test_the_auto_data_is_the_training_rows_never_trained_on(tmp_path: Path) -> None:
+    from albert_edge.learn.split import HeldOut
+    from albert_edge.tasks import read_task_file
+
+    n, cap = 400, 200  # 40 held out, 360 left, the first 200 of them trained on
+    train = tmp_path / "train.txt"
+    train.write_text(
+        "-DOCSTART- -X- -X- O\n\n"
+        + "\n\n".join(f"Word{i} NNP I-NP I-PER\nsaid VBD I-VP O" for i in range(n))
+        + "\n"
+    )
+    spec = {"train": train, "flags": ["--max-train-rows", str(cap), "--epochs", "1"]}
+    training = {
+        "data": {"train": {"rows": n}, "held_out": {"fraction": 0.1, "seed": 27}},
+        "train_examples": cap,
+    }
+    rows = bt.untrained_rows(spec, training)
+    fit, held = HeldOut(0.1, 27).split(n, str(train))
+    assert set(rows) == set(range(n)) - set(fit[:cap]) and set(held) <= set(rows)
+    out = bt.write_choose_file(spec, training, tmp_path / "choose.txt")
+    got = read_task_file(out)
+    assert [e.words[0] for e in got.examples] == [f"Word{i}" for i in rows]
+    assert {tuple(e.tags) for e in got.examples} == {("B-PER", "O")}  # IOB1 read as IOB2
