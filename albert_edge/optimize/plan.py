@@ -36,7 +36,9 @@ EXIT_BUILD_S = 20.0  # heads, stepped artifact, threshold choice
 TIMING_S = 20.0  # per finalist, interleaved rounds
 RAY_START_S = 15.0
 BASELINES = 2  # the given model's full-depth fp32 and int8-dynamic: always built first
-HEAL_ROWS = 600 * 32  # albert_edge.vocab.heal's default steps x a batch
+HEAL_STEP_S = 1.0  # one healing step (batch 32, teacher logits, re-segmented student)
+HEAL_SHARE = 0.1  # of the budget, at most, for the healing fine-tune
+HEAL_STEPS = (30, 600)  # fewest, most (albert_edge.vocab.heal's default)
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,14 @@ def scale(shape: Shape) -> float:
     return max(1.0, (shape.hidden / 128.0) ** 2)
 
 
-def stage_estimates(shape: Shape, finetune_epochs: int) -> dict[str, float]:
+def heal_steps(shape: Shape, budget_s: float) -> int:
+    """Healing steps that fit :data:`HEAL_SHARE` of the budget: from the flags and the
+    model's shape alone (never from a timing), so a resumed run heals the same steps."""
+    lo, hi = HEAL_STEPS
+    return int(min(hi, max(lo, HEAL_SHARE * budget_s / (HEAL_STEP_S * scale(shape)))))
+
+
+def stage_estimates(shape: Shape, finetune_epochs: int, budget_s: float) -> dict[str, float]:
     """Seconds per stage (rough; see the constants above)."""
     s = scale(shape)
     row_pass = FORWARD_ROW_LAYER_S * shape.layers * s
@@ -142,7 +151,7 @@ def stage_estimates(shape: Shape, finetune_epochs: int) -> dict[str, float]:
         "finetune": 10.0 + TRAIN_FACTOR * row_pass * shape.fit_rows * finetune_epochs * 2,
         "depth": 10.0 + row_pass * shape.fit_rows * 1.5,
         "trim": 5.0 + 0.002 * shape.fit_rows,
-        "heal": 10.0 + TRAIN_FACTOR * row_pass * HEAL_ROWS,
+        "heal": 10.0 + HEAL_STEP_S * s * heal_steps(shape, budget_s),
     }
 
 
@@ -198,7 +207,7 @@ def make_plan(
     the end of the build order (the dynamic exits, then the quantized forms of the
     shallowest depths), never the baselines.
     """
-    est = stage_estimates(shape, finetune_epochs)
+    est = stage_estimates(shape, finetune_epochs, budget_s)
     par = max(1, workers)
     stages: list[Stage] = [Stage("split", est["split"], True)]
     skipped: list[dict[str, str]] = []

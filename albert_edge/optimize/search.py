@@ -27,7 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.errors import AlbertEdgeError
-from albert_edge.optimize.plan import Candidate, Plan, Shape, candidate_estimate, make_plan, prune
+from albert_edge.optimize.plan import (
+    Candidate,
+    Plan,
+    Shape,
+    candidate_estimate,
+    heal_steps,
+    make_plan,
+    prune,
+)
 from albert_edge.optimize.stages import (
     SEED,
     OptimizeError,
@@ -139,6 +147,7 @@ class Search:
         import os
 
         workers = opts.workers or (os.cpu_count() or 1) if opts.cluster is None else 2
+        self.workers = workers
         self.plan: Plan = make_plan(
             self.shape,
             budget_s=self.budget_s,
@@ -154,6 +163,8 @@ class Search:
         self.notes: list[str] = []
         self.out_of_time = False
         self.timing: dict[str, Any] | None = None
+        self.slowdown = 1.0  # measured / planned seconds so far (never below 1)
+        self.ratios: list[float] = []
 
     def settings(self) -> dict[str, Any]:
         o = self.opts
@@ -181,13 +192,14 @@ class Search:
         if planned is not None and not planned.will_run:
             self.stages[name] = {"ran": False, "why": planned.why}
             return None
-        est = planned.estimate_s if planned else 0.0
+        est = (planned.estimate_s if planned else 0.0) * self.slowdown
         if self.work.cached("stages", name, inputs) is None and est > self.left() - self.reserve():
             why = f"time ran out (~{est:.0f} s needed, {max(0.0, self.left()):.0f} s left)"
             self.progress(f"stage {name}: skipped, {why}")
             self.stages[name] = {"ran": False, "why": why}
             return None
         self.progress(f"stage {name} (~{est:.0f} s)")
+        t0 = time.monotonic()
         try:
             rec = self.work.run("stages", name, inputs, fn)
         except AlbertEdgeError as exc:
@@ -201,7 +213,18 @@ class Search:
         self.stages[name] = {"ran": True, "cached": rec["cached"]}
         if rec["cached"]:
             self.progress(f"stage {name}: done by an earlier run, reused")
+        elif planned is not None and planned.estimate_s > 0:
+            self.measured(planned.estimate_s, time.monotonic() - t0)
         return rec
+
+    def measured(self, planned_s: float, took_s: float) -> None:
+        """Scale what is left of the plan by how much slower than planned the work runs
+        here (a loaded machine): the estimate on stderr and the skip decisions follow."""
+        self.ratios.append(took_s / planned_s)
+        before = self.slowdown
+        self.slowdown = max(1.0, sum(self.ratios) / len(self.ratios))
+        rest = max(0.0, self.plan.estimate_s - self.progress.elapsed() / before)
+        self.progress.estimate_s = self.progress.elapsed() + rest * self.slowdown
 
     def run_stages(self) -> dict[str, Any]:
         o = self.opts
@@ -259,10 +282,17 @@ class Search:
             return ctx
         trimmed = self.work.dir("stages", "trim") / "model"
         trim_id = trim["inputs_sha256"]
+        steps = heal_steps(self.shape, self.budget_s)
         heal = self.stage(
             "heal",
-            {"trimmed": trim_id, "teacher": ctx["base_id"], "data": file_id(fit), "seed": SEED},
-            heal_stage(trimmed, base, fit),
+            {
+                "trimmed": trim_id,
+                "teacher": ctx["base_id"],
+                "data": file_id(fit),
+                "seed": SEED,
+                "steps": steps,
+            },
+            heal_stage(trimmed, base, fit, steps),
         )
         if heal is not None:
             trimmed, trim_id = self.work.dir("stages", "heal") / "model", heal["inputs_sha256"]
@@ -298,6 +328,7 @@ class Search:
     def run_candidates(self, ctx: Mapping[str, Any], pool: Any) -> None:
         from albert_edge.optimize.build import build_candidate
 
+        pool_cpus = self.workers
         todo = list(self.plan.candidates)
         n = len(todo)
         running: dict[Any, tuple[Candidate, dict[str, Any]]] = {}
@@ -341,7 +372,7 @@ class Search:
                     cached["cached"] = True
                     record(c, cached)
                     continue
-                est = candidate_estimate(c, self.shape)
+                est = candidate_estimate(c, self.shape) * self.slowdown / max(1, pool_cpus)
                 if self.out_of_time or est > self.left() - self.reserve():
                     self.out_of_time = True
                     record(
@@ -377,6 +408,9 @@ class Search:
             for h in done:
                 c, inputs = running.pop(h)
                 rec = pool.result(h)
+                if "build_s" in rec:
+                    took = float(rec["build_s"]) + float(rec.get("score_s", 0.0))
+                    self.measured(candidate_estimate(c, self.shape), took)
                 rec.setdefault("key", c.key)
                 if rec.get("built"):
                     rec = self.work.finish("candidates", c.key, inputs, rec)

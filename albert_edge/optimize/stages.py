@@ -256,15 +256,17 @@ def trim_stage(checkpoint: Path | None, corpus: Path) -> Callable[[Path], dict[s
     return run
 
 
-def heal_stage(trimmed: Path, teacher: Path | None, data: Path) -> Callable[[Path], dict[str, Any]]:
+def heal_stage(
+    trimmed: Path, teacher: Path | None, data: Path, steps: int
+) -> Callable[[Path], dict[str, Any]]:
     """The healing fine-tune of :mod:`albert_edge.vocab` (distillation from the untrimmed
     model on the trimmed segmentation) on the fit rows' text."""
 
     def run(d: Path) -> dict[str, Any]:
         from albert_edge.vocab.heal import heal  # type: ignore[import-not-found,unused-ignore]
 
-        heal(trimmed, teacher, data, d / "model", seed=13, threads=THREADS)
-        return {"checkpoint": "model"}
+        heal(trimmed, teacher, data, d / "model", steps=steps, seed=13, threads=THREADS)
+        return {"checkpoint": "model", "steps": steps}
 
     return run
 

@@ -67,12 +67,14 @@ def test_without_finetune_the_searched_model_is_the_given_one_and_no_key_repeats
 
 def test_a_small_budget_drops_the_finetune_first_then_the_trim_never_the_baselines() -> None:
     full = plan(600)
-    est = full.estimate_s
-    small = plan(est / 60 * 0.8)
-    ran = {s.name: s.will_run for s in small.stages}
-    assert ran["finetune"] is False and ran["depth"] is True
-    why = next(s.why for s in small.stages if s.name == "finetune")
-    assert "--max-minutes" in why
+    for share in (0.9, 0.7, 0.5, 0.3):
+        p = plan(full.estimate_s / 60 * share)
+        ran = {s.name: s.will_run for s in p.stages}
+        assert ran["depth"] is True
+        assert not (ran["finetune"] and not ran["trim"])  # the fine-tune goes first
+        if not ran["finetune"]:
+            why = next(s.why for s in p.stages if s.name == "finetune")
+            assert "--max-minutes" in why
     tiny = plan(0.1)
     ran = {s.name: s.will_run for s in tiny.stages}
     assert ran["finetune"] is False and ran["trim"] is False and ran["heal"] is False
@@ -84,6 +86,17 @@ def test_a_small_budget_drops_the_finetune_first_then_the_trim_never_the_baselin
     # the plan says what it will not try
     text = "\n".join(tiny.describe())
     assert "will not  finetune" in text and "will not  trim" in text
+
+
+def test_heal_steps_follow_the_budget_and_the_shape_only() -> None:
+    from albert_edge.optimize.plan import HEAL_STEPS, heal_steps
+
+    s = shape()
+    assert heal_steps(s, 20 * 60) == 120
+    assert heal_steps(s, 45 * 60) == 270
+    assert heal_steps(s, 10**6) == HEAL_STEPS[1]
+    assert heal_steps(s, 1) == HEAL_STEPS[0]
+    assert heal_steps(shape(hidden=256), 45 * 60) < heal_steps(s, 45 * 60)
 
 
 def test_precision_plans_are_not_planned_on_too_few_choose_rows() -> None:
