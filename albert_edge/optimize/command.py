@@ -44,7 +44,12 @@ def add_parser(sub: Any, quiet: Any) -> None:
         help="the budget: points of the task's metric the artifact may lose against the given "
         "model in PyTorch, on rows nothing was fitted on",
     )
-    p.add_argument("--target", choices=("onnx", "tflite"), default="onnx")
+    p.add_argument(
+        "--target",
+        choices=("onnx", "tflite"),
+        default="onnx",
+        help="the artifact's format (dynamic-exit candidates are ONNX only)",
+    )
     p.add_argument(
         "--objective",
         choices=("latency", "bytes"),
