@@ -106,6 +106,9 @@ def test_int8_static_without_calibration_uses_the_packaged_train_sample(
         "file": DEFAULT_CALIBRATION.name,
         "sha256": SHA256[DEFAULT_CALIBRATION.name],
         "samples": 8,
+        "task": "sentences",
+        "format": "glue-tsv",
+        "examples": 8,
         "method": "minmax",
         "source": DEFAULT_CALIBRATION_SOURCE,
     }

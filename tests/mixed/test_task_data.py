@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from albert_edge.options import ConvertOptions
 
@@ -228,3 +229,24 @@ def test_squad_v2_threshold_is_chosen_on_the_reference_and_held_out(
     assert ref.examples == other.examples == 30 and "HasAns_f1" in ref.values
     rec = scorer.record(ref.primary, ref.examples)
     assert rec["format"] == "squad-v2.0" and rec["null_threshold"] == threshold
+
+
+@pytest.mark.slow  # an int8-static search: quantize_static per candidate (~1 min)
+def test_int8_static_budget_calibrates_on_the_task_file(
+    make_checkpoint: Any, tmp_path: Path
+) -> None:
+    """The integer fallback's candidates calibrate on the tagger's own CoNLL sentences,
+    and the plan records that file (a replay needs it)."""
+    from albert_edge.manifest import sha256_file
+    from albert_edge.mixed import Settings, convert_auto
+
+    ckpt = tagger(make_checkpoint, tmp_path / "ner")
+    data = conll_file(tmp_path / "dev.txt", 60)
+    train = conll_file(tmp_path / "train.txt", 20)
+    opts = ConvertOptions(verify=False, calibration=train, num_calibration=16)
+    s = Settings(max_drop=100.0, min_lower_bound=-100.0, rows=50)
+    m = convert_auto(ckpt, tmp_path / "out", opts, data, s, base="int8-static")
+    plan = m["precision_plan"]
+    assert plan["recipe"]["calibration"]["sha256"] == sha256_file(train)
+    assert m["quantization"]["calibration"]["task"] == "token-classification"
+    _check_task_plan(plan, "token-classification", "f1", 50)

@@ -358,6 +358,9 @@ def test_per_tensor_and_entropy_calibration(artifact, checkpoint, sst2_train) ->
     assert report["calibration"] == {
         **input_file_record(sst2_train),  # its name and hash: no build-machine path
         "samples": NUM_CAL,
+        "task": "sentences",  # what was read: SST-2's single sentences
+        "format": "glue-tsv",
+        "examples": NUM_CAL,
         "method": "entropy",
         "source": "--calibration",  # the packaged default says so instead
     }

@@ -210,3 +210,29 @@ def test_calibration_fit_rules(make_checkpoint: Any, tmp_path: Path, sst2_train:
     with pytest.raises(DataError, match="single sentences, but the model is a sequence-class"):
         read_calibration(sst2_train, 4).check_fits("sequence-classification", finetuning_task="rte")
     cal.check_fits("masked-lm")  # a masked LM reads any text
+
+
+@pytest.mark.slow  # a TFLite export and int8-full calibration (~1 min on 2 busy cores)
+def test_tflite_int8_full_calibrated_on_a_pair_file(make_checkpoint: Any, tmp_path: Path) -> None:
+    import shutil
+
+    from albert_edge.convert import convert
+    from albert_edge.options import ConvertOptions
+
+    ckpt = tmp_path / "pair"
+    shutil.copytree(make_checkpoint("tiny", seed=3), ckpt)
+    cfg = json.loads((ckpt / "config.json").read_text())
+    (ckpt / "config.json").write_text(json.dumps({**cfg, "finetuning_task": "mrpc"}))
+    data = _pairs(tmp_path / "pairs.tsv", 40)
+    opts = ConvertOptions(
+        target="tflite", precision="int8-full", calibration=data, num_calibration=40,
+        seq_lens=(16, 32), verify=False,
+    )  # fmt: skip
+    m = convert(ckpt, tmp_path / "out", opts)
+    cal = m["quantization"]["calibration"]
+    assert cal["task"] == "sentence-pairs" and cal["file"] == "pairs.tsv"
+    assert cal["examples"] == 40 and set(cal["per_signature"]) == {"seq_16", "seq_32"}
+    # the packaged SST-2 sentences are refused for this pair model (loaded: the same rule)
+    with pytest.raises(DataError, match="packaged default is SST-2 single sentences"):
+        convert(ckpt, tmp_path / "out2", ConvertOptions(target="tflite", precision="int8-full"))
+    assert not (tmp_path / "out2").exists()
