@@ -135,9 +135,10 @@ def print_convert_report(out: Path, manifest: dict[str, Any]) -> None:
         t.add_row("precision plan", str(plan.get("summary")))
         loss = (plan.get("search") or {}).get("loss")
         if isinstance(loss, dict):
+            metric = str(loss.get("metric", "accuracy"))  # the task's: F1 for NER and QA
             t.add_row(
                 "held-out loss",
-                f"{-100 * loss['delta'] + 0.0:.2f} points "
+                f"{-100 * loss['delta'] + 0.0:.2f} {metric} points "
                 f"[{-100 * loss['delta_high'] + 0.0:+.2f}, {-100 * loss['delta_low'] + 0.0:+.2f}]",
             )
     if q.get("target"):
