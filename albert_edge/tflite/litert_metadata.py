@@ -101,6 +101,30 @@ class ModelMetadata:
         return list(out.values())
 
 
+# LiteRT Task Library's BertQuestionAnswerer (tflite-support ``bert_question_answerer.cc``,
+# ``kMaxSeqLen``) fills subgraph 0's inputs with exactly this many tokens; on another length
+# its ``answer`` fails ("Bad StatusOr access" from the Python API).
+TASK_LIBRARY_QA_SEQ_LEN = 384
+
+
+def task_library_qa_note(subgraph0: str) -> str:
+    """A question-answering model's metadata sentence: whether the Task Library's
+    ``BertQuestionAnswerer`` can run this file (its subgraph 0, signature ``subgraph0``,
+    must take :data:`TASK_LIBRARY_QA_SEQ_LEN` tokens), and how to get one that it can."""
+    want = f"seq_{TASK_LIBRARY_QA_SEQ_LEN}"
+    head = (
+        f"LiteRT Task Library BertQuestionAnswerer feeds subgraph 0 exactly "
+        f"{TASK_LIBRARY_QA_SEQ_LEN} tokens"
+    )
+    if subgraph0 == want:
+        return f"{head}: subgraph 0 is {want}, so it runs this file."
+    return (
+        f"{head}: subgraph 0 is {subgraph0 or 'unnamed'}, so it cannot run this file; "
+        f"convert with --seq-lens whose longest is {TASK_LIBRARY_QA_SEQ_LEN} "
+        f"(e.g. 128,{TASK_LIBRARY_QA_SEQ_LEN}) for it."
+    )
+
+
 # --- writing ------------------------------------------------------------------------------
 
 

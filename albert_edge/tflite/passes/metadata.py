@@ -287,7 +287,8 @@ def albert_metadata_pass(
             f"ALBERT ({head}) converted by albert-edge {__version__}, precision {precision}. "
             f"Signatures (sequence buckets): {buckets}; this metadata describes subgraph 0, "
             "and every signature has the same inputs and outputs. Inputs are int32. " + BATCH_POLICY
-        ),
+        )
+        + (" " + lm.task_library_qa_note(sig0) if head == "question-answering" else ""),
         version=f"{source}, weights sha256 {str(src.get('weights_sha256') or 'unknown')[:16]}",
         author=f"albert-edge {__version__} (conversion); weights: {source}",
         license=(
