@@ -35,6 +35,7 @@ AUTO_PLAN_S = 25.0  # one --precision auto search of the tiny model
 EXIT_BUILD_S = 20.0  # heads, stepped artifact, threshold choice
 TIMING_S = 20.0  # per finalist, interleaved rounds
 RAY_START_S = 15.0
+NOT_BUILT = "not built"  # the verdict of a candidate that has no artifact
 BASELINES = 2  # the given model's full-depth fp32 and int8-dynamic: always built first
 HEAL_STEP_S = 1.0  # one healing step (batch 32, teacher logits, re-segmented student)
 HEAL_SHARE = 0.1  # of the budget, at most, for the healing fine-tune
@@ -147,7 +148,7 @@ def stage_estimates(shape: Shape, finetune_epochs: int, budget_s: float) -> dict
     s = scale(shape)
     row_pass = FORWARD_ROW_LAYER_S * shape.layers * s
     return {
-        "split": 2.0 + row_pass * 2 * shape.choose_rows,
+        "split": 15.0 + row_pass * 2 * shape.choose_rows,
         "finetune": 10.0 + TRAIN_FACTOR * row_pass * shape.fit_rows * finetune_epochs * 2,
         "depth": 10.0 + row_pass * shape.fit_rows * 1.5,
         "trim": 5.0 + 0.002 * shape.fit_rows,
@@ -291,6 +292,8 @@ def prune(candidate: Candidate, verdicts: Mapping[str, str | None]) -> str | Non
     if parent not in verdicts:
         return f"{parent} was not judged"
     why = verdicts[parent]
+    if why == NOT_BUILT:
+        return f"not built: its fp32 form ({parent}) was not built"
     if why is not None:
         return f"pruned: at fp32 ({parent}) already {why}"
     return None

@@ -28,6 +28,7 @@ from typing import Any
 
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.optimize.plan import (
+    NOT_BUILT,
     Candidate,
     Plan,
     Shape,
@@ -329,6 +330,7 @@ class Search:
         from albert_edge.optimize.build import build_candidate
 
         pool_cpus = self.workers
+        finished = 0
         todo = list(self.plan.candidates)
         n = len(todo)
         running: dict[Any, tuple[Candidate, dict[str, Any]]] = {}
@@ -339,7 +341,7 @@ class Search:
             nonlocal k
             k += 1
             self.records[c.key] = rec
-            verdicts[c.key] = rec.get("why_not") if rec.get("built") else "not built"
+            verdicts[c.key] = rec.get("why_not") if rec.get("built") else NOT_BUILT
             word = "admitted" if rec.get("built") and rec.get("why_not") is None else "out"
             why = "" if word == "admitted" else f": {rec.get('why_not')}"
             extra = ""
@@ -408,7 +410,8 @@ class Search:
             for h in done:
                 c, inputs = running.pop(h)
                 rec = pool.result(h)
-                if "build_s" in rec:
+                finished += 1
+                if "build_s" in rec and finished > pool_cpus:  # the first pay the imports
                     took = float(rec["build_s"]) + float(rec.get("score_s", 0.0))
                     self.measured(candidate_estimate(c, self.shape), took)
                 rec.setdefault("key", c.key)

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import json
 
-from albert_edge.optimize.plan import Candidate, Plan, Shape, all_candidates, make_plan, prune
+from albert_edge.optimize.plan import (
+    NOT_BUILT,
+    Candidate,
+    Plan,
+    Shape,
+    all_candidates,
+    make_plan,
+    prune,
+)
 
 
 def shape(**kw: object) -> Shape:
@@ -129,6 +137,7 @@ def test_prune_by_the_fp32_verdict() -> None:
     why = prune(child, {"base-full-d2-fp32": "point loss 0.80 > 0.5"})
     assert why is not None and why.startswith("pruned: at fp32") and "0.80" in why
     assert prune(child, {}) == "base-full-d2-fp32 was not judged"
+    assert "was not built" in str(prune(child, {"base-full-d2-fp32": NOT_BUILT}))
 
 
 def test_the_plan_is_data() -> None:
