@@ -1,7 +1,9 @@
 """Extractive question answering: SQuAD v1.1 and v2.0, scored as the official script does.
 
-Encoding follows the reference implementation (google-research/bert ``run_squad.py``):
-the context is split on whitespace into words, each word is tokenized on its own, and a
+Encoding follows the reference implementations (google-research/albert's SQuAD code,
+transformers' ``run_qa.py``): the context is split on whitespace into words and its
+pieces are those of the whole context (each word tokenized with the space before it,
+equal to tokenizing the paragraph at once), each piece knowing its word; a
 context longer than the model's window is cut into overlapping windows (``stride``
 tokens of overlap), each ``[CLS] question [SEP] window [SEP]``. Post-processing takes
 the best span over all windows: the ``n_best`` highest start and end logits of each
@@ -169,7 +171,11 @@ def encode_squad(
             doc: list[int] = []
             tok_word: list[int] = []
             for w, word in enumerate(ex.words):
-                pieces = tokenizer.tokenize_ids(word) or [tokenizer.unk_id]
+                # a word after the first is tokenized with the space before it, so the
+                # pieces are those of the whole context (a word opening with a piece the
+                # tokenizer splits off, "(" or '"', keeps the lone "▁" before it)
+                text = word if w == 0 else " " + word
+                pieces = tokenizer.tokenize_ids(text) or [tokenizer.unk_id]
                 doc += pieces
                 tok_word += [w] * len(pieces)
             pieces_of[ex.context] = (doc, tok_word)

@@ -236,3 +236,26 @@ def test_run_features_slices_per_token_outputs(tmp_path: Path, tok: AlbertTokeni
 
     out = run_features(feats, model, batch_size=8)
     assert [o[:, 0].tolist() for o in out["logits"]] == feats.input_ids
+
+
+def test_squad_context_pieces_are_the_whole_contexts(tok: AlbertTokenizer) -> None:
+    """A window's context pieces equal transformers' tokenizer on the whole paragraph
+    (what ``run_qa.py`` and the pipelines feed), on real SQuAD dev paragraphs: a word that
+    opens with a piece the tokenizer splits off ("(", '"', "-") keeps its lone "▁"."""
+    from transformers import AlbertTokenizerFast
+
+    sample = Path(__file__).resolve().parents[1] / "data" / "squad" / "dev-v1.1-sample.json"
+    data = read_task_file(sample)
+    fast = AlbertTokenizerFast(vocab_file=str(tok.path))
+    feats = encode(data, tok, 512)
+    seen: set[str] = set()
+    opens_with_split_piece = 0
+    for f, e in enumerate(feats.example_index):
+        ex = data.examples[e]
+        if ex.context in seen:
+            continue
+        seen.add(ex.context)
+        ctx = [i for i, w in zip(feats.input_ids[f], feats.word_ids[f], strict=True) if w >= 0]
+        assert ctx == fast(ex.context, add_special_tokens=False)["input_ids"], ex.context[:60]
+        opens_with_split_piece += any(w[0] in "(\"-." for w in ex.words[1:])
+    assert len(seen) >= 3 and opens_with_split_piece >= 1

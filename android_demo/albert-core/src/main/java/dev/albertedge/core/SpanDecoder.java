@@ -12,9 +12,10 @@ import java.util.List;
  * {@code best_spans}); {@code tests/test_android_java_tasks.py} holds the two to the same
  * windows, span texts and scores, bit for bit, on real SQuAD questions.
  *
- * <p>Windows: the context is split on whitespace into words, each word tokenized on its
- * own; the question keeps at most {@code min(64, maxLen / 2)} pieces; a context longer than
- * one window is cut into windows that overlap by {@code stride} tokens (at most half a
+ * <p>Windows: the context is split on whitespace into words, each word after the first
+ * tokenized with the space before it (so the pieces are the whole context's, as squad.py
+ * and transformers' run_qa.py have them); the question keeps at most
+ * {@code min(64, maxLen / 2)} pieces; a context longer than one window is cut into windows that overlap by {@code stride} tokens (at most half a
  * window), each {@code [CLS] question [SEP] window [SEP]}. Each context token is marked in
  * the window where it has the most context (BERT's {@code _check_is_max_context}).
  *
@@ -160,7 +161,9 @@ public final class SpanDecoder {
         AlbertTokenizer.IntList doc = new AlbertTokenizer.IntList();
         AlbertTokenizer.IntList tokWord = new AlbertTokenizer.IntList();
         for (int w = 0; w < context.words.length; w++) {
-            int[] pieces = tokenizer.tokenizeIds(context.words[w]);
+            // a word after the first keeps the space before it: the pieces of the whole
+            // context (a word opening with "(" or a quote keeps its lone "\u2581")
+            int[] pieces = tokenizer.tokenizeIds(w == 0 ? context.words[w] : " " + context.words[w]);
             if (pieces.length == 0) {
                 pieces = new int[] {tokenizer.unkId};
             }
