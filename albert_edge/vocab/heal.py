@@ -119,11 +119,14 @@ class Resegmenter(AlbertTokenizer):
         self.share = share
         self.rng = random.Random(seed)
         self._alternatives: dict[str, list[list[int]]] = {}
+        self._best: dict[str, list[int]] = {}  # rows repeat over passes: segment each once
 
     def tokenize_ids(self, text: str) -> list[int]:
-        ids = super().tokenize_ids(text)
+        ids = self._best.get(text)
+        if ids is None:
+            ids = self._best[text] = super().tokenize_ids(text)
         if self.share <= 0:
-            return ids
+            return list(ids)
         out: list[int] = []
         for group in self._words(ids):
             alt = self._alternatives_of(group) if self.rng.random() < self.share else []

@@ -1,0 +1,200 @@
+"""The healing fine-tune of a trimmed checkpoint (:mod:`albert_edge.vocab.heal`): the
+student reads the trimmed segmentation, the teacher the original, the logits are matched."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from albert_edge.data import read_sst2
+from albert_edge.errors import UnsupportedError
+from albert_edge.vocab.heal import HealError, HealOptions, Resegmenter, heal
+from albert_edge.vocab.trim import trim_checkpoint
+
+ROWS = 200  # SST-2 train sentences the tiny model is trimmed and healed for
+
+
+@pytest.fixture(scope="module")
+def trimmed(
+    tmp_path_factory: pytest.TempPathFactory, trained_checkpoint: Path, sst2_train: Path
+) -> tuple[Path, Path, Path]:
+    """(source, trimmed checkpoint, corpus): the embedded trained classifier (its logits
+    depend on the words, as a random model's barely do) trimmed for ROWS lines."""
+    work = tmp_path_factory.mktemp("heal")
+    corpus = work / "corpus.txt"
+    corpus.write_text("".join(s + "\n" for _, s in read_sst2(sst2_train)[:ROWS]))
+    src = trained_checkpoint
+    trim_checkpoint(src, corpus, work / "trimmed")
+    return src, work / "trimmed", corpus
+
+
+def _kl(student_dir: Path, teacher_dir: Path, texts: list[str]) -> float:
+    """Mean KL(teacher || student) over ``texts``, the student reading every word
+    re-segmented (seeded), the teacher the original segmentation."""
+    import torch
+    import torch.nn.functional as F
+
+    from albert_edge.checkpoint import load_checkpoint
+
+    s, t = load_checkpoint(student_dir), load_checkpoint(teacher_dir)
+    assert s.spiece_model is not None
+    tok = Resegmenter(s.spiece_model, do_lower_case=True, share=1.0, seed=99)
+    with torch.no_grad():
+        a = s.model.eval()(
+            **{k: torch.tensor(v) for k, v in tok.encode(texts, max_length=64).as_numpy().items()}
+        )
+        b = t.model.eval()(
+            **{
+                k: torch.tensor(v)
+                for k, v in t.tokenizer().encode(texts, max_length=64).as_numpy().items()
+            }
+        )
+    return float(
+        F.kl_div(
+            F.log_softmax(a.logits, -1),
+            F.log_softmax(b.logits, -1),
+            log_target=True,
+            reduction="batchmean",
+        )
+    )
+
+
+def test_resegmenter_gives_other_segmentations_of_the_same_words(trimmed) -> None:
+    from albert_edge.tokenizer import AlbertTokenizer
+
+    _, out, _ = trimmed
+    plain = AlbertTokenizer(out / "spiece.model")
+    text = "a masterpiece of understated cinema , unwatchable ( at times ) ."
+    assert Resegmenter(out / "spiece.model", do_lower_case=True, share=0.0, seed=1).tokenize_ids(
+        text
+    ) == plain.tokenize_ids(text)
+    every = Resegmenter(out / "spiece.model", do_lower_case=True, share=1.0, seed=1)
+    ids = every.tokenize_ids(text)
+    assert ids != plain.tokenize_ids(text)
+    pieces = lambda xs: "".join(plain.sp.IdToPiece(i) for i in xs)  # noqa: E731
+    assert pieces(ids) == pieces(plain.tokenize_ids(text))  # the same text, other pieces
+    again = Resegmenter(out / "spiece.model", do_lower_case=True, share=1.0, seed=1)
+    assert again.tokenize_ids(text) == ids  # seeded
+
+
+def test_heal_moves_the_trimmed_model_towards_its_teacher(trimmed, tmp_path: Path) -> None:
+    """A few steps at a high rate: the student's logits on re-segmented text come closer to
+    the teacher's; the output is a trimmed checkpoint with the same tokenizer, its
+    trim.json recording the heal; the same seed gives the same bytes."""
+    src, out, corpus = trimmed
+    opts = HealOptions(batch_size=16, lr=2e-3, resegment=0.5)
+    healed = heal(out, src, corpus, tmp_path / "h", steps=12, options=opts)
+    probe = corpus.read_text().splitlines()[:64]
+    assert _kl(healed, src, probe) < _kl(out, src, probe)
+    assert (healed / "spiece.model").read_bytes() == (out / "spiece.model").read_bytes()
+    rec = json.loads((healed / "trim.json").read_text())
+    before = json.loads((out / "trim.json").read_text())
+    assert {k: v for k, v in rec.items() if k != "heal"} == before
+    h = rec["heal"]
+    assert h["teacher"]["weights_sha256"] == before["source"]["weights_sha256"]
+    assert (h["settings"]["steps"], h["data"]["file"], h["data"]["rows"]) == (
+        12,
+        "corpus.txt",
+        ROWS,
+    )
+    assert "held_out" not in h
+    twin = heal(out, src, corpus, tmp_path / "h2", steps=12, options=opts)
+    assert (twin / "model.safetensors").read_bytes() == (healed / "model.safetensors").read_bytes()
+
+
+def test_word_logits_align_across_segmentations(
+    make_checkpoint: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Token classification: the teacher's logits are kept per word (its first piece) and
+    the student's are gathered per word, whatever each segmentation: the same model and
+    tokenizer on both sides give the same numbers, and a re-segmented student still has
+    exactly one position per word."""
+    import numpy as np
+    import torch
+
+    import albert_edge.tasks as tasks
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.vocab.heal import _student_batch, teacher_targets
+
+    src = make_checkpoint("tiny", head="token-classification", num_labels=3)
+    ck = load_checkpoint(src)
+    words = [
+        ("Peter", "Blackburn", "wrote", "unwatchable", "masterpieces"),
+        ("EU", "rejects", "it"),
+    ]
+    data = tasks.TaskData(
+        kind=tasks.TaskKind.TOKEN_CLASSIFICATION,
+        path=tmp_path / "x.txt",
+        format="test",
+        examples=[tasks.TokenExample(w, ("O",) * len(w), n) for n, w in enumerate(words)],
+        label_names=("O", "B-PER", "I-PER"),
+    )
+    targets = teacher_targets(ck, data, 32)
+    assert [t.shape for t in targets] == [(5, 3), (3, 3)]
+    feats = tasks.encode(data, ck.tokenizer(), 32)
+    feeds, positions, want = _student_batch(feats, targets, [0, 1])
+    with torch.no_grad():
+        got = ck.model.eval()(**feeds).logits[positions]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5)
+    assert ck.spiece_model is not None
+    tok = Resegmenter(ck.spiece_model, do_lower_case=True, share=1.0, seed=3)
+    feats = tasks.encode(data, tok, 32)
+    _, positions, want = _student_batch(feats, targets, [0, 1])
+    assert len(positions[0]) == len(want) == 8
+
+
+def test_refusals_come_before_any_model_loads(trimmed, tmp_path: Path) -> None:
+    """Not a trimmed checkpoint, a span head, plain text for a pair model, --max-drop
+    without held-out rows: one line each, from directories without weights."""
+    src, out, corpus = trimmed
+    with pytest.raises(HealError, match=r"no trim\.json; heal takes a checkpoint"):
+        heal(src, src, corpus, tmp_path / "a", steps=1)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("trim.json", "spiece.model"):
+        shutil.copyfile(out / name, bare / name)
+    cfg = json.loads((out / "config.json").read_text())
+
+    def config(**kw: object) -> None:
+        (bare / "config.json").write_text(json.dumps({**cfg, **kw}))
+
+    config(architectures=["AlbertForQuestionAnswering"])
+    with pytest.raises(UnsupportedError, match="per token position"):
+        heal(bare, src, corpus, tmp_path / "a", steps=1)
+    config(finetuning_task="rte")
+    with pytest.raises(HealError, match=r"plain text, but .* reads sentence pairs \(rte\)"):
+        heal(bare, src, corpus, tmp_path / "a", steps=1)
+    config()
+    with pytest.raises(HealError, match=r"--max-drop 1\.0: healing is judged on --held-out"):
+        heal(bare, src, corpus, tmp_path / "a", options=HealOptions(max_drop=1.0))
+    with pytest.raises(HealError, match="--heal-steps 0"):
+        HealOptions(steps=0)
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_teacher_other_than_the_source_is_refused(
+    trimmed, make_checkpoint: Callable[..., Path], tmp_path: Path
+) -> None:
+    _, out, corpus = trimmed
+    other = make_checkpoint("tiny", seed=7)
+    with pytest.raises(HealError, match=r"not the checkpoint .* was trimmed from"):
+        heal(out, other, corpus, tmp_path / "a", steps=1)
+    assert not (tmp_path / "a").exists()
+
+
+def test_trim_heal_cli(trimmed, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from albert_edge.cli import main
+
+    src, _, corpus = trimmed
+    out = tmp_path / "healed"
+    argv = ["trim", str(src), "--corpus", str(corpus), "-o", str(out)]
+    assert main([*argv, "--heal-steps", "2"]) != 0
+    assert "add --heal" in capsys.readouterr().err
+    assert main([*argv, "--heal", "--heal-steps", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert f"{out}: healed (2 steps on corpus.txt)" in printed
+    assert json.loads((out / "trim.json").read_text())["heal"]["settings"]["steps"] == 2
