@@ -69,11 +69,11 @@ class HealOptions:
     steps: int = 600
     epochs: float | None = None
     batch_size: int = 32
-    lr: float = 1e-4
+    lr: float = 3e-4
     warmup: float = 0.06
     weight_decay: float = 0.01
     temperature: float = 2.0
-    resegment: float = 0.15
+    resegment: float = 0.3
     max_len: int | None = None
     max_rows: int | None = None
     held_out: Path | None = None
