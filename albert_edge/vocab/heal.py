@@ -74,6 +74,7 @@ class HealOptions:
     weight_decay: float = 0.01
     temperature: float = 2.0
     resegment: float = 0.3
+    rare: float | None = None
     max_len: int | None = None
     max_rows: int | None = None
     held_out: Path | None = None
@@ -92,6 +93,10 @@ class HealOptions:
             (0 < self.temperature <= 100, f"temperature {self.temperature}: give (0, 100]"),
             (0 <= self.resegment <= 1, f"resegment share {self.resegment}: give [0, 1]"),
             (
+                self.rare is None or 0 < self.rare < 1,
+                f"rare share {self.rare}: give a share of tokens in (0, 1)",
+            ),
+            (
                 self.max_drop is None or 0 <= self.max_drop < 100,
                 f"--max-drop {self.max_drop}: give [0, 100) metric points",
             ),
@@ -108,8 +113,17 @@ class Resegmenter(AlbertTokenizer):
     excluded), drawn from ``rng``. Everything else (normalisation, user-defined pieces,
     [CLS]/[SEP], truncation) is the tokenizer's own."""
 
-    def __init__(self, model_file: Path, *, do_lower_case: bool, share: float, seed: int) -> None:
+    def __init__(
+        self,
+        model_file: Path,
+        *,
+        do_lower_case: bool,
+        share: float,
+        seed: int,
+        rare: set[int] | None = None,
+    ) -> None:
         super().__init__(model_file, do_lower_case=do_lower_case)
+        self.rare = rare
         from albert_edge.vocab.spm_surgery import pb, read_model
 
         normal = pb().ModelProto.SentencePiece.NORMAL
@@ -129,6 +143,12 @@ class Resegmenter(AlbertTokenizer):
             return list(ids)
         out: list[int] = []
         for group in self._words(ids):
+            if self.rare is not None:  # only words with a rare piece, split as if it were gone
+                if any(i in self.rare for i in group) and self.rng.random() < self.share:
+                    alt = [a for a in self._alternatives_of(group) if not self.rare.intersection(a)]
+                    group = alt[0] if alt else group
+                out += group
+                continue
             alt = self._alternatives_of(group) if self.rng.random() < self.share else []
             out += self.rng.choice(alt) if alt else group
         return out
@@ -157,6 +177,30 @@ class Resegmenter(AlbertTokenizer):
                 and "".join(self._pieces[i] for i in s) == surface
             ]
         return self._alternatives[surface]
+
+
+def rare_pieces(tok: AlbertTokenizer, texts: list[str], share: float) -> set[int]:
+    """The rarest multi-character pieces of ``texts`` (fewest rows first, then id) whose
+    occurrences make up ``share`` of the tokens: the pieces a corpus this size would most
+    likely lack, as unseen text lacks the pieces a trim dropped."""
+    from collections import Counter
+
+    rows: Counter[int] = Counter()
+    tokens: Counter[int] = Counter()
+    for t in texts:
+        ids = AlbertTokenizer.tokenize_ids(tok, t)  # the best segmentation, never resampled
+        tokens.update(ids)
+        rows.update(set(ids))
+    total = sum(tokens.values())
+    out: set[int] = set()
+    covered = 0
+    for i in sorted(rows, key=lambda i: (rows[i], i)):
+        if covered >= share * total:
+            break
+        if len(tok.sp.IdToPiece(i).lstrip("\u2581")) > 1:
+            out.add(i)
+            covered += tokens[i]
+    return out
 
 
 def _read_rows(data: str | Path, trimmed: Path, config: dict[str, Any]) -> TaskData:
@@ -433,6 +477,10 @@ def _train(
         share=options.resegment,
         seed=seed,
     )
+    if options.rare is not None:
+        from albert_edge.vocab.corpus import task_texts
+
+        tok.rare = rare_pieces(tok, task_texts(rows), options.rare)
     params = list(model.named_parameters())
     hp = argparse.Namespace(lr=options.lr, warmup=options.warmup, weight_decay=options.weight_decay)
     opt, sched = _optimizer(params, hp, total)
