@@ -225,6 +225,10 @@ def _read_rows(data: str | Path, trimmed: Path, config: dict[str, Any]) -> TaskD
             f"logits (token classification); a {head} model's outputs are per token position, "
             "which the two segmentations do not share"
         )
+    if int(config.get("num_labels") or len(config.get("id2label") or {}) or 2) == 1:
+        raise UnsupportedError(
+            f"{trimmed}: a regression head (one output) has no class distribution to distil"
+        )
     if detect_task(data) is not None:
         return read_task_data(data, trimmed, config)
     lines = read_sentences(data, "heal data")

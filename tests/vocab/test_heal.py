@@ -174,6 +174,9 @@ def test_refusals_come_before_any_model_loads(trimmed, tmp_path: Path) -> None:
     config(architectures=["AlbertForQuestionAnswering"])
     with pytest.raises(UnsupportedError, match="per token position"):
         heal(bare, src, corpus, tmp_path / "a", steps=1)
+    config(id2label={"0": "score"}, label2id={"score": 0})
+    with pytest.raises(UnsupportedError, match="regression head"):
+        heal(bare, src, corpus, tmp_path / "a", steps=1)
     config(finetuning_task="rte")
     with pytest.raises(HealError, match=r"plain text, but .* reads sentence pairs \(rte\)"):
         heal(bare, src, corpus, tmp_path / "a", steps=1)
