@@ -85,7 +85,15 @@ def _exit(ctx: Mapping[str, Any], spec: Mapping[str, Any], out: Path, scratch: P
         threads=1,
     )
     with_policy(off, out, policy, choice=record, inputs=[Path(ctx["fit"])])
-    return {"policy": str(record["policy"]), "mean_layers": record["report"]["mean_layers"]}
+    # the share of choose rows stopping at each exit: the timing mixes per-exit costs by it
+    chosen = [e for e in record["choose"]["evidence"] if e["policy"] == record["policy"]]
+    layers = int(ckpt.config.num_hidden_layers)
+    share = chosen[0]["exit_share"] if chosen else [0.0] * (layers - 1) + [1.0]
+    return {
+        "policy": str(record["policy"]),
+        "mean_layers": record["report"]["mean_layers"],
+        "choose_exit_share": share,
+    }
 
 
 def build_candidate(ctx: Mapping[str, Any], spec: Mapping[str, Any], where: str) -> dict[str, Any]:

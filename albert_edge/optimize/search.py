@@ -324,6 +324,8 @@ class Search:
         ids.update(max_drop=self.opts.max_drop, min_lower_bound=self.opts.min_lower_bound)
         if spec["source"] == "given":
             ids["base_id"] = file_id(self.opts.checkpoint)
+        if spec["exit"] != "none":
+            ids["records"] = "choose_exit_share"  # what the timing mixes by
         return {"spec": dict(spec), "context": ids}
 
     def run_candidates(self, ctx: Mapping[str, Any], pool: Any) -> None:
@@ -445,7 +447,9 @@ class Search:
             return
         self.progress(f"timing {len(finalists)} finalists here, interleaved, one process each")
         paths = {r["key"]: self.work.dir("candidates", r["key"]) / "artifact" for r in finalists}
+        mixes = self.exit_variants(finalists, paths)
         lens = sorted({self.opts.seq_len, w2_len})
+        timed: dict[str, dict[str, Any]] = {}
         report = bench(
             list(paths.values()),
             seq_lens=lens,
@@ -456,11 +460,13 @@ class Search:
             roofline=False,
             progress=False,
         )
-        for r in finalists:
+        rows = {r["key"]: r for r in finalists}
+        for key, path in paths.items():
+            r = rows.get(key, {"key": key})
             mine = [
                 x
                 for x in report["results"]
-                if Path(str(x.get("target"))).resolve().is_relative_to(paths[r["key"]].resolve())
+                if Path(str(x.get("target"))).resolve().is_relative_to(path.resolve())
                 and x.get("status") == "ok"
             ]
             by_len = {int(x["seq_len"]): float(x["latency_ms"]["p50"]) for x in mine}
@@ -468,12 +474,47 @@ class Search:
                 r["w1_ms"] = by_len[self.opts.seq_len]
             if w2_len in by_len:
                 r["w2_ms"] = by_len[w2_len]
+            timed[key] = r
+        for r in finalists:  # a dynamic exit: sum over exits k of share_k x time at exit k
+            if r["key"] in mixes:
+                for w in ("w1_ms", "w2_ms"):
+                    parts = [(p, timed[k].get(w)) for p, k in mixes[r["key"]]]
+                    if all(t is not None for _, t in parts):
+                        r[w] = sum(p * float(t) for p, t in parts if t is not None)
+                    else:
+                        r.pop(w, None)
         self.timing = {
             "seq_lens": lens,
             "threads": 1,
             "rounds": TIMING_ROUNDS,
             "machine": report.get("machine"),
         }
+
+    def exit_variants(
+        self, finalists: list[dict[str, Any]], paths: dict[str, Path]
+    ) -> dict[str, list[tuple[float, str]]]:
+        """For each dynamic-exit finalist, a copy stopping every row at exit k (each k the
+        choose rows reach; ``bench --recommend``'s way): its time is the mix of theirs,
+        not that of whichever exit the bench's one sentence takes. Added to ``paths``."""
+        from albert_edge.early_exit.artifact import with_policy
+        from albert_edge.early_exit.policy import FixedDepth
+
+        mixes: dict[str, list[tuple[float, str]]] = {}
+        for r in finalists:
+            share = (r.get("exit") or {}).get("choose_exit_share")
+            if not share:
+                continue
+            mixes[r["key"]] = []
+            for k, p in enumerate(share, start=1):
+                if p <= 0:
+                    continue
+                key = f"{r['key']}-at{k}"
+                out = self.work.root / "timing" / key
+                with_policy(paths[r["key"]], out, FixedDepth(k), overwrite=True)
+                paths[key] = out
+                mixes[r["key"]].append((float(p), key))
+            del paths[r["key"]]
+        return mixes
 
     def pick(self) -> dict[str, Any]:
         ok = self.admitted()
