@@ -135,7 +135,9 @@ def answer(out: Path, report: dict[str, Any]) -> str:
             f"({100 * rep['delta']:+.2f} pt [{100 * rep['low']:+.2f}, {100 * rep['high']:+.2f}] "
             "vs the given model)"
         )
-    return ", ".join(parts) + "; report.md beside it"
+    late = any(n.startswith("the time budget ran out") for n in report.get("notes", []))
+    tail = " (the time budget ran out: the best candidate measured so far)" if late else ""
+    return ", ".join(parts) + tail + "; report.md beside it"
 
 
 def run_optimize(a: argparse.Namespace) -> int:

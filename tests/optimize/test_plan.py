@@ -162,3 +162,17 @@ def test_parallel_workers_fit_more_into_the_same_budget() -> None:
     )
     assert len(two.candidates) >= len(one.candidates)
     assert two.estimate_s <= one.estimate_s
+
+
+def test_the_answer_line_says_when_time_ran_out() -> None:
+    from pathlib import Path
+
+    from albert_edge.optimize.command import answer
+
+    rep = {"metric": "accuracy", "value": 0.9, "rows": 60, "delta": 0.0, "low": -0.01, "high": 0.01}
+    report = {"shipped": {"key": "k", "file_bytes": 10, "w1_ms": 1.0, "report": rep}, "notes": []}
+    line = answer(Path("out"), report)
+    assert line.startswith("out: k, 10 bytes, W1 1.000 ms, accuracy 90.00 on 60 report rows")
+    assert "time budget" not in line
+    report["notes"] = ["the time budget ran out: the pick is the best candidate measured so far"]
+    assert "the time budget ran out" in answer(Path("out"), report)
