@@ -16,6 +16,8 @@ from typing import Any
 
 from albert_edge.errors import AlbertEdgeError
 
+EXIT_FIT_ROWS = 8000  # the exit heads' fit rows, `early-exit --fit-rows`'s default
+
 
 def _options(ctx: Mapping[str, Any], precision: str) -> Any:
     from albert_edge.options import ConvertOptions
@@ -71,8 +73,10 @@ def _exit(ctx: Mapping[str, Any], spec: Mapping[str, Any], out: Path, scratch: P
 
     path = ctx["trimmed"] if spec["vocab"] == "trim" else ctx["base"]
     ckpt = load_checkpoint(path)
+    fit = read_rows(ctx["fit"], path, "optimize")  # in the split's seeded order
+    fit = fit.subset(range(min(EXIT_FIT_ROWS, len(fit.examples))))
     with torch_threads(1):
-        heads = fit_heads_on(ckpt, read_rows(ctx["fit"], path, "optimize"), 27)
+        heads = fit_heads_on(ckpt, fit, 27)
     off = scratch / "off"
     fitted_on = made_from(data={"data": ctx["fit"]}, with_checkpoint=False)
     build_early_exit_artifact(ckpt, off, heads, precision=spec["precision"], made_from=fitted_on)

@@ -37,6 +37,9 @@ TIMING_S = 20.0  # per finalist, interleaved rounds
 RAY_START_S = 15.0
 NOT_BUILT = "not built"  # the verdict of a candidate that has no artifact
 BASELINES = 2  # the given model's full-depth fp32 and int8-dynamic: always built first
+FINETUNE_ROW_S = 0.02  # one row of the PABEE + distillation fine-tune, L = 4, H = 128
+FINETUNE_SHARE = 0.2  # of the budget, at most, for the fine-tune
+MIN_FINETUNE_ROWS = 2000
 HEAL_STEP_S = 1.0  # one healing step (batch 32, teacher logits, re-segmented student)
 HEAL_SHARE = 0.1  # of the budget, at most, for the healing fine-tune
 HEAL_STEPS = (30, 600)  # fewest, most (albert_edge.vocab.heal's default)
@@ -143,13 +146,21 @@ def heal_steps(shape: Shape, budget_s: float) -> int:
     return int(min(hi, max(lo, HEAL_SHARE * budget_s / (HEAL_STEP_S * scale(shape)))))
 
 
+def finetune_rows(shape: Shape, budget_s: float) -> int:
+    """Rows the fine-tune trains on (at most the fit rows): what fits
+    :data:`FINETUNE_SHARE` of the budget, from the flags and the shape alone."""
+    per_row = FINETUNE_ROW_S * scale(shape) * shape.layers / 4
+    return int(min(shape.fit_rows, max(MIN_FINETUNE_ROWS, FINETUNE_SHARE * budget_s / per_row)))
+
+
 def stage_estimates(shape: Shape, finetune_epochs: int, budget_s: float) -> dict[str, float]:
     """Seconds per stage (rough; see the constants above)."""
     s = scale(shape)
     row_pass = FORWARD_ROW_LAYER_S * shape.layers * s
     return {
         "split": 15.0 + row_pass * 2 * shape.choose_rows,
-        "finetune": 10.0 + TRAIN_FACTOR * row_pass * shape.fit_rows * finetune_epochs * 2,
+        "finetune": 10.0
+        + TRAIN_FACTOR * row_pass * finetune_rows(shape, budget_s) * finetune_epochs * 2,
         "depth": 10.0 + row_pass * shape.fit_rows * 1.5,
         "trim": 5.0 + 0.002 * shape.fit_rows,
         "heal": 10.0 + HEAL_STEP_S * s * heal_steps(shape, budget_s),

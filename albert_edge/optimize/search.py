@@ -33,6 +33,7 @@ from albert_edge.optimize.plan import (
     Plan,
     Shape,
     candidate_estimate,
+    finetune_rows,
     heal_steps,
     make_plan,
     prune,
@@ -253,10 +254,16 @@ class Search:
             "split": split["inputs_sha256"],
         }
         fit = Path(ctx["fit"])
+        rows = finetune_rows(self.shape, self.budget_s)
         ft = self.stage(
             "finetune",
-            {"checkpoint": gid, "fit": file_id(fit), "recipe": "pabee+distil, 1 epoch, seed 13"},
-            finetune_stage(given, fit),
+            {
+                "checkpoint": gid,
+                "fit": file_id(fit),
+                "rows": rows,
+                "recipe": "pabee+distil, 1 epoch, seed 13",
+            },
+            finetune_stage(given, fit, rows),
         )
         base = self.work.dir("stages", "finetune") / "model" if ft else given
         ctx["base"] = str(base) if base is not None else None

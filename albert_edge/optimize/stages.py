@@ -200,7 +200,9 @@ def split_stage(
 # --- the levers ----------------------------------------------------------------------------
 
 
-def finetune_stage(checkpoint: Path | None, fit: Path) -> Callable[[Path], dict[str, Any]]:
+def finetune_stage(
+    checkpoint: Path | None, fit: Path, rows: int
+) -> Callable[[Path], dict[str, Any]]:
     """``train --init CKPT --exit-loss pabee --distil`` on the fit rows (teacher: CKPT)."""
 
     def run(d: Path) -> dict[str, Any]:
@@ -208,12 +210,13 @@ def finetune_stage(checkpoint: Path | None, fit: Path) -> Callable[[Path], dict[
         from albert_edge.learn import FineTune, HeldOut, fine_tune
 
         # the epoch is chosen on a tenth of the fit rows, at least the 32 its interval needs
-        n = len(read_rows(fit, checkpoint).examples)
+        n = min(rows, len(read_rows(fit, checkpoint).examples))
         ft = FineTune(
             init=Path(checkpoint) if checkpoint is not None else DEFAULT_MODEL,
             out=d / "model",
             train=fit,
             epochs=1,
+            max_train_rows=rows,
             exit_loss="pabee",
             distil=True,
             held_out=HeldOut(fraction=min(0.5, max(0.1, 33 / max(1, n)))),

@@ -176,3 +176,13 @@ def test_the_answer_line_says_when_time_ran_out() -> None:
     assert "time budget" not in line
     report["notes"] = ["the time budget ran out: the pick is the best candidate measured so far"]
     assert "the time budget ran out" in answer(Path("out"), report)
+
+
+def test_finetune_rows_follow_the_budget_and_never_exceed_the_fit_rows() -> None:
+    from albert_edge.optimize.plan import MIN_FINETUNE_ROWS, finetune_rows
+
+    big = shape(fit_rows=63000)
+    assert finetune_rows(big, 45 * 60) == 27000
+    assert finetune_rows(big, 20 * 60) == 12000
+    assert finetune_rows(big, 60) == MIN_FINETUNE_ROWS
+    assert finetune_rows(shape(fit_rows=120), 45 * 60) == 120
