@@ -847,12 +847,15 @@ def _task_splits(
             f"{data} split in two halves (seed {SPLIT_SEED}): chose on {len(first)} {what}, "
             f"reporting on the other {len(second)}"
         )
+    # SQuAD v2.0 scores half of each split (the other half chooses its null threshold)
+    need = MIN_BOOTSTRAP_ROWS * (2 if task.format == "squad-v2.0" else 1)
     for name, part, where in (("choose", choose, data), ("report", report, report_data or data)):
-        if len(part.examples) < MIN_BOOTSTRAP_ROWS:
+        if len(part.examples) < need:
             raise TooFewRowsError(
                 f"{where}: the {name} split has {len(part.examples)} {what}; each split needs "
-                f"at least {MIN_BOOTSTRAP_ROWS} (the bootstrap interval's minimum): give at "
-                f"least {2 * MIN_BOOTSTRAP_ROWS if rep is None else MIN_BOOTSTRAP_ROWS} {what}"
+                f"at least {need} (the bootstrap interval's minimum"
+                + (", scored on half: SQuAD v2.0" if need > MIN_BOOTSTRAP_ROWS else "")
+                + f"): give at least {2 * need if rep is None else need} {what}"
             )
     metric = {"token-classification": "f1", "question-answering": "f1"}.get(task.kind.value)
     return {

@@ -90,6 +90,22 @@ def _encode(ckpt: Checkpoint, data: TaskData, max_length: int) -> Any:
     return encode(data, ckpt.tokenizer(), min(max_length, int(ckpt.config.max_position_embeddings)))
 
 
+def check_v2_held_out(held: int, data: Path) -> None:
+    """SQuAD v2.0 scores only the odd-numbered held-out questions (the even ones choose
+    the null threshold): refuse, before the model loads, a split that leaves fewer than
+    the bootstrap's minimum to score."""
+    from albert_edge.depth.stats import MIN_BOOTSTRAP_ROWS
+    from albert_edge.errors import TooFewRowsError
+
+    if held // 2 < MIN_BOOTSTRAP_ROWS:
+        raise TooFewRowsError(
+            f"{data}: SQuAD v2.0 chooses the null threshold on half of the {held} held-out "
+            f"questions and scores the other {held // 2}, fewer than the {MIN_BOOTSTRAP_ROWS} "
+            f"an interval needs: hold out at least {2 * MIN_BOOTSTRAP_ROWS} questions "
+            "(--held-out-rows, and enough questions in --data)"
+        )
+
+
 def search_task_depths(
     ckpt: Checkpoint | str | Path,
     data: Path,
@@ -107,7 +123,9 @@ def search_task_depths(
 
     where = ckpt.path if isinstance(ckpt, Checkpoint) else Path(ckpt)
     task = task_data(data, where)  # a bad file or a wrong head: refused before the model loads
-    note = split_sizes(len(task.examples), split)[2]
+    _, held, note = split_sizes(len(task.examples), split)
+    if task.format == "squad-v2.0":
+        check_v2_held_out(held, data)
     if report is not None:
         task_data(report, where)
     ckpt = ckpt if isinstance(ckpt, Checkpoint) else load_checkpoint(ckpt)

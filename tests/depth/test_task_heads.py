@@ -223,3 +223,33 @@ def test_wrong_data_or_head_is_one_line_before_the_model_loads(
     line = _one_line(["depth", "search", str(mc), "--data", str(small_tsv), "-o", str(out)], capsys)
     assert "depth search serves sequence-classification, token-classification" in line
     assert "multiple-choice" in line and not out.exists()
+
+
+def test_squad_v2_threshold_is_chosen_on_the_full_depth_model_and_held_for_every_depth(
+    make_checkpoint: Callable[..., Path], tmp_path: Path
+) -> None:
+    """SQuAD v2.0: the null threshold is chosen once, on the full-depth model's outputs for
+    the even-numbered held-out questions; every depth is scored on the odd ones."""
+    from albert_edge.depth import FitSettings, SplitSettings, search_depths
+
+    data = squad(tmp_path / "v2.json", 16)
+    doc = json.loads(data.read_text())
+    doc["version"] = "v2.0"
+    for p in doc["data"][0]["paragraphs"]:
+        for i, qa in enumerate(p["qas"]):
+            qa["is_impossible"] = i % 3 == 0
+            if qa["is_impossible"]:
+                qa["answers"] = []
+    data.write_text(json.dumps(doc))
+    ckpt = make_checkpoint("tiny", "question-answering", seed=2)
+    from albert_edge.errors import TooFewRowsError
+
+    with pytest.raises(TooFewRowsError, match="scores the other 20, fewer than the 30"):
+        search_depths(ckpt, data, split=SplitSettings(fit_rows=40, held_out_rows=40))
+    split = SplitSettings(fit_rows=20, held_out_rows=60, max_length=64)
+    search = search_depths(ckpt, data, split=split, fit=FitSettings(epochs=0))
+    assert search.data["format"] == "squad-v2.0" and "null_threshold" in search.reference
+    assert search.data["scored_examples"] == 30  # the odd-numbered half of 60
+    assert {"HasAns_f1", "NoAns_f1"} <= set(search.reference["held_out_metrics"])
+    own3 = search.score(3, "own")
+    assert own3.delta == 0.0 and own3.held_out_accuracy == search.reference["held_out_accuracy"]
