@@ -2,8 +2,9 @@
 
 ALBERT shares one layer (or a few groups) across its depth, so running k of L layers
 stores nothing new and drops (L − k)/L of the encoder's work. This package finds, on
-held-out data, how shallow a classification model can run with a head re-fitted after
-layer k (:func:`search_depths`), writes the truncated model as an ordinary checkpoint
+held-out data, how shallow a classifier, token classifier or extractive QA model can run
+with a head re-fitted after layer k, scored in the task's metric (:func:`search_depths`;
+token and span heads: :mod:`albert_edge.depth.task_search`), writes the truncated model as an ordinary checkpoint
 that the ``convert`` pipeline ships unchanged (:func:`write_truncated`,
 :func:`convert_at_depth`), and picks among depth × precision candidates by a rule that
 respects the interval (:func:`choose`). ``docs/depth.md`` says where this pays and where
