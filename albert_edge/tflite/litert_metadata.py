@@ -121,7 +121,8 @@ def task_library_qa_note(subgraph0: str) -> str:
     return (
         f"{head}: subgraph 0 is {subgraph0 or 'unnamed'}, so it cannot run this file; "
         f"convert with --seq-lens whose longest is {TASK_LIBRARY_QA_SEQ_LEN} "
-        f"(e.g. 128,{TASK_LIBRARY_QA_SEQ_LEN}) for it."
+        f"(e.g. 128,{TASK_LIBRARY_QA_SEQ_LEN}; the default for a model with at least "
+        f"{TASK_LIBRARY_QA_SEQ_LEN} positions) for it."
     )
 
 

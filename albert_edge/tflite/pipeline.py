@@ -78,10 +78,19 @@ ROUTES: dict[str, tuple[str, str]] = {
 def default_seq_lens(ckpt: Checkpoint, *, gpu: bool = False) -> tuple[int, ...]:
     """The signature buckets when ``--seq-lens`` is not given: :data:`SHORT_BUCKETS` below
     the longest, which is 128 positions or the model's ``max_position_embeddings`` if
-    fewer. ``--target gpu`` keeps the longest only: a short bucket reads a prefix of the
-    shared position table (fp16 DEQUANTIZE, then SLICE), which LiteRT's GPU accelerator
-    leaves on the CPU, a second CPU-GPU boundary that target promises not to have."""
-    buckets = default_buckets(int(ckpt.config.max_position_embeddings))
+    fewer. A question-answering head adds a 384-token bucket where the model's positions
+    allow: SQuAD windows are 384 tokens, and LiteRT's Task Library ``BertQuestionAnswerer``
+    feeds subgraph 0 (the longest bucket) exactly 384 tokens, so the default file runs
+    there without flags. ``--target gpu`` keeps the longest only: a short bucket reads a
+    prefix of the shared position table (fp16 DEQUANTIZE, then SLICE), which LiteRT's GPU
+    accelerator leaves on the CPU, a second CPU-GPU boundary that target promises not to
+    have."""
+    from albert_edge.tflite.litert_metadata import TASK_LIBRARY_QA_SEQ_LEN
+
+    max_positions = int(ckpt.config.max_position_embeddings)
+    buckets = default_buckets(max_positions)
+    if ckpt.head.name == "question-answering" and max_positions >= TASK_LIBRARY_QA_SEQ_LEN:
+        buckets = (*buckets, TASK_LIBRARY_QA_SEQ_LEN)
     return buckets[-1:] if gpu else buckets
 
 
@@ -269,6 +278,9 @@ def quantize_passes(options: ConvertOptions, calibration: Any = None) -> list[Tf
         *passes,
         tp.Int8OutputsPass() if options.int8_io else tp.FloatOutputsPass(),
         tp.DropUnusedBuffersPass(),
+        # per-channel hybrid FCs at the version that names their form: older runtimes
+        # (tflite-runtime 2.14) refuse them instead of computing zeros
+        tp.HybridOpVersionsPass(),
     ]
 
 

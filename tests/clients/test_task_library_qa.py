@@ -60,15 +60,14 @@ MAX_SEQ_LEN, MAX_QUERY_LEN, PREDICT_ANS_NUM, MAX_ANS_LEN = 384, 64, 5, 32
 # int8-dynamic: the Task Library's answer against PyTorch's on the same ids; a near-tie may
 # flip (as for optimum's int8 pipeline, test_optimum_tasks.py), a broken graph moves most.
 INT8_MAX_CHANGED = 2
-# Measured: the runtime inside tflite-support 0.4.4 (and tflite-runtime 2.14.0) runs
-# convert's int8-dynamic .tflite to wrong logits without an error (constant start logits
-# here, every answer empty; the embedded SST-2 classifier's logits -0.04/0.04 where
-# ai-edge-litert 2.3 gives -3.17/2.57), while fp32 matches PyTorch. Strict: passes loudly
-# once the artifact runs right there (or is refused there by its op versions).
+# Measured: the runtime inside tflite-support 0.4.4 (and tflite-runtime 2.14.0) computes a
+# FULLY_CONNECTED with per-channel int8 weights (int8-dynamic's default) as zeros; convert
+# stamps that FC v12, which that runtime refuses at load ("Didn't find op for builtin opcode
+# 'FULLY_CONNECTED' version '12'"). ``--per-tensor`` runs there (tests/tflite/test_old_runtimes.py).
 INT8_ON_OLD_RUNTIME = pytest.mark.xfail(
     strict=True,
-    reason="convert's int8-dynamic TFLite computes wrong logits on tflite-support 0.4.4's "
-    "runtime (and tflite-runtime 2.14), silently",
+    reason="convert's default int8-dynamic TFLite (per-channel FC v12) is refused by "
+    "tflite-support 0.4.4's runtime; --per-tensor runs there",
 )
 
 ANSWER = r"""

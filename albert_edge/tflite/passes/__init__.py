@@ -34,6 +34,7 @@ from albert_edge.tflite.passes.quantize import QuantizePass
 from albert_edge.tflite.passes.record import RecordConfigPass
 from albert_edge.tflite.passes.reduce import KeepReducedDimsPass
 from albert_edge.tflite.passes.tied import UnfoldScaledCopiesPass
+from albert_edge.tflite.passes.versions import HybridOpVersionsPass
 
 GPU_CLEAN_PASSES = (ImplicitBroadcastPass,)
 
@@ -46,6 +47,7 @@ __all__ = [
     "FloatOutputsPass",
     "FuseSharedInputFcPass",
     "GatherThenDequantizePass",
+    "HybridOpVersionsPass",
     "ImplicitBroadcastPass",
     "Int8OutputsPass",
     "KeepReducedDimsPass",
