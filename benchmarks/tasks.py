@@ -969,6 +969,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         old = results["tasks"].get(name, {})
         if args.latency_only:
+            if not old:
+                p.error(f"--latency-only: {path} has no {name!r} task yet; run it first")
             ckpt = (args.reuse or args.work) / f"{name}-model"
             time_task(name, old, ckpt, specs[name]["eval"], args.work)
         else:
@@ -982,7 +984,10 @@ def main(argv: list[str] | None = None) -> int:
                 latency=not args.no_latency,
                 rebuild=args.rebuild,
             )
-        write(results)
+        # merge into the file as it is now: another run may have written other tasks
+        current = json.loads(path.read_text()) if path.is_file() else {}
+        current.setdefault("tasks", {})[name] = results["tasks"][name]
+        write(current)
     return 0
 
 
