@@ -107,7 +107,7 @@ def optimize(opts: Options) -> dict[str, Any]:
     pick = search.pick()
     from albert_edge.optimize import report as rep
 
-    baseline = search.records.get(f"given-full-d{search.shape.layers}-int8-dynamic")
+    baseline = search.records.get(search.baseline_key())
     result = rep.build_report(
         plan=search.plan.to_json(),
         stages=search.stages,

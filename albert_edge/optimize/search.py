@@ -441,8 +441,7 @@ class Search:
         """Interleaved rounds, each artifact alone in its own child process, here."""
         from albert_edge.bench import bench
 
-        finalists = sorted(self.admitted(), key=lambda r: (r["file_bytes"], r["key"]))
-        finalists = finalists[:MAX_FINALISTS]
+        finalists = self.finalists()
         if not finalists:
             return
         need = 10.0 * len(finalists)
@@ -496,6 +495,31 @@ class Search:
             "rounds": TIMING_ROUNDS,
             "machine": report.get("machine"),
         }
+
+    def finalists(self) -> list[dict[str, Any]]:
+        """The admitted candidates worth timing: the first :data:`MAX_FINALISTS` by the
+        objective's proxy (bytes; or the layers a row runs, then bytes), and the given
+        model's full-depth int8 artifact, the baseline every ratio in the report is to."""
+
+        def layers(r: Mapping[str, Any]) -> float:
+            share = (r.get("exit") or {}).get("choose_exit_share")  # choose rows, never report
+            if share:
+                return float(sum(k * p for k, p in enumerate(share, start=1)))
+            return float(r["spec"]["depth"])
+
+        def proxy(r: Mapping[str, Any]) -> tuple[Any, ...]:
+            if self.opts.objective == "latency":
+                return (layers(r), r["file_bytes"], r["key"])
+            return (r["file_bytes"], layers(r), r["key"])
+
+        ok = sorted(self.admitted(), key=proxy)
+        out = ok[:MAX_FINALISTS]
+        base = self.baseline_key()
+        out += [r for r in ok[MAX_FINALISTS:] if r["key"] == base]
+        return out
+
+    def baseline_key(self) -> str:
+        return f"given-full-d{self.shape.layers}-int8-dynamic"
 
     def exit_variants(
         self, finalists: list[dict[str, Any]], paths: dict[str, Path]
