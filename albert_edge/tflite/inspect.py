@@ -58,7 +58,7 @@ def analyze_model(model: Any, file_bytes: int, *, data: bytes | None = None) -> 
     the assembly here keeps their names and order."""
     from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite.litert_metadata import metadata_report
-    from albert_edge.tflite.op_versions import check_runtime
+    from albert_edge.tflite.op_versions import check_runtime, runs_right_on
 
     types = fb.tensor_type_names()
     const_ids = fb.constant_buffer_ids(model)
@@ -100,6 +100,7 @@ def analyze_model(model: Any, file_bytes: int, *, data: bytes | None = None) -> 
         "tflite_runtime_2_14": {
             "loads_on_tflite_runtime_2_14": not offending,
             "offending_ops": offending,
+            "runs_right_on": runs_right_on(offending),
         },
         "loads_on_tflite_runtime_2_14": not offending,
         "albert_edge": meta or None,

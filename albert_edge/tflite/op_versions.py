@@ -266,6 +266,18 @@ def derive(python: str) -> dict[str, int]:
     return dict(sorted(table.items()))
 
 
+# Where albert-edge's artifacts were measured to compute what ai-edge-litert computes (see
+# the module docstring): ai-edge-litert always; the older runtimes when every op loads there
+# (with per-channel hybrid FCs at v12, no form of convert's loads there and computes wrong).
+LITERT = "ai-edge-litert"
+OLD_RUNTIMES = ("tflite-runtime 2.14.0", "tflite-support 0.4.4")
+
+
+def runs_right_on(offending: list[str]) -> list[str]:
+    """The runtimes that compute a file right, given its :func:`check_runtime` result."""
+    return [LITERT, *(() if offending else OLD_RUNTIMES)]
+
+
 def check_runtime(op_versions: dict[str, int], table: dict[str, int] | None = None) -> list[str]:
     """Ops (``NAME vN > max M``) that the runtime described by ``table`` cannot load."""
     table = TFLITE_RUNTIME_2_14 if table is None else table

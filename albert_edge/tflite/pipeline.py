@@ -514,6 +514,8 @@ def tflite_record(
             "op_versions": report["op_versions"],
             "loads_on_tflite_runtime_2_14": report["loads_on_tflite_runtime_2_14"],
             "offending_ops_for_2_14": report["tflite_runtime_2_14"]["offending_ops"],
+            # measured: albert_edge.tflite.op_versions (a file that loads there runs right)
+            "runs_right_on": report["tflite_runtime_2_14"]["runs_right_on"],
         },
     }
 

@@ -122,12 +122,19 @@ def test_per_channel_hybrid_fc_is_versioned(int8_files: dict[str, Path]) -> None
         runtime = json.loads((out / "manifest.json").read_text())["runtime"]
         assert runtime["loads_on_tflite_runtime_2_14"] is report["loads_on_tflite_runtime_2_14"]
         assert runtime["offending_ops_for_2_14"] == report["tflite_runtime_2_14"]["offending_ops"]
+        assert runtime["runs_right_on"] == report["tflite_runtime_2_14"]["runs_right_on"]
         said[kind] = runtime
     assert said["per-channel"]["loads_on_tflite_runtime_2_14"] is False
     assert said["per-channel"]["offending_ops_for_2_14"] == [
         f"FULLY_CONNECTED v12 (2.14 has v10{PER_TENSOR_HINT})"
     ]
+    assert said["per-channel"]["runs_right_on"] == ["ai-edge-litert"]
     assert said["per-tensor"]["loads_on_tflite_runtime_2_14"] is True
+    assert said["per-tensor"]["runs_right_on"] == [
+        "ai-edge-litert",
+        "tflite-runtime 2.14.0",
+        "tflite-support 0.4.4",
+    ]
     ids = _task_library_ids(int8_files["per-tensor"])
     per_channel = _litert_logits(int8_files["per-channel"] / "model.tflite", ids)
     per_tensor = _litert_logits(int8_files["per-tensor"] / "model.tflite", ids)
