@@ -217,7 +217,8 @@ def _add_convert(sub: Any) -> None:
         type=_ints,
         default=(),
         help="tflite: comma-separated sequence-length buckets, one signature each; the "
-        "runner takes the smallest that fits (default: 16,32,64,128, capped at max positions)",
+        "runner takes the smallest that fits (default: 16,32,64,128, capped at max positions; "
+        "question-answering adds 384 where positions allow)",
     )
     _add_quantization_flags(p)
     p.add_argument(
