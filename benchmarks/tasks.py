@@ -841,8 +841,10 @@ def markdown(results: dict[str, Any]) -> str:
         "the 1-minute load average when that timing started. **These timings were taken",
         "under load**: the",
         f"2-core VM was shared with other jobs ({_load_range(results)} on 2 cores), so",
-        "they rank artifacts only roughly and are not the figures to tune on (p50 moves most;",
-        "min less); rerun `python -m benchmarks.tasks --latency-only` on a quiet machine.",
+        "they rank artifacts only roughly and are not the figures to tune on. p50 moves most:",
+        "where it is several times the min (NER ONNX fp32's W1 p50 read 6.9 ms in one sitting",
+        "and 20.9 ms in the next, its min 2.7 ms both times), compare the mins;",
+        "rerun `python -m benchmarks.tasks --latency-only` on a quiet machine.",
         "",
         "`train s` is the wall time of the whole `albert-edge train` command (tokenizing,",
         "training, scoring the held-out split and `--dev`) with one torch thread, on a 2-core",
@@ -889,7 +891,8 @@ def markdown(results: dict[str, Any]) -> str:
                     "path trains (both sentences, token types), converts and keeps its "
                     "predictions, not a useful model of the task. Every artifact then "
                     "predicts the same class, so Δ 0 says nothing about quantization error; "
-                    "the outputs SQNR column does"
+                    "the outputs SQNR column does. RTE (2,490 training pairs, fewer than "
+                    "MRPC's 3,668) was not trained here: not measured"
                 ]
                 if "majority_class" in s
                 and abs(s["majority_class"]["accuracy"] - s["pytorch"].get("accuracy", -1)) < 0.005

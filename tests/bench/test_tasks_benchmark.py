@@ -108,6 +108,29 @@ def test_the_table_says_why_a_row_was_not_built_and_shows_timings_with_load() ->
             "command": "albert-edge convert pair-model --to onnx --precision int4",
             "latency": {"w1": lat, "w2": {**lat, "p50": 0.5}},
         },
+        "onnx-auto": {
+            "accuracy": 0.6838,
+            "vs_pytorch": {"delta": 0.0, "low": 0.0, "high": 0.0},
+            "bytes": 1131404,
+            "command": "albert-edge convert pair-model --precision auto",
+            "plan": {
+                "weights": {"int4": 8, "fp32": 1},
+                "rows": 367,
+                "data": "pair-untrained.tsv",
+                "metric": "accuracy",
+                "loss_points": {"delta": -0.25, "delta_low": -0.8, "delta_high": 0.3},
+                "rule": "point loss <= 1.0",
+            },
+            "verify_cli": {
+                "command": "albert-edge verify pair-onnx-auto --data dev.tsv --json",
+                "exit": 0,
+                "metric": "accuracy",
+                "metric_artifact": 0.6814,
+                "metric_reference": 0.6838,
+                "delta_points": -0.24,
+                "interval_points": {"low": -0.5, "high": 0.0},
+            },
+        },
         "onnx-int8-static": {
             "not_built": "calibration on CoNLL files not supported by this commit",
             "command": "albert-edge convert pair-model --precision int8-static",
@@ -121,6 +144,11 @@ def test_the_table_says_why_a_row_was_not_built_and_shows_timings_with_load() ->
     assert "1.250 / 1.000 (load 4.5)" in int4 and "0.500 / 1.000 (load 4.5)" in int4
     assert "not run" in rows["| TFLite int8-full"]
     assert "Δ 0 says nothing about quantization error" in md  # at the majority class
+    assert "- auto's plan: 1 at fp32, 8 at int4; chosen on 367 rows of `pair-untrained.tsv`" in md
+    assert "-0.25 [-0.80, +0.30] accuracy points" in md
+    verify = next(ln for ln in md.splitlines() if "albert-edge verify pair-onnx-auto" in ln)
+    assert "accuracy 68.14 vs PyTorch 68.38, Δ -0.24 [-0.50, +0.00]" in verify
+    assert verify.endswith("the table has 68.38")  # verify's figure differs from the table's
     assert "These timings were taken" in md and "under load" in md
 
 
