@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.depth.features import DepthError, FitSettings
@@ -90,6 +91,36 @@ def kept_positions(head: str, feats: Features, f: int) -> list[int]:
     return list(range(len(feats.input_ids[f])))
 
 
+def available_memory() -> int | None:
+    """Bytes this machine can still give (``MemAvailable`` of /proc/meminfo), or None
+    where that is not known."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_memory(ckpt: Checkpoint, positions: int, description: str) -> None:
+    """Refuse, before the forward pass, states that would not fit in memory: a span head
+    keeps every position of every window at every layer (float32), which for a SQuAD file
+    and an albert-base shape runs to tens of GB; say how many rows would fit."""
+    layers = int(ckpt.config.num_hidden_layers)
+    hidden = int(ckpt.config.hidden_size)
+    need = positions * layers * hidden * 4
+    free = available_memory()
+    if free is None or need <= free // 2:
+        return
+    raise DepthError(
+        f"{ckpt.path}: keeping the {description}' states takes {need / 2**30:.1f} GiB "
+        f"({positions} positions x {layers} layers x {hidden}), more than half of the "
+        f"{free / 2**30:.1f} GiB free; pass fewer rows (--fit-rows / --held-out-rows, about "
+        f"{(free // 2) / need:.0%} of these) or a shorter --max-length"
+    )
+
+
 def token_states(
     ckpt: Checkpoint, feats: Features, *, batch_size: int = 32, description: str = "features"
 ) -> TokenStates:
@@ -102,6 +133,7 @@ def token_states(
     head = ckpt.head.name
     per: list[torch.Tensor | None] = [None] * len(feats)
     positions = [kept_positions(head, feats, f) for f in range(len(feats))]
+    check_memory(ckpt, sum(len(p) for p in positions), description)
     batches = list(feats.batches(batch_size))
     model = ckpt.model.eval()
     with torch.no_grad():
