@@ -384,6 +384,8 @@ def _score_all(
             "runtime": "onnxruntime" if f.suffix == ".onnx" else "litert",
             "latency": (old.get(name) or {}).get("latency"),
         }
+        if (old.get(name) or {}).get("verify_cli"):  # replaced when verify is rerun
+            out[name]["verify_cli"] = old[name]["verify_cli"]
         plan = Path(built["path"]) / "plan.json"
         if plan.is_file():
             out[name]["plan"] = plan_summary(json.loads(plan.read_text()))
@@ -637,6 +639,7 @@ def run_task(
     old: dict[str, Any],
     latency: bool,
     rebuild: bool,
+    verify: bool = True,
 ) -> dict[str, Any]:
     ckpt, train_s, reused = train_or_reuse(name, spec, work, reuse)
     training = json.loads((ckpt / "training.json").read_text())
@@ -657,6 +660,7 @@ def run_task(
         "train_loop_wall_s": training.get("wall_time_s"),
         "train_examples": training["train_examples"],
         "held_out": training["held_out"],
+        "training_dev": training.get("dev"),
         "parameters": training["parameters"],
         "hyperparameters": training["hyperparameters"],
         "checkpoint_bytes": (ckpt / "model.safetensors").stat().st_size,
@@ -665,7 +669,7 @@ def run_task(
     }
     for art in arts:
         row = res["scores"].get(art) or {}
-        if art in VERIFY_CLI and "not_built" not in row:
+        if verify and art in VERIFY_CLI and "not_built" not in row:
             row["verify_cli"] = verify_cli(work / f"{name}-{art}", spec["eval"], ckpt)
             print(f"tasks: {name} {art} verify {row['verify_cli']}", file=sys.stderr)
     if latency:
@@ -702,6 +706,24 @@ TITLE = {
     "tflite-int8-dynamic": "TFLite int8-dynamic",
     "tflite-int8-full": "TFLite int8-full",
 }
+
+
+def _training_dev_line(r: dict[str, Any]) -> list[str]:
+    """A line where today's PyTorch figure differs from the dev figure ``albert-edge
+    train`` recorded on the same file when it trained the checkpoint."""
+    dev = r.get("training_dev") or {}
+    metric = r["scores"]["pytorch"]["primary"]
+    now = r["scores"]["pytorch"].get(metric)
+    if dev.get(metric) is None or now is None or abs(float(dev[metric]) - float(now)) < 5e-5:
+        return []
+    return [
+        f"- `albert-edge train` recorded {metric} {_pct(dev[metric])} on this file when it "
+        f"trained the checkpoint ({dev.get('examples')} examples); {_pct(now)} here is the "
+        "same checkpoint scored by today's `albert_edge.tasks` (its SQuAD encoding changed "
+        "since: 672ce28 tokenizes a context as a whole, as transformers' run_qa does; the "
+        "model was trained on the earlier per-word pieces). Every row of this table is "
+        "scored with today's encoding"
+    ]
 
 
 def _plan_line(plan: dict[str, Any]) -> str:
@@ -876,6 +898,7 @@ def markdown(results: dict[str, Any]) -> str:
             + f" (held-out {r['held_out']['primary']} {_pct(r['held_out'][r['held_out']['primary']])}), "
             f"{r['parameters']:,} parameters",
             "- PyTorch on the eval data: " + ", ".join(f"{k} {_pct(v)}" for k, v in others.items()),
+            *_training_dev_line(r),
             *(
                 [
                     f"- majority class ({s['majority_class']['label']}) scores accuracy "
@@ -945,6 +968,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rebuild", action="store_true", help="reconvert artifacts found in --work")
     p.add_argument("--no-latency", action="store_true", help="score only; keep old timings")
     p.add_argument("--latency-only", action="store_true", help="re-time built artifacts")
+    p.add_argument(
+        "--no-verify-cli", action="store_true", help="keep the last `verify --data` cross-checks"
+    )
     p.add_argument("--render", action="store_true", help="re-render tasks.md from tasks.json")
     p.add_argument("--time-one", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--feeds", type=Path, help=argparse.SUPPRESS)
@@ -986,6 +1012,7 @@ def main(argv: list[str] | None = None) -> int:
                 old=old,
                 latency=not args.no_latency,
                 rebuild=args.rebuild,
+                verify=not args.no_verify_cli,
             )
         # merge into the file as it is now: another run may have written other tasks
         current = json.loads(path.read_text()) if path.is_file() else {}
