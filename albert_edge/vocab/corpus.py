@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from albert_edge.data import TEXT_COLUMNS, DataError, read_text
+from albert_edge.tasks.classification import text_columns
 
 if TYPE_CHECKING:
     from albert_edge.tasks import TaskData
@@ -121,7 +122,8 @@ def _plain_sentences(p: Path, text: str, what: str) -> list[str]:
     if "\t" not in first:
         return [line.strip() for line in text.splitlines() if line.strip()]
     header = [h.strip().lower() for h in first.split("\t")]
-    cols = [i for i, h in enumerate(header) if h in TEXT_COLUMNS]
+    pair_cols, _, pair = text_columns(header)  # an unlabelled pair file: both sentences
+    cols = pair_cols if pair else [i for i, h in enumerate(header) if h in TEXT_COLUMNS][:1]
     if not cols:
         found = ", ".join(repr(h[:30]) for h in header[:6])
         raise DataError(
@@ -132,7 +134,7 @@ def _plain_sentences(p: Path, text: str, what: str) -> list[str]:
     # Split on tabs, not with the csv module: QUOTE_NONE splits the same way, and csv's
     # field_size_limit (128 KiB) failed every line longer than that with a traceback.
     rows = [line.split("\t") for line in text.splitlines()[1:]]
-    out = [r[cols[0]].strip() for r in rows if len(r) > cols[0] and r[cols[0]].strip()]
+    out = [r[c].strip() for r in rows for c in cols if len(r) > c and r[c].strip()]
     if not out:
         raise DataError(f"{p}: {what} has a header but no sentences under it")
     return out

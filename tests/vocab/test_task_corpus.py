@@ -98,6 +98,9 @@ def test_every_task_file_gives_the_text_the_model_reads(tmp_path: Path, sst2_dev
         "index\tsentence1\tsentence2\tlabel\n0\tA man sleeps .\tA person rests .\tentailment\n"
     )
     assert read_sentences(pair) == ["A man sleeps .", "A person rests ."]  # both sentences
+    unlabelled = tmp_path / "u.tsv"
+    unlabelled.write_text("question1\tquestion2\nwho won ?\twhich team won ?\n")
+    assert read_sentences(unlabelled) == ["who won ?", "which team won ?"]
     conll = _conll(tmp_path / "n.txt", 2)
     words = [ln.split()[0] for ln in conll.read_text().splitlines()[2:] if ln.strip()]
     assert read_sentences(conll) == [" ".join(words[:6]), " ".join(words[6:])]  # no -DOCSTART-
