@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from albert_edge.optimize.plan import (
     NOT_BUILT,
@@ -186,3 +187,27 @@ def test_finetune_rows_follow_the_budget_and_never_exceed_the_fit_rows() -> None
     assert finetune_rows(big, 20 * 60) == 12000
     assert finetune_rows(big, 60) == MIN_FINETUNE_ROWS
     assert finetune_rows(shape(fit_rows=120), 45 * 60) == 120
+
+
+def test_pick_breaks_a_latency_near_tie_by_bytes() -> None:
+    """W1 within LATENCY_TIE of the fastest (by interleaved minimum) is a tie the fewer
+    bytes win, so timing noise between two runs does not flip the shipped artifact; a
+    clear win stays a win; untimed candidates go by bytes."""
+    from types import SimpleNamespace
+
+    from albert_edge.optimize.search import LATENCY_TIE, Search
+
+    def pick(rows: list[dict[str, Any]], objective: str = "latency") -> str:
+        me = SimpleNamespace(admitted=lambda: rows, opts=SimpleNamespace(objective=objective))
+        return str(Search.pick(me)["key"])  # type: ignore[arg-type]
+
+    near = 1.0 + LATENCY_TIE / 2
+    rows = [
+        {"key": "exit", "w1_min_ms": 1.0, "w1_ms": 1.4, "file_bytes": 900},
+        {"key": "trim-d2", "w1_min_ms": near, "w1_ms": 1.1, "file_bytes": 500},
+    ]
+    assert pick(rows) == "trim-d2"
+    rows[1]["w1_min_ms"] = 1.0 + 2 * LATENCY_TIE
+    assert pick(rows) == "exit"
+    assert pick(rows, "bytes") == "trim-d2"
+    assert pick([{"key": "a", "file_bytes": 9}, {"key": "b", "file_bytes": 7}]) == "b"
