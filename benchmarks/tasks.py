@@ -726,6 +726,27 @@ def _training_dev_line(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _speed_line(s: dict[str, Any]) -> list[str]:
+    """The artifacts in order of W1 min (the figure load moves least), with W2's p50 of
+    best beside each."""
+    rows = []
+    for a in ARTIFACTS:
+        lat = (s.get(a) or {}).get("latency") or {}
+        w1, w2 = lat.get("w1") or {}, lat.get("w2") or {}
+        if "min" in w1:
+            rows.append((w1["min"], a, w2.get("p50_of_best")))
+    if not rows:
+        return []
+    rows.sort()
+    return [
+        "- by W1 min (W2 p50 of best): "
+        + ", ".join(
+            f"{TITLE[a]} {m:.2f}" + (f" ({b:.2f})" if b is not None else "") for m, a, b in rows
+        )
+        + " ms"
+    ]
+
+
 def _plan_line(plan: dict[str, Any]) -> str:
     weights = ", ".join(f"{n} at {p}" for p, n in sorted(plan["weights"].items()))
     lp = plan.get("loss_points") or {}
@@ -828,8 +849,8 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "Every model here is trained FROM SCRATCH by `albert-edge train` on a 2-core CPU in",
         "minutes (the small default config: E=64, H=128, 4 layers sharing one group; no",
-        "pretraining), so the absolute figures are far below published ALBERT-base, which is",
-        f"pretrained: {PUBLISHED}. What this measures is that each task trains, converts to",
+        "pretraining), so the absolute figures are far below published ALBERT-base",
+        f"({PUBLISHED}). What this measures is that each task trains, converts to",
         "every artifact albert-edge writes, and what each artifact costs in the task's metric.",
         "",
         "Metric: the task layer's (`albert_edge.tasks.score`): CoNLL entity F1 (seqeval,",
@@ -864,8 +885,8 @@ def markdown(results: dict[str, Any]) -> str:
         "under load**: the",
         f"2-core VM was shared with other jobs ({_load_range(results)} on 2 cores), so",
         "they rank artifacts only roughly and are not the figures to tune on. p50 moves most:",
-        "where it is several times the min (NER ONNX fp32's W1 p50 read 6.9 ms in one sitting",
-        "and 20.9 ms in the next, its min 2.7 ms both times), compare the mins;",
+        "where it is several times the min (NER ONNX fp32's W1 p50 read 6.9, 20.9 and 6.8 ms",
+        "in three sittings at load 13, 10 and 4, its min 2.7 ms each time), compare the mins;",
         "rerun `python -m benchmarks.tasks --latency-only` on a quiet machine.",
         "",
         "`train s` is the wall time of the whole `albert-edge train` command (tokenizing,",
@@ -930,6 +951,7 @@ def markdown(results: dict[str, Any]) -> str:
                 else []
             ),
             _intervals_line(s),
+            *_speed_line(s),
             *(
                 _plan_line(s["onnx-auto"]["plan"])
                 for _ in [0]
