@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.io import output_arg
-from albert_edge.options import int_at_least
+from albert_edge.options import float_in, int_at_least, seed_value
 
 if TYPE_CHECKING:
     from albert_edge.vocab.trim import TrimOptions
@@ -63,7 +63,7 @@ def add_parser(sub: Any, quiet: Any) -> None:
     )
     p.add_argument(
         "--max-drop",
-        type=float,
+        type=float_in(0, meaning="a drop of the held-out metric in points"),
         default=None,
         metavar="P",
         help="refuse (nothing written) when the held-out metric drops more than P points "
@@ -81,7 +81,10 @@ def add_parser(sub: Any, quiet: Any) -> None:
         "--heal-steps", type=int_at_least(1), default=None, help="optimizer steps (default 600)"
     )
     steps.add_argument(
-        "--heal-epochs", type=float, default=None, help="passes over --heal-data instead"
+        "--heal-epochs",
+        type=float_in(0, low_open=True, meaning="passes over --heal-data"),
+        default=None,
+        help="passes over --heal-data instead",
     )
     heal.add_argument(
         "--heal-data",
@@ -89,7 +92,9 @@ def add_parser(sub: Any, quiet: Any) -> None:
         default=None,
         help="text to heal on: a task file of the model's task or plain text (default: --corpus)",
     )
-    heal.add_argument("--seed", type=int, default=13, help="heal: row order and re-segmentation")
+    heal.add_argument(
+        "--seed", type=seed_value, default=13, help="heal: row order and re-segmentation"
+    )
     heal.add_argument(
         "--threads", type=int_at_least(1), default=1, help="heal: torch threads (default 1)"
     )
