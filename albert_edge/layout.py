@@ -200,7 +200,11 @@ def write_tokenizer_files(ckpt: Checkpoint, out_dir: Path) -> list[str]:
     models saw), but transformers.js honours it and strips, giving other ids on 283 of the
     291 sample sentences.
     ``model_max_length`` = ``max_position_embeddings``, so ``truncation=True`` works in
-    transformers/optimum and transformers.js on texts longer than the model accepts.
+    transformers/optimum and transformers.js on texts longer than the model accepts; or
+    the shorter length the checkpoint's own tokenizer config records
+    (:func:`albert_edge.torch_model.trained_length`: what it was fine-tuned at), so a
+    client's pipeline cuts windows where the model was trained to read (transformers'
+    question-answering pipeline windows at ``min(384, model_max_length)``).
     """
     import shutil
 
@@ -209,7 +213,9 @@ def write_tokenizer_files(ckpt: Checkpoint, out_dir: Path) -> list[str]:
 
     tok = ckpt.tokenizer()  # raises if missing: an artifact without its tokenizer is unusable
     shutil.copyfile(tok.path, out_dir / "spiece.model")
-    max_len = int(ckpt.config.max_position_embeddings)
+    from albert_edge.torch_model import trained_length
+
+    max_len = trained_length(ckpt) or int(ckpt.config.max_position_embeddings)
     slow = SlowAlbert(
         vocab_file=str(out_dir / "spiece.model"),
         do_lower_case=ckpt.do_lower_case,

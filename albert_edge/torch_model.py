@@ -68,6 +68,28 @@ class Checkpoint:
         return AlbertTokenizer(self.spiece_model, do_lower_case=self.do_lower_case)
 
 
+def trained_length(ckpt: Checkpoint) -> int | None:
+    """The length the checkpoint was fine-tuned at, where its ``tokenizer_config.json``
+    says (``model_max_length`` below ``max_position_embeddings``), else None.
+
+    A model fine-tuned at 256 tokens never saw a position past 256 in its task: scoring
+    it on 512-token windows (a SQuAD paragraph) measures untrained position embeddings,
+    not the model, so the task metric encodes at the length the checkpoint records, as
+    transformers' pipelines truncate at ``model_max_length``.
+    """
+    import json
+
+    cfg = Path(ckpt.path) / "tokenizer_config.json"
+    try:
+        value = json.loads(cfg.read_text(encoding="utf-8")).get("model_max_length")
+    except (OSError, ValueError, AttributeError):
+        return None
+    limit = int(ckpt.config.max_position_embeddings)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < limit:
+        return value
+    return None
+
+
 def validate_config(config: AlbertConfig, where: Path) -> None:
     """Refuse configs transformers would build but that are not a valid ALBERT."""
     c = config

@@ -618,28 +618,6 @@ def evaluate_accuracy(
     return evaluate_task(runner, ckpt, tokenizer, data, batch_size=batch_size, progress=progress)
 
 
-def trained_length(ckpt: Checkpoint) -> int | None:
-    """The length the checkpoint was fine-tuned at, where its ``tokenizer_config.json``
-    says (``model_max_length`` below ``max_position_embeddings``), else None.
-
-    A model fine-tuned at 256 tokens never saw a position past 256 in its task: scoring
-    it on 512-token windows (a SQuAD paragraph) measures untrained position embeddings,
-    not the model, so the task metric encodes at the length the checkpoint records, as
-    transformers' pipelines truncate at ``model_max_length``.
-    """
-    import json
-
-    cfg = Path(ckpt.path) / "tokenizer_config.json"
-    try:
-        value = json.loads(cfg.read_text(encoding="utf-8")).get("model_max_length")
-    except (OSError, ValueError, AttributeError):
-        return None
-    limit = int(ckpt.config.max_position_embeddings)
-    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < limit:
-        return value
-    return None
-
-
 def evaluate_task(
     runner: Runner,
     ckpt: Checkpoint,
@@ -664,6 +642,7 @@ def evaluate_task(
     from albert_edge.progress import Counter, enabled
     from albert_edge.tasks import TaskKind, encode, paired_metric_interval, score
     from albert_edge.tasks.squad import best_spans, choose_null_threshold, held_out_split
+    from albert_edge.torch_model import trained_length
 
     max_len = min(int(runner.max_seq_len), int(ckpt.config.max_position_embeddings))
     max_len = min(max_len, trained_length(ckpt) or max_len)

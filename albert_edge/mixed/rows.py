@@ -106,7 +106,7 @@ def max_length(ckpt: Checkpoint, target: str, seq_lens: tuple[int, ...] = ()) ->
     the artifact (ONNX: the model's positions; TFLite: its longest signature; either way
     no longer than the length the checkpoint was fine-tuned at,
     :func:`albert_edge.verify.trained_length`)."""
-    from albert_edge.verify import trained_length
+    from albert_edge.torch_model import trained_length
 
     positions = int(ckpt.config.max_position_embeddings)
     limit = min(max(seq_lens), positions) if target == "tflite" and seq_lens else positions

@@ -170,7 +170,7 @@ def _calibration(ckpt: Checkpoint, options: ConvertOptions, seq_lens: tuple[int,
             ckpt.tokenizer(), texts, list(seq_lens), choices_axis=ckpt.head.choices_axis
         )
     else:
-        from albert_edge.verify import trained_length
+        from albert_edge.torch_model import trained_length
 
         feats = cal.encode(ckpt.tokenizer(), min(max(seq_lens), trained_length(ckpt) or 10**9))
         feeds = feature_calibration_feeds(

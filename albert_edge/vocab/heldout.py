@@ -78,7 +78,7 @@ def scored_data(
 def max_len_of(ckpt: Checkpoint) -> int:
     """The length examples are encoded at: the checkpoint's fine-tuned length where its
     tokenizer_config.json records one, else its positions (as ``verify --data``)."""
-    from albert_edge.verify import trained_length
+    from albert_edge.torch_model import trained_length
 
     return trained_length(ckpt) or int(ckpt.config.max_position_embeddings)
 

@@ -425,7 +425,7 @@ def test_trained_length_reads_only_a_length_below_the_positions(
     below ``max_position_embeddings`` (transformers writes 1e30 for "no limit")."""
     from types import SimpleNamespace
 
-    from albert_edge.verify import trained_length
+    from albert_edge.torch_model import trained_length
 
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"model_max_length": recorded}))
     ckpt = SimpleNamespace(path=tmp_path, config=SimpleNamespace(max_position_embeddings=128))

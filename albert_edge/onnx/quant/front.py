@@ -158,7 +158,7 @@ def load_calibration(options: ConvertOptions, ckpt: Checkpoint | None = None) ->
     if ckpt is not None:
         from dataclasses import replace
 
-        from albert_edge.verify import trained_length
+        from albert_edge.torch_model import trained_length
 
         # a task's windows at the length the model was fine-tuned at, as verify encodes them
         cal = replace(cal, max_len=trained_length(ckpt))
