@@ -60,15 +60,10 @@ MAX_SEQ_LEN, MAX_QUERY_LEN, PREDICT_ANS_NUM, MAX_ANS_LEN = 384, 64, 5, 32
 # int8-dynamic: the Task Library's answer against PyTorch's on the same ids; a near-tie may
 # flip (as for optimum's int8 pipeline, test_optimum_tasks.py), a broken graph moves most.
 INT8_MAX_CHANGED = 2
-# Measured: the runtime inside tflite-support 0.4.4 (and tflite-runtime 2.14.0) computes a
-# FULLY_CONNECTED with per-channel int8 weights (int8-dynamic's default) as zeros; convert
-# stamps that FC v12, which that runtime refuses at load ("Didn't find op for builtin opcode
-# 'FULLY_CONNECTED' version '12'"). ``--per-tensor`` runs there (tests/tflite/test_old_runtimes.py).
-INT8_ON_OLD_RUNTIME = pytest.mark.xfail(
-    strict=True,
-    reason="convert's default int8-dynamic TFLite (per-channel FC v12) is refused by "
-    "tflite-support 0.4.4's runtime; --per-tensor runs there",
-)
+# The runtime inside tflite-support 0.4.4 (and tflite-runtime 2.14.0) computes a
+# FULLY_CONNECTED with per-channel int8 weights (int8-dynamic's default) as zeros, so convert
+# stamps that FC v12 and that runtime refuses it at load; the int8 file here is
+# ``--per-tensor``, the form it runs (tests/tflite/test_old_runtimes.py).
 
 ANSWER = r"""
 import json, sys
@@ -97,7 +92,8 @@ def test_task_library_qa_note() -> None:
 @pytest.fixture(scope="module")
 def qa_tflite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """{"checkpoint", "fp32", "int8"}: a tiny QA model (512 positions) briefly trained on
-    the SQuAD sample at 384 tokens, and ``convert --to tflite --seq-lens 128,384`` of it."""
+    the SQuAD sample at 384 tokens, and ``convert --to tflite --seq-lens 128,384`` of it
+    (int8: ``--per-tensor``, the form the Task Library's runtime computes right)."""
     from albert_edge.convert import convert
     from albert_edge.options import ConvertOptions
 
@@ -114,7 +110,11 @@ def qa_tflite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for kind, precision in (("fp32", "fp32"), ("int8", "int8-dynamic")):
         out[kind] = root / f"tflite-{kind}"
         options = ConvertOptions(
-            target="tflite", precision=precision, seq_lens=(128, MAX_SEQ_LEN), verify=False
+            target="tflite",
+            precision=precision,
+            seq_lens=(128, MAX_SEQ_LEN),
+            verify=False,
+            per_channel=False if kind == "int8" else None,
         )
         convert(ckpt, out[kind], options)
     return out
@@ -270,7 +270,7 @@ def test_qa_metadata_names_what_the_task_library_reads(qa_tflite: dict[str, Path
 
 @pytest.mark.slow
 @needs_task_library
-@pytest.mark.parametrize("kind", ["fp32", pytest.param("int8", marks=INT8_ON_OLD_RUNTIME)])
+@pytest.mark.parametrize("kind", ["fp32", "int8"])
 def test_bert_question_answerer(qa_tflite: dict[str, Path], kind: str) -> None:
     from albert_edge.tasks.squad import best_spans
 
@@ -284,15 +284,22 @@ def test_bert_question_answerer(qa_tflite: dict[str, Path], kind: str) -> None:
     ours = best_spans(data, features, logits, n_best=PREDICT_ANS_NUM, max_answer_length=MAX_ANS_LEN)
     top = [tl[0][0] if tl else "" for tl in answers]
     assert sum(map(bool, top)) >= len(top) - 2  # it answers (none: no valid span in its 5x5)
+    # fp32: the same kernels' arithmetic; int8: the Task Library's runtime quantizes the
+    # activations with its own hybrid kernels, XNNPACK (ai-edge-litert) with its own, so
+    # the logits agree to about 1 % and a near-tie may pick another span
+    tol = 1e-4 if kind == "fp32" else 0.25  # int8: measured up to 0.07 on sums near 5
+    other = []
     for f, (tl, (text, score, _)) in enumerate(zip(answers, ours, strict=True)):
         # every answer's logit is start + end at its positions in our ids: the ids, the
         # tensors it found by name and the start/end roles are ours
         for _, s, e, logit in tl:
             want = logits["start_logits"][f][s] + logits["end_logits"][f][e]
-            assert logit == pytest.approx(want, abs=1e-4), data.examples[f].id
-        assert top[f] == text, data.examples[f].id  # "" where neither finds a span
-        if tl:
-            assert tl[0][3] == pytest.approx(score, abs=1e-4)
+            assert logit == pytest.approx(want, abs=tol), data.examples[f].id
+        if top[f] != text:  # "" where neither finds a span
+            other.append(data.examples[f].id)
+        elif tl:
+            assert tl[0][3] == pytest.approx(score, abs=tol)
+    assert len(other) <= (0 if kind == "fp32" else INT8_MAX_CHANGED), other
 
     # PyTorch on the same ids: the logits and the answers
     ref = torch_logits(qa_tflite["checkpoint"], features)

@@ -141,7 +141,9 @@ def test_same_plan_with_one_and_two_local_workers(prepared: Any, rows_tsv: Path)
 
     assert strip(one) == strip(two)
     assert one["search"]["loss"] == two["search"]["loss"]
-    assert r1.metric == r2.metric == "accuracy" and one["search"]["task"]["kind"] == "classification"
+    assert (
+        r1.metric == r2.metric == "accuracy" and one["search"]["task"]["kind"] == "classification"
+    )
     assert np.isclose(r1.reference_value, r2.reference_value)
 
 

@@ -257,5 +257,5 @@ def test_squad_context_pieces_are_the_whole_contexts(tok: AlbertTokenizer) -> No
         seen.add(ex.context)
         ctx = [i for i, w in zip(feats.input_ids[f], feats.word_ids[f], strict=True) if w >= 0]
         assert ctx == fast(ex.context, add_special_tokens=False)["input_ids"], ex.context[:60]
-        opens_with_split_piece += any(w[0] in "(\"-." for w in ex.words[1:])
+        opens_with_split_piece += any(w[0] in '("-.' for w in ex.words[1:])
     assert len(seen) >= 3 and opens_with_split_piece >= 1

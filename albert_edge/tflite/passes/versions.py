@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from albert_edge.tflite.passes.base import TflitePass, op_name
+from albert_edge.tflite.passes.broadcast import drop_unused_opcodes
 
 if TYPE_CHECKING:
     from ai_edge_litert.schema_py_generated import ModelT
@@ -50,20 +51,6 @@ def per_channel_hybrid_fc(model: ModelT, sg: Any, op: Any) -> bool:
         and types.get(w.type) == "INT8"
         and types.get(y.type) == "FLOAT32"
     )
-
-
-def _drop_unused_opcodes(model: ModelT) -> int:
-    """Remove operator codes no op reads (a runtime resolves every listed one)."""
-    used = sorted({int(op.opcodeIndex) for sg in model.subgraphs for op in sg.operators})
-    if len(used) == len(model.operatorCodes):
-        return 0
-    remap = {old: new for new, old in enumerate(used)}
-    dropped = len(model.operatorCodes) - len(used)
-    model.operatorCodes = [model.operatorCodes[i] for i in used]
-    for sg in model.subgraphs:
-        for op in sg.operators:
-            op.opcodeIndex = remap[int(op.opcodeIndex)]
-    return dropped
 
 
 def _versioned_opcode(model: ModelT, like: Any, version: int) -> int:
@@ -98,7 +85,7 @@ class HybridOpVersionsPass(TflitePass):
                     stamped += 1
         return {
             "per_channel_hybrid_fc_v12": stamped,
-            "opcodes_dropped": _drop_unused_opcodes(model),
+            "opcodes_dropped": drop_unused_opcodes(model),
         }
 
     def postcondition(self, model: ModelT) -> None:
