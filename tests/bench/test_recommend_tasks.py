@@ -11,17 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.depth.test_task_heads import conll, squad, tagger
-
-
-def _one_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    from albert_edge.cli import main
-
-    capsys.readouterr()
-    code = main(args)
-    err = [x for x in capsys.readouterr().err.strip().splitlines() if x]
-    assert code != 0 and len(err) == 1, err
-    return err[0]
+from tests.depth.test_task_heads import conll, one_line, squad, tagger
 
 
 def test_wrong_data_for_the_head_is_one_line_before_loading(
@@ -41,21 +31,21 @@ def test_wrong_data_for_the_head_is_one_line_before_loading(
     monkeypatch.setattr(checkpoint, "load_checkpoint", no_load)
     base = ["bench", "--recommend", "--candidates", "onnx:fp32", "--rounds", "2"]
     # an SST-2 file for a tagger
-    line = _one_line([*base, str(ner), "--data", str(sst2_dev)], capsys)
+    line = one_line([*base, str(ner), "--data", str(sst2_dev)], capsys)
     assert str(sst2_dev) in line and "CoNLL" in line
     # a CoNLL file for a classifier
-    line = _one_line([*base, str(make_checkpoint("tiny")), "--data", str(data)], capsys)
+    line = one_line([*base, str(make_checkpoint("tiny")), "--data", str(data)], capsys)
     assert str(data) in line
     # a SQuAD file for a tagger
     sq = squad(tmp_path / "q.json", 2)
-    line = _one_line([*base, str(ner), "--data", str(sq)], capsys)
+    line = one_line([*base, str(ner), "--data", str(sq)], capsys)
     assert "question-answering data" in line
     # dynamic exit is for single-sentence classifiers: said before the model loads
-    line = _one_line([*base, str(ner), "--data", str(data), "--exit-data", str(sst2_dev)], capsys)
+    line = one_line([*base, str(ner), "--data", str(data), "--exit-data", str(sst2_dev)], capsys)
     assert "--exit-data" in line and "token-classification data" in line
     # too few sentences to split in two
     small = conll(tmp_path / "small.conll", 40)
-    line = _one_line([*base, str(ner), "--data", str(small)], capsys)
+    line = one_line([*base, str(ner), "--data", str(small)], capsys)
     assert "split has 20 sentences" in line
 
 

@@ -193,7 +193,8 @@ def test_a_truncated_span_model_converts_and_verifies_on_squad(
     assert manifest["depth"]["layers"] == 2 and manifest["depth"]["evidence"]["metric"] == "f1"
 
 
-def _one_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+def one_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The CLI's stderr for ``args``: exactly one line, with a non-zero exit."""
     capsys.readouterr()
     code = main(args)
     err = [x for x in capsys.readouterr().err.strip().splitlines() if x]
@@ -210,17 +211,17 @@ def test_wrong_data_or_head_is_one_line_before_the_model_loads(
     ckpt = tagger(make_checkpoint, tmp_path / "ner")
     out = tmp_path / "search"
     # an SST-2 file for a tagger: the format the head needs is named
-    line = _one_line(
+    line = one_line(
         ["depth", "search", str(ckpt), "--data", str(small_tsv), "-o", str(out)], capsys
     )
     assert str(small_tsv) in line and "CoNLL" in line and not out.exists()
     # a SQuAD file for a tagger
     sq = squad(tmp_path / "q.json", 2)
-    line = _one_line(["depth", "search", str(ckpt), "--data", str(sq), "-o", str(out)], capsys)
+    line = one_line(["depth", "search", str(ckpt), "--data", str(sq), "-o", str(out)], capsys)
     assert "question-answering data" in line and not out.exists()
     # a head the search does not serve
     mc = make_checkpoint("tiny", "multiple-choice")
-    line = _one_line(["depth", "search", str(mc), "--data", str(small_tsv), "-o", str(out)], capsys)
+    line = one_line(["depth", "search", str(mc), "--data", str(small_tsv), "-o", str(out)], capsys)
     assert "depth search serves sequence-classification, token-classification" in line
     assert "multiple-choice" in line and not out.exists()
 
