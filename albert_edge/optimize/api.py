@@ -40,7 +40,7 @@ def check(opts: Options) -> Any:
     if opts.corpus is not None and not opts.corpus.is_file():
         raise OptimizeError(f"{opts.corpus}: --corpus is not a file; give the deployment's text")
     rows = read_rows(opts.data, opts.checkpoint)
-    check_rows(len(rows.examples), opts.data)
+    check_rows(len(rows.examples), opts.data, rows.kind.value)
     return rows
 
 

@@ -106,7 +106,7 @@ def build_candidate(ctx: Mapping[str, Any], spec: Mapping[str, Any], where: str)
 
     from albert_edge.depth import Rule
     from albert_edge.manifest import read_manifest
-    from albert_edge.optimize.stages import artifact_metrics, compare, reference_metrics, task_rows
+    from albert_edge.optimize.stages import artifact_metrics, compare, held_reference, task_rows
 
     d = Path(where)
     out, scratch = d / "artifact", d / "scratch"
@@ -137,8 +137,10 @@ def build_candidate(ctx: Mapping[str, Any], spec: Mapping[str, Any], where: str)
     max_len = int(ctx["seq_len"])
     for split in ("choose", "report"):
         rows = task_rows(Path(ctx[split]), ctx["given"])
-        ref = reference_metrics(ctx["given"], rows, max_len, Path(ctx[f"reference_{split}"]))
-        rec[split] = compare(artifact_metrics(out, rows, max_len), ref)
+        ref, options, names = held_reference(
+            ctx["given"], rows, max_len, Path(ctx[f"reference_{split}"])
+        )
+        rec[split] = compare(artifact_metrics(out, rows, max_len, names, options), ref)
     rule = Rule(
         max_point_loss=float(ctx["max_drop"]), min_lower_bound=float(ctx["min_lower_bound"])
     )

@@ -45,6 +45,23 @@ HEAL_SHARE = 0.1  # of the budget, at most, for the healing fine-tune
 HEAL_STEPS = (30, 600)  # fewest, most (albert_edge.vocab.heal's default)
 
 
+CLASSIFICATION = "classification"
+QUESTION_ANSWERING = "question-answering"
+# why a token or span head gets no PABEE fine-tune and no dynamic-exit candidates
+NO_EXITS = {
+    "token-classification": "a token-classification head has no per-depth exit heads over "
+    "[CLS] to train or stop at (the depth stage re-fits its per-token head per depth)",
+    QUESTION_ANSWERING: "a question-answering head has no per-depth exit heads over [CLS] "
+    "to train or stop at (the depth stage re-fits its span head per depth)",
+}
+# heal serves classifier and token heads; an unhealed trimmed vocabulary is judged like
+# every candidate: its fp32 form prunes the rest when it loses more than the budget
+SPAN_HEAL = (
+    "heal skipped: span heads (albert_edge.vocab.heal serves classifier and token heads); "
+    "the trimmed vocabulary is judged unhealed by the same rule as every candidate"
+)
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One joint candidate. ``vocab``: ``full`` or ``trim``; ``precision``: fp32,
@@ -133,6 +150,12 @@ class Shape:
     single_sentence: bool
     target: str
     auto_min_rows: int
+    # the model's head's task (albert_edge.tasks.TaskKind's value): classification, or a
+    # token-classification / question-answering head (no PABEE fine-tune, no dynamic exit)
+    task: str = "classification"
+    # the cost of one example against one classification sentence (a SQuAD question runs
+    # several windows of --seq-len tokens)
+    row_cost: float = 1.0
 
 
 def scale(shape: Shape) -> float:
@@ -156,7 +179,7 @@ def finetune_rows(shape: Shape, budget_s: float) -> int:
 def stage_estimates(shape: Shape, finetune_epochs: int, budget_s: float) -> dict[str, float]:
     """Seconds per stage (rough; see the constants above)."""
     s = scale(shape)
-    row_pass = FORWARD_ROW_LAYER_S * shape.layers * s
+    row_pass = FORWARD_ROW_LAYER_S * shape.layers * s * shape.row_cost
     return {
         "split": 15.0 + row_pass * 2 * shape.choose_rows,
         "finetune": 10.0
@@ -169,7 +192,7 @@ def stage_estimates(shape: Shape, finetune_epochs: int, budget_s: float) -> dict
 
 def candidate_estimate(c: Candidate, shape: Shape) -> float:
     s = scale(shape)
-    score = FORWARD_ROW_LAYER_S * c.depth * s * shape.choose_rows * 4
+    score = FORWARD_ROW_LAYER_S * c.depth * s * shape.choose_rows * 4 * shape.row_cost
     if c.exit != "none":
         return EXIT_BUILD_S * s + score
     if c.precision == "auto":
@@ -192,7 +215,7 @@ def all_candidates(shape: Shape, vocabs: Sequence[str], finetuned: bool) -> list
     for v in vocabs:
         for k in reversed(shape.depths):
             out += [Candidate(v, k, p, source=src) for p in QUANTIZED]
-    if shape.target == "onnx" and shape.layers > 1:
+    if shape.target == "onnx" and shape.layers > 1 and shape.task == CLASSIFICATION:
         for v in vocabs:
             out += [
                 Candidate(v, shape.layers, p, "confidence", source=src) for p in EXIT_PRECISIONS
@@ -226,13 +249,20 @@ def make_plan(
 
     want_ft = finetune
     ft_why = ""
-    if not shape.single_sentence:
+    if shape.task != CLASSIFICATION:
+        no_exits = NO_EXITS.get(shape.task, f"a {shape.task} head has no exit heads")
+        want_ft, ft_why = False, f"PABEE exits serve sequence classifiers; {no_exits}"
+        skipped.append({"what": "dynamic exit", "why": no_exits})
+    elif not shape.single_sentence:
         want_ft, ft_why = False, "PABEE exits train on single sentences only (docs/training.md)"
     elif not finetune:
         ft_why = "not asked (--no-finetune)"
     want_trim, trim_why = trim, "" if trim else "not asked (--no-trim)"
     heal_why = ""
-    if not heal_available:
+    span = shape.task == QUESTION_ANSWERING
+    if span:
+        heal_why = SPAN_HEAL
+    elif not heal_available:
         heal_why = "no healing fine-tune in albert_edge.vocab in this build"
     elif not want_trim:
         heal_why = "no trimmed vocabulary to heal"
@@ -242,7 +272,7 @@ def make_plan(
         st.append(Stage("finetune", est["finetune"], ft, "" if ft else ft_why))
         st.append(Stage("depth", est["depth"], True))
         st.append(Stage("trim", est["trim"], tr, "" if tr else trim_why))
-        heal = tr and heal_available
+        heal = tr and heal_available and not span
         st.append(Stage("heal", est["heal"], heal, "" if heal else heal_why))
         st.append(Stage("depth-trim", est["depth"], tr, "" if tr else "no trimmed vocabulary"))
         vocabs = ["full", "trim"] if tr else ["full"]

@@ -48,6 +48,8 @@ from albert_edge.optimize.stages import (
     file_id,
     finetune_stage,
     heal_stage,
+    reference_file,
+    split_file,
     split_stage,
     trim_stage,
 )
@@ -110,7 +112,11 @@ class Progress:
         )
 
 
-def model_shape(opts: Options, n_rows: int, pair: bool) -> Shape:
+# what one example costs against one classification sentence, for the plan's estimates
+ROW_COST = {"token-classification": 1.5, "question-answering": 6.0}
+
+
+def model_shape(opts: Options, n_rows: int, pair: bool, task: str = "classification") -> Shape:
     from albert_edge.depth import representable_depths
     from albert_edge.layout import DEFAULT_MODEL
     from albert_edge.mixed import min_rows
@@ -132,6 +138,8 @@ def model_shape(opts: Options, n_rows: int, pair: bool) -> Shape:
         single_sentence=not pair,
         target=opts.target,
         auto_min_rows=min_rows(opts.max_drop),
+        task=task,
+        row_cost=ROW_COST.get(task, 1.0) * (opts.seq_len / 128 if task != "classification" else 1),
     )
 
 
@@ -150,7 +158,8 @@ class Search:
         self.work = Work(opts.work_dir or default_work_dir(opts.output))
         self.progress = Progress(opts.quiet)
         self.budget_s = opts.max_minutes * 60.0
-        self.shape = model_shape(opts, len(rows.examples), bool(rows.pair))
+        self.task = str(rows.kind.value)
+        self.shape = model_shape(opts, len(rows.examples), bool(rows.pair), self.task)
         import os
 
         workers = opts.workers or (os.cpu_count() or 1) if opts.cluster is None else 2
@@ -175,7 +184,7 @@ class Search:
 
     def settings(self) -> dict[str, Any]:
         o = self.opts
-        return {
+        out: dict[str, Any] = {
             "max_drop_points": o.max_drop,
             "min_lower_bound_points": o.min_lower_bound,
             "target": o.target,
@@ -184,6 +193,9 @@ class Search:
             "max_minutes": o.max_minutes,
             "seed": SEED,
         }
+        if self.task != "classification":
+            out["task"] = self.task
+        return out
 
     def left(self) -> float:
         return self.budget_s - self.progress.elapsed()
@@ -251,11 +263,11 @@ class Search:
             "max_drop": o.max_drop,
             "min_lower_bound": o.min_lower_bound,
             "layers": self.shape.layers,
-            "fit": str(sdir / "fit.tsv"),
-            "choose": str(sdir / "choose.tsv"),
-            "report": str(sdir / "report.tsv"),
-            "reference_choose": str(sdir / "reference-choose.npy"),
-            "reference_report": str(sdir / "reference-report.npy"),
+            "fit": str(split_file(sdir, "fit", self.task)),
+            "choose": str(split_file(sdir, "choose", self.task)),
+            "report": str(split_file(sdir, "report", self.task)),
+            "reference_choose": str(reference_file(sdir, "choose", self.task)),
+            "reference_report": str(reference_file(sdir, "report", self.task)),
             "split": split["inputs_sha256"],
         }
         fit = Path(ctx["fit"])
@@ -273,10 +285,13 @@ class Search:
         base = self.work.dir("stages", "finetune") / "model" if ft else given
         ctx["base"] = str(base) if base is not None else None
         ctx["base_id"] = ft["inputs_sha256"] if ft else gid
+        # a token or span head's search windows its examples at --seq-len, as they are scored
+        task_len = o.seq_len if self.task != "classification" else None
+        extra = {"max_length": task_len} if task_len is not None else {}
         depth = self.stage(
             "depth",
-            {"checkpoint": ctx["base_id"], "fit": file_id(fit), "seed": SEED},
-            depth_stage(base, fit),
+            {"checkpoint": ctx["base_id"], "fit": file_id(fit), "seed": SEED, **extra},
+            depth_stage(base, fit, task_len),
         )
         if depth is None:
             raise OptimizeError("the depth search did not run: raise --max-minutes")
@@ -311,8 +326,8 @@ class Search:
             trimmed, trim_id = self.work.dir("stages", "heal") / "model", heal["inputs_sha256"]
         search = self.stage(
             "depth-trim",
-            {"checkpoint": trim_id, "fit": file_id(fit), "seed": SEED},
-            depth_stage(trimmed, fit),
+            {"checkpoint": trim_id, "fit": file_id(fit), "seed": SEED, **extra},
+            depth_stage(trimmed, fit, task_len),
         )
         if search is None:
             return ctx

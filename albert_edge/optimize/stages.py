@@ -133,9 +133,31 @@ class Work:
 # --- split -------------------------------------------------------------------------------
 
 
+def head_of(checkpoint: Path | None) -> str:
+    """The head the checkpoint's config.json names (no torch; the embedded model: a
+    sequence classifier)."""
+    from albert_edge.depth.task_search import head_of as head
+
+    return head(checkpoint)
+
+
+def is_task_head(checkpoint: Path | None) -> bool:
+    """A token-classification or question-answering head: the depth search re-fits a
+    per-token head and scores entity F1 / SQuAD F1; no PABEE fine-tune, no dynamic exit."""
+    from albert_edge.depth.task_heads import TASK_HEADS
+
+    return head_of(checkpoint) in TASK_HEADS
+
+
 def read_rows(data: Path, checkpoint: Path | None) -> Any:
-    """``data`` through the task layer, checked against the model (single sentences or
-    pairs with class labels): the depth and exit levers serve sequence classifiers."""
+    """``data`` through the task layer, checked against the model before it loads: single
+    sentences or pairs with class labels for a sequence classifier, a CoNLL file for a
+    token head, a SQuAD file for a span head (anything else: one line naming the format
+    the head needs)."""
+    if checkpoint is not None and is_task_head(checkpoint):
+        from albert_edge.depth.task_search import task_data
+
+        return task_data(data, checkpoint)
     from albert_edge.early_exit.command import read_rows as read
 
     return read(data, checkpoint, command="optimize")
@@ -150,15 +172,38 @@ def split_sizes(n: int) -> tuple[int, int, int]:
 
 MIN_HELD = 30  # every paired interval needs 30 rows (docs/depth.md, "Minimums")
 MIN_FIT = 64  # train --init refuses fewer
+# a token or span head's depth search holds a quarter of the fit examples out, at least 30
+MIN_TASK_FIT = 4 * MIN_HELD
+# SQuAD splits by article (a question and its windows, and its article's other questions,
+# in one split) where the file has at least this many; else by question
+MIN_ARTICLES = 6
+SUFFIX = {"classification": ".tsv", "token-classification": ".txt", "question-answering": ".json"}
 
 
-def check_rows(n: int, data: Path) -> None:
+def split_file(d: Path, name: str, kind: str) -> Path:
+    """``fit`` / ``choose`` / ``report`` in the format of ``--data`` (the task's suffix)."""
+    return d / f"{name}{SUFFIX.get(kind, '.tsv')}"
+
+
+def reference_file(d: Path, name: str, kind: str) -> Path:
+    """The given model's outputs on a held split: one .npy of logits for a classifier,
+    an .npz of per-feature outputs (padded, with lengths) for a token or span head."""
+    return d / f"reference-{name}{'.npy' if kind == 'classification' else '.npz'}"
+
+
+def min_fit(kind: str) -> int:
+    return MIN_FIT if kind == "classification" else MIN_TASK_FIT
+
+
+def check_rows(n: int, data: Path, kind: str = "classification") -> None:
     fit, held, _ = split_sizes(n)
-    if held < MIN_HELD or fit < MIN_FIT:
+    need_fit = min_fit(kind)
+    if held < MIN_HELD or fit < need_fit:
+        what = "labelled rows" if kind == "classification" else "examples"
         raise OptimizeError(
-            f"{data}: {n} labelled rows; optimize chooses on a quarter and reports on "
-            f"another (each at least {MIN_HELD} rows) and fits on the rest (at least "
-            f"{MIN_FIT}): give at least {max(4 * MIN_HELD, 2 * MIN_HELD + MIN_FIT + 2)} rows"
+            f"{data}: {n} {what}; optimize chooses on a quarter and reports on "
+            f"another (each at least {MIN_HELD}) and fits on the rest (at least "
+            f"{need_fit}): give at least {max(4 * MIN_HELD, 2 * MIN_HELD + need_fit + 2)} {what}"
         )
 
 
@@ -172,27 +217,121 @@ def write_subset(src: Path, rows: Any, indices: Sequence[int], out: Path) -> Non
     out.write_text("".join(lines[: first - 1] + body), encoding="utf-8")
 
 
+def write_conll_subset(src: Path, rows: Any, indices: Sequence[int], out: Path) -> None:
+    """The sentences ``indices`` of a CoNLL file (in that order), each its own lines as
+    the file has them (every column, the file's own tags), a blank line after each."""
+    lines = src.read_text(encoding="utf-8").splitlines()
+    blocks = []
+    for i in indices:
+        n = rows.examples[i].line - 1
+        block = []
+        while n < len(lines) and lines[n].strip() and not lines[n].startswith("-DOCSTART-"):
+            block.append(lines[n])
+            n += 1
+        blocks.append("\n".join(block) + "\n\n")
+    out.write_text("".join(blocks), encoding="utf-8")
+
+
+def squad_positions(obj: Any) -> list[tuple[int, int, int]]:
+    """(article, paragraph, question) of every question of a SQuAD JSON, in the order
+    the task layer reads them (articles, their paragraphs, their questions)."""
+    return [
+        (a, p, q)
+        for a, article in enumerate(obj["data"])
+        for p, para in enumerate(article.get("paragraphs", []))
+        for q in range(len(para.get("qas", [])))
+    ]
+
+
+def write_squad_subset(src: Path, indices: Sequence[int], out: Path) -> None:
+    """The questions ``indices`` of a SQuAD JSON: articles in the order their first
+    question comes in ``indices``, each with its paragraphs (context unchanged) holding
+    only the chosen questions, the file's ``version`` kept."""
+    obj = json.loads(src.read_text(encoding="utf-8"))
+    pos = squad_positions(obj)
+    keep: dict[int, dict[int, list[int]]] = {}
+    for i in indices:
+        a, p, q = pos[i]
+        keep.setdefault(a, {}).setdefault(p, []).append(q)
+    data = []
+    for a, paras in keep.items():
+        article = obj["data"][a]
+        new = [
+            {**article["paragraphs"][p], "qas": [article["paragraphs"][p]["qas"][q] for q in qs]}
+            for p, qs in sorted(paras.items())
+        ]
+        data.append({**article, "paragraphs": new})
+    text = json.dumps({**obj, "data": data}, ensure_ascii=False, sort_keys=True)
+    out.write_text(text + "\n", encoding="utf-8")
+
+
+def split_parts(data: Path, rows: Any) -> tuple[dict[str, list[int]], str]:
+    """(choose / report / fit example indices, the unit split by). One seeded shuffle: a
+    classifier's rows and a CoNLL file's sentences one by one (choose the first quarter,
+    report the next, fit the rest); a SQuAD file's articles whole where it has at least
+    :data:`MIN_ARTICLES` (choose and report each filled with articles to a quarter of the
+    questions, the rest fit), else its questions. A question's windows are made from its
+    split's file, so they never straddle two splits."""
+    from albert_edge.tasks import TaskKind
+
+    n = len(rows.examples)
+    _, held, _ = split_sizes(n)
+    if rows.kind is TaskKind.QUESTION_ANSWERING:
+        obj = json.loads(data.read_text(encoding="utf-8"))
+        pos = squad_positions(obj)
+        articles: dict[int, list[int]] = {}
+        for i, (a, _, _) in enumerate(pos):
+            articles.setdefault(a, []).append(i)
+        groups = list(articles.values())
+        if len(pos) == n and len(groups) >= MIN_ARTICLES:
+            order = list(range(len(groups)))
+            random.Random(SEED).shuffle(order)
+            parts: dict[str, list[int]] = {"choose": [], "report": [], "fit": []}
+            for g in order:
+                name = next((k for k in ("choose", "report") if len(parts[k]) < held), "fit")
+                parts[name].extend(groups[g])
+            if min(len(parts["choose"]), len(parts["report"])) >= MIN_HELD and len(
+                parts["fit"]
+            ) >= min_fit("question-answering"):
+                return parts, "article"
+    order = list(range(n))
+    random.Random(SEED).shuffle(order)
+    unit = {TaskKind.QUESTION_ANSWERING: "question", TaskKind.TOKEN_CLASSIFICATION: "sentence"}
+    return (
+        {"choose": order[:held], "report": order[held : 2 * held], "fit": order[2 * held :]},
+        unit.get(rows.kind, "row"),
+    )
+
+
+def write_split(data: Path, rows: Any, indices: Sequence[int], out: Path) -> None:
+    from albert_edge.tasks import TaskKind
+
+    if rows.kind is TaskKind.TOKEN_CLASSIFICATION:
+        write_conll_subset(data, rows, indices, out)
+    elif rows.kind is TaskKind.QUESTION_ANSWERING:
+        write_squad_subset(data, indices, out)
+    else:
+        write_subset(data, rows, indices, out)
+
+
 def split_stage(
     data: Path, checkpoint: Path | None, max_len: int
 ) -> Callable[[Path], dict[str, Any]]:
     def run(d: Path) -> dict[str, Any]:
         rows = read_rows(data, checkpoint)
+        kind = rows.kind.value
         n = len(rows.examples)
-        check_rows(n, data)
-        order = list(range(n))
-        random.Random(SEED).shuffle(order)
-        _, held, _ = split_sizes(n)
-        parts = {
-            "choose": order[:held],
-            "report": order[held : 2 * held],
-            "fit": order[2 * held :],
-        }
-        for name, idx in parts.items():
-            write_subset(data, rows, idx, d / f"{name}.tsv")
+        check_rows(n, data, kind)
+        parts, unit = split_parts(data, rows)
+        for name in ("choose", "report", "fit"):
+            write_split(data, rows, parts[name], split_file(d, name, kind))
         for name in ("choose", "report"):
-            held_rows = read_rows(d / f"{name}.tsv", checkpoint)
-            reference_logits(checkpoint, held_rows, max_len, d / f"reference-{name}.npy")
-        return {"rows": {k: len(v) for k, v in parts.items()}, "seed": SEED}
+            held_rows = read_rows(split_file(d, name, kind), checkpoint)
+            reference_logits(checkpoint, held_rows, max_len, reference_file(d, name, kind))
+        rec: dict[str, Any] = {"rows": {k: len(v) for k, v in parts.items()}, "seed": SEED}
+        if kind != "classification":
+            rec["split_by"] = unit
+        return rec
 
     return run
 
@@ -230,13 +369,20 @@ def finetune_stage(
     return run
 
 
-def depth_stage(checkpoint: Path | None, fit: Path) -> Callable[[Path], dict[str, Any]]:
+def depth_stage(
+    checkpoint: Path | None, fit: Path, max_length: int | None = None
+) -> Callable[[Path], dict[str, Any]]:
+    """``depth search`` on the fit rows. ``max_length``: tokens per input of a token or
+    span head's search (SQuAD contexts in windows of that length), the length every
+    candidate is scored at; None: the search's default (a classifier's sentences)."""
+
     def run(d: Path) -> dict[str, Any]:
-        from albert_edge.depth import save_search, search_depths
+        from albert_edge.depth import SplitSettings, save_search, search_depths
         from albert_edge.verify import torch_threads
 
+        split = SplitSettings(max_length=max_length) if max_length is not None else None
         with torch_threads(THREADS):
-            search = search_depths(checkpoint, fit)
+            search = search_depths(checkpoint, fit, split=split)
         save_search(search, d / "search")
         return {
             "search": "search",
@@ -282,35 +428,95 @@ def task_rows(split: Path, checkpoint: Path | None) -> Any:
 
 
 def reference_logits(checkpoint: Path | None, rows: Any, max_len: int, out: Path) -> None:
-    """The given model's logits in PyTorch on ``rows``, saved once (``out``, .npy): what
-    every candidate is paired against."""
+    """The given model's outputs in PyTorch on ``rows``, saved once (``out``: .npy logits
+    for a classifier, else an .npz of every head output per feature): what every
+    candidate is paired against."""
     import numpy as np
 
     from albert_edge.checkpoint import load_checkpoint
-    from albert_edge.tasks import encode, run_features
+    from albert_edge.tasks import TaskKind, encode, run_features
     from albert_edge.verify import run_reference, torch_threads
 
     ckpt = load_checkpoint(checkpoint)
     feats = encode(rows, ckpt.tokenizer(), max_len)
+    if rows.kind is TaskKind.CLASSIFICATION:
+        with torch_threads(THREADS):
+            outs = run_features(
+                feats, lambda feeds: {"logits": run_reference(ckpt, feeds)["logits"]}
+            )
+        np.save(out, np.stack([np.asarray(x, dtype=np.float32) for x in outs["logits"]]))
+        return
     with torch_threads(THREADS):
-        outs = run_features(feats, lambda feeds: {"logits": run_reference(ckpt, feeds)["logits"]})
-    np.save(out, np.stack([np.asarray(x, dtype=np.float32) for x in outs["logits"]]))
+        outs = run_features(feats, lambda feeds: run_reference(ckpt, feeds))
+    save_outputs(outs, out)
+
+
+def save_outputs(outs: Mapping[str, Sequence[Any]], out: Path) -> None:
+    """Per-feature outputs of different lengths as padded arrays and their lengths."""
+    import numpy as np
+
+    arrays: dict[str, Any] = {}
+    for name, per in outs.items():
+        xs = [np.asarray(x, dtype=np.float32) for x in per]
+        lengths = np.array([x.shape[0] for x in xs], dtype=np.int64)
+        pad = np.zeros((len(xs), int(lengths.max()), *xs[0].shape[1:]), dtype=np.float32)
+        for i, x in enumerate(xs):
+            pad[i, : len(x)] = x
+        arrays[name], arrays[f"{name}.length"] = pad, lengths
+    with out.open("wb") as f:
+        np.savez(f, **arrays)
+
+
+def load_outputs(path: Path) -> dict[str, list[Any]]:
+    """What :func:`save_outputs` wrote: each output as one array per feature."""
+    import numpy as np
+
+    with np.load(path) as z:
+        names = [k for k in z.files if not k.endswith(".length")]
+        return {
+            n: [z[n][i, : int(k)] for i, k in enumerate(z[f"{n}.length"])] for n in sorted(names)
+        }
+
+
+def saved_outputs(saved: Path) -> dict[str, list[Any]]:
+    import numpy as np
+
+    if saved.suffix == ".npz":
+        return load_outputs(saved)
+    return {"logits": list(np.load(saved))}
 
 
 def reference_metrics(checkpoint: Path | None, rows: Any, max_len: int, saved: Path) -> Any:
-    """The metrics of the saved reference logits on ``rows``."""
-    import numpy as np
+    """The metrics of the saved reference outputs on ``rows``."""
+    return held_reference(checkpoint, rows, max_len, saved)[0]
 
+
+def held_reference(
+    checkpoint: Path | None, rows: Any, max_len: int, saved: Path
+) -> tuple[Any, dict[str, Any], list[str]]:
+    """The saved reference outputs on ``rows``: their metrics, the scoring options every
+    candidate is scored with (SQuAD v2.0: the null threshold chosen on the reference's
+    outputs, as ``verify`` does), and the output names to read from an artifact."""
     from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.depth.task_heads import score_options
     from albert_edge.tasks import encode, score
 
     feats = encode(rows, load_checkpoint(checkpoint).tokenizer(), max_len)
-    logits = np.load(saved)
-    return score(rows, feats, {"logits": list(logits)})
+    outs = saved_outputs(saved)
+    options = score_options(rows, feats, outs)
+    return score(rows, feats, outs, **options), options, list(outs)
 
 
-def artifact_metrics(artifact: Path, rows: Any, max_len: int) -> Any:
-    """The artifact as shipped (its own tokenizer, its recorded exit policy) on ``rows``."""
+def artifact_metrics(
+    artifact: Path,
+    rows: Any,
+    max_len: int,
+    outputs: Sequence[str] = ("logits",),
+    options: Mapping[str, Any] | None = None,
+) -> Any:
+    """The artifact as shipped (its own tokenizer, its recorded exit policy) on ``rows``:
+    its ``outputs`` (the head's) scored with ``options`` (SQuAD v2.0: the reference's
+    null threshold)."""
     from albert_edge.early_exit.runner import open_any_runner
     from albert_edge.tasks import encode, run_features, score
     from albert_edge.verify import artifact_tokenizer
@@ -321,14 +527,15 @@ def artifact_metrics(artifact: Path, rows: Any, max_len: int) -> Any:
         feats = encode(rows, artifact_tokenizer(artifact), min(max_len, int(runner.max_seq_len)))
 
         def fn(feeds: Any) -> Any:
-            return {"logits": runner.run({k: v for k, v in feeds.items() if k in names})["logits"]}
+            got = runner.run({k: v for k, v in feeds.items() if k in names})
+            return {k: got[k] for k in outputs}
 
         outs = run_features(feats, fn)
     finally:
         close = getattr(runner, "close", None)
         if close is not None:
             close()
-    return score(rows, feats, outs)
+    return score(rows, feats, outs, **dict(options or {}))
 
 
 def compare(candidate: Any, reference: Any) -> dict[str, Any]:
