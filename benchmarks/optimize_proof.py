@@ -401,15 +401,24 @@ def full_int8(ckpt: Path, scratch: Path) -> Path:
 
 def exit_copies(out: Path, shares: Sequence[float], scratch: Path) -> dict[int, Path]:
     """One copy of the dynamic-exit artifact per exit the choose rows reach, stopping every
-    row there (``bench --recommend``'s timing copies)."""
+    row there (``bench --recommend``'s timing copies).
+
+    Made from a private byte copy of ``out``, never from ``out`` itself: ``with_policy``
+    hard-links the graphs and weights, and a second link to ``OUT/onnx/weights.bin`` makes
+    onnx refuse to load it (its external-data hard-link check), so ``verify OUT`` would
+    fail for as long as the timing copies exist."""
     from albert_edge.early_exit.artifact import with_policy
     from albert_edge.early_exit.policy import FixedDepth
 
+    private = scratch / "shipped-copy"
+    if private.exists():
+        shutil.rmtree(private)  # ours: an earlier run's copy
+    shutil.copytree(out, private)
     copies = {}
     for k, p in enumerate(shares, start=1):
         if p > 0:
             dst = scratch / f"shipped-at{k}"
-            with_policy(out, dst, FixedDepth(k), overwrite=True)
+            with_policy(private, dst, FixedDepth(k), overwrite=True)
             copies[k] = dst
     return copies
 
