@@ -154,9 +154,26 @@ def read_rows(data: Path, checkpoint: Path | None) -> Any:
     sentences or pairs with class labels for a sequence classifier, a CoNLL file for a
     token head, a SQuAD file for a span head (anything else: one line naming the format
     the head needs)."""
+    from albert_edge.depth.task_heads import SERVED
+    from albert_edge.errors import UnsupportedError
+
+    head = head_of(checkpoint)
+    if head not in SERVED:
+        raise UnsupportedError(
+            f"{checkpoint}: optimize serves {', '.join(SERVED)} heads; this model is {head}: "
+            "convert it at full depth (albert-edge convert)"
+        )
     if checkpoint is not None and is_task_head(checkpoint):
         from albert_edge.depth.task_search import task_data
+        from albert_edge.tasks import EXPECTED_FORMAT, HEAD_TASKS, DataError, detect_task
 
+        want = HEAD_TASKS[head]
+        found = detect_task(data) if Path(data).is_file() else None
+        if found is not None and found is not want:  # the file's kind, before its labels
+            raise DataError(
+                f"{data}: {found.value} data, but {checkpoint} is a {head} model; optimize "
+                f"needs {EXPECTED_FORMAT[want]}"
+            )
         return task_data(data, checkpoint)
     from albert_edge.early_exit.command import read_rows as read
 
