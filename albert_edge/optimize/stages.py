@@ -488,11 +488,12 @@ def load_outputs(path: Path) -> dict[str, list[Any]]:
     """What :func:`save_outputs` wrote: each output as one array per feature."""
     import numpy as np
 
-    with np.load(path) as z:
-        names = [k for k in z.files if not k.endswith(".length")]
-        return {
-            n: [z[n][i, : int(k)] for i, k in enumerate(z[f"{n}.length"])] for n in sorted(names)
-        }
+    out: dict[str, list[Any]] = {}
+    with np.load(path) as z:  # each array read once (an NpzFile reads on every access)
+        for name in sorted(k for k in z.files if not k.endswith(".length")):
+            padded, lengths = z[name], z[f"{name}.length"]
+            out[name] = [padded[i, : int(k)] for i, k in enumerate(lengths)]
+    return out
 
 
 def saved_outputs(saved: Path) -> dict[str, list[Any]]:
