@@ -34,8 +34,9 @@ def add_parser(sub: Any, quiet: Any) -> None:
         "--data",
         type=Path,
         required=True,
-        help="labelled rows for the model's head (GLUE-style .tsv, single sentences or pairs): "
-        "split once into fit, choose and report rows",
+        help="labelled data for the model's head (GLUE-style .tsv of single sentences or "
+        "pairs; CoNLL-2003 for a token head; SQuAD .json for a span head): split once into "
+        "fit, choose and report examples",
     )
     p.add_argument(
         "--max-drop",
