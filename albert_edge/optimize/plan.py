@@ -158,6 +158,25 @@ class Shape:
     row_cost: float = 1.0
 
 
+# A token or span head's depth search keeps the states of every position its head reads
+# (a word's first piece; every position of a SQuAD window) at every layer, float32:
+# at most this many bytes of them, so an albert-base shape on a SQuAD file still fits
+DEPTH_STATE_BYTES = 2 * 2**30
+DEPTH_ROWS = (20000, 5000)  # the depth search's own default fit / held-out rows
+TOKEN_POSITIONS = 48  # kept positions per CoNLL sentence (its words), generously
+
+
+def depth_rows(shape: Shape, seq_len: int) -> tuple[int, int]:
+    """(fit, held-out) examples of a token or span head's depth search: what
+    :data:`DEPTH_STATE_BYTES` of states holds (a SQuAD question: about three windows of
+    ``seq_len``), from the flags and the model's shape alone (never the free memory), so a
+    resumed run searches the same examples."""
+    per = 3 * seq_len if shape.task == QUESTION_ANSWERING else TOKEN_POSITIONS
+    total = max(4 * 30, DEPTH_STATE_BYTES // (per * shape.layers * shape.hidden * 4))
+    held = min(DEPTH_ROWS[1], max(30, total // 5))
+    return min(DEPTH_ROWS[0], total - held), held
+
+
 def scale(shape: Shape) -> float:
     return max(1.0, (shape.hidden / 128.0) ** 2)
 

@@ -35,6 +35,7 @@ from albert_edge.optimize.plan import (
     Plan,
     Shape,
     candidate_estimate,
+    depth_rows,
     finetune_rows,
     heal_steps,
     make_plan,
@@ -285,13 +286,21 @@ class Search:
         base = self.work.dir("stages", "finetune") / "model" if ft else given
         ctx["base"] = str(base) if base is not None else None
         ctx["base_id"] = ft["inputs_sha256"] if ft else gid
-        # a token or span head's search windows its examples at --seq-len, as they are scored
-        task_len = o.seq_len if self.task != "classification" else None
-        extra = {"max_length": task_len} if task_len is not None else {}
+        # a token or span head's search windows its examples at --seq-len, as they are
+        # scored, on as many examples as its states' memory bound holds
+        depth_split: dict[str, Any] | None = None
+        if self.task != "classification":
+            fit_rows, held_rows = depth_rows(self.shape, o.seq_len)
+            depth_split = {
+                "max_length": o.seq_len,
+                "fit_rows": fit_rows,
+                "held_out_rows": held_rows,
+            }
+        extra = dict(depth_split or {})
         depth = self.stage(
             "depth",
             {"checkpoint": ctx["base_id"], "fit": file_id(fit), "seed": SEED, **extra},
-            depth_stage(base, fit, task_len),
+            depth_stage(base, fit, depth_split),
         )
         if depth is None:
             raise OptimizeError("the depth search did not run: raise --max-minutes")
@@ -327,7 +336,7 @@ class Search:
         search = self.stage(
             "depth-trim",
             {"checkpoint": trim_id, "fit": file_id(fit), "seed": SEED, **extra},
-            depth_stage(trimmed, fit, task_len),
+            depth_stage(trimmed, fit, depth_split),
         )
         if search is None:
             return ctx

@@ -387,17 +387,18 @@ def finetune_stage(
 
 
 def depth_stage(
-    checkpoint: Path | None, fit: Path, max_length: int | None = None
+    checkpoint: Path | None, fit: Path, settings: Mapping[str, Any] | None = None
 ) -> Callable[[Path], dict[str, Any]]:
-    """``depth search`` on the fit rows. ``max_length``: tokens per input of a token or
-    span head's search (SQuAD contexts in windows of that length), the length every
-    candidate is scored at; None: the search's default (a classifier's sentences)."""
+    """``depth search`` on the fit rows. ``settings``: a token or span head's
+    :class:`albert_edge.depth.SplitSettings` (``max_length``: SQuAD contexts in windows of
+    the length every candidate is scored at; ``fit_rows`` / ``held_out_rows``: what
+    :func:`albert_edge.optimize.plan.depth_rows` holds); None: the search's defaults."""
 
     def run(d: Path) -> dict[str, Any]:
         from albert_edge.depth import SplitSettings, save_search, search_depths
         from albert_edge.verify import torch_threads
 
-        split = SplitSettings(max_length=max_length) if max_length is not None else None
+        split = SplitSettings(**settings) if settings is not None else None
         with torch_threads(THREADS):
             search = search_depths(checkpoint, fit, split=split)
         save_search(search, d / "search")

@@ -195,3 +195,19 @@ def test_task_data_that_does_not_fit_the_head_is_one_line_before_any_model_loads
     err = refused(mc, squad_file)
     assert "multiple-choice" in err and "convert" in err
     assert not out.exists() and not (tmp_path / ".out.optimize-work").exists()
+
+
+def test_the_task_depth_search_holds_what_its_states_memory_bound_allows() -> None:
+    from albert_edge.optimize.plan import DEPTH_ROWS, DEPTH_STATE_BYTES, depth_rows
+
+    # the small NER shape (L = 4, H = 128): about 22,000 sentences of states
+    fit, held = depth_rows(shape(task="token-classification"), 128)
+    assert (fit, held) == (17476, 4369) and fit <= DEPTH_ROWS[0] and held <= DEPTH_ROWS[1]
+    # a SQuAD question keeps three windows of positions: fewer questions
+    qa = shape(task="question-answering")
+    fit, held = depth_rows(qa, 128)
+    assert (fit, held) == (2184, 546)
+    assert (fit + held) * 3 * 128 * qa.layers * qa.hidden * 4 <= DEPTH_STATE_BYTES
+    # albert-base on long windows: the search's minimum (30 held out, a quarter)
+    base = shape(task="question-answering", layers=12, hidden=768)
+    assert depth_rows(base, 384) == (90, 30)
