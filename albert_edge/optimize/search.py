@@ -16,6 +16,12 @@
    broken by fewer bytes) or the fewest bytes (``bytes``); the report rows are printed
    beside it, never chosen on. The timing is sealed in the work directory like a stage,
    so a run resumed after it picks from the same figures.
+
+A token-classification or question-answering model (a CoNLL or SQuAD ``--data``) is
+searched the same way in its task's metric (entity F1, SQuAD F1): its depth search is
+:mod:`albert_edge.depth.task_search`'s, and the plan lists the PABEE fine-tune and the
+dynamic exit (per-depth heads over [CLS], which such a head has none of) as not run, and
+the healing fine-tune for a span head (``albert_edge.vocab.heal`` refuses them).
 """
 
 from __future__ import annotations
