@@ -225,14 +225,14 @@ def with_policy(
     """A copy of ``artifact`` whose index records ``policy`` as its run-time default.
 
     Why a copy and not a rebuild: the graphs and weights do not depend on the policy, so
-    they are hard-linked (copied where links cannot be made) and only the index and the
-    sealed manifest are written anew. ``bench --recommend`` makes one such directory per
+    they are copied and only the index and the sealed manifest are written anew. Copied,
+    never hard-linked: onnx refuses external data whose file has more than one link (its
+    guard against hard-link attacks), so a linked copy would break ``verify`` on both. ``bench --recommend`` makes one such directory per
     policy it times. ``choice``: how the policy was chosen (``early-exit --max-drop``: the
     held-out figures), recorded in the index as ``policy_choice``; ``inputs``: further
     paths the output must not be (the data it was chosen on). Returns the new manifest.
     """
     import json
-    import os
 
     from albert_edge.early_exit.index import read_index
     from albert_edge.early_exit.policy import policy_text
@@ -247,10 +247,7 @@ def with_policy(
                 continue
             dst = tmp / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(root / rel, dst)
-            except OSError:
-                shutil.copyfile(root / rel, dst)
+            shutil.copyfile(root / rel, dst)
         index = {**index, "policy": policy_text(policy)}
         if choice is not None:
             index["policy_choice"] = dict(choice)

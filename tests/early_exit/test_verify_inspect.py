@@ -95,3 +95,20 @@ def test_a_wrong_weight_fails_verify_and_a_changed_file_is_refused(artifacts, tm
     assert set(exit_heads_of(art, read_index(art)[1])) == {
         f"early_exit.head_{k}.{w}" for k in (1, 2) for w in ("weight", "bias")
     }
+
+
+def test_a_policy_copy_has_its_own_files_and_both_verify(artifacts, tmp_path):
+    """``with_policy`` copies the graphs and weights: onnx refuses external data whose
+    file has more than one link, so a hard-linked copy broke ``verify`` on both."""
+    from albert_edge.early_exit import FixedDepth
+    from albert_edge.early_exit.artifact import with_policy
+
+    src = artifacts["int8-dynamic"]
+    out = tmp_path / "d2"
+    with_policy(src, out, FixedDepth(2))
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert f.stat().st_nlink == 1, f
+    assert json.loads((out / "early_exit.json").read_text())["policy"] == "depth:2"
+    for art in (out, src):
+        assert verify_early_exit(art, reference=artifacts["ckpt"])["passed"]
