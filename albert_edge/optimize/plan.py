@@ -27,8 +27,10 @@ EXIT_PRECISIONS = ("fp32", "int8-dynamic")
 
 # Rough seconds per unit of work, for the up-front plan only (re-estimated from what the
 # run measures as it goes): a forward pass of one row through one layer of the embedded
-# model's width (H = 128) on one core, and fixed costs per step. Scaled by (H / 128)^2.
-FORWARD_ROW_LAYER_S = 0.0004
+# model's width (H = 128), and fixed costs per step. Scaled by (H / 128)^2. Measured on a
+# 2-core AMD EPYC under a load of about 3 (a trained 6-layer H256 model: 0.6 ms per row
+# and layer forward, 3-5 ms per row of a fine-tune with its teacher), with room to spare.
+FORWARD_ROW_LAYER_S = 0.0002
 TRAIN_FACTOR = 3.0  # a training step costs about three forward passes
 CONVERT_S = 12.0  # one convert (export, passes, quantize, verify) of the tiny model
 AUTO_PLAN_S = 25.0  # one --precision auto search of the tiny model
@@ -37,7 +39,7 @@ TIMING_S = 20.0  # per finalist, interleaved rounds
 RAY_START_S = 15.0
 NOT_BUILT = "not built"  # the verdict of a candidate that has no artifact
 BASELINES = 2  # the given model's full-depth fp32 and int8-dynamic: always built first
-FINETUNE_ROW_S = 0.02  # one row of the PABEE + distillation fine-tune, L = 4, H = 128
+FINETUNE_ROW_S = 0.002  # one row of the PABEE + distillation fine-tune, L = 4, H = 128
 FINETUNE_SHARE = 0.2  # of the budget, at most, for the fine-tune
 MIN_FINETUNE_ROWS = 2000
 HEAL_STEP_S = 1.0  # one healing step (batch 32, teacher logits, re-segmented student)
@@ -126,7 +128,8 @@ class Plan:
         """The up-front lines: what runs, what does not and why, the estimate."""
         lines = [
             f"plan: {len(self.candidates)} candidates at most, about "
-            f"{self.estimate_s / 60:.1f} min of {self.budget_s / 60:.1f} min"
+            f"{self.estimate_s / 60:.1f} min of {self.budget_s / 60:.1f} min to the fp32 "
+            "verdicts; the quantized forms and exits of the admitted ones in the time left"
         ]
         for s in self.stages:
             if s.will_run:
@@ -188,10 +191,15 @@ def heal_steps(shape: Shape, budget_s: float) -> int:
     return int(min(hi, max(lo, HEAL_SHARE * budget_s / (HEAL_STEP_S * scale(shape)))))
 
 
+def finetune_row_s(shape: Shape) -> float:
+    """Seconds per row of the fine-tune (teacher and student), from the shape alone."""
+    return FINETUNE_ROW_S * scale(shape) * shape.layers / 4 * shape.row_cost
+
+
 def finetune_rows(shape: Shape, budget_s: float) -> int:
     """Rows the fine-tune trains on (at most the fit rows): what fits
     :data:`FINETUNE_SHARE` of the budget, from the flags and the shape alone."""
-    per_row = FINETUNE_ROW_S * scale(shape) * shape.layers / 4
+    per_row = finetune_row_s(shape)
     return int(min(shape.fit_rows, max(MIN_FINETUNE_ROWS, FINETUNE_SHARE * budget_s / per_row)))
 
 
@@ -201,9 +209,8 @@ def stage_estimates(shape: Shape, finetune_epochs: int, budget_s: float) -> dict
     row_pass = FORWARD_ROW_LAYER_S * shape.layers * s * shape.row_cost
     return {
         "split": 15.0 + row_pass * 2 * shape.choose_rows,
-        "finetune": 10.0
-        + TRAIN_FACTOR * row_pass * finetune_rows(shape, budget_s) * finetune_epochs * 2,
-        "depth": 10.0 + row_pass * shape.fit_rows * 1.5,
+        "finetune": 10.0 + finetune_row_s(shape) * finetune_rows(shape, budget_s) * finetune_epochs,
+        "depth": 10.0 + row_pass * min(shape.fit_rows, sum(DEPTH_ROWS)) * 1.5,
         "trim": 5.0 + 0.002 * shape.fit_rows,
         "heal": 10.0 + HEAL_STEP_S * s * heal_steps(shape, budget_s),
     }
@@ -222,8 +229,8 @@ def candidate_estimate(c: Candidate, shape: Shape) -> float:
 def all_candidates(shape: Shape, vocabs: Sequence[str], finetuned: bool) -> list[Candidate]:
     """Every candidate in build order: the given model's full-depth fp32 and int8 (the
     baselines, always built first: something to ship however early time runs out), then
-    per vocabulary the fp32 of every depth (deepest first), then their quantized forms,
-    then the dynamic exits. Without a fine-tune the searched model is the given one."""
+    per vocabulary the fp32 of every depth (deepest first), then their quantized forms
+    (shallowest first), then the dynamic exits. Without a fine-tune the searched model is the given one."""
     src = "base" if finetuned else "given"
     out = [
         Candidate("full", shape.layers, FIRST, source="given"),
@@ -231,8 +238,11 @@ def all_candidates(shape: Shape, vocabs: Sequence[str], finetuned: bool) -> list
     ]
     for v in vocabs:
         out += [Candidate(v, k, FIRST, source=src) for k in reversed(shape.depths)]
-    for v in vocabs:
-        for k in reversed(shape.depths):
+    # the quantized forms shallowest first, the trimmed vocabulary before the full one at
+    # each depth: the smallest and fastest are built first, so when time runs out what is
+    # cut is the deepest, largest forms, which the baselines already bound
+    for k in shape.depths:
+        for v in reversed(vocabs):
             out += [Candidate(v, k, p, source=src) for p in QUANTIZED]
     if shape.target == "onnx" and shape.layers > 1 and shape.task == CLASSIFICATION:
         for v in vocabs:
@@ -296,8 +306,12 @@ def make_plan(
         st.append(Stage("depth-trim", est["depth"], tr, "" if tr else "no trimmed vocabulary"))
         vocabs = ["full", "trim"] if tr else ["full"]
         cands = all_candidates(shape, vocabs, ft)
+        # a stage is worth its time where the stages, the baselines and the fp32 form of
+        # every (vocabulary, depth) fit: the quantized forms are pruned by those verdicts
+        # as the run goes, and cut from the end of the build order where time is short
+        skeleton = [c for i, c in enumerate(cands) if i < BASELINES or c.parent is None]
         total = RAY_START_S + sum(s.estimate_s for s in st if s.will_run)
-        total += sum(candidate_estimate(c, shape) for c in cands) / par
+        total += sum(candidate_estimate(c, shape) for c in skeleton) / par
         total += TIMING_S * 4
         return st, cands, total
 
@@ -322,12 +336,21 @@ def make_plan(
                     f"{shape.auto_min_rows} for this --max-drop",
                 }
             )
-    fixed = total - sum(candidate_estimate(c, shape) for c in cands) / par
+    skeleton = [c for i, c in enumerate(cands) if i < BASELINES or c.parent is None]
+    fixed = total - sum(candidate_estimate(c, shape) for c in skeleton) / par
     kept: list[Candidate] = []
     spent = fixed
     for i, c in enumerate(cands):
         cost = candidate_estimate(c, shape) / par
-        if i < BASELINES or spent + cost <= budget_s:
+        if i >= BASELINES and c.parent is not None:
+            # a quantized form or an exit: built only where its fp32 form is admitted and
+            # while time remains (the run checks before each build), so it is planned
+            # wherever its fp32 form is, and not counted in the up-front estimate
+            if c.parent in {k.key for k in kept}:
+                kept.append(c)
+            else:
+                skipped.append({"what": c.key, "why": "its fp32 form does not fit the budget"})
+        elif i < BASELINES or spent + cost <= budget_s:
             kept.append(c)
             spent += cost
         else:

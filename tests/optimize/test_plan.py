@@ -182,10 +182,11 @@ def test_the_answer_line_says_when_time_ran_out() -> None:
 def test_finetune_rows_follow_the_budget_and_never_exceed_the_fit_rows() -> None:
     from albert_edge.optimize.plan import MIN_FINETUNE_ROWS, finetune_rows
 
-    big = shape(fit_rows=63000)
-    assert finetune_rows(big, 45 * 60) == 27000
-    assert finetune_rows(big, 20 * 60) == 12000
+    big = shape(fit_rows=63000, hidden=512)  # 0.002 s * 16 per row: 0.032 s
+    assert finetune_rows(big, 45 * 60) == 16875
+    assert finetune_rows(big, 20 * 60) == 7500
     assert finetune_rows(big, 60) == MIN_FINETUNE_ROWS
+    assert finetune_rows(shape(fit_rows=63000), 45 * 60) == 63000  # H 128: all of them
     assert finetune_rows(shape(fit_rows=120), 45 * 60) == 120
 
 
@@ -211,3 +212,22 @@ def test_pick_breaks_a_latency_near_tie_by_bytes() -> None:
     assert pick(rows) == "exit"
     assert pick(rows, "bytes") == "trim-d2"
     assert pick([{"key": "a", "file_bytes": 9}, {"key": "b", "file_bytes": 7}]) == "b"
+
+
+def test_quantized_forms_follow_their_fp32_form_smallest_first() -> None:
+    """The budget decides the stages and the fp32 forms; a quantized form or exit is
+    planned wherever its fp32 form is (built only if that one is admitted and time is
+    left), shallowest first and the trimmed vocabulary first at each depth."""
+    cands = plan().candidates
+    quantized = [c for c in cands[2:] if c.precision != "fp32" and c.exit == "none"]
+    assert [(c.depth, c.vocab) for c in quantized[::2]] == [
+        (k, v) for k in (1, 2, 3, 4) for v in ("trim", "full")
+    ]
+    full = plan(600)
+    tight = plan(full.estimate_s / 60 * 0.6)
+    kept = {c.key for c in tight.candidates}
+    for c in tight.candidates:
+        assert c.parent is None or c.parent in kept or c.key.startswith("given-")
+    for item in tight.skipped:
+        if item["why"] == "its fp32 form does not fit the budget":
+            assert not item["what"].endswith("-fp32")
