@@ -9,7 +9,11 @@ the ``runtime_options_string`` opaque option) installs TFLite's profiler on its
 interpreter before the XNNPACK delegate is applied. The interpreter then records one
 event per op it runs itself, and XNNPACK records one per op inside each of its
 partitions (``DELEGATE_PROFILED_OPERATOR_INVOKE_EVENT``). The number of CPU threads
-goes in the ``cpu_delegate`` option (``num_threads``), as the Python wrapper does.
+goes in the ``cpu_delegate`` option (``num_threads``), but with ai-edge-litert 2.3.0 it
+does not reach XNNPACK: this session runs albert-base's shape in the same time at
+``threads`` 1 and 2 (63.2 vs 62.8 ms fastest runs, paired in
+``benchmarks/results/onnx_scaling_time-run2.md``) while the Python ``Interpreter``
+gains up to 1.96x from its second thread. Read every profile here as one thread's.
 
 What comes back, per signature run (median over runs, microseconds):
 

@@ -107,6 +107,10 @@ def _time(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["kind"] == "litert":
         interp, _ = _litert_interp(spec)
         step = interp.invoke
+    elif spec["kind"] == "litert-capi":  # the op profiler's session, profiler off
+        session = litert_op_profile._Session(Path(spec["path"]), spec["threads"], 0)
+        litert_op_profile._feed(session, 0)
+        step = session.run
     else:
         sess = _ort_session(spec)
         feeds = smp._feeds(sess.get_inputs(), 128)
@@ -201,6 +205,7 @@ VARIANTS = {
     "pin": "default file, caller on CPU 0, worker pinned to CPU 1",
     "ftz": "default file, session.set_denormal_as_zero=1",
     "devalloc": "default file, session.use_device_allocator_for_initializers=1",
+    "capi": "litert-torch int8 through the LiteRT C API session of litert_op_profile",
     "litert@1": "litert-torch int8, 1 thread",
     "default@1": "default int8 file, 1 thread",
     "mha@1": "mha form, 1 thread",
@@ -212,8 +217,9 @@ def variant_spec(key: str, files: dict[str, Path]) -> dict[str, Any]:
     form, _, t = key.partition("@")
     threads = int(t) if t else 2
     spec: dict[str, Any] = {"label": key, "threads": threads, "kind": "ort", "config": {}}
-    if form == "litert":
-        return {**spec, "kind": "litert", "path": str(files["litert"])}
+    if form in ("litert", "capi"):
+        kind = "litert" if form == "litert" else "litert-capi"
+        return {**spec, "kind": kind, "path": str(files["litert"])}
     spec["path"] = str(files["mha" if form == "mha" else "default"])
     settings: dict[str, dict[str, Any]] = {
         "nospin": {"config": {"session.intra_op.allow_spinning": "0"}},
