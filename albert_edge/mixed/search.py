@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from albert_edge.tasks import Metrics
 
 OBJECTIVES = ("bytes", "latency")
+# A time within this fraction of the fastest is a tie that the fewer bytes win: repeated
+# timings on a 2-core VM do not resolve less (optimize's pick uses the same rule).
+LATENCY_TIE = 0.10
 WIDER = {"int4-tensor": "int4", "int4": "int8", "int8": "fp32"}
 DEFAULT_ROWS = 1000
 DEFAULT_SEED = 34
@@ -169,15 +172,16 @@ def _greedy(
     for u in units:
         admitted = [(c, t) for c, t in sens[u.tensor].items() if t.why_not is None]
 
-        def key(ct: tuple[str, Trial], u: Unit = u) -> tuple[float, float, float, str]:
+        def key(ct: tuple[str, Trial], u: Unit = u) -> tuple[float, float, str]:
             c, t = ct
-            own = u.params * PRECISION_BYTES[c]
-            return (
-                (t.seconds, own, t.model_bytes, c)
-                if objective == "latency"
-                else (own, t.model_bytes, 0.0, c)
-            )
+            return (u.params * PRECISION_BYTES[c], t.model_bytes, c)
 
+        if objective == "latency" and admitted:
+            # a candidate within LATENCY_TIE of the fastest is a tie the fewer bytes win:
+            # a table's gather costs the same at any width, and its single-unit timings
+            # differ by noise alone (a word table stayed fp32 at 4x its int8 bytes)
+            fastest = min(t.seconds for _, t in admitted)
+            admitted = [ct for ct in admitted if ct[1].seconds <= fastest * (1 + LATENCY_TIE)]
         plan[u.tensor] = min(admitted, key=key)[0] if admitted else "fp32"
     return plan
 

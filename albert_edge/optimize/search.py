@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.errors import AlbertEdgeError
+from albert_edge.mixed.search import LATENCY_TIE
 from albert_edge.optimize.plan import (
     NOT_BUILT,
     Candidate,
@@ -65,9 +66,8 @@ REQUIRED = ("split", "depth")  # the others are levers the search can go without
 TIMING_ROUNDS = 3
 RUNS_PER_VISIT = 20
 MAX_FINALISTS = 6
-# W1 differences below this share of the fastest are ties (a 2-core VM's fast and slow
-# states move W1 by more than that between rounds); the fewer bytes break them
-LATENCY_TIE = 0.10
+# LATENCY_TIE: W1 differences below this share of the fastest are ties (a 2-core VM's
+# fast and slow states move W1 by more than that between rounds); fewer bytes break them
 
 
 @dataclass

@@ -10,6 +10,7 @@ F1 included, in test_task_data.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -122,18 +123,23 @@ def test_settings_refuse_a_bad_budget_and_objective() -> None:
 
 
 class Timed(Table):
-    """As Table, with int8 units measured faster than int4 ones."""
+    """As Table, with int8 units measured faster than int4 ones (seconds per unit at
+    each precision: ``cost``)."""
+
+    cost: ClassVar[dict[str, float]] = {"int4": 0.5, "int8": 0.1, "fp32": 0.3}
 
     def map(self, assignments: Sequence[Assignment]) -> list[Outcome]:
         outs = super().map(assignments)
         return [
-            Outcome(
-                o.outputs,
-                o.model_bytes,
-                1.0 + sum({"int4": 0.2, "int8": 0.1}.get(p, 0.3) for _, p in a),
-            )
+            Outcome(o.outputs, o.model_bytes, 1.0 + sum(self.cost[p] for _, p in a))
             for a, o in zip(assignments, outs, strict=True)
         ]
+
+
+class NearTie(Timed):
+    """Every precision within a few per cent of the others (a table's gather)."""
+
+    cost: ClassVar[dict[str, float]] = {"int4": 0.03, "int8": 0.0, "fp32": 0.01}
 
 
 def test_latency_objective_takes_the_fastest_admitted_candidate() -> None:
@@ -141,6 +147,17 @@ def test_latency_objective_takes_the_fastest_admitted_candidate() -> None:
     fast = search(units, Timed(units, {}), Settings(max_drop=1.0, objective="latency"))
     small = search(units, Timed(units, {}), Settings(max_drop=1.0, objective="bytes"))
     assert set(fast.plan.values()) == {"int8"} and set(small.plan.values()) == {"int4"}
+
+
+def test_latency_within_the_tie_goes_to_the_fewer_bytes() -> None:
+    """Times within LATENCY_TIE of the fastest are noise: the narrowest width wins, so a
+    table that runs as fast at int4 is not kept at fp32 because one timing was lower."""
+    from albert_edge.mixed.search import LATENCY_TIE
+
+    assert 1.0 + LATENCY_TIE >= 1.03
+    units = _units()
+    tied = search(units, NearTie(units, {}), Settings(max_drop=1.0, objective="latency"))
+    assert set(tied.plan.values()) == {"int4"}
 
 
 def test_integer_fallback_starts_from_every_unit_integer_and_reverts() -> None:
