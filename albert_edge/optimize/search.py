@@ -272,6 +272,7 @@ class Search:
             "layers": self.shape.layers,
             "fit": str(split_file(sdir, "fit", self.task)),
             "choose": str(split_file(sdir, "choose", self.task)),
+            "choose_rows": int(split["rows"]["choose"]),
             "report": str(split_file(sdir, "report", self.task)),
             "reference_choose": str(reference_file(sdir, "choose", self.task)),
             "reference_report": str(reference_file(sdir, "report", self.task)),

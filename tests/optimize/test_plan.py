@@ -231,3 +231,22 @@ def test_quantized_forms_follow_their_fp32_form_smallest_first() -> None:
     for item in tight.skipped:
         if item["why"] == "its fp32 form does not fit the budget":
             assert not item["what"].endswith("-fp32")
+
+
+def test_a_precision_plan_is_searched_on_every_choose_row(monkeypatch) -> None:
+    """The budget a shallow depth leaves is small (0.15 points needs 1,334 rows to
+    judge): the plan search reads all the choose rows, not its own default 1,000."""
+    import albert_edge.mixed as mixed
+    from albert_edge.optimize.build import _auto
+
+    seen: dict[str, Any] = {}
+
+    def convert_auto(ckpt, out, options, data, settings, workers):  # type: ignore[no-untyped-def]
+        seen.update(data=data, settings=settings)
+        return {}
+
+    monkeypatch.setattr(mixed, "convert_auto", convert_auto)
+    ctx = {"objective": "latency", "choose": "choose.tsv", "choose_rows": 2000}
+    _auto(ctx, 0.15)(None, None, None)
+    s = seen["settings"]
+    assert (s.rows, s.max_drop, s.objective, seen["data"]) == (2000, 0.15, "latency", "choose.tsv")
