@@ -29,7 +29,8 @@ EXIT_PRECISIONS = ("fp32", "int8-dynamic")
 # run measures as it goes): a forward pass of one row through one layer of the embedded
 # model's width (H = 128), and fixed costs per step. Scaled by (H / 128)^2. Measured on a
 # 2-core AMD EPYC under a load of about 3 (a trained 6-layer H256 model: 0.6 ms per row
-# and layer forward, 3-5 ms per row of a fine-tune with its teacher), with room to spare.
+# and layer forward, 3-5 ms per row of a fine-tune with its teacher, 0.7 s per healing
+# step), with room to spare.
 FORWARD_ROW_LAYER_S = 0.0002
 TRAIN_FACTOR = 3.0  # a training step costs about three forward passes
 CONVERT_S = 12.0  # one convert (export, passes, quantize, verify) of the tiny model
@@ -42,8 +43,8 @@ BASELINES = 2  # the given model's full-depth fp32 and int8-dynamic: always buil
 FINETUNE_ROW_S = 0.002  # one row of the PABEE + distillation fine-tune, L = 4, H = 128
 FINETUNE_SHARE = 0.2  # of the budget, at most, for the fine-tune
 MIN_FINETUNE_ROWS = 2000
-HEAL_STEP_S = 1.0  # one healing step (batch 32, teacher logits, re-segmented student)
-HEAL_SHARE = 0.1  # of the budget, at most, for the healing fine-tune
+HEAL_STEP_S = 0.25  # one healing step (batch 32, teacher logits, re-segmented student)
+HEAL_SHARE = 0.15  # of the budget, at most, for the healing fine-tune
 HEAL_STEPS = (30, 600)  # fewest, most (albert_edge.vocab.heal's default)
 
 

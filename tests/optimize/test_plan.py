@@ -100,12 +100,13 @@ def test_a_small_budget_drops_the_finetune_first_then_the_trim_never_the_baselin
 def test_heal_steps_follow_the_budget_and_the_shape_only() -> None:
     from albert_edge.optimize.plan import HEAL_STEPS, heal_steps
 
-    s = shape()
-    assert heal_steps(s, 20 * 60) == 120
-    assert heal_steps(s, 45 * 60) == 270
+    s = shape(hidden=512)  # 0.25 s * 16 per step, 15 % of the budget
+    assert heal_steps(s, 20 * 60) == 45
+    assert heal_steps(s, 45 * 60) == 101
     assert heal_steps(s, 10**6) == HEAL_STEPS[1]
     assert heal_steps(s, 1) == HEAL_STEPS[0]
-    assert heal_steps(shape(hidden=256), 45 * 60) < heal_steps(s, 45 * 60)
+    assert heal_steps(shape(hidden=1024), 45 * 60) < heal_steps(s, 45 * 60)
+    assert heal_steps(shape(), 45 * 60) == HEAL_STEPS[1]  # H 128: the full healing
 
 
 def test_precision_plans_are_not_planned_on_too_few_choose_rows() -> None:
