@@ -93,6 +93,15 @@ def add_parser(sub: Any, quiet: Any) -> None:
         help="text to heal on: a task file of the model's task or plain text (default: --corpus)",
     )
     heal.add_argument(
+        "--heal-hidden",
+        type=float_in(0, 100, meaning="the weight of the per-layer state term"),
+        default=None,
+        metavar="W",
+        help="weight of the per-layer state match where the segmentations align ([CLS] / "
+        "each word's first piece), relative to the logits' KD term; 0: logits only "
+        "(default 1)",
+    )
+    heal.add_argument(
         "--seed", type=seed_value, default=13, help="heal: row order and re-segmentation"
     )
     heal.add_argument(
@@ -113,9 +122,11 @@ def add_parser(sub: Any, quiet: Any) -> None:
 def run_trim(a: argparse.Namespace) -> int:
     from albert_edge.vocab.trim import TrimError, TrimOptions, trim_checkpoint
 
-    heal_flags = a.heal_steps is not None or a.heal_epochs is not None or a.heal_data is not None
-    if heal_flags and not a.heal:
-        raise TrimError("--heal-steps/--heal-epochs/--heal-data: add --heal (they set it up)")
+    heal_flags = (a.heal_steps, a.heal_epochs, a.heal_data, a.heal_hidden)
+    if any(f is not None for f in heal_flags) and not a.heal:
+        raise TrimError(
+            "--heal-steps/--heal-epochs/--heal-data/--heal-hidden: add --heal (they set it up)"
+        )
     options = TrimOptions(
         keep=a.keep,
         coverage=a.coverage,
@@ -146,6 +157,7 @@ def _trim_and_heal(a: argparse.Namespace, options: TrimOptions) -> int:
     heal_options = HealOptions(
         steps=a.heal_steps or HealOptions.steps,
         epochs=a.heal_epochs,
+        hidden=HealOptions.hidden if a.heal_hidden is None else a.heal_hidden,
         held_out=a.held_out,
         max_drop=a.max_drop,
         overwrite=a.overwrite,

@@ -17,8 +17,14 @@ reproduce the logits of the UNTRIMMED model (teacher) on the heal text:
   re-segmentations unseen text meets, on text whose meaning the teacher gives;
 - the loss is :func:`albert_edge.learn.distil.kd_term` with ``alpha = 0``: only
   ``T^2 * KL(teacher || student)`` at temperature T (no labels needed, so plain text
-  heals); the optimizer, schedule and step are the learn package's
-  (:func:`albert_edge.learn.scratch._optimizer`, :func:`~albert_edge.learn.scratch._update`).
+  heals), plus ``hidden`` (:attr:`HealOptions.hidden`) times :func:`state_term`: every
+  layer's output state where the two segmentations align ([CLS], position 0, for a
+  sequence classifier; each word's first piece for a tagger), squared error divided by
+  the teacher's variance of that layer's state. Logits alone heal the full-depth answer
+  but leave the early layers' states for re-segmented words wherever they land, and a
+  depth search's shallow heads read exactly those; the optimizer, schedule and step are
+  the learn package's (:func:`albert_edge.learn.scratch._optimizer`,
+  :func:`~albert_edge.learn.scratch._update`).
 
 Heads: sequence classification (single sentences and pairs: one logit vector per row) and
 token classification (one per word, on its first piece, in either segmentation). Span and
@@ -64,7 +70,8 @@ class HealOptions:
     ``steps``: optimizer steps (``epochs``: passes over the rows instead); ``max_rows``:
     heal on at most this many rows (a seeded sample); ``resegment``: share of words the
     student reads re-segmented; ``held_out`` / ``max_drop``: the held-out check in the
-    task's metric (:mod:`albert_edge.vocab.heldout`)."""
+    task's metric (:mod:`albert_edge.vocab.heldout`); ``hidden``: weight of the aligned
+    per-layer state term (:func:`state_term`; 0: logits only)."""
 
     steps: int = 600
     epochs: float | None = None
@@ -74,6 +81,7 @@ class HealOptions:
     weight_decay: float = 0.01
     temperature: float = 2.0
     resegment: float = 0.3
+    hidden: float = 1.0
     rare: float | None = None
     max_len: int | None = None
     max_rows: int | None = None
@@ -92,6 +100,10 @@ class HealOptions:
             (0 < self.lr < 1, f"learning rate {self.lr}: give a number in (0, 1)"),
             (0 < self.temperature <= 100, f"temperature {self.temperature}: give (0, 100]"),
             (0 <= self.resegment <= 1, f"resegment share {self.resegment}: give [0, 1]"),
+            (
+                0 <= self.hidden <= 100 and math.isfinite(self.hidden),
+                f"--heal-hidden {self.hidden}: give a weight in [0, 100] (0: logits only)",
+            ),
             (
                 self.rare is None or 0 < self.rare < 1,
                 f"rare share {self.rare}: give a share of tokens in (0, 1)",
@@ -267,63 +279,119 @@ def _check_teacher(trimmed: Checkpoint, teacher: Checkpoint, record: dict[str, A
         )
 
 
-def _runner(model: Any, names: tuple[str, ...]) -> Any:
+def _runner(model: Any, names: tuple[str, ...], states: str | None = None) -> Any:
+    """Feeds -> the named outputs as numpy; ``states`` "cls": also ``states``, every
+    layer's output (``hidden_states[1:]``) at position 0, [B, L, H]; "tokens": at every
+    position, [B, T, L, H] (a tagger's, cut to words by the caller)."""
     import torch
 
     def run(feeds: dict[str, Any]) -> dict[str, Any]:
         with torch.no_grad():
-            out = model(**{k: torch.from_numpy(v) for k, v in feeds.items()})
-        return {n: getattr(out, n).float().numpy() for n in names}
+            out = model(
+                **{k: torch.from_numpy(v) for k, v in feeds.items()},
+                output_hidden_states=states is not None,
+            )
+        got = {n: getattr(out, n).float().numpy() for n in names}
+        if states is not None:
+            layers = torch.stack(tuple(out.hidden_states[1:]), dim=2)  # [B, T, L, H]
+            got["states"] = (layers[:, 0] if states == "cls" else layers).float().numpy()
+        return got
 
     return run
 
 
-def teacher_targets(teacher: Checkpoint, data: TaskData, max_len: int) -> list[Any]:
-    """Per row, the teacher's logits in its own segmentation: a [C] vector (classification)
-    or a [words, C] array, one row per word on its first piece (token classification)."""
+class TeacherTargets:
+    """The frozen teacher's answers a heal distils, computed once before training.
+
+    ``logits``: per row a [C] vector (classification) or a [words, C] array, one row per
+    word on its first piece (token classification). ``states`` (when asked): per row an
+    [L, H] array ([CLS] at each layer's output) or [words, L, H]; ``scale``: the teacher's
+    variance of each layer's aligned state ([L], over rows and hidden units), the state
+    term's divisor. Memory: rows (or words) x L x H float32, e.g. 13,000 rows of a
+    6-layer H256 model: 80 MB; 10,000 rows of albert-base (12 x 768): 370 MB."""
+
+    def __init__(self, logits: list[Any], states: list[Any] | None, scale: Any) -> None:
+        self.logits = logits
+        self.states = states
+        self.scale = scale
+
+
+def teacher_targets(
+    teacher: Checkpoint, data: TaskData, max_len: int, *, states: bool = False
+) -> TeacherTargets:
+    """The teacher's :class:`TeacherTargets` on ``data`` in its own segmentation."""
     import numpy as np
 
     import albert_edge.tasks as tasks
 
     teacher.model.eval()
     feats = tasks.encode(data, teacher.tokenizer(), max_len)
-    logits = tasks.run_features(feats, _runner(teacher.model, ("logits",)), batch_size=64)
-    logits_of = logits["logits"]
+    which = ("cls" if data.kind.value == "classification" else "tokens") if states else None
+    got = tasks.run_features(feats, _runner(teacher.model, ("logits",), which), batch_size=64)
+    logits_of = got["logits"]
+    states_of = got.get("states")
     if data.kind.value == "classification":
-        return [np.asarray(logits_of[f], dtype=np.float32) for f in range(len(feats))]
-    n_classes = int(teacher.config.num_labels)
-    out = [np.zeros((len(ex.words), n_classes), np.float32) for ex in data.examples]
-    for f in range(len(feats)):
-        e = feats.example_index[f]
-        for t, w in enumerate(feats.word_ids[f]):
-            if w >= 0:
-                out[e][w] = logits_of[f][t]
-    return out
+        logits = [np.asarray(logits_of[f], dtype=np.float32) for f in range(len(feats))]
+        kept = None if states_of is None else [np.asarray(s, np.float32) for s in states_of]
+    else:
+        n_classes = int(teacher.config.num_labels)
+        logits = [np.zeros((len(ex.words), n_classes), np.float32) for ex in data.examples]
+        kept = None
+        if states_of is not None:
+            shape = states_of[0].shape[1:]
+            kept = [np.zeros((len(ex.words), *shape), np.float32) for ex in data.examples]
+        for f in range(len(feats)):
+            e = feats.example_index[f]
+            for t, w in enumerate(feats.word_ids[f]):
+                if w >= 0:
+                    logits[e][w] = logits_of[f][t]
+                    if kept is not None and states_of is not None:
+                        kept[e][w] = states_of[f][t]
+    scale = None
+    if kept is not None:
+        flat = np.concatenate([k.reshape(-1, *k.shape[-2:]) for k in kept])  # [N, L, H]
+        scale = np.maximum(flat.var(axis=0).mean(axis=-1), 1e-6).astype(np.float32)
+    return TeacherTargets(logits, kept, scale)
+
+
+def state_term(student: Any, teacher: Any, scale: Any) -> Any:
+    """Mean over layers of the squared error of the aligned states ([N, L, H] each),
+    each layer's divided by the teacher's variance ``scale`` ([L]) of that layer's state:
+    0 is the teacher's states, 1 is as far as a constant at their mean; the weight does
+    not depend on the states' scale, which grows with depth in ALBERT."""
+    err = ((student - teacher.detach()) ** 2).mean(dim=(0, 2))  # [L]
+    return (err / scale).mean()
 
 
 def _student_batch(
-    feats: Features, targets: list[Any], rows: list[int]
-) -> tuple[dict[str, Any], Any, Any]:
-    """(feeds, positions, teacher logits) of a batch the student encoded: ``positions`` is
-    None for classification, else the (feature, token) index of each word's first piece,
-    in the order of the teacher's word rows."""
+    feats: Features, targets: TeacherTargets, rows: list[int]
+) -> tuple[dict[str, Any], Any, Any, Any]:
+    """(feeds, positions, teacher logits, teacher states or None) of a batch the student
+    encoded: ``positions`` is None for classification, else the (feature, token) index of
+    each word's first piece, in the order of the teacher's word rows."""
     import numpy as np
     import torch
 
     idx = list(range(len(feats)))
     feeds = {k: torch.from_numpy(v) for k, v in feats.feeds(idx).items()}
+    st = targets.states
     if feats.kind.value == "classification":
-        return feeds, None, torch.from_numpy(np.stack([targets[r] for r in rows]))
-    pos_f, pos_t, want = [], [], []
+        want = torch.from_numpy(np.stack([targets.logits[r] for r in rows]))
+        states = None if st is None else torch.from_numpy(np.stack([st[r] for r in rows]))
+        return feeds, None, want, states
+    pos_f, pos_t, logits, kept = [], [], [], []
     for f in idx:
-        row = targets[rows[feats.example_index[f]]]
+        r = rows[feats.example_index[f]]
         for t, w in enumerate(feats.word_ids[f]):
             if w >= 0:
                 pos_f.append(f)
                 pos_t.append(t)
-                want.append(row[w])
+                logits.append(targets.logits[r][w])
+                if st is not None:
+                    kept.append(st[r][w])
     positions = (torch.tensor(pos_f), torch.tensor(pos_t))
-    return feeds, positions, torch.from_numpy(np.stack(want))
+    states = torch.from_numpy(np.stack(kept)) if st is not None else None
+    return feeds, positions, torch.from_numpy(np.stack(logits)), states
 
 
 def heal(
@@ -423,7 +491,7 @@ def _heal(
     used = sorted(set(order))
     sub = rows.subset(used)
     position = {r: k for k, r in enumerate(used)}
-    targets = teacher_targets(teacher, sub, max_len)
+    targets = teacher_targets(teacher, sub, max_len, states=options.hidden > 0)
     log = _train(student, sub, [position[r] for r in order], targets, options, max_len, seed, total)
     heal_record: dict[str, Any] = {
         "teacher": _identity(teacher),
@@ -433,7 +501,14 @@ def _heal(
         "max_len": max_len,
         "loss": "T^2 * KL(teacher || student at T) on logits (learn.distil.kd_term, alpha 0): "
         "the teacher reads the original segmentation, the student the trimmed one with "
-        f"{options.resegment:.0%} of words re-segmented (SentencePiece {NBEST}-best)",
+        f"{options.resegment:.0%} of words re-segmented (SentencePiece {NBEST}-best)"
+        + (
+            f"; + {options.hidden:g} * mean over layers of the squared error of each "
+            "layer's output at the aligned positions ([CLS] / each word's first piece) "
+            "divided by the teacher's variance of that layer's state"
+            if options.hidden > 0
+            else ""
+        ),
         "log": log,
     }
     _write(src, out, student, teacher, held, record, heal_record, options, t0)
@@ -459,7 +534,7 @@ def _train(
     student: Checkpoint,
     rows: TaskData,
     order: list[int],
-    targets: list[Any],
+    targets: TeacherTargets,
     options: HealOptions,
     max_len: int,
     seed: int,
@@ -467,6 +542,8 @@ def _train(
 ) -> list[dict[str, Any]]:
     """The distillation steps; the weights end in ``student.model`` (eval mode)."""
     import argparse
+
+    import torch
 
     import albert_edge.tasks as tasks
     from albert_edge.learn.distil import DistilSettings, kd_term
@@ -490,22 +567,32 @@ def _train(
     opt, sched = _optimizer(params, hp, total)
     settings = DistilSettings(alpha=0.0, temperature=options.temperature)
     log: list[dict[str, Any]] = []
-    running, every = 0.0, max(1, total // 10)
+    scale = None if targets.scale is None else torch.from_numpy(targets.scale)
+    running, running_state, every = 0.0, 0.0, max(1, total // 10)
     for step in range(total):
         batch = order[step * options.batch_size : (step + 1) * options.batch_size]
         feats = tasks.encode(rows.subset(batch), tok, max_len)
-        feeds, positions, want = _student_batch(feats, targets, batch)
+        feeds, positions, want, want_states = _student_batch(feats, targets, batch)
         model.train()
-        logits = model(**feeds).logits.float()
+        out = model(**feeds, output_hidden_states=want_states is not None)
+        logits = out.logits.float()
         if positions is not None:
             logits = logits[positions]
         loss = kd_term(logits, want, want.argmax(-1), settings)
-        _update(loss, model, opt, sched, params, 1, step + 1)
         running += float(loss.detach())
+        if want_states is not None:
+            states = torch.stack(tuple(out.hidden_states[1:]), dim=2)  # [B, T, L, H]
+            states = states[positions] if positions is not None else states[:, 0]
+            term = state_term(states.float(), want_states, scale)
+            running_state += float(term.detach())
+            loss = loss + options.hidden * term
+        _update(loss, model, opt, sched, params, 1, step + 1)
         if (step + 1) % every == 0 or step + 1 == total:
             entry = {"step": step + 1, "kd_loss": round(running / every, 5)}
+            if want_states is not None:
+                entry["state_loss"] = round(running_state / every, 5)
             log.append(entry)
-            running = 0.0
+            running, running_state = 0.0, 0.0
             if enabled():
                 import json
                 import sys

@@ -1,5 +1,6 @@
 """The healing fine-tune of a trimmed checkpoint (:mod:`albert_edge.vocab.heal`): the
-student reads the trimmed segmentation, the teacher the original, the logits are matched."""
+student reads the trimmed segmentation, the teacher the original, the logits are matched
+(and each layer's state where the two segmentations align)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from albert_edge.data import read_sst2
@@ -142,18 +144,73 @@ def test_word_logits_align_across_segmentations(
         examples=[tasks.TokenExample(w, ("O",) * len(w), n) for n, w in enumerate(words)],
         label_names=("O", "B-PER", "I-PER"),
     )
-    targets = teacher_targets(ck, data, 32)
-    assert [t.shape for t in targets] == [(5, 3), (3, 3)]
+    targets = teacher_targets(ck, data, 32, states=True)
+    layers, hidden = int(ck.config.num_hidden_layers), int(ck.config.hidden_size)
+    assert [t.shape for t in targets.logits] == [(5, 3), (3, 3)]
+    assert targets.states is not None and targets.scale is not None
+    assert [t.shape for t in targets.states] == [(5, layers, hidden), (3, layers, hidden)]
+    assert targets.scale.shape == (layers,) and (targets.scale > 0).all()
     feats = tasks.encode(data, ck.tokenizer(), 32)
-    feeds, positions, want = _student_batch(feats, targets, [0, 1])
+    feeds, positions, want, want_states = _student_batch(feats, targets, [0, 1])
     with torch.no_grad():
-        got = ck.model.eval()(**feeds).logits[positions]
-    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5)
+        out = ck.model.eval()(**feeds, output_hidden_states=True)
+    np.testing.assert_allclose(out.logits[positions].numpy(), want.numpy(), atol=1e-5)
+    got_states = torch.stack(out.hidden_states[1:], dim=2)[positions]
+    np.testing.assert_allclose(got_states.numpy(), want_states.numpy(), atol=1e-4)
     assert ck.spiece_model is not None
     tok = Resegmenter(ck.spiece_model, do_lower_case=True, share=1.0, seed=3)
     feats = tasks.encode(data, tok, 32)
-    _, positions, want = _student_batch(feats, targets, [0, 1])
-    assert len(positions[0]) == len(want) == 8
+    _, positions, want, want_states = _student_batch(feats, targets, [0, 1])
+    assert len(positions[0]) == len(want) == len(want_states) == 8
+
+
+def _cls_gap(student_dir: Path, teacher_dir: Path, texts: list[str]) -> float:
+    """The state term (:func:`state_term`) between the student reading every word
+    re-segmented (seeded) and the teacher reading the original segmentation, at [CLS]."""
+    import torch
+
+    import albert_edge.tasks as tasks
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.vocab.heal import state_term, teacher_targets
+
+    s, t = load_checkpoint(student_dir), load_checkpoint(teacher_dir)
+    data = tasks.TaskData(
+        kind=tasks.TaskKind.CLASSIFICATION,
+        path=Path("probe.txt"),
+        format="test",
+        examples=[tasks.ClassificationExample(x, None, 0, n) for n, x in enumerate(texts)],
+    )
+    want = teacher_targets(t, data, 64, states=True)
+    assert want.states is not None and want.scale is not None
+    assert s.spiece_model is not None
+    tok = Resegmenter(s.spiece_model, do_lower_case=True, share=1.0, seed=99)
+    feeds = {k: torch.tensor(v) for k, v in tok.encode(texts, max_length=64).as_numpy().items()}
+    with torch.no_grad():
+        hs = s.model.eval()(**feeds, output_hidden_states=True).hidden_states
+    got = torch.stack(hs[1:], dim=2)[:, 0]
+    return float(
+        state_term(got, torch.from_numpy(np.stack(want.states)), torch.from_numpy(want.scale))
+    )
+
+
+def test_hidden_term_closes_the_state_gap_at_cls(trimmed, tmp_path: Path) -> None:
+    """The same few steps with the per-layer term: the student's [CLS] states on
+    re-segmented text come closer to the teacher's than logits alone bring them, at every
+    step a state loss is logged, and trim.json records the weight."""
+    src, out, corpus = trimmed
+    probe = corpus.read_text().splitlines()[:64]
+    base = dict(batch_size=16, lr=2e-3, resegment=0.5)
+    plain = heal(out, src, corpus, tmp_path / "p", steps=12, options=HealOptions(**base, hidden=0))
+    states = heal(
+        out, src, corpus, tmp_path / "s", steps=12, options=HealOptions(**base, hidden=4.0)
+    )
+    gaps = [_cls_gap(d, src, probe) for d in (out, plain, states)]
+    assert gaps[2] < gaps[1] and gaps[2] < gaps[0], gaps
+    h = json.loads((states / "trim.json").read_text())["heal"]
+    assert h["settings"]["hidden"] == 4.0 and "aligned positions" in h["loss"]
+    assert all("state_loss" in e for e in h["log"])
+    h0 = json.loads((plain / "trim.json").read_text())["heal"]
+    assert h0["settings"]["hidden"] == 0 and not any("state_loss" in e for e in h0["log"])
 
 
 def test_refusals_come_before_any_model_loads(trimmed, tmp_path: Path) -> None:
@@ -185,6 +242,8 @@ def test_refusals_come_before_any_model_loads(trimmed, tmp_path: Path) -> None:
         heal(bare, src, corpus, tmp_path / "a", options=HealOptions(max_drop=1.0))
     with pytest.raises(HealError, match="--heal-steps 0"):
         HealOptions(steps=0)
+    with pytest.raises(HealError, match="--heal-hidden -1"):
+        HealOptions(hidden=-1)
     assert not (tmp_path / "a").exists()
 
 
@@ -206,10 +265,13 @@ def test_trim_heal_cli(trimmed, tmp_path: Path, capsys: pytest.CaptureFixture[st
     argv = ["trim", str(src), "--corpus", str(corpus), "-o", str(out)]
     assert main([*argv, "--heal-steps", "2"]) != 0
     assert "add --heal" in capsys.readouterr().err
-    assert main([*argv, "--heal", "--heal-steps", "2"]) == 0
+    assert main([*argv, "--heal-hidden", "2"]) != 0
+    assert "add --heal" in capsys.readouterr().err
+    assert main([*argv, "--heal", "--heal-steps", "2", "--heal-hidden", "0.5"]) == 0
     printed = capsys.readouterr().out
     assert f"{out}: healed (2 steps on corpus.txt)" in printed
-    assert json.loads((out / "trim.json").read_text())["heal"]["settings"]["steps"] == 2
+    settings = json.loads((out / "trim.json").read_text())["heal"]["settings"]
+    assert (settings["steps"], settings["hidden"]) == (2, 0.5)
 
 
 @pytest.mark.slow
