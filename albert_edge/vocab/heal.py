@@ -588,9 +588,10 @@ def _train(
             loss = loss + options.hidden * term
         _update(loss, model, opt, sched, params, 1, step + 1)
         if (step + 1) % every == 0 or step + 1 == total:
-            entry = {"step": step + 1, "kd_loss": round(running / every, 5)}
+            since = (step + 1) - (log[-1]["step"] if log else 0)  # the last entry's: fewer
+            entry = {"step": step + 1, "kd_loss": round(running / since, 5)}
             if want_states is not None:
-                entry["state_loss"] = round(running_state / every, 5)
+                entry["state_loss"] = round(running_state / since, 5)
             log.append(entry)
             running, running_state = 0.0, 0.0
             if enabled():
