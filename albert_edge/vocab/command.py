@@ -99,7 +99,7 @@ def add_parser(sub: Any, quiet: Any) -> None:
         metavar="W",
         help="weight of the per-layer state match where the segmentations align ([CLS] / "
         "each word's first piece), relative to the logits' KD term; 0: logits only "
-        "(default 1)",
+        "(default 0: measured no better than logits alone, docs/vocabulary.md)",
     )
     heal.add_argument(
         "--seed", type=seed_value, default=13, help="heal: row order and re-segmentation"
