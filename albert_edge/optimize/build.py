@@ -28,10 +28,13 @@ def _options(ctx: Mapping[str, Any], precision: str) -> Any:
 def _auto(ctx: Mapping[str, Any], budget: float) -> Any:
     """A builder for ``convert --precision auto`` on the choose rows under ``budget``:
     all of them (the plan search's default draws 1,000, too few to judge the small
-    budget a shallow depth leaves)."""
+    budget a shallow depth leaves), minimising bytes whatever ``--objective`` says: a
+    plan's single-unit timings differ by noise, so a latency plan changed between two
+    runs of the same inputs (a resumed run built other bytes); latency is judged
+    between the candidates, timed side by side."""
     from albert_edge.mixed import Settings, convert_auto
 
-    settings = Settings(max_drop=budget, objective=ctx["objective"], rows=ctx["choose_rows"])
+    settings = Settings(max_drop=budget, objective="bytes", rows=ctx["choose_rows"])
 
     def build(ckpt: Any, out: Any, options: Any) -> dict[str, Any]:
         return dict(convert_auto(ckpt, out, options, ctx["choose"], settings, workers=1))
