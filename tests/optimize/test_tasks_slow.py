@@ -18,6 +18,7 @@ import pytest
 
 from albert_edge.optimize.plan import SPAN_HEAL
 from tests.depth.test_task_heads import conll, tagger
+from tests.optimize.test_end_to_end_slow import _cmd
 
 pytestmark = pytest.mark.slow
 
@@ -25,34 +26,17 @@ SQUAD_SAMPLE = Path(__file__).parents[1] / "data" / "squad" / "dev-v1.1-sample.j
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return _run([sys.executable, "-m", "albert_edge.cli", *args])
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "albert_edge.cli", *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)
 
 
 def _optimize(ckpt: Path, data: Path, tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
     out, work = tmp_path / "out", tmp_path / "work"
-    done = _cli(
-        "optimize",
-        str(ckpt),
-        "--data",
-        str(data),
-        "--max-drop",
-        "1",
-        "--objective",
-        "bytes",
-        "--seq-len",
-        "64",
-        "--max-minutes",
-        "30",
-        "--workers",
-        "2",
-        "-o",
-        str(out),
-        "--work-dir",
-        str(work),
-        "-q",
-    )
+    done = _run([*_cmd(ckpt, data, out, work), "-q"])
     assert done.returncode == 0, done.stderr[-4000:]
     assert done.stdout.count("\n") == 1 and str(out) in done.stdout and " f1 " in done.stdout
     return out, work, json.loads((out / "report.json").read_text())
