@@ -65,7 +65,11 @@ def trained_weights(out: Path) -> dict:
 
 def interrupt_at_epoch_2(cmd: list[str], out: Path) -> None:
     """Run ``cmd -o out`` and stop it with SIGINT at its first step of epoch 2; it must
-    exit as interrupted (128 + SIGINT), leaving its state to resume from."""
+    exit as interrupted (128 + SIGINT), leaving its state to resume from.
+
+    The child starts with SIGINT at its default: a test run launched as a background job
+    of a non-interactive shell (``nohup ... &``) inherits SIGINT ignored, and albert-edge
+    keeps an ignored SIGINT ignored, as ``nohup`` asks."""
     import signal
     import subprocess
 
@@ -75,6 +79,7 @@ def interrupt_at_epoch_2(cmd: list[str], out: Path) -> None:
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stderr is not None
     for line in proc.stderr:
