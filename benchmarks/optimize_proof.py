@@ -280,15 +280,17 @@ def metrics_of_checkpoint(ckpt_path: Path, data: Any, max_len: int, threads: int
 
 
 def paired(candidate: Any, reference: Any) -> dict[str, Any]:
-    from albert_edge.tasks import paired_metric_interval
+    """optimize's own paired comparison (``albert_edge.optimize.stages.compare``), judged
+    by the must-show's bar."""
+    from albert_edge.optimize.stages import compare
 
-    iv = paired_metric_interval(candidate, reference)
+    c = compare(candidate, reference)
     return {
-        "metric": reference.primary,
-        "rows": int(reference.examples),
-        "value": float(candidate.value),
-        "reference_value": float(reference.value),
-        **loss_line(float(iv.delta), float(iv.low), float(iv.high)),
+        "metric": c["metric"],
+        "rows": c["rows"],
+        "value": c["value"],
+        "reference_value": c["reference"],
+        **loss_line(c["delta"], c["low"], c["high"]),
     }
 
 

@@ -227,8 +227,8 @@ def with_policy(
     Why a copy and not a rebuild: the graphs and weights do not depend on the policy, so
     they are copied and only the index and the sealed manifest are written anew. Copied,
     never hard-linked: onnx refuses external data whose file has more than one link (its
-    guard against hard-link attacks), so a linked copy would break ``verify`` on both. ``bench --recommend`` makes one such directory per
-    policy it times. ``choice``: how the policy was chosen (``early-exit --max-drop``: the
+    guard against hard-link attacks), so a linked copy would break ``verify`` on both.
+    ``bench --recommend`` makes one such directory per policy it times. ``choice``: how the policy was chosen (``early-exit --max-drop``: the
     held-out figures), recorded in the index as ``policy_choice``; ``inputs``: further
     paths the output must not be (the data it was chosen on). Returns the new manifest.
     """

@@ -32,7 +32,6 @@ EXIT_PRECISIONS = ("fp32", "int8-dynamic")
 # and layer forward, 3-5 ms per row of a fine-tune with its teacher, 0.7 s per healing
 # step), with room to spare.
 FORWARD_ROW_LAYER_S = 0.0002
-TRAIN_FACTOR = 3.0  # a training step costs about three forward passes
 CONVERT_S = 12.0  # one convert (export, passes, quantize, verify) of the tiny model
 AUTO_PLAN_S = 25.0  # one --precision auto search of the tiny model
 EXIT_BUILD_S = 20.0  # heads, stepped artifact, threshold choice
@@ -231,7 +230,8 @@ def all_candidates(shape: Shape, vocabs: Sequence[str], finetuned: bool) -> list
     """Every candidate in build order: the given model's full-depth fp32 and int8 (the
     baselines, always built first: something to ship however early time runs out), then
     per vocabulary the fp32 of every depth (deepest first), then their quantized forms
-    (shallowest first), then the dynamic exits. Without a fine-tune the searched model is the given one."""
+    (shallowest first), then the dynamic exits. Without a fine-tune the searched model is
+    the given one."""
     src = "base" if finetuned else "given"
     out = [
         Candidate("full", shape.layers, FIRST, source="given"),
@@ -297,7 +297,7 @@ def make_plan(
     elif not want_trim:
         heal_why = "no trimmed vocabulary to heal"
 
-    def build(ft: bool, tr: bool) -> tuple[list[Stage], list[Candidate], float]:
+    def build(ft: bool, tr: bool) -> tuple[list[Stage], list[Candidate], float, float]:
         st = list(stages)
         st.append(Stage("finetune", est["finetune"], ft, "" if ft else ft_why))
         st.append(Stage("depth", est["depth"], True))
@@ -311,21 +311,20 @@ def make_plan(
         # every (vocabulary, depth) fit: the quantized forms are pruned by those verdicts
         # as the run goes, and cut from the end of the build order where time is short
         skeleton = [c for i, c in enumerate(cands) if i < BASELINES or c.parent is None]
-        total = RAY_START_S + sum(s.estimate_s for s in st if s.will_run)
-        total += sum(candidate_estimate(c, shape) for c in skeleton) / par
-        total += TIMING_S * 4
-        return st, cands, total
+        fixed = RAY_START_S + sum(s.estimate_s for s in st if s.will_run) + TIMING_S * 4
+        total = fixed + sum(candidate_estimate(c, shape) for c in skeleton) / par
+        return st, cands, fixed, total
 
-    st, cands, total = build(want_ft, want_trim)
+    st, cands, fixed, total = build(want_ft, want_trim)
     if total > budget_s and want_ft:
         want_ft = False
         ft_why = f"does not fit --max-minutes {budget_s / 60:g} (plan ~{total / 60:.1f} min)"
-        st, cands, total = build(want_ft, want_trim)
+        st, cands, fixed, total = build(want_ft, want_trim)
     if total > budget_s and want_trim:
         want_trim = False
         trim_why = f"does not fit --max-minutes {budget_s / 60:g} (plan ~{total / 60:.1f} min)"
         heal_why = heal_why or "no trimmed vocabulary to heal"
-        st, cands, total = build(want_ft, want_trim)
+        st, cands, fixed, total = build(want_ft, want_trim)
     if shape.choose_rows < shape.auto_min_rows:
         dropped = [c for c in cands if c.precision == "auto"]
         cands = [c for c in cands if c.precision != "auto"]
@@ -337,8 +336,6 @@ def make_plan(
                     f"{shape.auto_min_rows} for this --max-drop",
                 }
             )
-    skeleton = [c for i, c in enumerate(cands) if i < BASELINES or c.parent is None]
-    fixed = total - sum(candidate_estimate(c, shape) for c in skeleton) / par
     kept: list[Candidate] = []
     spent = fixed
     for i, c in enumerate(cands):
@@ -347,7 +344,7 @@ def make_plan(
             # a quantized form or an exit: built only where its fp32 form is admitted and
             # while time remains (the run checks before each build), so it is planned
             # wherever its fp32 form is, and not counted in the up-front estimate
-            if c.parent in {k.key for k in kept}:
+            if any(k.key == c.parent for k in kept):
                 kept.append(c)
             else:
                 skipped.append({"what": c.key, "why": "its fp32 form does not fit the budget"})
