@@ -144,8 +144,9 @@ def _ort_profile(spec: dict[str, Any]) -> dict[str, Any]:
         if e.get("cat") == "Session" and e.get("name") == "model_run"
     )[spec["warmup"] :]
     starts = [r[0] for r in runs]
-    nodes: dict[str, list[int]] = collections.defaultdict(list)
+    nodes: dict[str, list[int]] = collections.defaultdict(lambda: [0] * len(runs))
     op_of: dict[str, str] = {}
+    width: dict[str, int] = {}  # each node's first output's last dimension
     kernel_sum = [0] * len(runs)
     for e in trace:
         if e.get("cat") != "Node" or not e["name"].endswith("_kernel_time"):
@@ -153,11 +154,15 @@ def _ort_profile(spec: dict[str, Any]) -> dict[str, Any]:
         i = bisect.bisect_right(starts, e["ts"]) - 1
         if i < 0 or e["ts"] > runs[i][1]:
             continue  # a warm-up run
-        nodes[e["name"]].append(int(e["dur"]))
+        nodes[e["name"]][i] += int(e["dur"])  # indexed by run: runs can be picked out
         op_of[e["name"]] = e["args"].get("op_name", "?")
+        shape = next(iter((e["args"].get("output_type_shape") or [{}])[0].values()), None)
+        if shape:
+            width[e["name"]] = int(shape[-1])
         kernel_sum[i] += int(e["dur"])
     return {
         "nodes": {n: {"op": op_of[n], "us": d} for n, d in nodes.items()},
+        "width": width,
         "run_us": [b - a for a, b in runs],
         "kernel_sum_us": kernel_sum,
     }
@@ -220,6 +225,8 @@ def variant_spec(key: str, files: dict[str, Path]) -> dict[str, Any]:
     if form in ("litert", "capi"):
         kind = "litert" if form == "litert" else "litert-capi"
         return {**spec, "kind": kind, "path": str(files["litert"])}
+    if form not in VARIANTS and form in files:  # an --extra file, ORT's defaults
+        return {**spec, "path": str(files[form])}
     spec["path"] = str(files["mha" if form == "mha" else "default"])
     settings: dict[str, dict[str, Any]] = {
         "nospin": {"config": {"session.intra_op.allow_spinning": "0"}},
@@ -233,9 +240,132 @@ def variant_spec(key: str, files: dict[str, Path]) -> dict[str, Any]:
     return {**spec, **settings.get(form, {})}
 
 
-def model_files(name: str, work: Path, forms: Sequence[str]) -> tuple[str, dict[str, Path]]:
-    label, ckpt = next(iter(smp.checkpoints(work, [name]).items()))
-    return label, osp.build(ckpt, work / re.sub(r"\W+", "-", label).strip("-"), forms)
+def model_files(
+    name: str, work: Path, forms: Sequence[str], checkpoint: Path | None = None
+) -> tuple[str, dict[str, Path]]:
+    """The files of model ``name`` (:data:`benchmarks.small_model_profile.MODELS`), or of
+    the checkpoint directory ``checkpoint`` (a trained model of the user's) when given."""
+    if checkpoint is not None:
+        label, ckpt = f"{checkpoint.name} (checkpoint {checkpoint})", checkpoint
+    else:
+        label, ckpt = next(iter(smp.checkpoints(work, [name]).items()))
+    stem = checkpoint.name if checkpoint is not None else label
+    return label, osp.build(ckpt, work / re.sub(r"\W+", "-", stem).strip("-"), forms)
+
+
+# --- where the time goes, by kind of work ------------------------------------------------
+
+# The kinds of work both runtimes do, in the order the report lists them. ORT's
+# QAttention holds two of them (its int8 QKV GEMM and its fp32 attention): the profile
+# phase splits it with the ``mha`` form's MultiHeadAttention (the same attention, fp32,
+# on the QKV GEMM's output) when it profiled that form (``--split-attention``).
+CATEGORIES = {
+    "gemm": "int8 GEMMs (ORT: DynamicQuantizeMatMul with its input's quantization, "
+    "QAttention's QKV GEMM; LiteRT: Fully Connected QDU8)",
+    "attention": "attention scores, mask and softmax (ORT: QAttention's attention part; "
+    "LiteRT: Batch Matrix Multiply fp32, Softmax, the mask's BROADCAST_TO / SELECT_V2)",
+    "layernorm": "LayerNorm and residual adds (ORT: LayerNormalization, Sum; LiteRT: Mean, "
+    "Squared Difference, Reciprocal Square Root, Subtract, Add, Multiply)",
+    "quantize": "standalone activation quantization (ORT: DynamicQuantizeLinear before "
+    "QAttention; LiteRT: Convert / Quantize)",
+    "gelu": "GELU (ORT: FastGelu; LiteRT: ApproxGELU / GELU)",
+    "embedding": "embedding lookup and sum (Gather, Cast, Mul, Add, Slice, "
+    "DequantizeLinear; LiteRT: EMBEDDING_LOOKUP, GATHER, CAST)",
+    "other": "layout, shape and pooler ops (Transpose, Reshape, Unsqueeze, Shape, Tanh, ...)",
+    "dispatch": "run minus its kernels (per-op dispatch, thread-pool hand-offs; LiteRT: "
+    "what no op event covers, with XNNPACK's sub-microsecond ops)",
+}
+
+_ORT_CATEGORY = {
+    "DynamicQuantizeMatMul": "gemm",
+    "MatMulInteger": "gemm",
+    "MatMulIntegerToFloat": "gemm",
+    "MatMul": "gemm",
+    "Gemm": "gemm",
+    "MatMulNBits": "gemm",
+    "QAttention": "gemm",  # split by attention_split when the mha form was profiled
+    "Attention": "attention",
+    "MultiHeadAttention": "attention",
+    "Softmax": "attention",
+    "LayerNormalization": "layernorm",
+    "SkipLayerNormalization": "layernorm",
+    "SkipSimplifiedLayerNormalization": "layernorm",
+    "Sum": "layernorm",
+    "DynamicQuantizeLinear": "quantize",
+    "QuantizeLinear": "quantize",
+    "FastGelu": "gelu",
+    "Gelu": "gelu",
+    "BiasGelu": "gelu",
+    "Gather": "embedding",
+    "Cast": "embedding",
+    "Mul": "embedding",
+    "Add": "embedding",
+    "Slice": "embedding",
+    "DequantizeLinear": "embedding",
+}
+
+_LITERT_CATEGORY = (  # (substring of the profiler's op name, category), first match wins
+    ("Fully Connected", "gemm"),
+    ("Batch Matrix Multiply", "attention"),
+    ("BATCH_MATMUL", "attention"),
+    ("Softmax", "attention"),
+    ("SOFTMAX", "attention"),
+    ("BROADCAST_TO", "attention"),
+    ("SELECT_V2", "attention"),
+    ("GELU", "gelu"),
+    ("Convert", "quantize"),
+    ("QUANTIZE", "quantize"),
+    ("EMBEDDING_LOOKUP", "embedding"),
+    ("GATHER", "embedding"),
+    ("CAST", "embedding"),
+    ("Mean", "layernorm"),
+    ("Squared Difference", "layernorm"),
+    ("Reciprocal Square Root", "layernorm"),
+    ("Subtract", "layernorm"),
+    ("Add", "layernorm"),
+    ("Multiply", "layernorm"),
+)
+
+
+def category(op: str, runtime: str) -> str:
+    """The kind of work (a :data:`CATEGORIES` key) of op type ``op`` of ``runtime``
+    (``"ort"``: an ONNX Runtime op type; ``"litert"``: a LiteRT op profiler name).
+
+    In the albert-edge int8 graph every Mul, Add and Cast ORT runs is the embedding's
+    (the biases fold into the GEMMs, the residuals are Sum); in litert-torch's every Add and
+    Multiply is counted with the LayerNorm and residual work, where most of them are."""
+    if runtime == "ort":
+        return _ORT_CATEGORY.get(op, "other")
+    return next((cat for key, cat in _LITERT_CATEGORY if key in op), "other")
+
+
+def attention_split(mha_by_op: dict[str, dict[str, Any]]) -> float | None:
+    """The attention's share of QAttention, from the ``mha`` form's profile: its fp32
+    MultiHeadAttention's time over that plus its QKV GEMM's (the DynamicQuantizeMatMul
+    with N = 3H, found as the MatMul count over the default form's: the difference is the
+    QKV GEMMs). ``None`` when the profile has no MultiHeadAttention."""
+    mha = mha_by_op.get("MultiHeadAttention", {}).get("us")
+    qkv = mha_by_op.get("_qkv_us")
+    if not mha or qkv is None:
+        return None
+    return float(mha / (mha + qkv))
+
+
+def by_category(side: dict[str, Any], runtime: str, split: float | None) -> dict[str, float]:
+    """us per run by :data:`CATEGORIES` key, from a profile entry of :func:`profile_phase`
+    (``split``: the attention's share of QAttention, moved from ``gemm``)."""
+    out = dict.fromkeys(CATEGORIES, 0.0)
+    for op, r in side["by_op"].items():
+        if op.startswith("_"):
+            continue
+        cat = category(op, runtime)
+        if op == "QAttention" and split is not None:
+            out["attention"] += r["us"] * split
+            out["gemm"] += r["us"] * (1 - split)
+            continue
+        out[cat] += r["us"]
+    out["dispatch"] = float(side["gap_us_p50"])
+    return out
 
 
 # --- phases --------------------------------------------------------------------------------
@@ -247,19 +377,24 @@ def _load() -> list[float]:
 
 def profile_phase(files: dict[str, Path], a: argparse.Namespace, runs: int) -> dict[str, Any]:
     visits = [("ort", 1), ("ort", 2), ("litert", 1)]
+    if "mha" in files:  # --split-attention: QAttention's attention part, unfused
+        visits.append(("mha", 1))
     got: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
     loads = []
     for r in range(a.rounds):
         loads.append(_load())
-        for kind, threads in visits[r % 3 :] + visits[: r % 3]:
-            path = files["default" if kind == "ort" else "litert"]
-            spec = {"mode": "profile", "kind": kind, "path": str(path), "threads": threads}
+        n = len(visits)
+        for kind, threads in visits[r % n :] + visits[: r % n]:
+            path = files["litert" if kind == "litert" else kind if kind == "mha" else "default"]
+            spec = {"mode": "profile", "kind": "litert" if kind == "litert" else "ort"}
+            spec.update(path=str(path), threads=threads)
             spec.update(runs=runs, warmup=3, label=f"{kind}@{threads}")
             log(f"round {r + 1}: profile {kind} @{threads}")
             got[f"{kind}@{threads}"].append(run_worker(spec))
     out: dict[str, Any] = {"load_before_round": loads, "after": _load()}
-    for t in (1, 2):
-        visits_ = got[f"ort@{t}"]
+    for key in ("ort@1", "ort@2", "mha@1"):
+        t = int(key[-1])
+        visits_ = got[key]
         if not visits_:
             continue
         per_node: dict[str, list[int]] = collections.defaultdict(list)
@@ -274,19 +409,45 @@ def profile_phase(files: dict[str, Path], a: argparse.Namespace, runs: int) -> d
             by_op[op_of[n]] += med(durs)
             count[op_of[n]] += 1
         run_us = [x for v in visits_ for x in v["run_us"]]
+        fast = fast_runs(run_us, FAST_SHARE)
+        fast_by_op: dict[str, float] = collections.defaultdict(float)
+        for n, durs in per_node.items():
+            if len(durs) == len(run_us):  # ran in every run: aligned with run_us
+                fast_by_op[op_of[n]] += med(durs[i] for i in fast)
         ksum = [x for v in visits_ for x in v["kernel_sum_us"]]
         gaps = [
             r - k for v in visits_ for r, k in zip(v["run_us"], v["kernel_sum_us"], strict=True)
         ]
-        out[f"ort@{t}"] = {
+        out[key] = {
             "by_op": {op: {"us": round(us, 1), "nodes": count[op]} for op, us in by_op.items()},
             "run_us_p50": med(run_us),
             "run_us_min": min(run_us),
             "kernel_sum_us_p50": med(ksum),
             "gap_us_p50": med(gaps),
             "runs": len(run_us),
+            "fast": {
+                "share": FAST_SHARE,
+                "runs": len(fast),
+                "by_op": {op: {"us": round(us, 1)} for op, us in fast_by_op.items()},
+                "run_us_p50": med(run_us[i] for i in fast),
+                "gap_us_p50": med(gaps[i] for i in fast),
+            },
         }
-        if not got[f"litert@{t}"]:
+        if key == "mha@1":  # its QKV GEMMs: the DynamicQuantizeMatMul nodes beyond ORT's
+            width = {n: w for v in visits_ for n, w in v.get("width", {}).items()}
+            hidden = collections.Counter(
+                width[n] for n in per_node if op_of[n] == "LayerNormalization" and n in width
+            ).most_common(1)
+            qkv = [
+                n
+                for n in per_node
+                if op_of[n] == "DynamicQuantizeMatMul"
+                and hidden
+                and width.get(n) == 3 * hidden[0][0]
+            ]
+            out[key]["by_op"]["_qkv_us"] = round(sum(med(per_node[n]) for n in qkv), 1)
+            out[key]["qkv_nodes"] = len(qkv)
+        if not got[f"litert@{t}"] or key == "mha@1":
             continue
         lit = litert_op_profile.summary([x for v in got[f"litert@{t}"] for x in v["per_run"]])
         out[f"litert@{t}"] = {
@@ -297,6 +458,18 @@ def profile_phase(files: dict[str, Path], a: argparse.Namespace, runs: int) -> d
             "runs": lit["runs"],
         }
     return out
+
+
+# The share of an ORT profile's runs, fastest first, that its "fast" figures come from:
+# on a shared machine the second core is free in some runs only, and those are the runs
+# that show what the kernels cost when both cores are ONNX Runtime's.
+FAST_SHARE = 0.1
+
+
+def fast_runs(run_us: Sequence[float], share: float) -> list[int]:
+    """Indices of the fastest ``share`` of ``run_us`` (at least one run)."""
+    n = max(1, round(len(run_us) * share))
+    return sorted(sorted(range(len(run_us)), key=lambda i: run_us[i])[:n])
 
 
 def _paired(a: list[float], b: list[float]) -> float | None:
@@ -319,7 +492,8 @@ def time_phase(files: dict[str, Path], a: argparse.Namespace, runs: int) -> dict
     for k, visits in samples.items():
         flat = [x for v in visits for x in v]
         rows[k] = {
-            "what": VARIANTS[k.split("@")[0]] + ("" if "@" not in k else f" @{k.split('@')[1]}"),
+            "what": VARIANTS.get(k.split("@")[0], f"--extra {files.get(k.split('@')[0])}")
+            + ("" if "@" not in k else f" @{k.split('@')[1]}"),
             "p50_ms": med(flat),
             "min_ms": min(flat),
             "visit_p50_ms": [med(v) for v in visits],
@@ -373,6 +547,7 @@ def profile_lines(p: dict[str, Any]) -> list[str]:
         "| | | |",
         "",
     ]
+    lines += category_lines(p)
     lit = p.get("litert@1")
     if lit:
         lines += [
@@ -393,6 +568,56 @@ def profile_lines(p: dict[str, Any]) -> list[str]:
             f"| **Invoke (p50)** | | {lit['run_us_p50']:.0f} | |",
             "",
         ]
+    return lines
+
+
+def category_lines(p: dict[str, Any]) -> list[str]:
+    """ORT at 1 and 2 threads beside LiteRT at 1, by kind of work (:data:`CATEGORIES`)."""
+    lit = p.get("litert@1")
+    if not lit:
+        return []
+    mha = p.get("mha@1")
+    split = attention_split(mha["by_op"]) if mha else None
+    one, two = by_category(p["ort@1"], "ort", split), by_category(p["ort@2"], "ort", split)
+    lr = by_category(lit, "litert", None)
+    r1, r2, rl = p["ort@1"]["run_us_p50"], p["ort@2"]["run_us_p50"], lit["run_us_p50"]
+    f1, f2 = p["ort@1"].get("fast"), p["ort@2"].get("fast")
+    if f1 and f2:  # the fastest runs' figures: the free-core state on a shared machine
+        one, two = by_category(f1, "ort", split), by_category(f2, "ort", split)
+        r1, r2 = f1["run_us_p50"], f2["run_us_p50"]
+    how = (
+        f"QAttention split by the mha form's profile at 1 thread: attention "
+        f"{split:.0%} of it, applied at both thread counts"
+        if split is not None
+        else "QAttention counted whole as GEMM (no --split-attention)"
+    )
+    runs = (
+        f"ORT: the fastest {f1['share']:.0%} of its profiled runs at each thread count "
+        f"({f1['runs']} and {f2['runs']} runs), medians per node over those"
+        if f1 and f2
+        else "ORT: medians per node over all runs"
+    )
+    lines = [
+        f"**By kind of work, us per run** ({runs}; {how}; ORT's whole run and LiteRT's "
+        "Invoke at the foot; the LiteRT column is one thread, its op profile cannot run "
+        "two, medians over all its runs)",
+        "",
+        "| kind | ORT @1 | LiteRT @1 | ORT − LiteRT @1 | ORT @2 | ORT 1t / 2t | share of ORT @2 |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for cat in CATEGORIES:
+        u1, u2, ul = one[cat], two[cat], lr[cat]
+        lines.append(
+            f"| {cat} | {u1:.0f} | {ul:.0f} | {u1 - ul:+.0f} | {u2:.0f} | "
+            f"{_f(u1 / u2 if u2 > 0 else None)} | {u2 / r2:.1%} |"
+        )
+    lines += [
+        f"| **whole run (p50)** | {r1:.0f} | {rl:.0f} | {r1 - rl:+.0f} | {r2:.0f} | "
+        f"{r1 / r2:.2f} | |",
+        "",
+        "Kinds: " + "; ".join(f"**{k}**: {v}" for k, v in CATEGORIES.items()) + ".",
+        "",
+    ]
     return lines
 
 
@@ -428,13 +653,24 @@ def time_lines(t: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _flags(s: dict[str, Any]) -> str:
+    """The report's non-default flags that name what was run (checkpoint, extras)."""
+    out = f" --checkpoint {s['checkpoint']}" if s.get("checkpoint") else ""
+    out += "".join(f" --extra {e}" for e in s.get("extra") or [])
+    out += " --split-attention" if s.get("split_attention") else ""
+    if s.get("checkpoint") or s.get("extra"):
+        out += f" --variants {s['variants']}" if s["phase"] == "time" else ""
+    return out
+
+
 def markdown(report: dict[str, Any]) -> str:
     s = report["settings"]
     m = s["machine"]
     lines = [
         f"# ONNX Runtime thread scaling ({s['phase']})",
         "",
-        f"`python -m benchmarks.onnx_scaling --phase {s['phase']}` (batch 1, 128 tokens; "
+        f"`python -m benchmarks.onnx_scaling --phase {s['phase']}{_flags(s)}` (batch 1, "
+        "128 tokens; "
         f"{s['rounds']} rounds, every file and setting in its own process per round). "
         f"{m['cpu']}, {m['cores']} cores, kernel family {m['cpu_flag']}; onnxruntime "
         f"{s.get('onnxruntime', '?')}. Shared machine: only ratios within a table compare. "
@@ -463,33 +699,65 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "_work" / "onnx_speed")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     p.add_argument("--name", default="", help="output file suffix")
+    p.add_argument("--stem", default="onnx_scaling", help="output file stem")
     p.add_argument("--render", action="store_true")
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        help="a trained checkpoint directory to profile and time instead of --models",
+    )
+    p.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="time phase: an ONNX file (a local experiment) timed as variant NAME "
+        "(and NAME@1 in --variants) under ONNX Runtime's defaults",
+    )
+    p.add_argument(
+        "--split-attention",
+        action="store_true",
+        help="profile phase: also profile the mha form at 1 thread, to split QAttention's "
+        "time into its QKV GEMM and its attention",
+    )
     a = p.parse_args(argv)
     if a.worker:
         print(json.dumps(worker(json.loads(a.worker))))
         return 0
-    stem = f"onnx_scaling_{a.phase}" + (f"-{a.name}" if a.name else "")
+    stem = f"{a.stem}_{a.phase}" + (f"-{a.name}" if a.name else "")
     path = a.out / f"{stem}.json"
     if a.render:
         path.with_suffix(".md").write_text(markdown(json.loads(path.read_text())))
         return 0
     import onnxruntime
 
+    extra = dict(e.split("=", 1) for e in a.extra if "=" in e)
+    if len(extra) != len(a.extra) or any(k in VARIANTS for k in extra):
+        p.error("--extra takes NAME=PATH, NAME not one of the built-in variants")
+    missing = [v for v in extra.values() if not Path(v).is_file()]
+    if missing:
+        p.error(f"--extra {missing[0]}: no such file")
     keys = [k for k in a.variants.split(",") if k]
-    bad = [k for k in keys if k.split("@")[0] not in VARIANTS]
+    bad = [k for k in keys if k.split("@")[0] not in {**VARIANTS, **extra}]
     if bad:
         p.error(f"unknown --variants entry {bad[0]!r}")
+    if a.checkpoint is not None and not (a.checkpoint / "config.json").is_file():
+        p.error(f"--checkpoint {a.checkpoint}: no config.json there; pass a checkpoint directory")
     forms = ["litert", "default"] + (["mha"] if any(k.startswith("mha") for k in keys) else [])
+    profile_forms = ["litert", "default"] + (["mha"] if a.split_attention else [])
     settings = {
-        **{k: v for k, v in vars(a).items() if k not in ("work", "out", "worker")},
+        **{k: v for k, v in vars(a).items() if k not in ("work", "out", "worker", "checkpoint")},
+        "checkpoint": None if a.checkpoint is None else str(a.checkpoint),
         "machine": smp.machine(),
         "onnxruntime": onnxruntime.__version__,
     }
     report: dict[str, Any] = {"settings": settings, "models": []}
-    for name in [n for n in a.models.split(",") if n]:
+    names = [n for n in a.models.split(",") if n] if a.checkpoint is None else ["checkpoint"]
+    for name in names:
         label, files = model_files(
-            name, a.work, forms if a.phase == "time" else ["litert", "default"]
+            name, a.work, forms if a.phase == "time" else profile_forms, a.checkpoint
         )
+        files.update({k: Path(v) for k, v in extra.items()})
         runs = a.base_runs if name == "base" else a.runs
         entry: dict[str, Any] = {"model": label}
         if a.phase == "profile":
