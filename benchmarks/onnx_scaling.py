@@ -23,6 +23,17 @@ files are :mod:`benchmarks.onnx_speed`'s, built once under its ``--work``):
   ratio to the default file and to litert-torch taken round by round (visit p50 and
   visit min over the other's in the same round, median over rounds).
 
+``--checkpoint DIR`` profiles and times a trained checkpoint of the user's instead of
+``--models`` (its files built under ``--work``). ``--split-attention`` (profile) also
+profiles the ``mha`` form at one thread, whose fp32 MultiHeadAttention and N = 3H QKV
+GEMM split QAttention's time into GEMM and attention; the report then sets ORT's time at
+1 and 2 threads beside LiteRT's at 1 by kind of work (:data:`CATEGORIES`: int8 GEMM,
+attention, LayerNorm and residual, activation quantization, GELU, embedding, other,
+dispatch), from the fastest ``FAST_SHARE`` of ORT's profiled runs (the free-core state
+of a shared machine). ``--extra NAME=PATH`` (time) times a local experiment file as
+variant ``NAME`` (and ``NAME@1``) under ONNX Runtime's defaults; ``--stem`` names the
+output files.
+
 Timing runs here through a bare ``onnxruntime.InferenceSession`` / LiteRT ``Interpreter``
 (random token ids, all-ones mask) rather than :func:`albert_edge.bench.bench`, because the
 variants are session options (optimization level, config entries, pinning) that bench
