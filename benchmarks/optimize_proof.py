@@ -174,25 +174,21 @@ def exit_shares(out_dir: Path, shipped_row: Mapping[str, Any] | None) -> list[fl
 
 
 def reference_of(
-    spec: Mapping[str, Any], given: Path, work: Path | None, stages: Mapping[str, Any]
+    spec: Mapping[str, Any], given: Path, work: Path | None
 ) -> tuple[Path | None, int | None, Path | None, str]:
     """(the checkpoint the shipped artifact was converted from before any truncation, the
     depth to truncate it to or None, the depth search that truncates it, why the first is
     None). ``spec``: the shipped candidate's spec in report.json, plus ``layers``."""
-    base = spec.get("source") == "base"
-    trim = spec.get("vocab") == "trim"
+    from albert_edge.optimize import candidate_source
+
     depth, layers = int(spec["depth"]), int(spec["layers"])
     if work is None:
-        if base or trim or depth < layers:
+        if spec.get("source") == "base" or spec.get("vocab") != "full" or depth < layers:
             return None, None, None, "no optimize work directory: its models are not found"
         return given, None, None, ""
-    source = work / "stages" / "finetune" / "model" if base else given
-    if trim:
-        healed = bool((stages.get("heal") or {}).get("ran"))
-        source = work / "stages" / ("heal" if healed else "trim") / "model"
+    source, search = candidate_source(work, spec, given)
     if depth >= layers:
         return source, None, None, ""
-    search = work / "stages" / ("depth-trim" if trim else "depth") / "search"
     return source, depth, search, ""
 
 
@@ -367,7 +363,7 @@ def verify_reference(
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.depth import load_search, write_truncated
 
-    source, depth, search, why = reference_of(spec, given, work, stages)
+    source, depth, search, why = reference_of(spec, given, work)
     if source is None:
         return None, why
 
@@ -529,9 +525,14 @@ def shipped_row(report: Mapping[str, Any]) -> dict[str, Any]:
     raise SystemExit(f"optimize_proof: report.json names shipped {key!r} but lists no such row")
 
 
+TRIMMED = {"heal": "trimmed + healed", "trim": "trimmed, not healed"}
+
+
 def trim_from_report(report: Mapping[str, Any], layers: int) -> dict[str, Any]:
-    """Line 5 from report.json: the trimmed (healed) full-depth fp32 candidate against the
-    untrimmed full-depth fp32 one of the same source, on the same report rows."""
+    """Line 5 from report.json: each trimmed vocabulary's full-depth fp32 candidate (the
+    healed one, and the unhealed one beside it) against the untrimmed full-depth fp32 one
+    of the same source, on the same report rows. The line's verdict is the healed one's
+    (what the issue asks), the unhealed one's where no heal ran."""
     stages = report.get("stages") or {}
     trim, heal = stages.get("trim") or {}, stages.get("heal") or {}
     out: dict[str, Any] = {
@@ -541,29 +542,38 @@ def trim_from_report(report: Mapping[str, Any], layers: int) -> dict[str, Any]:
     }
     rows = {r["key"]: r for r in report["candidates"]}
     source = "base" if any(k.startswith("base-") for k in rows) else "given"
-    full, trimmed = (
-        rows.get(f"{source}-full-d{layers}-fp32"),
-        rows.get(f"{source}-trim-d{layers}-fp32"),
-    )
-    if not (trim.get("ran") and full and trimmed and full.get("report") and trimmed.get("report")):
+    full = rows.get(f"{source}-full-d{layers}-fp32")
+    vocabs: dict[str, Any] = {}
+    for vocab, what in TRIMMED.items():
+        trimmed = rows.get(f"{source}-{vocab}-d{layers}-fp32")
+        if not (full and full.get("report") and trimmed and trimmed.get("report")):
+            continue
+        v: dict[str, Any] = {"key": trimmed["key"], "what": what}
+        for split in ("choose", "report"):
+            x, y = trimmed.get(split), full.get(split)
+            if x and y:
+                v[split] = {
+                    "rows": x["rows"],
+                    "trimmed_value": x["value"],
+                    "untrimmed_value": y["value"],
+                    "delta_points": round(100.0 * (x["value"] - y["value"]), 4),
+                }
+        vocabs[vocab] = v
+    out["vocabularies"] = vocabs
+    line_vocab = next((v for v in TRIMMED if v in vocabs), None)
+    if not trim.get("ran") or full is None or line_vocab is None:
         out.update(delta_points=None, verdict=verdict(None))
         if out["why_not"] is None:
             out["why_not"] = "no trimmed full-depth fp32 candidate was scored"
         return out
-    out["untrimmed"], out["trimmed"] = full["key"], trimmed["key"]
-    for split in ("choose", "report"):
-        a, b = trimmed.get(split), full.get(split)
-        if a and b:
-            out[split] = {
-                "rows": a["rows"],
-                "trimmed_value": a["value"],
-                "untrimmed_value": b["value"],
-                "delta_points": round(100.0 * (a["value"] - b["value"]), 4),
-            }
-    line = loss_line(trimmed["report"]["value"] - full["report"]["value"], None, None)
+    line_row = vocabs[line_vocab]
+    out["untrimmed"], out["trimmed"], out["line_is"] = full["key"], line_row["key"], line_vocab
+    out["report"], out["choose"] = line_row.get("report"), line_row.get("choose")
+    r = line_row["report"]
+    line = loss_line(r["trimmed_value"] - r["untrimmed_value"], None, None)
     out.update(delta_points=line["delta_points"], bar=line["bar"], verdict=line["verdict"])
     out["note"] = (
-        "both rows scored against the given model on the same report rows: their difference "
+        "every row scored against the given model on the same report rows: their difference "
         "is exact, its interval is not recorded (--trim-check measures one on --dev)"
     )
     return out
@@ -572,27 +582,37 @@ def trim_from_report(report: Mapping[str, Any], layers: int) -> dict[str, Any]:
 def trim_on_dev(
     work: Path, report: Mapping[str, Any], dev: Path, given: Path, max_len: int
 ) -> dict[str, Any]:
-    """``--trim-check``: the healed trimmed checkpoint against its untrimmed teacher on dev."""
+    """``--trim-check``: the healed trimmed checkpoint (and the unhealed one, beside it)
+    against the untrimmed model they were trimmed from, on dev, paired."""
+    from albert_edge.optimize import candidate_source
+
     stages = report.get("stages") or {}
     if not (stages.get("trim") or {}).get("ran"):
         return {"ran": False, "why": "the trim stage did not run"}
     healed = bool((stages.get("heal") or {}).get("ran"))
-    trimmed = work / "stages" / ("heal" if healed else "trim") / "model"
     finetuned = (stages.get("finetune") or {}).get("ran")
-    untrimmed = work / "stages" / "finetune" / "model" if finetuned else given
+    untrimmed, _ = candidate_source(work, {"vocab": "full", "source": "base"}, given)
+    assert untrimmed is not None
     data = read_dev(dev, untrimmed)
-    r = paired(
-        metrics_of_checkpoint(trimmed, data, max_len, 1),
-        metrics_of_checkpoint(untrimmed, data, max_len, 1),
-    )
-    return {
+    reference = metrics_of_checkpoint(untrimmed, data, max_len, 1)
+
+    def against(vocab: str) -> dict[str, Any]:
+        trimmed, _ = candidate_source(work, {"vocab": vocab, "source": "base"}, given)
+        assert trimmed is not None
+        return paired(metrics_of_checkpoint(trimmed, data, max_len, 1), reference)
+
+    first = "heal" if healed else "trim"
+    out = {
         "ran": True,
         "trimmed": "healed trimmed checkpoint" if healed else "trimmed checkpoint (not healed)",
         "untrimmed": "the fine-tuned checkpoint (the heal's teacher)"
         if finetuned
         else "--checkpoint",
-        **r,
+        **against(first),
     }
+    if healed:
+        out["unhealed"] = against("trim")
+    return out
 
 
 def measure(a: argparse.Namespace) -> dict[str, Any]:
@@ -859,6 +879,9 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
         if t.get("delta_points") is not None
         else f"not measured: {t.get('why_not')}"
     )
+    other = (t.get("vocabularies") or {}).get("trim")
+    if t.get("line_is") == "heal" and other and other.get("report"):
+        measured += f"; not healed {_pt(other['report']['delta_points'])} pt ({other['key']})"
     out.append(
         (
             "5a. trimmed + healed vs untrimmed (report.json)",
@@ -870,6 +893,8 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
     td = L.get("trim_heal_dev")
     if td is not None:
         measured = _iv(td) if td.get("ran") else f"not measured: {td.get('why')}"
+        if td.get("unhealed"):
+            measured += f"; not healed {_iv(td['unhealed'])}"
         out.append(
             (
                 "5b. healed trimmed vs untrimmed checkpoint, dev, PyTorch",
@@ -943,14 +968,15 @@ def markdown(res: Mapping[str, Any]) -> str:
             f"{iv.get('high', float('nan')):+.2f}], agreement {100 * acc['agreement']:.2f} %).",
         ]
     t = res["lines"]["trim_heal_report_rows"]
-    if t.get("report"):
+    for v in (t.get("vocabularies") or {}).values():
+        if not v.get("report"):
+            continue
         lines += [
             "",
-            f"Trim (report.json): {t['trimmed']} {100 * t['report']['trimmed_value']:.2f} vs "
-            f"{t['untrimmed']} {100 * t['report']['untrimmed_value']:.2f} on {t['report']['rows']} "
-            f"report rows; choose rows {t.get('choose', {}).get('delta_points', float('nan')):+.2f} pt. "
-            + t["note"]
-            + ".",
+            f"Trim (report.json), {v['what']}: {v['key']} {100 * v['report']['trimmed_value']:.2f} "
+            f"vs {t['untrimmed']} {100 * v['report']['untrimmed_value']:.2f} on "
+            f"{v['report']['rows']} report rows; choose rows "
+            f"{v.get('choose', {}).get('delta_points', float('nan')):+.2f} pt. " + t["note"] + ".",
         ]
     lines += [
         "",

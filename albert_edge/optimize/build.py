@@ -52,18 +52,20 @@ def _convert(ctx: Mapping[str, Any], spec: Mapping[str, Any], out: Path) -> None
     build = _auto(ctx, float(spec["budget_left"])) if auto else convert
     given = spec["source"] == "given"
     base = ctx["given"] if given else ctx["base"]
+    # a trimmed vocabulary (healed or not) is its own checkpoint with its own depth
+    # search: its heads read its states
+    ckpt, search = (base, ctx["search"]) if spec["vocab"] == "full" else vocab_of(ctx, spec)
     if spec["depth"] == ctx["layers"]:
-        ckpt = ctx["trimmed"] if spec["vocab"] == "trim" else base
         build(ckpt, out, opts)
         return
-    if spec["vocab"] == "full":
-        convert_at_depth(
-            base, out, opts, load_search(ctx["search"]), int(spec["depth"]), build=build
-        )
-        return
-    # the trimmed (and healed) model has its own depth search: its heads read its states
-    search = load_search(ctx["search_trim"])
-    convert_at_depth(ctx["trimmed"], out, opts, search, int(spec["depth"]), build=build)
+    convert_at_depth(ckpt, out, opts, load_search(search), int(spec["depth"]), build=build)
+
+
+def vocab_of(ctx: Mapping[str, Any], spec: Mapping[str, Any]) -> tuple[str, str]:
+    """(checkpoint, depth search) of a trimmed vocabulary's candidate: ``trim`` (as the
+    trim left it) or ``heal`` (after the healing fine-tune)."""
+    v = ctx[spec["vocab"]]
+    return str(v["checkpoint"]), str(v["search"])
 
 
 def _exit(ctx: Mapping[str, Any], spec: Mapping[str, Any], out: Path, scratch: Path) -> Any:
@@ -76,7 +78,8 @@ def _exit(ctx: Mapping[str, Any], spec: Mapping[str, Any], out: Path, scratch: P
     from albert_edge.sealed import made_from
     from albert_edge.verify import torch_threads
 
-    path = ctx["trimmed"] if spec["vocab"] == "trim" else ctx["base"]
+    base = ctx["base"] if spec["vocab"] == "full" else vocab_of(ctx, spec)[0]
+    path = None if base is None else Path(base)  # None: the embedded model
     ckpt = load_checkpoint(path)
     fit = read_rows(ctx["fit"], path, "optimize")  # in the split's seeded order
     fit = fit.subset(range(min(EXIT_FIT_ROWS, len(fit.examples))))

@@ -64,9 +64,21 @@ SPAN_HEAL = (
 )
 
 
+# The vocabularies a candidate reads: the model's own, the trimmed one as the trim left it,
+# and the trimmed one after the healing fine-tune. Unhealed and healed are judged apart: on
+# text the trim covers (segmented as before) the unhealed model is the untrimmed one within
+# noise, while the heal moves every weight to serve the words the trim re-segments, which
+# can cost there and gain on unseen text (docs/vocabulary.md); the rule, on the choose
+# rows, decides which one a depth ships.
+VOCABS = ("full", "trim", "heal")
+# the stage whose checkpoint each trimmed vocabulary is, and its own depth search
+VOCAB_STAGES = {"trim": ("trim", "depth-trim"), "heal": ("heal", "depth-heal")}
+
+
 @dataclass(frozen=True)
 class Candidate:
-    """One joint candidate. ``vocab``: ``full`` or ``trim``; ``precision``: fp32,
+    """One joint candidate. ``vocab``: ``full``, ``trim`` (trimmed, not healed) or
+    ``heal`` (trimmed, then healed); ``precision``: fp32,
     int8-dynamic or ``auto`` (a precision plan under the budget left by its fp32 form);
     ``exit``: ``none`` or ``confidence`` (threshold chosen on the choose rows)."""
 
@@ -239,7 +251,7 @@ def all_candidates(shape: Shape, vocabs: Sequence[str], finetuned: bool) -> list
     ]
     for v in vocabs:
         out += [Candidate(v, k, FIRST, source=src) for k in reversed(shape.depths)]
-    # the quantized forms shallowest first, the trimmed vocabulary before the full one at
+    # the quantized forms shallowest first, the trimmed vocabularies before the full one at
     # each depth: the smallest and fastest are built first, so when time runs out what is
     # cut is the deepest, largest forms, which the baselines already bound
     for k in shape.depths:
@@ -267,8 +279,9 @@ def make_plan(
     """The stages and candidates that fit ``budget_s``, the rest listed with why.
 
     Candidates build ``workers`` at a time (their estimates are divided by it). Stages
-    are dropped last-added-value first when the estimate exceeds the budget: the
-    fine-tune (the most expensive), then the trimmed vocabulary; candidates are cut from
+    are dropped when the estimate exceeds the budget: the healed vocabulary (its heal and
+    its depth search), then the fine-tune (the most expensive), then the trimmed
+    vocabulary; candidates are cut from
     the end of the build order (the dynamic exits, then the quantized forms of the
     shallowest depths), never the baselines.
     """
@@ -297,15 +310,16 @@ def make_plan(
     elif not want_trim:
         heal_why = "no trimmed vocabulary to heal"
 
-    def build(ft: bool, tr: bool) -> tuple[list[Stage], list[Candidate], float, float]:
+    def build(ft: bool, tr: bool, hl: bool) -> tuple[list[Stage], list[Candidate], float, float]:
         st = list(stages)
         st.append(Stage("finetune", est["finetune"], ft, "" if ft else ft_why))
         st.append(Stage("depth", est["depth"], True))
         st.append(Stage("trim", est["trim"], tr, "" if tr else trim_why))
-        heal = tr and heal_available and not span
-        st.append(Stage("heal", est["heal"], heal, "" if heal else heal_why))
         st.append(Stage("depth-trim", est["depth"], tr, "" if tr else "no trimmed vocabulary"))
-        vocabs = ["full", "trim"] if tr else ["full"]
+        heal = tr and hl
+        st.append(Stage("heal", est["heal"], heal, "" if heal else heal_why))
+        st.append(Stage("depth-heal", est["depth"], heal, "" if heal else "no healed vocabulary"))
+        vocabs = [v for v, on in zip(VOCABS, (True, tr, heal), strict=True) if on]
         cands = all_candidates(shape, vocabs, ft)
         # a stage is worth its time where the stages, the baselines and the fp32 form of
         # every (vocabulary, depth) fit: the quantized forms are pruned by those verdicts
@@ -315,16 +329,23 @@ def make_plan(
         total = fixed + sum(candidate_estimate(c, shape) for c in skeleton) / par
         return st, cands, fixed, total
 
-    st, cands, fixed, total = build(want_ft, want_trim)
+    want_heal = want_trim and heal_available and not span
+
+    def too_long(total: float) -> str:
+        return f"does not fit --max-minutes {budget_s / 60:g} (plan ~{total / 60:.1f} min)"
+
+    st, cands, fixed, total = build(want_ft, want_trim, want_heal)
+    # dropped in this order while the plan does not fit: the healed vocabulary (the
+    # unhealed trimmed one is still judged), the fine-tune, the trimmed vocabulary
+    if total > budget_s and want_heal:
+        want_heal, heal_why = False, too_long(total)
+        st, cands, fixed, total = build(want_ft, want_trim, want_heal)
     if total > budget_s and want_ft:
-        want_ft = False
-        ft_why = f"does not fit --max-minutes {budget_s / 60:g} (plan ~{total / 60:.1f} min)"
-        st, cands, fixed, total = build(want_ft, want_trim)
+        want_ft, ft_why = False, too_long(total)
+        st, cands, fixed, total = build(want_ft, want_trim, want_heal)
     if total > budget_s and want_trim:
-        want_trim = False
-        trim_why = f"does not fit --max-minutes {budget_s / 60:g} (plan ~{total / 60:.1f} min)"
-        heal_why = heal_why or "no trimmed vocabulary to heal"
-        st, cands, fixed, total = build(want_ft, want_trim)
+        want_trim, trim_why = False, too_long(total)
+        st, cands, fixed, total = build(want_ft, want_trim, want_heal)
     if shape.choose_rows < shape.auto_min_rows:
         dropped = [c for c in cands if c.precision == "auto"]
         cands = [c for c in cands if c.precision != "auto"]

@@ -4,7 +4,9 @@
    the split (fit / choose / report rows, one seeded shuffle), the fine-tune with PABEE
    exits and distillation from the given checkpoint, the depth search, the vocabulary
    trim on the corpus (default: the fit rows' text, so the choose and report sentences
-   stay unseen), and its healing fine-tune where :mod:`albert_edge.vocab` offers one.
+   stay unseen) and its depth search, and the healing fine-tune where
+   :mod:`albert_edge.vocab` offers one and its depth search: the trimmed vocabulary
+   unhealed and healed are two vocabularies, each judged by the rule.
 2. **Candidates** (:mod:`albert_edge.optimize.plan`): the fp32 form of every (vocabulary,
    depth) first; only where the rule admits it are its int8, precision-plan and
    dynamic-exit forms built, each under the budget its fp32 form left.
@@ -13,7 +15,8 @@
    Ray worker.
 4. **The pick**: among the admitted (choose rows), the fastest W1 by its interleaved
    minimum (``--objective latency``; within :data:`LATENCY_TIE` of the fastest is a tie,
-   broken by fewer bytes) or the fewest bytes (``bytes``); the report rows are printed
+   broken by fewer bytes) or the fewest bytes (``bytes``); equal bytes go to the better
+   choose score, then the key, never to a timing; the report rows are printed
    beside it, never chosen on. The timing is sealed in the work directory like a stage,
    so a run resumed after it picks from the same figures.
 
@@ -38,6 +41,7 @@ from albert_edge.errors import AlbertEdgeError
 from albert_edge.mixed.search import LATENCY_TIE
 from albert_edge.optimize.plan import (
     NOT_BUILT,
+    VOCAB_STAGES,
     Candidate,
     Plan,
     Shape,
@@ -321,16 +325,18 @@ class Search:
             trim_stage(base, corpus),
         )
         if trim is None:
-            for name in ("heal", "depth-trim"):
+            for name in ("depth-trim", "heal", "depth-heal"):
                 self.stages[name] = {"ran": False, "why": "no trimmed vocabulary"}
             return ctx
         trimmed = self.work.dir("stages", "trim") / "model"
-        trim_id = trim["inputs_sha256"]
+        # the trimmed vocabulary as the trim left it, with its own depth search: its
+        # heads read its states
+        self.vocabulary(ctx, "trim", trimmed, trim["inputs_sha256"], fit, extra)
         steps = heal_steps(self.shape, self.budget_s)
         heal = self.stage(
             "heal",
             {
-                "trimmed": trim_id,
+                "trimmed": trim["inputs_sha256"],
                 "teacher": ctx["base_id"],
                 "data": file_id(fit),
                 "seed": SEED,
@@ -338,19 +344,37 @@ class Search:
             },
             heal_stage(trimmed, base, fit, steps),
         )
-        if heal is not None:
-            trimmed, trim_id = self.work.dir("stages", "heal") / "model", heal["inputs_sha256"]
-        search = self.stage(
-            "depth-trim",
-            {"checkpoint": trim_id, "fit": file_id(fit), "seed": SEED, **extra},
-            depth_stage(trimmed, fit, depth_split),
-        )
-        if search is None:
+        if heal is None:
+            self.stages["depth-heal"] = {"ran": False, "why": "no healed vocabulary"}
             return ctx
-        ctx["trimmed"] = str(trimmed)
-        ctx["trim_id"] = search["inputs_sha256"]
-        ctx["search_trim"] = str(self.work.dir("stages", "depth-trim") / "search")
+        healed = self.work.dir("stages", "heal") / "model"
+        self.vocabulary(ctx, "heal", healed, heal["inputs_sha256"], fit, extra)
         return ctx
+
+    def vocabulary(
+        self,
+        ctx: dict[str, Any],
+        vocab: str,
+        checkpoint: Path,
+        checkpoint_id: str,
+        fit: Path,
+        extra: Mapping[str, Any],
+    ) -> None:
+        """The depth search of a trimmed vocabulary's checkpoint; where it ran, the
+        vocabulary's candidates can be built (``ctx[vocab]``: checkpoint, its search and
+        the search record's identity)."""
+        name = VOCAB_STAGES[vocab][1]
+        search = self.stage(
+            name,
+            {"checkpoint": checkpoint_id, "fit": file_id(fit), "seed": SEED, **extra},
+            depth_stage(checkpoint, fit, dict(extra) or None),
+        )
+        if search is not None:
+            ctx[vocab] = {
+                "checkpoint": str(checkpoint),
+                "search": str(self.work.dir("stages", name) / "search"),
+                "id": search["inputs_sha256"],
+            }
 
     # --- candidates -------------------------------------------------------------------
 
@@ -362,14 +386,21 @@ class Search:
         return s
 
     def inputs(self, ctx: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
-        keep = ("split", "base_id", "search_id", "trim_id", "target", "objective", "seq_len")
+        keep = ("split", "base_id", "search_id", "target", "objective", "seq_len")
         ids = {k: ctx.get(k) for k in keep}
+        if spec["vocab"] in VOCAB_STAGES:  # the trimmed vocabulary's search, not the other's
+            ids["vocab_id"] = ctx[spec["vocab"]]["id"]
         ids.update(max_drop=self.opts.max_drop, min_lower_bound=self.opts.min_lower_bound)
         if spec["source"] == "given":
             ids["base_id"] = file_id(self.opts.checkpoint)
         if spec["exit"] != "none":
             ids["records"] = "choose_exit_share"  # what the timing mixes by
         return {"spec": dict(spec), "context": ids}
+
+    def missing(self, vocab: str) -> str:
+        """The first stage a trimmed vocabulary needs that did not run."""
+        names = VOCAB_STAGES[vocab]
+        return next((n for n in names if not self.stages.get(n, {}).get("ran")), names[-1])
 
     def run_candidates(self, ctx: Mapping[str, Any], pool: Any) -> None:
         from albert_edge.optimize.build import build_candidate
@@ -405,8 +436,9 @@ class Search:
                 if c.parent is not None and c.parent not in verdicts and c.parent in waiting:
                     continue  # its fp32 form is not judged yet
                 why = prune(c, verdicts)
-                if why is None and c.vocab == "trim" and "trimmed" not in ctx:
-                    why = f"the trim stage did not run ({self.stages['trim'].get('why')})"
+                if why is None and c.vocab in VOCAB_STAGES and c.vocab not in ctx:
+                    stage = self.missing(c.vocab)
+                    why = f"the {stage} stage did not run ({self.stages.get(stage, {}).get('why')})"
                 if why is not None:
                     todo.remove(c)
                     record(c, {"key": c.key, "spec": asdict(c), "built": False, "why_not": why})
@@ -614,10 +646,15 @@ class Search:
         def w1(r: Mapping[str, Any]) -> float:
             return float(r.get("w1_min_ms", r.get("w1_ms", inf)))
 
+        def smallest(r: Mapping[str, Any]) -> tuple[float, float, str]:
+            # equal bytes (a trimmed vocabulary healed or not: the same shapes) go to the
+            # better choose score, then the key: never to a timing, which differs between
+            # two runs of the same inputs
+            return (float(r["file_bytes"]), -float(r["choose"]["delta"]), r["key"])
+
         if self.opts.objective == "latency":
             # W1 by the interleaved minimum; within LATENCY_TIE of the fastest is a tie
             # three rounds on a shared machine cannot resolve: the fewest bytes wins it
             best = min(w1(r) for r in ok)
-            tied = [r for r in ok if w1(r) <= best * (1.0 + LATENCY_TIE)]
-            return min(tied, key=lambda r: (float(r["file_bytes"]), w1(r), r["key"]))
-        return min(ok, key=lambda r: (float(r["file_bytes"]), w1(r), r["key"]))
+            return min((r for r in ok if w1(r) <= best * (1.0 + LATENCY_TIE)), key=smallest)
+        return min(ok, key=smallest)

@@ -130,6 +130,24 @@ class Work:
         return self.finish(group, name, inputs, fn(tmp))
 
 
+def candidate_source(
+    work: Path, spec: Mapping[str, Any], given: Path | None
+) -> tuple[Path | None, Path]:
+    """(the checkpoint a candidate was converted from before any truncation, the depth
+    search that truncates it) in a work directory: what ``verify --reference`` and
+    ``depth truncate`` take to rebuild it. ``spec``: the candidate's spec as the report
+    records it (``vocab``, ``source``); ``given``: the checkpoint optimize was given."""
+    from albert_edge.optimize.plan import VOCAB_STAGES
+
+    stages = Path(work) / "stages"
+    if spec["vocab"] in VOCAB_STAGES:
+        model, search = VOCAB_STAGES[spec["vocab"]]
+        return stages / model / "model", stages / search / "search"
+    tuned = stages / "finetune" / "model"
+    source = tuned if spec["source"] == "base" and tuned.is_dir() else given
+    return source, stages / "depth" / "search"
+
+
 # --- split -------------------------------------------------------------------------------
 
 

@@ -60,18 +60,22 @@ def test_exit_shares_come_from_the_artifacts_own_index(tmp_path: Path) -> None:
 
 def test_the_reference_is_the_model_the_artifact_was_converted_from(tmp_path: Path) -> None:
     given, work = tmp_path / "given", tmp_path / "work"
-    healed = {"heal": {"ran": True}}
+    (work / "stages/finetune/model").mkdir(parents=True)
     spec = {"source": "given", "vocab": "full", "depth": 4, "layers": 4}
-    assert op.reference_of(spec, given, work, {}) == (given, None, None, "")
+    assert op.reference_of(spec, given, work) == (given, None, None, "")
     d2 = {**spec, "source": "base", "depth": 2}
-    src, depth, search, _ = op.reference_of(d2, given, work, {})
+    src, depth, search, _ = op.reference_of(d2, given, work)
     assert (src, depth, search) == (work / "stages/finetune/model", 2, work / "stages/depth/search")
-    trim = {**d2, "vocab": "trim"}
-    src, _, search, _ = op.reference_of(trim, given, work, healed)
-    assert src == work / "stages/heal/model" and search == work / "stages/depth-trim/search"
-    assert op.reference_of(trim, given, work, {})[0] == work / "stages/trim/model"
-    src, _, _, why = op.reference_of(d2, given, None, {})
+    # the unhealed and the healed vocabularies are two checkpoints, each with its search
+    src, _, search, _ = op.reference_of({**d2, "vocab": "heal"}, given, work)
+    assert src == work / "stages/heal/model" and search == work / "stages/depth-heal/search"
+    src, _, search, _ = op.reference_of({**d2, "vocab": "trim"}, given, work)
+    assert src == work / "stages/trim/model" and search == work / "stages/depth-trim/search"
+    src, _, _, why = op.reference_of(d2, given, None)
     assert src is None and "work directory" in why
+    # no fine-tune ran: a base candidate is the given model
+    (work / "stages/finetune/model").rmdir()
+    assert op.reference_of(d2, given, work)[0] == given
 
 
 def _row(key: str, value: float) -> dict[str, object]:
@@ -80,13 +84,20 @@ def _row(key: str, value: float) -> dict[str, object]:
 
 
 def test_the_trim_line_compares_trimmed_and_untrimmed_on_the_same_report_rows() -> None:
+    rows = [_row("base-full-d4-fp32", 0.891), _row("base-trim-d4-fp32", 0.8885)]
     report = {
         "stages": {"trim": {"ran": True}, "heal": {"ran": True}},
-        "candidates": [_row("base-full-d4-fp32", 0.891), _row("base-trim-d4-fp32", 0.8755)],
+        "candidates": [*rows, _row("base-heal-d4-fp32", 0.8755)],
     }
-    line = op.trim_from_report(report, 4)
+    line = op.trim_from_report(report, 4)  # the line is the healed vocabulary's
+    assert line["line_is"] == "heal" and line["trimmed"] == "base-heal-d4-fp32"
     assert line["delta_points"] == pytest.approx(-1.55)
     assert line["verdict"] == "fail"
+    assert line["vocabularies"]["trim"]["report"]["delta_points"] == pytest.approx(-0.25)
+    # no heal ran: the unhealed vocabulary is the line
+    unhealed = {"stages": {"trim": {"ran": True}, "heal": {"ran": False}}, "candidates": rows}
+    line = op.trim_from_report(unhealed, 4)
+    assert line["line_is"] == "trim" and line["verdict"] == "pass"
     skipped = {"stages": {"trim": {"ran": False, "why": "does not fit"}}, "candidates": []}
     line = op.trim_from_report(skipped, 4)
     assert line["verdict"] == "not shown" and line["why_not"] == "does not fit"

@@ -105,4 +105,8 @@ def test_interrupted_and_resumed_equals_uninterrupted(
             if c["built"]:
                 assert c["file_bytes"] > 0 and {"delta", "low", "high"} <= set(c["choose"])
         assert m.extra["optimize"]["candidate"] == report["shipped"]["key"]
+        # the trimmed vocabulary is judged as the trim left it and healed, each searched
+        assert all(report["stages"][n]["ran"] for n in ("trim", "depth-trim", "heal", "depth-heal"))
+        built = {c["spec"]["vocab"] for c in report["candidates"] if c["built"]}
+        assert {"full", "trim", "heal"} <= built
     assert (work_b / "plan.json").is_file()

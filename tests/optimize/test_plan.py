@@ -44,7 +44,7 @@ def test_baselines_first_then_fp32_of_every_depth_before_any_quantized_form() ->
     first_quantized = next(i for i, c in enumerate(cands[2:], 2) if c.precision != "fp32")
     fp32 = [c for c in cands[2:] if c.precision == "fp32" and c.exit == "none"]
     assert {(c.vocab, c.depth) for c in fp32} == {
-        (v, k) for v in ("full", "trim") for k in (1, 2, 3, 4)
+        (v, k) for v in ("full", "trim", "heal") for k in (1, 2, 3, 4)
     }
     assert all(cands.index(c) < first_quantized for c in fp32)
     # every candidate's fp32 parent comes before it: its verdict can prune it
@@ -57,7 +57,7 @@ def test_baselines_first_then_fp32_of_every_depth_before_any_quantized_form() ->
 def test_every_joint_candidate_is_there_with_a_big_budget() -> None:
     p = plan()
     keys = {c.key for c in p.candidates}
-    for v in ("full", "trim"):
+    for v in ("full", "trim", "heal"):
         for k in (1, 2, 3, 4):
             for prec in ("fp32", "int8-dynamic", "auto"):
                 assert f"base-{v}-d{k}-{prec}" in keys
@@ -74,16 +74,26 @@ def test_without_finetune_the_searched_model_is_the_given_one_and_no_key_repeats
     assert all(c.source == "given" for c in cands)
 
 
-def test_a_small_budget_drops_the_finetune_first_then_the_trim_never_the_baselines() -> None:
+def test_a_small_budget_drops_the_heal_then_the_finetune_then_the_trim_never_baselines() -> None:
     full = plan(600)
-    for share in (0.9, 0.7, 0.5, 0.3):
+    seen = set()
+    for share in [k / 40 for k in range(1, 41)]:
         p = plan(full.estimate_s / 60 * share)
         ran = {s.name: s.will_run for s in p.stages}
         assert ran["depth"] is True
-        assert not (ran["finetune"] and not ran["trim"])  # the fine-tune goes first
-        if not ran["finetune"]:
-            why = next(s.why for s in p.stages if s.name == "finetune")
-            assert "--max-minutes" in why
+        assert not (ran["heal"] and not ran["finetune"])  # the heal goes first
+        assert not (ran["finetune"] and not ran["trim"])  # then the fine-tune
+        assert ran["heal"] == ran["depth-heal"] and ran["trim"] == ran["depth-trim"]
+        keys = {c.key for c in p.candidates}
+        assert any("-heal-" in k for k in keys) == ran["heal"]
+        assert any("-trim-" in k for k in keys) == ran["trim"]
+        for name in ("heal", "finetune", "trim"):
+            if not ran[name]:
+                why = next(s.why for s in p.stages if s.name == name)
+                assert "--max-minutes" in why or (name == "heal" and "no trimmed" in why)
+        seen.add(tuple(ran[n] for n in ("heal", "finetune", "trim")))
+    # the shares reach every step of the order
+    assert (False, True, True) in seen and (False, False, True) in seen
     tiny = plan(0.1)
     ran = {s.name: s.will_run for s in tiny.stages}
     assert ran["finetune"] is False and ran["trim"] is False and ran["heal"] is False
@@ -152,8 +162,9 @@ def test_the_plan_is_data() -> None:
         "finetune",
         "depth",
         "trim",
-        "heal",
         "depth-trim",
+        "heal",
+        "depth-heal",
     }
 
 
@@ -204,15 +215,27 @@ def test_pick_breaks_a_latency_near_tie_by_bytes() -> None:
         return str(Search.pick(me)["key"])  # type: ignore[arg-type]
 
     near = 1.0 + LATENCY_TIE / 2
-    rows = [
-        {"key": "exit", "w1_min_ms": 1.0, "w1_ms": 1.4, "file_bytes": 900},
-        {"key": "trim-d2", "w1_min_ms": near, "w1_ms": 1.1, "file_bytes": 500},
+    ch = {"delta": 0.0}
+    rows: list[dict[str, Any]] = [
+        {"key": "exit", "w1_min_ms": 1.0, "w1_ms": 1.4, "file_bytes": 900, "choose": ch},
+        {"key": "trim-d2", "w1_min_ms": near, "w1_ms": 1.1, "file_bytes": 500, "choose": ch},
     ]
     assert pick(rows) == "trim-d2"
     rows[1]["w1_min_ms"] = 1.0 + 2 * LATENCY_TIE
     assert pick(rows) == "exit"
     assert pick(rows, "bytes") == "trim-d2"
-    assert pick([{"key": "a", "file_bytes": 9}, {"key": "b", "file_bytes": 7}]) == "b"
+    a, b = {"key": "a", "file_bytes": 9, "choose": ch}, {"key": "b", "file_bytes": 7, "choose": ch}
+    assert pick([a, b]) == "b"
+    # equal bytes (healed or not): the better choose score, then the key, never the timing
+    for objective in ("latency", "bytes"):
+        same = [
+            {"key": "heal-d1", "w1_min_ms": 1.02, "file_bytes": 7, "choose": {"delta": -0.002}},
+            {"key": "trim-d1", "w1_min_ms": 1.0, "file_bytes": 7, "choose": {"delta": -0.001}},
+        ]
+        assert pick(same, objective) == "trim-d1"
+        same[0]["choose"] = same[1]["choose"]
+        same[0]["w1_min_ms"] = 1.05
+        assert pick(same, objective) == "heal-d1"
 
 
 def test_quantized_forms_follow_their_fp32_form_smallest_first() -> None:
@@ -222,7 +245,7 @@ def test_quantized_forms_follow_their_fp32_form_smallest_first() -> None:
     cands = plan().candidates
     quantized = [c for c in cands[2:] if c.precision != "fp32" and c.exit == "none"]
     assert [(c.depth, c.vocab) for c in quantized[::2]] == [
-        (k, v) for k in (1, 2, 3, 4) for v in ("trim", "full")
+        (k, v) for k in (1, 2, 3, 4) for v in ("heal", "trim", "full")
     ]
     full = plan(600)
     tight = plan(full.estimate_s / 60 * 0.6)

@@ -63,7 +63,11 @@ def test_heal_runs_for_token_heads_and_is_skipped_for_span_heads_in_the_plan() -
     assert "heal skipped: span heads" in str(span["text"])
     # the unhealed trimmed vocabulary is still judged, like any other candidate
     keys = {c.key for c in span["plan"].candidates}  # type: ignore[attr-defined]
-    assert "given-trim-d4-fp32" in keys
+    assert "given-trim-d4-fp32" in keys and not any("-heal-" in k for k in keys)
+    assert span["ran"]["depth-heal"] is False  # type: ignore[index]
+    # a token head's healed vocabulary is judged beside the unhealed one
+    keys = {c.key for c in token["plan"].candidates}  # type: ignore[attr-defined]
+    assert {"given-trim-d4-fp32", "given-heal-d4-fp32"} <= keys
 
 
 def test_classifier_plans_keep_their_finetune_exit_and_heal() -> None:

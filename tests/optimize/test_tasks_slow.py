@@ -44,13 +44,11 @@ def _optimize(ckpt: Path, data: Path, tmp_path: Path) -> tuple[Path, Path, dict[
 
 def _reference(ckpt: Path, work: Path, spec: dict[str, Any], tmp_path: Path) -> Path:
     """The checkpoint the shipped artifact was converted from (what ``verify
-    --reference`` takes): the given or trimmed (healed) model, truncated to its depth."""
-    model = ckpt
-    search = work / "stages" / "depth" / "search"
-    if spec["vocab"] == "trim":
-        healed = work / "stages" / "heal" / "model"
-        model = healed if healed.is_dir() else work / "stages" / "trim" / "model"
-        search = work / "stages" / "depth-trim" / "search"
+    --reference`` takes): the given, trimmed or healed model, truncated to its depth."""
+    from albert_edge.optimize import candidate_source
+
+    model, search = candidate_source(work, spec, ckpt)
+    assert model is not None
     layers = json.loads((model / "config.json").read_text())["num_hidden_layers"]
     if spec["depth"] == layers:
         return model
