@@ -14,7 +14,10 @@ reproduce the logits of the UNTRIMMED model (teacher) on the heal text:
 - the student reads the same row through the trimmed tokenizer, with a share of its
   words (:attr:`HealOptions.resegment`) re-segmented into another of their best
   segmentations under the trimmed model (SentencePiece's n-best, seeded choice): the
-  re-segmentations unseen text meets, on text whose meaning the teacher gives;
+  re-segmentations unseen text meets, on text whose meaning the teacher gives; a share
+  of the rows (:attr:`HealOptions.anchor`) is read unchanged, in the trimmed tokenizer's
+  own segmentation, where the student starts at the teacher's logits: they hold the
+  text the trim covers where it was while the re-segmented rows heal;
 - the loss is :func:`albert_edge.learn.distil.kd_term` with ``alpha = 0``: only
   ``T^2 * KL(teacher || student)`` at temperature T (no labels needed, so plain text
   heals), plus ``hidden`` (:attr:`HealOptions.hidden`) times :func:`state_term`: every
@@ -70,7 +73,9 @@ class HealOptions:
 
     ``steps``: optimizer steps (``epochs``: passes over the rows instead); ``max_rows``:
     heal on at most this many rows (a seeded sample); ``resegment``: share of words the
-    student reads re-segmented; ``held_out`` / ``max_drop``: the held-out check in the
+    student reads re-segmented; ``anchor``: share of rows it reads with no word
+    re-segmented (the text the trim covers, kept at the teacher's answer; see
+    :class:`Resegmenter`); ``held_out`` / ``max_drop``: the held-out check in the
     task's metric (:mod:`albert_edge.vocab.heldout`); ``hidden``: weight of the aligned
     per-layer state term (:func:`state_term`; 0, the default: logits only)."""
 
@@ -82,6 +87,7 @@ class HealOptions:
     weight_decay: float = 0.01
     temperature: float = 2.0
     resegment: float = 0.3
+    anchor: float = 0.5
     hidden: float = 0.0
     rare: float | None = None
     max_len: int | None = None
@@ -101,6 +107,7 @@ class HealOptions:
             (0 < self.lr < 1, f"learning rate {self.lr}: give a number in (0, 1)"),
             (0 < self.temperature <= 100, f"temperature {self.temperature}: give (0, 100]"),
             (0 <= self.resegment <= 1, f"resegment share {self.resegment}: give [0, 1]"),
+            (0 <= self.anchor <= 1, f"anchor share {self.anchor}: give [0, 1]"),
             (
                 0 <= self.hidden <= 100 and math.isfinite(self.hidden),
                 f"--heal-hidden {self.hidden}: give a weight in [0, 100] (0: logits only)",
@@ -123,8 +130,10 @@ class Resegmenter(AlbertTokenizer):
     """The trimmed tokenizer, with a seeded share of words re-segmented: each word (a run
     of NORMAL pieces starting with ``▁``) is, with probability ``share``, replaced by one
     of its next-best segmentations under this SentencePiece model (n-best, the best
-    excluded), drawn from ``rng``. Everything else (normalisation, user-defined pieces,
-    [CLS]/[SEP], truncation) is the tokenizer's own."""
+    excluded), drawn from ``rng``; with probability ``anchor`` a whole text is left in
+    its best segmentation first (its own generator, seeded ``seed + 1``). Everything
+    else (normalisation, user-defined pieces, [CLS]/[SEP], truncation) is the
+    tokenizer's own."""
 
     def __init__(
         self,
@@ -134,8 +143,11 @@ class Resegmenter(AlbertTokenizer):
         share: float,
         seed: int,
         rare: set[int] | None = None,
+        anchor: float = 0.0,
     ) -> None:
         super().__init__(model_file, do_lower_case=do_lower_case)
+        self.anchor = anchor
+        self._anchor_rng = random.Random(seed + 1)
         self.rare = rare
         from albert_edge.vocab.spm_surgery import pb, read_model
 
@@ -152,6 +164,8 @@ class Resegmenter(AlbertTokenizer):
         ids = self._best.get(text)
         if ids is None:
             ids = self._best[text] = super().tokenize_ids(text)
+        if self.anchor > 0 and self._anchor_rng.random() < self.anchor:
+            return list(ids)
         if self.share <= 0:
             return list(ids)
         out: list[int] = []
@@ -504,6 +518,11 @@ def _heal(
         "the teacher reads the original segmentation, the student the trimmed one with "
         f"{options.resegment:.0%} of words re-segmented (SentencePiece {NBEST}-best)"
         + (
+            f" in {1 - options.anchor:.0%} of rows, the rest read unchanged"
+            if options.anchor
+            else ""
+        )
+        + (
             f"; + {options.hidden:g} * mean over layers of the squared error of each "
             "layer's output at the aligned positions ([CLS] / each word's first piece) "
             "divided by the teacher's variance of that layer's state"
@@ -558,6 +577,7 @@ def _train(
         do_lower_case=bool(student.do_lower_case),
         share=options.resegment,
         seed=seed,
+        anchor=options.anchor,
     )
     if options.rare is not None:
         from albert_edge.vocab.corpus import task_texts

@@ -92,6 +92,35 @@ def test_resegmenter_gives_other_segmentations_of_the_same_words(trimmed) -> Non
     assert got[:k] == best[:k] and got[len(got) - (len(best) - k - 1) :] == best[k + 1 :]
 
 
+def test_anchor_leaves_that_share_of_texts_in_their_best_segmentation(trimmed) -> None:
+    """HealOptions.anchor: a seeded share of the texts the student reads keep the trimmed
+    tokenizer's best segmentation (no word re-segmented); the rest re-segment as before."""
+    from albert_edge.tokenizer import AlbertTokenizer
+
+    _, out, corpus = trimmed
+    plain = AlbertTokenizer(out / "spiece.model")
+    texts = corpus.read_text().splitlines()
+    best = [plain.tokenize_ids(t) for t in texts]
+
+    def unchanged(anchor: float) -> list[bool]:
+        tok = Resegmenter(
+            out / "spiece.model", do_lower_case=True, share=1.0, seed=5, anchor=anchor
+        )
+        return [tok.tokenize_ids(t) == b for t, b in zip(texts, best, strict=True)]
+
+    alone = unchanged(0.0)  # texts with no other segmentation at all
+    assert sum(alone) < len(texts) // 4
+    half = unchanged(0.5)
+    assert all(h for a, h in zip(alone, half, strict=True) if a)
+    movable = len(texts) - sum(alone)
+    kept = sum(half) - sum(alone)
+    assert 0.35 * movable < kept < 0.65 * movable, (kept, movable)
+    assert unchanged(0.5) == half  # seeded
+    assert all(unchanged(1.0))
+    with pytest.raises(HealError, match="anchor share"):
+        HealOptions(anchor=1.5)
+
+
 def test_heal_moves_the_trimmed_model_towards_its_teacher(trimmed, tmp_path: Path) -> None:
     """A few steps at a high rate: the student's logits on re-segmented text come closer to
     the teacher's; the output is a trimmed checkpoint with the same tokenizer, its
@@ -113,6 +142,7 @@ def test_heal_moves_the_trimmed_model_towards_its_teacher(trimmed, tmp_path: Pat
         ROWS,
     )
     assert "held_out" not in h
+    assert h["settings"]["anchor"] == 0.5 and "50% of rows, the rest read unchanged" in h["loss"]
     twin = heal(out, src, corpus, tmp_path / "h2", steps=12, options=opts)
     assert (twin / "model.safetensors").read_bytes() == (healed / "model.safetensors").read_bytes()
 
