@@ -59,6 +59,7 @@ from albert_edge.optimize.stages import (
     depth_stage,
     file_id,
     finetune_stage,
+    heal_settings,
     heal_stage,
     reference_file,
     split_file,
@@ -341,6 +342,7 @@ class Search:
                 "data": file_id(fit),
                 "seed": SEED,
                 "steps": steps,
+                "settings": heal_settings(),
             },
             heal_stage(trimmed, base, fit, steps),
         )

@@ -441,6 +441,17 @@ def trim_stage(checkpoint: Path | None, corpus: Path) -> Callable[[Path], dict[s
     return run
 
 
+def heal_settings() -> dict[str, Any]:
+    """The healing fine-tune's settings as the heal stage runs them (``HealOptions``'
+    defaults): part of the stage's inputs, so a build whose heal differs heals again
+    instead of reusing a sealed heal of other settings."""
+    from dataclasses import asdict
+
+    from albert_edge.vocab.heal import HealOptions  # type: ignore[import-not-found,unused-ignore]
+
+    return {k: v for k, v in asdict(HealOptions()).items() if k not in ("steps", "overwrite")}
+
+
 def heal_stage(
     trimmed: Path, teacher: Path | None, data: Path, steps: int
 ) -> Callable[[Path], dict[str, Any]]:

@@ -124,3 +124,18 @@ def test_bad_input_is_one_line_before_any_model_loads(
         main(["optimize", "--data", str(sst2_train), "--max-drop", "nan", "-o", str(out)])
     assert not out.exists() and not (tmp_path / ".out.optimize-work").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["existing", "few.tsv", "foreign"]
+
+
+def test_the_heal_stage_is_keyed_by_every_heal_setting() -> None:
+    """A build whose heal differs (a new default) heals again rather than reusing a sealed
+    heal of other settings: every HealOptions field but the step count (keyed apart) and
+    overwrite is in the stage's inputs."""
+    from dataclasses import fields
+
+    from albert_edge.optimize.stages import heal_settings
+    from albert_edge.vocab.heal import HealOptions
+
+    got = heal_settings()
+    want = {f.name for f in fields(HealOptions)} - {"steps", "overwrite"}
+    assert set(got) == want
+    assert got["anchor"] == HealOptions().anchor and got["resegment"] == HealOptions().resegment
