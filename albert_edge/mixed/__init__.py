@@ -18,6 +18,7 @@ from albert_edge.mixed.api import (
     convert_plan_file,
     convert_with_plan,
     held_out_rows,
+    plan_base,
     prepare,
 )
 from albert_edge.mixed.evaluate import ray_available
@@ -40,6 +41,7 @@ __all__ = [
     "held_out_rows",
     "load_plan",
     "min_rows",
+    "plan_base",
     "prepare",
     "ray_available",
     "search",

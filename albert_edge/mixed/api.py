@@ -29,6 +29,13 @@ if TYPE_CHECKING:
     from albert_edge.options import ConvertOptions
 
 
+def plan_base(target: str) -> str:
+    """The weight-only recipe a searched plan builds on for ``target``: ONNX's int4 (fp32,
+    int8 and int4 weights in one graph), TFLite's int8-dynamic (fp32 and int8 weights:
+    LiteRT has no int4 weight-only kernel)."""
+    return "int8-dynamic" if target == "tflite" else "int4"
+
+
 @dataclass
 class Prepared:
     """The fp32 graph of a checkpoint, its units and its identity."""

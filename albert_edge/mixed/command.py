@@ -283,6 +283,8 @@ def _config_layers(checkpoint: str | Path | None) -> int | None:
 def _base(precision: str, target: str) -> str:
     """The recipe a searched plan builds on: the integer graph asked for, else the
     target's weight-only recipe that holds fp32, int8 and int4 weights in one graph."""
+    from albert_edge.mixed.api import plan_base
+
     if precision in ("int8-static", "int8-full"):
         return precision
-    return "int8-dynamic" if target == "tflite" else "int4"
+    return plan_base(target)

@@ -25,6 +25,16 @@ def _options(ctx: Mapping[str, Any], precision: str) -> Any:
     return ConvertOptions(target=ctx["target"], precision=precision)
 
 
+def precision_of(ctx: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
+    """The recipe ``convert`` builds a candidate with: its precision, or for a precision
+    plan (``auto``) the target's weight-only base the plan narrows per unit
+    (:func:`albert_edge.mixed.plan_base`: int4 for ONNX, int8-dynamic for TFLite)."""
+    from albert_edge.mixed import plan_base
+
+    precision = str(spec["precision"])
+    return plan_base(str(ctx["target"])) if precision == "auto" else precision
+
+
 def _auto(ctx: Mapping[str, Any], budget: float) -> Any:
     """A builder for ``convert --precision auto`` on the choose rows under ``budget``:
     all of them (the plan search's default draws 1,000, too few to judge the small
@@ -37,7 +47,8 @@ def _auto(ctx: Mapping[str, Any], budget: float) -> Any:
     settings = Settings(max_drop=budget, objective="bytes", rows=ctx["choose_rows"])
 
     def build(ckpt: Any, out: Any, options: Any) -> dict[str, Any]:
-        return dict(convert_auto(ckpt, out, options, ctx["choose"], settings, workers=1))
+        base = options.precision  # precision_of's base for the target
+        return dict(convert_auto(ckpt, out, options, ctx["choose"], settings, base, workers=1))
 
     return build
 
@@ -48,7 +59,7 @@ def _convert(ctx: Mapping[str, Any], spec: Mapping[str, Any], out: Path) -> None
 
     precision = spec["precision"]
     auto = precision == "auto"
-    opts = _options(ctx, "int4" if auto else precision)
+    opts = _options(ctx, precision_of(ctx, spec))
     build = _auto(ctx, float(spec["budget_left"])) if auto else convert
     given = spec["source"] == "given"
     base = ctx["given"] if given else ctx["base"]

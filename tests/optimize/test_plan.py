@@ -266,14 +266,29 @@ def test_a_precision_plan_is_searched_on_every_choose_row(monkeypatch) -> None:
 
     seen: dict[str, Any] = {}
 
-    def convert_auto(ckpt, out, options, data, settings, workers):  # type: ignore[no-untyped-def]
-        seen.update(data=data, settings=settings)
+    def convert_auto(ckpt, out, options, data, settings, base, workers):  # type: ignore[no-untyped-def]
+        seen.update(data=data, settings=settings, base=base)
         return {}
+
+    from types import SimpleNamespace
 
     monkeypatch.setattr(mixed, "convert_auto", convert_auto)
     ctx = {"objective": "latency", "choose": "choose.tsv", "choose_rows": 2000}
-    _auto(ctx, 0.15)(None, None, None)
+    _auto(ctx, 0.15)(None, None, SimpleNamespace(precision="int8-dynamic"))
+    assert seen["base"] == "int8-dynamic"  # the plan narrows the recipe it is built with
     s = seen["settings"]
     # bytes whatever the run's objective: a latency plan follows timing noise, and a
     # resumed run must build the same bytes
     assert (s.rows, s.max_drop, s.objective, seen["data"]) == (2000, 0.15, "bytes", "choose.tsv")
+
+
+def test_a_precision_plan_builds_on_the_targets_weight_only_base() -> None:
+    """ONNX plans narrow int4's graph; TFLite has no int4 weight-only recipe, so its
+    plans narrow int8-dynamic's (an int4 request was refused for every TFLite plan)."""
+    from albert_edge.optimize.build import precision_of
+
+    auto, int8 = {"precision": "auto"}, {"precision": "int8-dynamic"}
+    assert precision_of({"target": "onnx"}, auto) == "int4"
+    assert precision_of({"target": "tflite"}, auto) == "int8-dynamic"
+    assert precision_of({"target": "tflite"}, int8) == "int8-dynamic"
+    assert precision_of({"target": "onnx"}, {"precision": "fp32"}) == "fp32"
