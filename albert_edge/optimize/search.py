@@ -56,6 +56,7 @@ from albert_edge.optimize.stages import (
     SEED,
     OptimizeError,
     Work,
+    candidate_source,
     depth_stage,
     file_id,
     finetune_stage,
@@ -329,10 +330,9 @@ class Search:
             for name in ("depth-trim", "heal", "depth-heal"):
                 self.stages[name] = {"ran": False, "why": "no trimmed vocabulary"}
             return ctx
-        trimmed = self.work.dir("stages", "trim") / "model"
         # the trimmed vocabulary as the trim left it, with its own depth search: its
         # heads read its states
-        self.vocabulary(ctx, "trim", trimmed, trim["inputs_sha256"], fit, extra)
+        trimmed = self.vocabulary(ctx, "trim", trim["inputs_sha256"], fit, extra)
         steps = heal_steps(self.shape, self.budget_s)
         heal = self.stage(
             "heal",
@@ -349,34 +349,35 @@ class Search:
         if heal is None:
             self.stages["depth-heal"] = {"ran": False, "why": "no healed vocabulary"}
             return ctx
-        healed = self.work.dir("stages", "heal") / "model"
-        self.vocabulary(ctx, "heal", healed, heal["inputs_sha256"], fit, extra)
+        self.vocabulary(ctx, "heal", heal["inputs_sha256"], fit, extra)
         return ctx
 
     def vocabulary(
         self,
         ctx: dict[str, Any],
         vocab: str,
-        checkpoint: Path,
         checkpoint_id: str,
         fit: Path,
         extra: Mapping[str, Any],
-    ) -> None:
-        """The depth search of a trimmed vocabulary's checkpoint; where it ran, the
-        vocabulary's candidates can be built (``ctx[vocab]``: checkpoint, its search and
-        the search record's identity)."""
-        name = VOCAB_STAGES[vocab][1]
+    ) -> Path:
+        """The depth search of a trimmed vocabulary's checkpoint (where both live in the
+        work directory: :func:`~albert_edge.optimize.stages.candidate_source`); where it
+        ran, the vocabulary's candidates can be built (``ctx[vocab]``: checkpoint, its
+        search and the search record's identity). Returns the checkpoint."""
+        checkpoint, where = candidate_source(self.work.root, {"vocab": vocab}, None)
+        assert checkpoint is not None  # a trimmed vocabulary is a stage's checkpoint
         search = self.stage(
-            name,
+            VOCAB_STAGES[vocab][1],
             {"checkpoint": checkpoint_id, "fit": file_id(fit), "seed": SEED, **extra},
             depth_stage(checkpoint, fit, dict(extra) or None),
         )
         if search is not None:
             ctx[vocab] = {
                 "checkpoint": str(checkpoint),
-                "search": str(self.work.dir("stages", name) / "search"),
+                "search": str(where),
                 "id": search["inputs_sha256"],
             }
+        return checkpoint
 
     # --- candidates -------------------------------------------------------------------
 
