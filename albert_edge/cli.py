@@ -718,7 +718,7 @@ def _run_train(a: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from albert_edge import __version__
+    from albert_edge.version import __version__
 
     parser = _OneLineParser(
         prog="albert-edge",

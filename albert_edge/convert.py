@@ -214,7 +214,7 @@ def finish_artifact(
         if trained_for is not None:
             manifest["trained_for"] = trained_for
     if ckpt is not None and "trim" in ckpt.extra_files:  # vocabulary-trimmed: what was kept
-        from albert_edge.vocab.record import read_trim_record
+        from albert_edge.checkpoint import read_trim_record
 
         manifest["vocabulary"] = read_trim_record(ckpt.extra_files["trim"])
     manifest["files"] = [*manifest.get("files", []), "README.md"]

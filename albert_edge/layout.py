@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from albert_edge.errors import CheckpointError
 
 if TYPE_CHECKING:
-    from albert_edge.checkpoint import Checkpoint
+    from albert_edge.torch_model import Checkpoint
 
 # albert-edge ONNX precision → (transformers.js dtype, file name under onnx/).
 ONNX_DTYPES: dict[str, tuple[str, str]] = {

@@ -324,7 +324,7 @@ def write_manifest(
     pipeline wrote but forgot to list are hashed too. ``record``: the file name, for
     the sealed evidence directories of :mod:`albert_edge.sealed` (same format, same seal).
     """
-    from albert_edge import __version__
+    from albert_edge.version import __version__
 
     out_dir = Path(out_dir)
     data = manifest.to_dict() if isinstance(manifest, Manifest) else dict(manifest)

@@ -30,7 +30,7 @@ RUNTIMES_TFLITE = (
 
 
 def _version() -> str:
-    from albert_edge import __version__
+    from albert_edge.version import __version__
 
     return str(__version__)
 

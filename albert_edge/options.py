@@ -312,3 +312,68 @@ worker_count.__name__ = "worker count"
 # a traceback); the largest is the int64 every seed we pass on fits.
 seed_value = int_at_least(0)
 seed_value.__name__ = "seed (an integer >= 0)"
+
+
+# --- the lever commands' own argparse types (one place for every command.py) ---------------
+# Moved here unchanged from depth/, early_exit/, optimize/ and vocab/command.py (issue 53):
+# each refuses a bad value at parsing, in one line, with the message it always gave.
+
+
+def depth_value(text: str) -> int | str:
+    """``--depth``: an integer >= 1, or ``auto``."""
+    import argparse
+
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer >= 1 or auto, got {text!r}"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or auto, got {value}")
+    return value
+
+
+def points_value(text: str) -> float:
+    """An accuracy drop in points: a finite number >= 0."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an accuracy drop in points; give a number >= 0, e.g. 0.5"
+        )
+    return value
+
+
+def minutes_value(text: str) -> float:
+    """A time budget in minutes: a finite number > 0."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes > 0, e.g. 45")
+    return value
+
+
+def share_value(text: str) -> float:
+    """A share of a whole: a number in (0, 1]."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a share in (0, 1], got {text!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a share in (0, 1], got {value}")
+    return value

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     import onnx
     import torch
 
-    from albert_edge.checkpoint import Checkpoint
+    from albert_edge.torch_model import Checkpoint
 
 # The TorchScript exporter in torch 2.13 emits opsets up to 20; below 11 it cannot export
 # the dynamic Slice that takes position ids for the sequence length (measured: 9 fails,
@@ -266,7 +266,7 @@ def export_onnx(ckpt: Checkpoint, opset: int, *, infer_shapes: bool = False) -> 
             model = onnx.load(str(path), load_external_data=True)
     rename_initializers(model, wrapper.model)
     model.producer_name = "albert-edge"
-    from albert_edge import __version__
+    from albert_edge.version import __version__
 
     model.producer_version = __version__
     entry = model.metadata_props.add()

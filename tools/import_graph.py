@@ -1,12 +1,19 @@
 """The import graph of albert_edge + converters: cycles, and the largest modules and functions.
 
 Why a script: issue #15 asks for the layering before/after a refactor as measured
-numbers, not impressions. Every import that runs counts, function-level (lazy) ones
-included, as import-linter counts them (both use grimp; neither counts TYPE_CHECKING).
+numbers, not impressions. Every import counts, function-level (lazy) ones included, and
+so do type-only ones (under ``if TYPE_CHECKING:``; issue #53): a type imported from above
+its user is a circle in the design even when it never runs, and the rule "a type lives
+below its users" is only kept if it is checked. A module importing its own package's
+``__init__`` (``from albert_edge import __version__``) counts too, and so does a
+package's ``__init__`` importing its own submodules (alone, that makes no cycle).
+
+The cycle check covers ``albert_edge``, ``converters`` and ``benchmarks`` (the scripts
+import the library and each other); the counts and the largest modules cover the library.
 
     python tools/import_graph.py                # this checkout
     python tools/import_graph.py --root DIR --label before --out benchmarks/results
-    python tools/import_graph.py --check         # CI: exit 1 on any module cycle
+    python tools/import_graph.py --check         # CI: exit 1 on any module cycle (CHECKED)
 
 Writes ``import_graph_<label>.json`` and ``.md`` under ``--out`` (default: print only).
 """
@@ -21,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 PACKAGES = ("albert_edge", "converters")
+CHECKED = (*PACKAGES, "benchmarks")  # --check: no cycle among these
 
 
 def _sccs(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -68,20 +76,21 @@ def _sccs(edges: dict[str, set[str]]) -> list[list[str]]:
     return sorted(out)
 
 
-def import_edges(root: Path) -> dict[str, set[str]]:
-    """Module → modules it imports (within PACKAGES), through grimp."""
+def import_edges(
+    root: Path, packages: tuple[str, ...] = PACKAGES, *, type_only: bool = True
+) -> dict[str, set[str]]:
+    """Module → modules it imports (within ``packages``), through grimp; ``type_only``
+    counts imports under ``if TYPE_CHECKING:`` too (see the module docstring)."""
     import grimp
 
     sys.path.insert(0, str(root))
-    # As import-linter is configured (pyproject: exclude_type_checking_imports): an import
-    # under ``if TYPE_CHECKING:`` never runs, so it cannot make an import cycle.
-    graph = grimp.build_graph(*PACKAGES, cache_dir=None, exclude_type_checking_imports=True)
-    edges = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
-    # A package's __init__ importing its own submodule is not a layering cycle.
-    return {
-        m: {t for t in ts if not (m.startswith(t + ".") or t.startswith(m + "."))}
-        for m, ts in edges.items()
-    }
+    graph = grimp.build_graph(
+        *packages, cache_dir=None, exclude_type_checking_imports=not type_only
+    )
+    # Every arrow counts, a package's __init__ importing its own submodules included: that
+    # alone makes no cycle, but a submodule importing its package back (the package face,
+    # ``from albert_edge import __version__``) then closes one, as it does when run.
+    return {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
 
 
 def largest(root: Path, n: int = 5) -> dict[str, list[dict[str, Any]]]:
@@ -110,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--check", action="store_true", help="exit 1 if any module cycle exists")
     a = ap.parse_args(argv)
+    if a.check:
+        cycles = _sccs(import_edges(a.root.resolve(), CHECKED))
+        for c in cycles:
+            print("import cycle: " + " <-> ".join(c), file=sys.stderr)
+        return 1 if cycles else 0
     edges = import_edges(a.root.resolve())
     cycles = _sccs(edges)
     result = {
@@ -131,10 +145,6 @@ def main(argv: list[str] | None = None) -> int:
             for d in result["largest"][kind]
         ]
     text = "\n".join(md) + "\n"
-    if a.check:
-        for c in cycles:
-            print("import cycle: " + " <-> ".join(c), file=sys.stderr)
-        return 1 if cycles else 0
     print(text)
     if a.out is not None:
         a.out.mkdir(parents=True, exist_ok=True)

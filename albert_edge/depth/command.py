@@ -14,21 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.io import output_arg
-from albert_edge.options import finite_float, int_at_least, seed_value
-
-
-def _depth_value(text: str) -> int | str:
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected an integer >= 1 or auto, got {text!r}"
-        ) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or auto, got {value}")
-    return value
+from albert_edge.options import depth_value, finite_float, int_at_least, seed_value
 
 
 def add_rule_flags(p: argparse.ArgumentParser) -> None:
@@ -53,7 +39,7 @@ def add_depth_flags(p: argparse.ArgumentParser) -> None:
     """``convert``'s depth flags (one definition, used by ``convert`` and ``depth truncate``)."""
     p.add_argument(
         "--depth",
-        type=_depth_value,
+        type=depth_value,
         default=None,
         help="run only the first K layers with the exit head a depth search fitted after layer "
         "K (needs --depth-search); auto: the shallowest depth the rule admits on held-out data",

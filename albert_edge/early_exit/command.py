@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.io import output_arg
-from albert_edge.options import int_at_least, seed_value
+from albert_edge.options import int_at_least, points_value, seed_value
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,21 +29,6 @@ if TYPE_CHECKING:
 # The fewest rows of each held-out half (choose, report): the paired bootstrap's minimum.
 MIN_HALF_ROWS = 30
 HEAD = "sequence-classification"
-
-
-def points_value(text: str) -> float:
-    """An accuracy drop in points: a finite number >= 0."""
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an accuracy drop in points; give a number >= 0, e.g. 0.5"
-        )
-    return value
 
 
 def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -> None:

@@ -20,7 +20,7 @@ from albert_edge.learn.errors import LearnError
 
 if TYPE_CHECKING:
     from albert_edge.learn.ddp import World
-    from albert_edge.learn.finetune import Prepared
+    from albert_edge.learn.inputs import Prepared
 
 
 @dataclass

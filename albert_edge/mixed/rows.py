@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     import numpy as np
 
     from albert_edge.checkpoint import Checkpoint
-    from albert_edge.mixed.evaluate import Outcome, Setup
     from albert_edge.mixed.search import Settings
+    from albert_edge.mixed.setup import Outcome, Setup
     from albert_edge.tasks import Features, Metrics, TaskData
     from albert_edge.tokenizer import AlbertTokenizer
 

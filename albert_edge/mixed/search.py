@@ -37,7 +37,7 @@ from albert_edge.errors import NoPlanError, PrecisionPlanError
 from albert_edge.tasks import paired_metric_interval
 
 if TYPE_CHECKING:
-    from albert_edge.mixed.evaluate import Assignment, Executor, Outcome
+    from albert_edge.mixed.setup import Assignment, Executor, Outcome
     from albert_edge.mixed.units import Unit
     from albert_edge.tasks import Metrics
 

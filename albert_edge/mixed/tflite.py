@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from albert_edge.checkpoint import Checkpoint
-    from albert_edge.mixed.evaluate import Assignment, Setup
+    from albert_edge.mixed.setup import Assignment, Setup
     from albert_edge.options import ConvertOptions
 
 # The recipes a TFLite plan builds on, and the precisions a unit may take in each.

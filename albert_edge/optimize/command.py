@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Any
 
 from albert_edge.io import output_arg
-from albert_edge.options import int_at_least
-
-
-def _minutes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes > 0, e.g. 45")
-    return value
+from albert_edge.options import int_at_least, minutes_value, points_value
 
 
 def add_parser(sub: Any, quiet: Any) -> None:
-    from albert_edge.early_exit.command import points_value
-
     p = sub.add_parser(
         "optimize",
         help="one search from a checkpoint to the artifact to ship: fine-tune with exits, "
@@ -89,7 +76,7 @@ def add_parser(sub: Any, quiet: Any) -> None:
     )
     p.add_argument(
         "--max-minutes",
-        type=_minutes,
+        type=minutes_value,
         default=45.0,
         help="time budget: the plan fits it, and when it runs out the best candidate measured "
         "so far ships (default 45)",

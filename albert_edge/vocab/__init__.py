@@ -9,7 +9,8 @@ ordinary Hugging Face ALBERT directory that ``convert`` and every client read as
 Modules: :mod:`~albert_edge.vocab.spm_surgery` (the model protobuf),
 :mod:`~albert_edge.vocab.corpus` (reading the text), :mod:`~albert_edge.vocab.trim` (the
 checkpoint), :mod:`~albert_edge.vocab.rank` (the low-rank embedding),
-:mod:`~albert_edge.vocab.record` (``trim.json``: what ``convert`` records and checks).
-Import from the submodules; this file imports nothing so the light record reader stays
-light for the checkpoint loader.
+and the ``trim.json`` record a trimmed checkpoint carries, which the checkpoint loader
+checks and ``convert`` records (:data:`albert_edge.checkpoint.TRIM_FILE`,
+:func:`~albert_edge.checkpoint.read_trim_record`). Import from the submodules; this file
+imports nothing.
 """

@@ -8,20 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.io import output_arg
-from albert_edge.options import float_in, int_at_least, seed_value
+from albert_edge.options import float_in, int_at_least, seed_value, share_value
 
 if TYPE_CHECKING:
     from albert_edge.vocab.trim import TrimOptions
-
-
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a share in (0, 1], got {text!r}") from None
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a share in (0, 1], got {value}")
-    return value
 
 
 def add_parser(sub: Any, quiet: Any) -> None:
@@ -47,7 +37,7 @@ def add_parser(sub: Any, quiet: Any) -> None:
     )
     size.add_argument(
         "--coverage",
-        type=_share,
+        type=share_value,
         default=None,
         help="smallest vocabulary covering this share of the corpus's tokens (e.g. 0.99); "
         "default (neither flag): every piece the corpus uses",
@@ -182,7 +172,7 @@ def _trim_and_heal(a: argparse.Namespace, options: TrimOptions) -> int:
             threads=a.threads,
             options=heal_options,
         )
-    from albert_edge.vocab.record import TRIM_FILE, read_trim_record
+    from albert_edge.checkpoint import TRIM_FILE, read_trim_record
 
     healed = read_trim_record(Path(a.output) / TRIM_FILE)["heal"]
     h = healed.get("held_out")

@@ -431,9 +431,9 @@ def heal(
     output is written atomically, the healed directory loaded back before it is kept."""
     import dataclasses
 
+    from albert_edge.checkpoint import TRIM_FILE, read_trim_record
     from albert_edge.io import check_output
     from albert_edge.vocab.heldout import checkpoint_path
-    from albert_edge.vocab.record import TRIM_FILE, read_trim_record
     from albert_edge.vocab.trim import TRIMMED
 
     options = options or HealOptions()
@@ -655,12 +655,11 @@ def _write(
 ) -> None:
     """The healed directory: the trimmed one's files, the new weights, ``trim.json`` with
     its ``heal`` record; loaded back and (with a held-out file) scored before it is kept."""
-    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.checkpoint import TRIM_FILE, load_checkpoint
     from albert_edge.io import atomic_output_dir
     from albert_edge.manifest import dumps_strict
     from albert_edge.torch_model import write_weights
     from albert_edge.vocab.heldout import check_drop, compare, max_len_of, score_checkpoint
-    from albert_edge.vocab.record import TRIM_FILE
     from albert_edge.vocab.trim import TRIMMED
 
     state = {k: v.detach().clone() for k, v in student.model.state_dict().items()}
@@ -689,9 +688,8 @@ def _write(
 def _load_with_record(tmp: Path, record: dict[str, Any]) -> Checkpoint:
     """The healed weights loaded with the trimmed tokenizer (``trim.json`` written first:
     the loader checks the SentencePiece model against it)."""
-    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.checkpoint import TRIM_FILE, load_checkpoint
     from albert_edge.manifest import dumps_strict
-    from albert_edge.vocab.record import TRIM_FILE
 
     (tmp / TRIM_FILE).write_text(dumps_strict(record, indent=2) + "\n")
     return load_checkpoint(tmp)

@@ -17,8 +17,8 @@ original embedding output on corpus sentences; the encoder and head are untouche
 alternative, keeping a separate R x E factor before the E-wide LayerNorm, would be exact
 but is not an ALBERT: every exporter, the size floor and the clients would need a new
 graph shape. The relative error of the embedding output on held-out sentences is recorded
-before and after the re-fit (``trim.json``: ``embedding_rank``), and accuracy is the
-benchmark's to report (``python -m benchmarks.vocab_trim``).
+before and after the re-fit (``trim.json``: ``embedding_rank``), and accuracy is a
+benchmark's to report (``benchmarks/results/vocab_trim.md``; its script is retired).
 """
 
 from __future__ import annotations

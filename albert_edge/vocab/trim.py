@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from albert_edge.checkpoint import TRIM_FILE
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.io import OutputKind
 from albert_edge.manifest import dumps_strict
-from albert_edge.vocab.record import TRIM_FILE
 
 if TYPE_CHECKING:
     from albert_edge.checkpoint import Checkpoint

@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from albert_edge.checkpoint import load_checkpoint
+from albert_edge.checkpoint import TRIM_FILE, load_checkpoint
 from albert_edge.data import DataError, read_sst2
 from albert_edge.errors import OutputExistsError, TokenizerError, UnsupportedError
 from albert_edge.vocab.corpus import read_sentences
-from albert_edge.vocab.record import TRIM_FILE
 from albert_edge.vocab.trim import TrimError, TrimOptions, trim_checkpoint
 
 

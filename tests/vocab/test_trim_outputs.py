@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from albert_edge.checkpoint import TRIM_FILE
 from albert_edge.errors import OutputExistsError
 from albert_edge.vocab.corpus import read_corpus, read_sentences
-from albert_edge.vocab.record import TRIM_FILE
 from albert_edge.vocab.trim import TRIMMED, TrimOptions, trim_checkpoint
 
 LONG = 200 * 1024  # over csv's default field_size_limit (128 KiB)

@@ -10,16 +10,14 @@ to 1.05 × that floor.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
 from albert_edge.onnx.passes.base import AlbertInPlacePass
-from albert_edge.onnx.quant.state import QuantState
 
-if TYPE_CHECKING:
-    from albert_edge.onnx.quant.tables import TableUse
+# Re-exported: the plan is a field of QuantState, so it is defined below, in state.
+from albert_edge.onnx.quant.state import Plan as Plan
+from albert_edge.onnx.quant.state import QuantState
 
 # MatMulNBits accuracy_level 4: MLAS quantizes the activations to int8 per block and runs
 # int8 dot products (VNNI or AVX2 maddubs), instead of dequantizing every weight block to
@@ -52,23 +50,6 @@ def codes_block(requested: int, k: int) -> int | None:
         if k % b == 0 and b % 2 == 0:
             return b
     return None
-
-
-@dataclass
-class Plan:
-    precision: str
-    per_channel: bool
-    block_size: int
-    weights: dict[str, tuple[int, int]]  # initializer → (K, N) of every weight to quantize
-    table: TableUse | None
-    quantize_table: bool
-    table_bits: int
-    table_block: int
-    side_tables: tuple[str, ...] = ()  # position tables stored int8 per column
-    int4_folded: bool = False  # int4 for int8 kernels (ConvertOptions.int4_folded)
-    # a precision plan's int8 weights inside the int4 recipe (stored int8, not packed)
-    int8_weights: frozenset[str] = frozenset()
-    side_bits: dict[str, int] | None = None  # bits per side table (None: table_bits)
 
 
 def stored_weights_floor(model: ir.Model, plan: Plan) -> int:

@@ -24,7 +24,6 @@ from albert_edge.errors import QuantizationError
 if TYPE_CHECKING:
     import onnx
 
-    from albert_edge.onnx.quant.plan import Plan
     from albert_edge.onnx.quant.recipes import QuantRecipe
     from albert_edge.onnx.quant.tables import TableUse
     from albert_edge.options import ConvertOptions
@@ -39,6 +38,27 @@ def quiet() -> Iterator[None]:
         yield
     finally:
         logging.disable(previous)
+
+
+@dataclass
+class Plan:
+    """The weights one quantization must quantize and how (found by
+    :class:`albert_edge.onnx.quant.plan.PlanPass`; defined here, below it, as a field
+    of :class:`QuantState`)."""
+
+    precision: str
+    per_channel: bool
+    block_size: int
+    weights: dict[str, tuple[int, int]]  # initializer → (K, N) of every weight to quantize
+    table: TableUse | None
+    quantize_table: bool
+    table_bits: int
+    table_block: int
+    side_tables: tuple[str, ...] = ()  # position tables stored int8 per column
+    int4_folded: bool = False  # int4 for int8 kernels (ConvertOptions.int4_folded)
+    # a precision plan's int8 weights inside the int4 recipe (stored int8, not packed)
+    int8_weights: frozenset[str] = frozenset()
+    side_bits: dict[str, int] | None = None  # bits per side table (None: table_bits)
 
 
 @dataclass

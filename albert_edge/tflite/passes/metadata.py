@@ -242,8 +242,8 @@ def albert_metadata_pass(
     """The pass that attaches albert-edge's metadata for ``ckpt`` (a Checkpoint) to
     ``model`` (read only here: the spec's tensor metadata follow subgraph 0's tensor
     order, not the signature's, so the order is taken from the model)."""
-    from albert_edge import __version__
     from albert_edge.layout import source_record
+    from albert_edge.version import __version__
 
     head = ckpt.head.name
     src = source_record(ckpt)
