@@ -34,13 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-
-SHARED = ROOT.parent / "shared" / "data"
-SPIECE = SHARED / "albert" / "30k-clean.model"
-DEV = SHARED / "sst2" / "dev.tsv"
-TRAIN = SHARED / "sst2" / "train.tsv"
-
+from benchmarks._setup import DEV, ROOT, SPIECE, TRAIN
 
 # (label, precision, --target, per_channel): every int8 candidate measured side by side.
 RECIPES: list[tuple[str, str, str, bool]] = [

@@ -41,17 +41,13 @@ import argparse
 import hashlib
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
-TRAIN = SHARED / "data" / "sst2" / "train.tsv"
-SPIECE = SHARED / "data" / "albert" / "30k-clean.model"
-DEV = SHARED / "data" / "sst2" / "dev.tsv"
+from benchmarks._setup import DEV, SPIECE, TRAIN
+
 RECORD = "pretraining.json"
 TEACHER_DIR = "teacher"
 TEACHER_RECORD = "deep_teacher.json"

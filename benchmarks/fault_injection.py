@@ -47,9 +47,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-
-from tests.faults.harness import (  # noqa: E402
+from benchmarks._setup import RESULTS, ROOT
+from tests.faults.harness import (
     EMBEDDED,
     KillCommand,
     MountUnavailable,
@@ -67,7 +66,6 @@ from tests.faults.harness import (  # noqa: E402
     tree_sums,
 )
 
-RESULTS = ROOT / "benchmarks" / "results"
 FIGURES = (
     "inputs_lost",
     "half_written",

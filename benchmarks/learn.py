@@ -55,11 +55,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
-TRAIN = SHARED / "data" / "sst2" / "train.tsv"
-DEV = SHARED / "data" / "sst2" / "dev.tsv"
-RESULTS = ROOT / "benchmarks" / "results"
+from benchmarks._setup import DEV, RESULTS, ROOT, TRAIN
+
 FROM_SCRATCH_PABEE_S = 284  # benchmarks/results/depth.md: train --exit-loss pabee, 3 epochs
 
 

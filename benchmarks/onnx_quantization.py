@@ -38,26 +38,17 @@ import argparse
 import math
 import os
 import shutil
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-os.environ.setdefault("USE_TF", "0")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from albert_edge.bench.report import machine_line, mb
+from benchmarks._setup import DEV as SST2_DEV
+from benchmarks._setup import ROOT, SPIECE, TRAINED, log
+from benchmarks._setup import TRAIN as SST2_TRAIN
+from benchmarks.script_report import combine, p50, render, time_files, write
 
-from albert_edge.bench.report import machine_line, mb  # noqa: E402
-from benchmarks.script_report import combine, p50, render, time_files, write  # noqa: E402
-
-SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
-SPIECE = SHARED / "data" / "albert" / "30k-clean.model"
-SST2_TRAIN = SHARED / "data" / "sst2" / "train.tsv"
-SST2_DEV = SHARED / "data" / "sst2" / "dev.tsv"
-TRAINED = ROOT / "albert_edge" / "models" / "sst2-albert-tiny"
 STEM = "onnx_quantization"
 
 # name → (precision, quantize_embeddings)
@@ -71,10 +62,6 @@ ALBERT_EDGE_VARIANTS: dict[str, tuple[str, bool]] = {
 OPTIMUM_INT8 = "optimum int8 avx512_vnni"
 FP32_FUSED = "albert-edge fp32 fuse"
 INT8 = "albert-edge int8-dynamic"
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def rel(path: Path) -> str:

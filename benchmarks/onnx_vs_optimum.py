@@ -31,32 +31,19 @@ import argparse
 import os
 import shutil
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-os.environ.setdefault("USE_TF", "0")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from albert_edge.bench.report import machine_line, mb
+from benchmarks._setup import ROOT, SPIECE, TRAINED, log
+from benchmarks.script_report import combine, p50, render, time_files, write
 
-from albert_edge.bench.report import machine_line, mb  # noqa: E402
-from benchmarks.script_report import combine, p50, render, time_files, write  # noqa: E402
-
-SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
-SPIECE = SHARED / "data" / "albert" / "30k-clean.model"
-TRAINED = ROOT / "albert_edge" / "models" / "sst2-albert-tiny"
 STEM = "onnx_vs_optimum"
 
 
 def rel(path: Path) -> str:
     return str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def build(

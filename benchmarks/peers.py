@@ -49,11 +49,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-os.environ.setdefault("USE_TF", "0")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from albert_edge.bench import (  # noqa: E402
+from albert_edge.bench import (
     Target,
     accuracy,
     bench,
@@ -61,14 +57,10 @@ from albert_edge.bench import (  # noqa: E402
     validate_report,
     write_outputs,
 )
-from albert_edge.bench.report import machine_line, mb, sig  # noqa: E402
-from albert_edge.bench.schema import empty_result  # noqa: E402
+from albert_edge.bench.report import machine_line, mb, sig
+from albert_edge.bench.schema import empty_result
+from benchmarks._setup import DEV, ROOT, SPIECE, TRAIN, TRAINED
 
-SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
-SPIECE = SHARED / "data" / "albert" / "30k-clean.model"
-DEV = SHARED / "data" / "sst2" / "dev.tsv"
-TRAIN = SHARED / "data" / "sst2" / "train.tsv"
-TRAINED = ROOT / "albert_edge" / "models" / "sst2-albert-tiny"
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 AE_ONNX = ("fp32", "fp16", "int8-dynamic", "int8-static", "int4")

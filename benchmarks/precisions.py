@@ -48,25 +48,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-os.environ.setdefault("USE_TF", "0")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from albert_edge.bench import (  # noqa: E402
+from albert_edge.bench import (
     accuracy,
     bench,
     resolve_target,
     validate_report,
     write_outputs,
 )
-from albert_edge.bench.report import machine_line  # noqa: E402
-from benchmarks.script_report import built, portable, reusable  # noqa: E402
-
-SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
-SPIECE = SHARED / "data" / "albert" / "30k-clean.model"
-DEV = SHARED / "data" / "sst2" / "dev.tsv"
-TRAIN = SHARED / "data" / "sst2" / "train.tsv"
-TRAINED = ROOT / "albert_edge" / "models" / "sst2-albert-tiny"
+from albert_edge.bench.report import machine_line
+from benchmarks._setup import DEV, ROOT, SPIECE, TRAIN, TRAINED
+from benchmarks.script_report import built, portable, reusable
 
 # int4-nbits: --precision int4 --int4-kernel nbits (MatMulNBits), beside the default int4
 ONNX = ("fp32", "fp16", "int8-dynamic", "int8-static", "int4", "int4-nbits")

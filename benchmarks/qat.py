@@ -28,19 +28,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks._setup import DEV, RESULTS, TRAIN
 from benchmarks.learn import interval, machine, paired
-
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
-TRAIN = SHARED / "data" / "sst2" / "train.tsv"
-DEV = SHARED / "data" / "sst2" / "dev.tsv"
-RESULTS = ROOT / "benchmarks" / "results"
 
 
 def _say(msg: str) -> None:

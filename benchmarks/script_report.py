@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-from albert_edge.bench import SCHEMA_ID, Target, bench, validate_report, write_outputs  # noqa: E402
+from albert_edge.bench import SCHEMA_ID, Target, bench, validate_report, write_outputs
+from benchmarks._setup import ROOT
 
 Markdown = Callable[[Mapping[str, Any]], str]
 

@@ -37,17 +37,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OMP_NUM_THREADS", "2")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("OMP_NUM_THREADS", "2")  # before numpy: the routes are timed at 2
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from albert_edge.bench.report import machine_line, mb
+from benchmarks._setup import DEV, ROOT, SPIECE, TRAIN
+from benchmarks.script_report import load, p50, render, time_targets, write
 
-from albert_edge.bench.report import machine_line, mb  # noqa: E402
-from benchmarks.script_report import load, p50, render, time_targets, write  # noqa: E402
-
-SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
 PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-full")
 STEM = "tflite_routes"
 BACKEND = "litert-xnnpack"
@@ -263,18 +260,14 @@ def main(argv: list[str] | None = None) -> int:
     if src is None:
         src = a.work / f"random-{a.config}"
         if not (src / "config.json").is_file():
-            make_random_checkpoint(
-                src, a.config, spiece_model=SHARED / "data/albert/30k-clean.model"
-            )
+            make_random_checkpoint(src, a.config, spiece_model=SPIECE)
     ckpt = load_checkpoint(src)
     tok = ckpt.tokenizer()
-    dev = [s for _, s in read_sst2(SHARED / "data/sst2/dev.tsv")][: a.sentences]
+    dev = [s for _, s in read_sst2(DEV)][: a.sentences]
     feeds = [
         tok.encode([s], max_length=128, truncation=True, padding="longest").as_numpy() for s in dev
     ]
-    calib = calibration_feeds(
-        tok, load_calibration_texts(SHARED / "data/sst2/train.tsv", 64), list(seq_lens)
-    )
+    calib = calibration_feeds(tok, load_calibration_texts(TRAIN, 64), list(seq_lens))
     rows: list[dict[str, Any]] = []
     built: list[tuple[Any, dict[str, Any]]] = []  # (target, this script's columns)
     for precision in a.precisions.split(","):

@@ -381,8 +381,8 @@ def test_python_m_train_stops_cleanly_on_sigterm_under_a_cpu_hog(
 ) -> None:
     """The same, with every CPU busy: start-up is slow, so the signal can land inside an
     import (it once ended in a RecursionError traceback); it is held until the imports
-    finish and reported as one line. ``python -m benchmarks.signals_under_load`` runs it 20
-    times."""
+    finish and reported as one line. ``benchmarks/results/signals_under_load.md`` ran it 20
+    times (a script since retired)."""
     _train_stops_cleanly(tmp_path, data, signal.SIGTERM)
 
 

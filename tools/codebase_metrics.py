@@ -17,8 +17,8 @@ What is counted, and how:
 - **modules, lines**: ``*.py`` files under ``albert_edge/`` and ``converters/``, and their
   physical lines (blank and comment lines included).
 - **import cycles**: strongly connected components of the module import graph
-  (``tools/import_graph.py``'s grimp graph: function-level imports count, TYPE_CHECKING
-  ones do not).
+  (``tools/import_graph.py``'s grimp graph: function-level and type-only (TYPE_CHECKING)
+  imports count, issue 53).
 - **imports against the layering**: ``lint-imports`` on the tree, once with the tree's own
   contract and once with this checkout's contract; the number of broken contracts and of
   offending import lines it lists.
@@ -31,7 +31,10 @@ What is counted, and how:
   handing its buffers to ``albert_edge.duplicates.duplicate_groups``) computes nothing
   itself and is not counted.
 - **benchmarks**: scripts and lines under ``benchmarks/`` (the frozen ``studies/`` apart),
-  imports of ``_private`` names, and ``sys.path`` patches.
+  imports of ``_private`` names, and ``sys.path`` patches; and the share of the whole
+  ``benchmarks/`` folder (``studies/`` and ``__init__.py`` files included) in the
+  repository's Python lines outside ``tests/`` (issue 53: at most 15 %; virtual
+  environments, ``.git`` and ``_work`` caches are not counted).
 - **IR⇄proto crossings**: whole-model conversions between onnx-ir and protobuf during one
   ``convert --precision int8-dynamic`` of the embedded model (:func:`ir_proto_crossings`),
   each with the albert-edge function that made it; "between" leaves out the two ends every
@@ -151,6 +154,27 @@ def _walk_depth(tree: ast.Module) -> Iterator[tuple[ast.AST, int]]:
 
 def _py_files(root: Path, top: str) -> list[Path]:
     return sorted(p for p in (root / top).rglob("*.py") if "_work" not in p.parts)
+
+
+_NOT_SOURCE = {"tests", ".git", "_work", "node_modules", "site-packages", "__pycache__"}
+
+
+def python_lines(root: Path) -> dict[str, Any]:
+    """Physical lines of every ``*.py`` in the repository outside ``tests/`` (and outside
+    virtual environments and caches), and of ``benchmarks/`` alone: the benchmark share."""
+    total = bench = 0
+    for f in root.rglob("*.py"):
+        parts = f.relative_to(root).parts
+        if _NOT_SOURCE & set(parts) or any(p.startswith((".venv", ".peers")) for p in parts):
+            continue
+        n = len(f.read_text(errors="replace").splitlines())
+        total += n
+        bench += n if parts[0] == "benchmarks" else 0
+    return {
+        "outside_tests": total,
+        "benchmarks": bench,
+        "benchmark_share": round(bench / total, 4) if total else 0.0,
+    }
 
 
 def code_metrics(root: Path) -> dict[str, Any]:
@@ -350,6 +374,7 @@ def measure(root: Path, contract: Path, *, convert: bool = True) -> dict[str, An
         **code_metrics(root),
         **import_metrics(root, contract),
         "benchmarks": benchmark_metrics(root),
+        "python_lines": python_lines(root),
         "readme": readme_metrics(root),
     }
     if convert:
@@ -428,6 +453,22 @@ def markdown(report: dict[str, Any]) -> str:
             lambda t: len(t["benchmarks"]["benchmarks"]["sys_path_patches"]),
         ),
         ("frozen studies (scripts)", lambda t: t["benchmarks"]["studies"]["scripts"]),
+        (
+            "Python lines outside tests/ (repository)",
+            lambda t: t.get("python_lines", {}).get("outside_tests", "not measured"),
+        ),
+        (
+            "… of which benchmarks/ (studies included)",
+            lambda t: t.get("python_lines", {}).get("benchmarks", "not measured"),
+        ),
+        (
+            "benchmarks/ share of them",
+            lambda t: (
+                f"{100 * t['python_lines']['benchmark_share']:.1f} %"
+                if "python_lines" in t
+                else "not measured"
+            ),
+        ),
         (
             "IR⇄proto crossings, one int8-dynamic convert",
             lambda t: t.get("ir_proto_crossings", {}).get("total", "not run"),

@@ -412,4 +412,9 @@ def test_codebase_metrics_counts_what_it_says(tmp_path: Path) -> None:
         "benchmarks/x.py:2 from albert_edge.verify import _private"
     ]
     assert b["benchmarks"]["sys_path_patches"] == ["benchmarks/x.py:3"]
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_z.py").write_text("x = 1\n" * 50)  # tests are not counted
+    lines = cm.python_lines(tmp_path)
+    # albert_edge: 106 + 7 lines, benchmarks: 3 + 1
+    assert lines == {"outside_tests": 117, "benchmarks": 4, "benchmark_share": round(4 / 117, 4)}
     assert b["studies"]["private_imports"] == ["benchmarks/studies/y.py:1 from a._b import c"]

@@ -208,5 +208,5 @@ def params(cases: Sequence[Case]) -> list[Any]:
 
 
 def subcommand(case_id: str) -> str:
-    """``convert-onnx:foo`` -> ``convert-onnx``: what benchmarks/hostile_count.py counts."""
+    """``convert-onnx:foo`` -> ``convert-onnx``: what benchmarks/results/hostile.md counts."""
     return re.split(r"[:\]]", case_id, maxsplit=1)[0]

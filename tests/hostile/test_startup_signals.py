@@ -76,7 +76,7 @@ def signal_during_start_up(
     return proc.returncode, err
 
 
-# ids ``<subcommand>:...`` as every hostile case (benchmarks/hostile_count.py counts them):
+# ids ``<subcommand>:...`` as every hostile case (results/hostile.md counts them):
 # ``python -m albert_edge.train`` and ``python -m albert_edge.cli train``
 STARTS = [
     pytest.param(entry, delay, id=f"train:start-up-SIGTERM-{delay}s-{name}")

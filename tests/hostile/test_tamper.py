@@ -182,7 +182,7 @@ def _flip_last_byte(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-# ids "tamper:<kind>": benchmarks/hostile_count.py counts them under "tamper"
+# ids "tamper:<kind>": benchmarks/results/hostile.md counts them under "tamper"
 @pytest.mark.parametrize("kind", sorted(READERS), ids=[f"tamper:{k}" for k in sorted(READERS)])
 def test_one_byte_changed_in_any_file_is_refused_naming_it(
     sealed: Callable[[str], Path], tmp_path: Path, kind: str
@@ -210,7 +210,7 @@ def test_one_byte_changed_in_any_file_is_refused_naming_it(
         shutil.rmtree(case)
 
 
-# ids "tamper:<kind>": benchmarks/hostile_count.py counts them under "tamper"
+# ids "tamper:<kind>": benchmarks/results/hostile.md counts them under "tamper"
 @pytest.mark.parametrize("kind", sorted(READERS), ids=[f"tamper:{k}" for k in sorted(READERS)])
 def test_an_added_file_is_refused(sealed: Callable[[str], Path], tmp_path: Path, kind: str) -> None:
     case = tmp_path / "c"

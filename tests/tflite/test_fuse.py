@@ -26,7 +26,7 @@ from albert_edge.tflite.passes import (
     run_passes,
 )
 from albert_edge.tflite.passes.base import op_name
-from tests.tflite_pass_checks import assert_same_bits, with_trained_gamma
+from tests.tflite_pass_checks import assert_same_bits, litert_partitions, with_trained_gamma
 
 SEQ_LENS = (16, 32)
 EXACT = (
@@ -109,8 +109,6 @@ def test_the_graph_does_less(pair: dict[str, Any]) -> None:
 def test_one_xnnpack_partition(pair: dict[str, Any]) -> None:
     """With the mask in XNNPACK's ops, the interpreter's own ops (lookups, the mask's
     int CAST) all come first and XNNPACK runs the rest as one partition."""
-    from benchmarks.small_model_profile import litert_partitions
-
     assert litert_partitions(pair["without"], 1)["partitions"] == 2
     after = litert_partitions(pair["with"], 1)
     assert after["partitions"] == 1
