@@ -31,7 +31,9 @@ What is counted, and how:
   handing its buffers to ``albert_edge.duplicates.duplicate_groups``) computes nothing
   itself and is not counted.
 - **benchmarks**: scripts and lines under ``benchmarks/`` (the frozen ``studies/`` apart),
-  imports of ``_private`` names, and ``sys.path`` patches; and the share of the whole
+  imports of ``_private`` names from outside the package (a script importing the
+  package's own ``benchmarks._setup`` is not reaching into a library), and ``sys.path``
+  patches; and the share of the whole
   ``benchmarks/`` folder (``studies/`` and ``__init__.py`` files included) in the
   repository's Python lines outside ``tests/`` (issue 53: at most 15 %; virtual
   environments, ``.git`` and ``_work`` caches are not counted).
@@ -219,7 +221,11 @@ def benchmark_metrics(root: Path) -> dict[str, Any]:
         for f in files:
             rel = str(f.relative_to(root))
             for node in ast.walk(ast.parse(f.read_text())):
-                if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                if (
+                    isinstance(node, ast.ImportFrom)
+                    and node.module != "__future__"
+                    and (node.module or "").split(".")[0] != "benchmarks"  # its own modules
+                ):
                     parts = (node.module or "").split(".")
                     names = [a.name for a in node.names]
                     hidden = [n for n in names if n.startswith("_")]
