@@ -39,9 +39,19 @@ HEAD_KINDS = {
 }
 KINDS = ["fp32", "int8", "int4", "mixed", *EXTRA_KINDS, *HEAD_KINDS]
 # OpenVINO (f32) against ONNX Runtime, as a share of the largest |output|: the same graph,
-# so kernel rounding only; int4 MatMulNBits and fp16 run other kernels in each runtime
-# (measured on the embedded model: fp16 4e-4, int4-nbits 4e-3 of the largest logit)
-REL_TOL = {"fp16": 5e-3, "int4-nbits": 2e-2}
+# so kernel rounding only. Where activations are quantized at run time (int8, int4) a value
+# on a rounding boundary may land one step apart in the two runtimes, and fp16 runs fp16
+# kernels in ONNX Runtime, f32 in OpenVINO (benchmarks/results/openvino.md, 872 SST-2 dev
+# rows: at most 4.5e-4 (fp16) to 3.7e-2 (int4 nbits) of a logit, predictions 99.89-100 %
+# the same)
+REL_TOL = {
+    "fp16": 5e-3,
+    "int8-unfused": 2e-2,
+    "int8-static": 2e-2,
+    "int4-nbits": 2e-2,
+    "tagger-int8-static": 2e-2,
+    "qa-int8-static": 2e-2,
+}
 DEFAULT_REL_TOL = 1e-4
 
 
