@@ -1,4 +1,6 @@
-"""Train the embedded default model: a small ALBERT classifier on SST-2, from scratch.
+"""Train or fine-tune an ALBERT classifier (single sentences or pairs), tagger or QA model.
+
+The from-scratch SST-2 recipe below made the embedded default model.
 
 Why a model of our own: no model hub is reachable where albert-edge is built and tested,
 and a *trained* model is the only honest way to check that quantization keeps accuracy
@@ -168,8 +170,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--train",
         type=Path,
         default=None,
-        help="the labelled file to train on (required), e.g. GLUE's SST-2/train.tsv: tab "
-        "separated, a header row, then label<TAB>sentence",
+        help="the labelled file to train on (required); it decides the head: a GLUE-style "
+        ".tsv of single sentences (SST-2/train.tsv: a header row, then label<TAB>sentence) "
+        "or pairs (RTE, MRPC, ...), a CoNLL-2003 file (a tagger) or a SQuAD .json (QA)",
     )
     p.add_argument(
         "--dev",
