@@ -126,7 +126,8 @@ class _Tenths:
                 extra = f", {self.status()}"
         console().print(
             f"albert-edge: {self.description} {done}/{total} ({100 * done // total} %) "
-            f"{dt:.1f} s, ETA {eta:.1f} s{extra}"
+            f"{dt:.1f} s, ETA {eta:.1f} s{extra}",
+            soft_wrap=True,  # one line in a log whatever its length (rich wraps at 80 there)
         )
 
 
@@ -148,13 +149,16 @@ def track(
     con = console()
     if not con.is_terminal:
         t0 = time.perf_counter()
-        con.print(f"albert-edge: {description} …")
+        con.print(f"albert-edge: {description} …", soft_wrap=True)
         tenths = _Tenths(total, description, status)
         n = 0
         for n, item in enumerate(items, 1):
             yield item
             tenths.update(n)  # after the caller's work on the item
-        con.print(f"albert-edge: ✓ {description} ({n} in {time.perf_counter() - t0:.1f} s)")
+        con.print(
+            f"albert-edge: ✓ {description} ({n} in {time.perf_counter() - t0:.1f} s)",
+            soft_wrap=True,
+        )
         return
     with bar() as progress_bar:
         task = progress_bar.add_task(description, total=total)
@@ -187,7 +191,7 @@ class Counter:
             self._bar.start()
             self._task = self._bar.add_task(description, total=total)
         else:
-            con.print(f"albert-edge: {description} ({total}) …")
+            con.print(f"albert-edge: {description} ({total}) …", soft_wrap=True)
 
     def advance(self, n: int = 1) -> None:
         self.done += n
@@ -205,7 +209,8 @@ class Counter:
         else:
             console().print(
                 f"albert-edge: ✓ {self.description} ({self.done}/{self.total} in "
-                f"{time.perf_counter() - self._t0:.1f} s)"
+                f"{time.perf_counter() - self._t0:.1f} s)",
+                soft_wrap=True,
             )
 
     def __enter__(self) -> Counter:

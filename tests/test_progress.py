@@ -96,6 +96,8 @@ with progress.Counter(7, "chunks") as c:  # uneven chunks past several tenths at
         c.advance(n)
 for _ in progress.track(range(3), total=3, description="three"):
     pass
+for _ in progress.track(range(10), total=10, description="long " + "x" * 90):
+    pass  # a log line longer than rich's 80 columns stays one line
 """
 
 
@@ -113,6 +115,7 @@ def test_track_and_counter_print_tenths_outside_a_terminal() -> None:
     chunks = [ln for ln in lines if re.match(r"albert-edge: chunks \d+/7 ", ln)]
     assert [ln.split()[2] for ln in chunks] == ["1/7", "4/7"], lines  # 7/7: the end line
     assert _tenths(lines, "three") == [33, 66], lines  # 1/3 passes the first 3 tenths
+    assert _tenths(lines, "long " + "x" * 90) == [10, 20, 30, 40, 50, 60, 70, 80, 90], lines
 
 
 def test_quiet_prints_no_tenths() -> None:
