@@ -327,7 +327,11 @@ def _run_quantize(a: argparse.Namespace) -> int:
 
 
 def _add_verify(sub: Any) -> None:
-    p = sub.add_parser("verify", help="compare an artifact with its PyTorch reference")
+    p = sub.add_parser(
+        "verify",
+        help="compare an artifact with its PyTorch reference; --data: the task's metric on "
+        "both (docs/tasks.md)",
+    )
     p.add_argument("artifact", type=Path, help="artifact directory or model file")
     p.add_argument(
         "--reference",
@@ -466,7 +470,11 @@ def _run_kernels_setup(a: argparse.Namespace) -> int:
 
 
 def _add_inspect(sub: Any) -> None:
-    p = sub.add_parser("inspect", help="ALBERT structure and size accounting")
+    p = sub.add_parser(
+        "inspect",
+        help="ALBERT structure and size accounting of a checkpoint; an artifact's bytes "
+        "against its floor and the runtimes it runs on",
+    )
     p.add_argument(
         "path",
         nargs="?",
@@ -706,7 +714,16 @@ def _run_export_triton(a: argparse.Namespace) -> int:
 def _add_train(sub: Any) -> None:
     from albert_edge.train import add_arguments
 
-    p = sub.add_parser("train", help="train the small SST-2 ALBERT (the embedded model)")
+    p = sub.add_parser(
+        "train",
+        help="train or fine-tune (--init) a classifier of single sentences or pairs, a tagger "
+        "(CoNLL) or an extractive QA model (SQuAD): the --train file decides the head "
+        "(docs/training.md, docs/tasks.md)",
+        description="Train or fine-tune (--init CKPT) an ALBERT on a labelled file: GLUE-style "
+        ".tsv of single sentences or pairs (a classifier), CoNLL-2003 (a tagger) or SQuAD "
+        "JSON (an extractive QA model); the file decides the head, the epoch is chosen on "
+        "held-out rows of --train. docs/training.md, docs/tasks.md.",
+    )
     add_arguments(p)  # --quiet included: python -m albert_edge.train has it too
     p.set_defaults(run=_run_train)
 
@@ -722,7 +739,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _OneLineParser(
         prog="albert-edge",
-        description="Ship ALBERT to the edge: convert, quantize, verify, inspect, bench.",
+        description="Ship a trained ALBERT (classifier, tagger, QA) to the edge: train, "
+        "convert, quantize, verify, inspect, bench, optimize.",
+        epilog="Every command without a checkpoint uses the embedded SST-2 model; "
+        "albert-edge COMMAND --help lists its options. Docs: docs/index.md.",
     )
     parser.add_argument("--version", action="version", version=f"albert-edge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

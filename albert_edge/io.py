@@ -309,6 +309,49 @@ def preflight_output(out: Path, *, overwrite: bool, flag: str = "-o") -> None:
 # --- guards --------------------------------------------------------------------------
 
 
+def shown_path(path: str | Path, base: str | Path) -> str:
+    """``path`` as a record or a title may show it: relative to ``base`` (an output's
+    parent directory, the current directory) when it lies inside, else its name alone, so
+    that what albert-edge writes or prints never names a directory of the machine it ran
+    on (``/home/alice/...``, a CI runner's work dir)."""
+    p = Path(os.path.abspath(Path(path).expanduser()))
+    b = Path(os.path.abspath(Path(base).expanduser()))
+    try:
+        rel = p.relative_to(b)
+    except ValueError:
+        return p.name or str(path)
+    return str(rel) if str(rel) != "." else "."
+
+
+def portable_command(argv: list[str], out_flags: tuple[str, ...] = ("-o", "--out")) -> list[str]:
+    """``argv`` with every path in it shown relative to the output's parent directory (or
+    by its name where it lies elsewhere): the command a record keeps, run again from the
+    directory that holds the output. A token is a path when it names something that
+    exists, is the output, or is absolute; ``--flag=PATH`` is rewritten alike."""
+    out = None
+    for i, tok in enumerate(argv):
+        if tok in out_flags and i + 1 < len(argv):
+            out = argv[i + 1]
+        for flag in out_flags:
+            if flag.startswith("--") and tok.startswith(flag + "="):
+                out = tok.split("=", 1)[1]
+    base = Path(os.path.abspath(out)).parent if out else Path.cwd()
+
+    def one(tok: str) -> str:
+        if tok.startswith("-"):
+            flag, eq, value = tok.partition("=")
+            return f"{flag}={one(value)}" if eq and flag.startswith("--") and value else tok
+        if not tok or "\n" in tok or tok.lstrip().startswith(("{", "[")):
+            return tok  # JSON (--config) and the like: never a path
+        try:
+            is_path = tok == out or tok.startswith(("/", "~")) or Path(tok).exists()
+        except (OSError, ValueError):
+            is_path = False
+        return shown_path(tok, base) if is_path else tok
+
+    return [one(tok) for tok in argv]
+
+
 def _inside(child: Path, parent: Path) -> bool:
     try:
         child.relative_to(parent)

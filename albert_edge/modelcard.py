@@ -29,6 +29,40 @@ RUNTIMES_TFLITE = (
 )
 
 
+# head (albert_edge.heads) -> (Hugging Face pipeline_tag, optimum's ORTModel class or None,
+# a call of that pipeline on a made-up input or None). The tag is what the Hub lists and
+# filters the model under and what a transformers.js ``pipeline(task, dir)`` runs; a bare
+# encoder (no head) is the only one left at feature-extraction. AlbertForPreTraining's
+# masked-LM logits are what it serves (its sentence-order logits have no pipeline).
+PIPELINES: dict[str, tuple[str, str | None, str | None]] = {
+    "sequence-classification": (
+        "text-classification",
+        "ORTModelForSequenceClassification",
+        'run("a gripping film", truncation=True)',
+    ),
+    "token-classification": (
+        "token-classification",
+        "ORTModelForTokenClassification",
+        'run("Anna Lee flew to Paris on Monday .")',
+    ),
+    "question-answering": (
+        "question-answering",
+        "ORTModelForQuestionAnswering",
+        'run(question="Where did Anna fly?", context="Anna Lee flew to Paris on Monday.")',
+    ),
+    "masked-lm": ("fill-mask", "ORTModelForMaskedLM", 'run("a gripping [MASK] .")'),
+    "pretraining": ("fill-mask", None, None),
+    "multiple-choice": ("multiple-choice", "ORTModelForMultipleChoice", None),
+    "base": ("feature-extraction", "ORTModelForFeatureExtraction", 'run("a gripping film")'),
+}
+
+
+def pipeline_tag(head: str) -> str:
+    """The model card's ``pipeline_tag`` for ``head`` (an unknown head: feature-extraction,
+    the one every encoder serves)."""
+    return PIPELINES.get(head, PIPELINES["base"])[0]
+
+
 def _version() -> str:
     from albert_edge.version import __version__
 
@@ -79,8 +113,7 @@ def render_model_card(manifest: dict[str, Any]) -> str:
     lines = [
         "---",
         "library_name: " + ("transformers.js" if target == "onnx" else "litert"),
-        "pipeline_tag: "
-        + ("text-classification" if head == "sequence-classification" else "feature-extraction"),
+        f"pipeline_tag: {pipeline_tag(head)}",
         "tags: [albert, " + ("onnx" if target == "onnx" else "tflite") + f", {precision}]",
         "---",
         "",
@@ -171,12 +204,22 @@ def runtime_lines(manifest: dict[str, Any]) -> list[str]:
     target = str(manifest.get("target", "onnx"))
     req = manifest.get("requirements") or {}
     lines = ["", "## Runtimes", "", "| runtime | minimum version | note |", "|---|---|---|"]
+    ort_class = PIPELINES.get(str(manifest.get("head", "")), PIPELINES["base"])[1]
     for name, ver_s, note in RUNTIMES_ONNX if target == "onnx" else RUNTIMES_TFLITE:
+        if name.startswith("optimum "):  # the class that loads this head
+            if ort_class is None:
+                continue
+            name = f"optimum {ort_class}"
         if name == "onnxruntime (Python)" and req.get("min_onnxruntime"):
             # computed from this graph's ops (albert_edge/onnx/requirements.py)
             ver_s = f">= {req['min_onnxruntime']}"
             note = "set by " + ", ".join(req.get("min_onnxruntime_because") or ["its ops"])
         lines.append(f"| {name} | {ver_s} | {note} |")
+    openvino = req.get("openvino")
+    if target == "onnx" and isinstance(openvino, dict):  # computed from the graph's ops
+        measured = str(openvino.get("measured_with", "openvino")).removeprefix("openvino ")
+        said = "loads" if openvino.get("loads") else f"cannot load: {openvino.get('why')}"
+        lines.append(f"| OpenVINO (CPU) | {measured} (measured) | {said} |")
     return lines
 
 
@@ -186,20 +229,34 @@ def use_lines(manifest: dict[str, Any]) -> list[str]:
     head = ["", "## Use", ""]
     if str(manifest.get("target", "onnx")) == "onnx":
         sub, _, fname = model_file.rpartition("/")
-        return [
+        task, ort_class, call = PIPELINES.get(str(manifest.get("head", "")), PIPELINES["base"])
+        if ort_class is None:  # no optimum class for this head: the graph itself
+            return [
+                *head,
+                "```python",
+                "import onnxruntime as ort",
+                f'session = ort.InferenceSession("{model_file}")',
+                "```",
+            ]
+        lines = [
             *head,
             "```python",
-            "from optimum.onnxruntime import ORTModelForSequenceClassification",
+            f"from optimum.onnxruntime import {ort_class}",
             "from transformers import AutoTokenizer, pipeline",
-            f'model = ORTModelForSequenceClassification.from_pretrained(".", subfolder="{sub}", file_name="{fname}")',
-            'clf = pipeline("text-classification", model=model, tokenizer=AutoTokenizer.from_pretrained("."))',
-            'print(clf("a gripping film", truncation=True))',
+            f'model = {ort_class}.from_pretrained(".", subfolder="{sub}", file_name="{fname}")',
+        ]
+        if call is None:  # a head without a pipeline (multiple choice): the model itself
+            return [*lines, "```"]
+        return [
+            *lines,
+            f'run = pipeline("{task}", model=model, tokenizer=AutoTokenizer.from_pretrained("."))',
+            f"print({call})",
             "```",
             "",
             "```js",
             'import { env, pipeline } from "@huggingface/transformers";',
             "env.allowRemoteModels = false; env.localModelPath = '/path/to/parent/';",
-            "const clf = await pipeline('sentiment-analysis', '<this directory name>');",
+            f"const run = await pipeline('{task}', '<this directory name>');",
             "```",
         ]
     batch = manifest.get("batch") or {}

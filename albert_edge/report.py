@@ -10,6 +10,23 @@ def _mb(n: float | int | None) -> str:
     return "-" if n is None else f"{n / 1e6:.2f} MB"
 
 
+def _shown(path: Any) -> str:
+    """A path as a title or a row prints it: relative to the current directory when inside
+    it, the embedded model by that name, else the file or folder's name alone (never a
+    directory of this machine: the package's install path, a home directory)."""
+    if path is None or str(path) == "":
+        return ""
+    from albert_edge.io import shown_path
+    from albert_edge.layout import DEFAULT_MODEL
+
+    try:
+        if Path(str(path)).resolve() == DEFAULT_MODEL.resolve():
+            return f"the embedded model ({DEFAULT_MODEL.name})"
+    except (OSError, RuntimeError):
+        pass
+    return shown_path(str(path), Path.cwd())
+
+
 def _console() -> Any:
     from rich.console import Console
 
@@ -22,7 +39,7 @@ def print_inspect_report(info: dict[str, Any]) -> None:
     con = _console()
     if "embedding" in info and "sharing" in info:
         e, s, f = info["embedding"], info["sharing"], info["floor_bytes"]
-        t = Table(title=f"ALBERT accounting: {info.get('path', '')} ({info.get('head')})")
+        t = Table(title=f"ALBERT accounting: {_shown(info.get('path'))} ({info.get('head')})")
         t.add_column("what")
         t.add_column("value", justify="right")
         t.add_column("instead of", justify="right")
@@ -43,13 +60,21 @@ def print_inspect_report(info: dict[str, Any]) -> None:
             t.add_row(f"floor at {k}", _mb(f[k]), "")
         con.print(t)
         return
-    t = Table(title=f"artifact: {info.get('path', '')}")
+    t = Table(title=f"artifact: {_shown(info.get('path'))}")
     t.add_column("key")
     t.add_column("value", justify="right")
     for k, v in info.items():
         if isinstance(v, dict | list):
             continue
-        t.add_row(k, _mb(v) if k.endswith("_bytes") and isinstance(v, int) else str(v))
+        shown = _shown(v) if k == "path" else str(v)
+        t.add_row(k, _mb(v) if k.endswith("_bytes") and isinstance(v, int) else shown)
+    if isinstance(info.get("runs_right_on"), list):
+        t.add_row("runs_right_on", ", ".join(map(str, info["runs_right_on"])))
+    openvino = info.get("openvino")
+    if isinstance(openvino, dict):  # ONNX: whether OpenVINO's front end converts the graph
+        t.add_row(
+            "openvino", "loads" if openvino.get("loads") else f"cannot load: {openvino.get('why')}"
+        )
     con.print(t)
     if isinstance(info.get("precision_plan"), dict):
         from albert_edge.mixed.plan import format_plan
@@ -118,11 +143,11 @@ def print_convert_report(out: Path, manifest: dict[str, Any]) -> None:
 
     con = _console()
     sizes = manifest.get("sizes", {})
-    t = Table(title=f"{manifest.get('target')} {manifest.get('precision')} → {out}")
+    t = Table(title=f"{manifest.get('target')} {manifest.get('precision')} → {_shown(out)}")
     t.add_column("what")
     t.add_column("value", justify="right")
     t.add_row("head", str(manifest.get("head")))
-    t.add_row("model file", str(Path(out) / str(manifest.get("model_file"))))
+    t.add_row("model file", _shown(Path(out) / str(manifest.get("model_file"))))
     t.add_row("size", _mb(sizes.get("file_bytes")))
     t.add_row("floor", _mb(sizes.get("floor_bytes")))
     if sizes.get("ratio_to_floor") is not None:
@@ -175,7 +200,8 @@ def print_verify_report(report: Any) -> None:
     con = _console()
     d = report.to_dict()
     on = f" on {d['kernel']} kernels" if d.get("kernel") else ""
-    t = Table(title=f"verify {d.get('artifact')}{on} against {d.get('reference')}")
+    reference = d.get("reference")
+    t = Table(title=f"verify {_shown(d.get('artifact'))}{on} against {_shown(reference)}")
     for col in ("output", "max |Δ|", "mean |Δ|", "SQNR dB", "status"):
         t.add_column(col, justify="right" if col != "output" else "left")
     for name, m in (d.get("outputs") or {}).items():

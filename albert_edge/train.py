@@ -1,4 +1,6 @@
-"""Train the embedded default model: a small ALBERT classifier on SST-2, from scratch.
+"""Train or fine-tune an ALBERT classifier (single sentences or pairs), tagger or QA model.
+
+The from-scratch SST-2 recipe below made the embedded default model.
 
 Why a model of our own: no model hub is reachable where albert-edge is built and tested,
 and a *trained* model is the only honest way to check that quantization keeps accuracy
@@ -46,7 +48,6 @@ if __name__ == "__main__":  # first thing: a signal during the imports below wai
     hold_stop_signals()
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,7 @@ __all__ = [
     "evaluate",
     "evaluate_exits",
     "exit_logits",
+    "headline",
     "is_training_output",
     "main",
     "make_exit_classifiers",
@@ -168,8 +170,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--train",
         type=Path,
         default=None,
-        help="the labelled file to train on (required), e.g. GLUE's SST-2/train.tsv: tab "
-        "separated, a header row, then label<TAB>sentence",
+        help="the labelled file to train on (required); it decides the head: a GLUE-style "
+        ".tsv of single sentences (SST-2/train.tsv: a header row, then label<TAB>sentence) "
+        "or pairs (RTE, MRPC, ...), a CoNLL-2003 file (a tagger) or a SQuAD .json (QA)",
     )
     p.add_argument(
         "--dev",
@@ -255,23 +258,59 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Train and print the headline figures (one JSON line on stdout)."""
+    """Train and print the headline figures: one line on stdout, in the docs' format
+    (a metric in points, 2 decimals; ``training.json`` keeps the full fractions)."""
     summary = train(args)
     if not summary:  # a data-parallel process other than rank 0: it wrote nothing
         return 0
-    headline = {k: summary.get(k) for k in ("dev_accuracy", "wall_time_s", "parameters")}
-    if "held_out_accuracy" in summary:
-        headline["held_out_accuracy"] = summary["held_out_accuracy"]["accuracy"]
+    print(headline(summary, Path(args.out).name))
+    return 0
+
+
+def _points(value: Any) -> str:
+    return f"{100 * value:.2f}" if isinstance(value, int | float) else "n/a"
+
+
+def _interval(low: Any, high: Any) -> str:
+    if isinstance(low, int | float) and isinstance(high, int | float):
+        return f" [{100 * low:.2f}, {100 * high:.2f}]"
+    return ""
+
+
+def headline(summary: dict[str, Any], out_name: str) -> str:
+    """The one line ``train`` prints: what was trained into ``out_name``, its held-out and
+    dev figures in points (the metric ``training.json`` records as a fraction), the epoch
+    chosen, the parameter count and the wall time. Names, never paths."""
+    parts: list[str] = []
     if "metric" in summary:  # a task output (albert_edge.learn.tasks): its own metric
         metric = summary["metric"]
-        headline = {
-            "task": summary["task"]["kind"],
-            f"dev_{metric}": summary.get(f"dev_{metric}"),
-            f"held_out_{metric}": summary["held_out"][metric],
-            **{k: summary.get(k) for k in ("wall_time_s", "parameters")},
-        }
-    print(json.dumps(headline, allow_nan=False))
-    return 0
+        held = summary.get("held_out") or {}
+        parts.append(
+            f"held-out {metric} {_points(held.get(metric))}"
+            f"{_interval(held.get('low'), held.get('high'))}"
+        )
+        kind = summary["task"]["kind"]
+        dev = summary.get(f"dev_{metric}")
+    else:  # the SST-2 recipe: from scratch, or a fine-tune (--init)
+        metric, kind = "accuracy", "sequence-classification"
+        held = summary.get("held_out_accuracy")
+        if isinstance(held, dict):
+            parts.append(
+                f"held-out accuracy {_points(held.get('accuracy'))} %"
+                f"{_interval(held.get('low'), held.get('high'))}"
+            )
+        dev = summary.get("dev_accuracy")
+    unit = " %" if metric == "accuracy" else ""
+    if dev is not None:
+        parts.append(f"dev {metric} {_points(dev)}{unit}")
+    selected = summary.get("selected") or {}
+    if selected.get("epoch") is not None:
+        parts.append(f"epoch {selected['epoch']} chosen")
+    if isinstance(summary.get("parameters"), int):
+        parts.append(f"{summary['parameters']:,} parameters")
+    if isinstance(summary.get("wall_time_s"), int | float):
+        parts.append(f"{summary['wall_time_s']:.1f} s")
+    return f"{out_name}: {kind}: " + ", ".join(parts)
 
 
 class _OneLineParser(argparse.ArgumentParser):

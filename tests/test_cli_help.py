@@ -128,3 +128,64 @@ def test_train_defaults_need_nothing_beside_the_package() -> None:
     assert args.spiece == DEFAULT_MODEL / "spiece.model" and args.spiece.is_file()
     digest = hashlib.sha256(args.spiece.read_bytes()).hexdigest()
     assert digest == "fefb02b667a6c5c2fe27602d28e5fb3428f66ab89c7d6f388e7c8d44a02d0336"
+
+
+def test_every_command_has_help_and_its_help_runs(monkeypatch, capsys) -> None:
+    """Each command, nested ones included, has a one-line summary in its parent's list, and
+    ``albert-edge COMMAND --help`` prints its usage and exits 0 (issue 52: the list called
+    ``train`` "train the small SST-2 ALBERT"; it trains every task head)."""
+    import pytest
+
+    monkeypatch.setenv("COLUMNS", "2000")
+    parser = build_parser()
+    summaries: dict[str, str] = {}
+
+    def walk(p: argparse.ArgumentParser, prefix: list[str]) -> None:
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {a.dest: a.help or "" for a in action._choices_actions}
+                for child, cp in action.choices.items():
+                    summaries[" ".join([*prefix, child])] = helps.get(child, "")
+                    walk(cp, [*prefix, child])
+
+    walk(parser, [])
+    assert len(summaries) >= 15, summaries  # 12 commands, depth's and kernels' own
+    missing = [name for name, text in summaries.items() if len(text.strip()) < 10]
+    assert not missing, missing
+    for name in summaries:
+        with pytest.raises(SystemExit) as exit_:
+            parser.parse_args([*name.split(), "--help"])
+        assert exit_.value.code == 0, name
+        assert f"usage: albert-edge {name}" in capsys.readouterr().out, name
+    train = summaries["train"]
+    assert all(w in train for w in ("pairs", "tagger", "QA")) and "SST-2 ALBERT" not in train
+    top = parser.format_help()
+    assert all(w in top for w in ("train", "optimize", "tagger", "QA"))
+
+
+def test_readme_is_a_first_screen_naming_every_command() -> None:
+    """The README (issue 52): at most 120 lines; its command table has a row per command
+    ``albert-edge --help`` lists (and none it does not); every page it links exists; the
+    commands in its code blocks parse as written."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    assert len(readme.splitlines()) <= 120, len(readme.splitlines())
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    rows = set(re.findall(r"^\| `albert-edge ([a-z-]+)", readme, flags=re.M))
+    assert rows == set(sub.choices), rows ^ set(sub.choices)
+    for link in re.findall(r"\]\(([^)#]+)\)", readme):
+        assert (root / link).is_file(), link
+    assert "docs/tasks.md" in readme and "docs/optimize.md" in readme
+    runs = re.findall(r"^\.venv/bin/albert-edge (.+)$", readme, flags=re.M)
+    assert len(runs) >= 2, runs
+    for line in runs:
+        parser.parse_args(shlex.split(line))  # a typo'd flag exits 2 here
+    # the docs site: mkdocs comes from the extra the README names
+    assert ".venv/bin/pip install -e '.[docs]'" in readme and ".venv/bin/mkdocs serve" in readme
+    pyproject = (root / "pyproject.toml").read_text()
+    assert re.search(r'^docs = \["mkdocs', pyproject, flags=re.M), "no [docs] extra"

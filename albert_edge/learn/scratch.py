@@ -384,7 +384,12 @@ def _fit(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
         model.train()
         running, seen = 0.0, 0
         batches = list(_batches(train_ex, args.batch_size, gen, shuffle=True))
-        for batch in track(batches, total=len(batches), description=f"epoch {epoch + 1}"):
+        for batch in track(
+            batches,
+            total=len(batches),
+            description=f"epoch {epoch + 1}",
+            status=lambda: f"loss {running / max(1, seen):.4f}",  # noqa: B023 - read live
+        ):
             ids, mask, labels = _collate(batch)
             if exits is None:
                 loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
@@ -481,9 +486,13 @@ def _summary(
 
 
 def _given_args() -> list[str]:
-    """The arguments of this run as typed (``albert-edge train ...`` or ``python -m``)."""
+    """The arguments of this run as typed (``albert-edge train ...`` or ``python -m``),
+    each path shown relative to the output's parent directory (or by its name): a record
+    names no directory of the machine it was made on (:func:`albert_edge.io.portable_command`)."""
+    from albert_edge.io import portable_command
+
     argv = sys.argv[1:]
-    return argv[1:] if argv[:1] == ["train"] else argv
+    return portable_command(argv[1:] if argv[:1] == ["train"] else argv)
 
 
 @contextlib.contextmanager

@@ -659,7 +659,12 @@ def fit(args: argparse.Namespace, prep: Prepared) -> dict[str, Any]:
         model.train()
         running, seen = 0.0, 0
         batches = _batches(prep.fit_f, bs, gen)
-        for idx in track(batches, total=len(batches), description=f"epoch {epoch + 1}"):
+        for idx in track(
+            batches,
+            total=len(batches),
+            description=f"epoch {epoch + 1}",
+            status=lambda: f"loss {running / max(1, seen):.4f}",  # noqa: B023 - read live
+        ):
             model.train()
             loss = _loss(model, teacher, collate(prep.fit_f, idx, device), prep, settings)
             _update(loss, model, opt, sched, params, epoch + 1, step + 1)

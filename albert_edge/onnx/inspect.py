@@ -538,6 +538,12 @@ def describe_model(model: ir.Model, path: Path | None, file_bytes: int) -> dict[
         info["factorization_problems"] = problems
     if config:
         info["albert"] = config
+    from albert_edge.onnx.requirements import graph_requirements
+
+    # from the graph itself, so an artifact written before these keys gets them too
+    req = graph_requirements(model)
+    info["runs_right_on"] = req["runs_right_on"]
+    info["openvino"] = req["openvino"]
     return info
 
 

@@ -8,6 +8,14 @@ graph's ops and opset need (:func:`graph_requirements`), and
 
 The table holds the ONNX Runtime release that first shipped a CPU kernel for each op
 albert-edge emits; ops not listed are older than the opset floor and need nothing extra.
+
+The same graph says whether OpenVINO, Intel's runtime, can load the artifact
+(:func:`openvino_support`): its ONNX front end has no conversion rule for
+``com.microsoft.QAttention`` (the fused int8 attention of the default int8-dynamic
+artifact) and does not expand albert-edge's model-local functions (int4 for int8 kernels),
+and refuses the whole model for either. ``runs_right_on`` names the runtimes measured to
+load and compute an artifact of this op set (``tests/clients/test_openvino.py`` loads every
+kind albert-edge writes in OpenVINO and compares it with ONNX Runtime).
 """
 
 from __future__ import annotations
@@ -60,6 +68,57 @@ OP_MIN_ORT: dict[tuple[str, str], str] = {
 }
 
 
+# OpenVINO's ONNX front end, measured with openvino 2026.4.1 (tests/clients/test_openvino.py
+# and a one-node graph per op): the com.microsoft ops albert-edge emits that it converts.
+# It converts every ai.onnx op albert-edge emits; com.microsoft.QAttention has no conversion
+# rule, and ops of any other domain (albert-edge's model-local int4 functions) are not
+# expanded ("No conversion rule found for operations: albert_edge.Int4Weight, ...").
+OPENVINO_MEASURED = "2026.4.1"
+OPENVINO_CONVERTS_MS: frozenset[str] = frozenset(
+    {
+        "Attention",
+        "BiasGelu",
+        "DynamicQuantizeMatMul",
+        "EmbedLayerNormalization",
+        "FastGelu",
+        "GatherBlockQuantized",
+        "Gelu",
+        "MatMulIntegerToFloat",
+        "MatMulNBits",
+        "MultiHeadAttention",
+        "SkipLayerNormalization",
+        "SkipSimplifiedLayerNormalization",
+    }
+)
+# What to convert instead when OpenVINO is the target (measured to load and match ONNX
+# Runtime there: docs/artifacts.md).
+OPENVINO_INSTEAD = (
+    "for OpenVINO convert with --precision int8-static (QDQ int8), or int8-dynamic with "
+    "--optimize none, or int4 with --int4-kernel nbits"
+)
+
+
+def openvino_support(ops: Any) -> dict[str, Any]:
+    """Whether OpenVINO's ONNX front end converts a graph of ``ops`` ((domain, op) pairs):
+    ``{"loads": bool, "unconverted": [...], "why": ..., "measured_with": ...}``; ``why``
+    names the ops it has no conversion rule for and the artifact to pick instead."""
+    bad = sorted(
+        {
+            f"{domain}.{op}"
+            for domain, op in ops
+            if not (domain == "ai.onnx" or (domain == MS_DOMAIN and op in OPENVINO_CONVERTS_MS))
+        }
+    )
+    record: dict[str, Any] = {
+        "loads": not bad,
+        "unconverted": bad,
+        "measured_with": f"openvino {OPENVINO_MEASURED}",
+    }
+    if bad:
+        record["why"] = f"OpenVINO has no conversion rule for {', '.join(bad)}; {OPENVINO_INSTEAD}"
+    return record
+
+
 def parse_version(text: str) -> tuple[int, ...]:
     """``"1.23.2"`` → (1, 23, 2); pre-release/local suffixes are ignored."""
     parts = []
@@ -109,12 +168,19 @@ def graph_requirements(model: onnx.ModelProto | ir.Model) -> dict[str, Any]:
             needs[f"{op} ({domain})"] = OP_MIN_ORT[key]
     minimum = _max_version(list(needs.values()))
     why = sorted((k for k, v in needs.items() if v == minimum))
+    openvino = openvino_support(ops)
     return {
         "min_onnxruntime": minimum,
         "min_onnxruntime_because": why,
         "opsets": opsets,
         "contrib_ops": contrib,
         "op_types": sorted({op for (_, op) in ops}),
+        # the runtimes measured to load and compute this op set right (docs/artifacts.md)
+        "runs_right_on": [
+            f"onnxruntime >= {minimum}",
+            *([f"openvino {OPENVINO_MEASURED} (measured)"] if openvino["loads"] else []),
+        ],
+        "openvino": openvino,
     }
 
 
