@@ -125,7 +125,13 @@ def build_candidate(ctx: Mapping[str, Any], spec: Mapping[str, Any], where: str)
 
     from albert_edge.depth import Rule
     from albert_edge.manifest import read_manifest
-    from albert_edge.optimize.stages import artifact_metrics, compare, held_reference, task_rows
+    from albert_edge.optimize.stages import (
+        artifact_metrics,
+        compare,
+        disk_full,
+        held_reference,
+        task_rows,
+    )
 
     d = Path(where)
     out, scratch = d / "artifact", d / "scratch"
@@ -139,6 +145,9 @@ def build_candidate(ctx: Mapping[str, Any], spec: Mapping[str, Any], where: str)
             _convert(ctx, spec, out)
     except AlbertEdgeError as exc:
         rec.update(built=False, why_not=f"not built: {exc}", build_s=time.monotonic() - t0)
+        full = disk_full(exc, d)
+        if full is not None:  # the disk's fault, not the candidate's: the run stops
+            rec["disk_full"] = full
         return rec
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
