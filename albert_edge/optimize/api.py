@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from albert_edge.errors import AlbertEdgeError
 from albert_edge.optimize.search import REQUIRED, Options, Search, default_work_dir
 from albert_edge.optimize.stages import DiskFullError, OptimizeError, Work, disk_full
 
@@ -198,7 +199,10 @@ def optimize(opts: Options) -> dict[str, Any]:
     rows = check(opts)
     search = Search(opts, rows)
     if search.work.root.is_dir():  # stages an earlier run sealed here cost ~0
-        search.reuse_plan()
+        # read without the lock (another run may be writing): the locked pass below
+        # decides; this one only keeps check_plan from refusing what is already done
+        with contextlib.suppress(OSError, ValueError, AlbertEdgeError):
+            search.reuse_plan()
     check_plan(search)  # before the work directory is made: nothing left behind
     plot = plots_available()
     with _work_dir(search):

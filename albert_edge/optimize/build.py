@@ -1,7 +1,7 @@
 """One candidate: build its artifact with the levers' public APIs, then judge it.
 
-:func:`build_candidate` is what a Ray worker (or this process) runs for one candidate. It
-writes ``artifact/`` (exactly as ``convert``, ``convert --depth``, ``convert --precision
+:func:`build_candidate` is what a build worker (a local process, or a Ray task with
+``--cluster``) runs for one candidate. It writes ``artifact/`` (exactly as ``convert``, ``convert --depth``, ``convert --precision
 auto`` or ``early-exit --max-drop`` write it: verified and sealed) into the directory it
 is given, scores it on the choose rows (which decide) and the report rows (recorded only)
 against the given model in PyTorch, and returns the record. Nothing here times anything.

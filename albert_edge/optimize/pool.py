@@ -265,6 +265,11 @@ def join_probe(address: str, timeout: float = JOIN_S) -> None:
     if done.returncode != 0:
         lines = [x.strip() for x in done.stderr.splitlines() if x.strip()]
         last = lines[-1][:300] if lines else f"exit status {done.returncode}"
+        if "InvalidAuthToken" in done.stderr or "Authentication token" in done.stderr:
+            last = (
+                "the cluster wants its authentication token: set RAY_AUTH_MODE=token and "
+                "RAY_AUTH_TOKEN (or ~/.ray/auth_token) as its nodes have them"
+            )
         raise OptimizeError(
             f"--cluster {address}: cannot join that Ray cluster ({last}); give the address "
             "`ray start --head` printed (the same Ray version on both sides), or leave "

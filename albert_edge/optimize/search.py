@@ -1,4 +1,4 @@
-"""The search: stages in order, candidates on Ray, finalists timed here, the pick.
+"""The search: stages in order, candidates on the build workers, finalists timed here, the pick.
 
 1. **Stages**, each sealed in the work directory and skipped when a rerun finds it done:
    the split (fit / choose / report rows, one seeded shuffle), the fine-tune with PABEE
@@ -12,7 +12,7 @@
    dynamic-exit forms built, each under the budget its fp32 form left.
 3. **Timing**, alone on this machine after every build: the admitted candidates in
    separate processes, interleaved rounds (:func:`albert_edge.bench.bench`), never on a
-   Ray worker.
+   build worker.
 4. **The pick**: among the admitted (choose rows), the fastest W1 by its interleaved
    minimum (``--objective latency``; within :data:`LATENCY_TIE` of the fastest is a tie,
    broken by fewer bytes) or the fewest bytes (``bytes``); equal bytes go to the better
@@ -214,7 +214,8 @@ class Search:
         over the stages (nothing runs) finds each one sealed and reusable, in order, up
         to the first that is not; those cost ~0 in the plan and are never dropped to fit
         ``--max-minutes`` (a rerun with a smaller budget keeps the fine-tune, trim and
-        heal an earlier run paid for). Call it with the work directory locked."""
+        heal an earlier run paid for). The call made with the work directory locked is the
+        one that counts (another run may be writing it before)."""
         saved, self.plan = self.plan, self.make_plan(float("inf"))  # every stage wanted
         self._dry = set()
         try:
