@@ -8,8 +8,12 @@ name the extra to install, in one line, before any work starts:
   (``--to tflite``, running/inspecting ``.tflite`` files, reading TF1 checkpoints);
 * ``[peers]`` — optimum-onnx (the peer comparison in ``benchmarks/``);
 * ``[plots]`` — matplotlib (``bench --plot`` and the benchmark figures);
-* ``[ray]`` — ray (``convert --precision auto --cluster``: candidate evaluations on Ray);
-* ``[all]`` — all of the above.
+* ``[plots]`` also draws ``optimize``'s front.png (a run without it says so before its
+  first stage and writes the report without the figure);
+* ``[ray]`` — ray (``--cluster`` only: ``convert --precision auto`` evaluations and
+  ``optimize`` builds on an existing Ray cluster; both run on local processes without it);
+* ``[all]`` — tflite, peers and plots: every command on one machine. Not ray: a driver
+  must run its cluster's own Ray version, which ``[all]`` cannot know.
 
 Only presence is checked (``importlib.util.find_spec``): nothing heavy is imported here.
 """

@@ -1,20 +1,30 @@
-"""``optimize(options)``: checkpoint in, the artifact to ship and its report out."""
+"""``optimize(options)``: checkpoint in, the artifact to ship and its report out.
+
+:func:`check` judges everything a run will need before its first stage (flags, input
+files, the optional packages its flags call for, the cluster's address), one line each;
+:func:`optimize` then holds the work directory's lock for the whole run, plans with what
+an earlier run left sealed there, and stops at the first write a full disk refuses.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from albert_edge.optimize.search import Options, Search, default_work_dir
-from albert_edge.optimize.stages import OptimizeError, Work
+from albert_edge.errors import AlbertEdgeError
+from albert_edge.optimize.search import REQUIRED, Options, Search, default_work_dir
+from albert_edge.optimize.stages import DiskFullError, OptimizeError, Work, disk_full
 
 
 def check(opts: Options) -> Any:
     """Everything that can be refused before a model loads, one line each; the rows."""
+    from albert_edge.extras import require
     from albert_edge.io import check_name_fits, check_output
     from albert_edge.optimize.stages import check_rows, read_rows
 
@@ -26,6 +36,19 @@ def check(opts: Options) -> Any:
         raise OptimizeError(f"--target must be onnx or tflite, got {opts.target!r}")
     if opts.objective not in ("latency", "bytes"):
         raise OptimizeError(f"--objective must be latency or bytes, got {opts.objective!r}")
+    if opts.cluster is not None and opts.workers is not None:
+        raise OptimizeError(
+            f"--workers {opts.workers} sizes the local build processes; with --cluster the "
+            "builds run on the cluster's CPUs: drop one of the two"
+        )
+    if opts.corpus is not None and not opts.trim:
+        raise OptimizeError(
+            "--corpus is the text the vocabulary trim keeps pieces for, and --no-trim skips "
+            "the trim: drop one of the two"
+        )
+    if opts.target == "tflite":
+        require("tflite", "--target tflite")
+    check_seq_len(opts)
     check_name_fits(opts.output)
     work = opts.work_dir or default_work_dir(opts.output)
     inputs = [opts.checkpoint, opts.data, opts.corpus]
@@ -37,11 +60,76 @@ def check(opts: Options) -> Any:
                 "into an input: give a --work-dir outside it"
             )
     Work(Path(work)).check()
-    if opts.corpus is not None and not opts.corpus.is_file():
-        raise OptimizeError(f"{opts.corpus}: --corpus is not a file; give the deployment's text")
+    if opts.corpus is not None:
+        check_corpus(opts)
     rows = read_rows(opts.data, opts.checkpoint)
     check_rows(len(rows.examples), opts.data, rows.kind.value)
+    if opts.cluster is not None:  # a TCP connect; Ray itself retries for minutes
+        from albert_edge.optimize.pool import probe_cluster
+
+        probe_cluster(opts.cluster)
+        require("ray", f"--cluster {opts.cluster}", ("ray",))
     return rows
+
+
+def check_seq_len(opts: Options) -> None:
+    """``--seq-len`` within the model's positions (config.json; no model loads)."""
+    from albert_edge.layout import DEFAULT_MODEL
+
+    path = Path(opts.checkpoint if opts.checkpoint is not None else DEFAULT_MODEL)
+    try:
+        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        positions = int(cfg["max_position_embeddings"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # the checkpoint's own reader names what is wrong with it
+    if opts.seq_len > positions:
+        raise OptimizeError(
+            f"--seq-len {opts.seq_len}: {path.name} has {positions} positions; give "
+            f"--seq-len {positions} or less"
+        )
+
+
+def check_corpus(opts: Options) -> None:
+    """``--corpus`` read as the trim stage will read it (text, its encoding, a task
+    file's rows against the model's head), before any stage: a binary or non-UTF-8 file
+    is refused here, not when the trim stage meets it minutes in."""
+    from albert_edge.vocab.corpus import read_corpus
+    from albert_edge.vocab.trim import TrimOptions, held_out_task_data
+
+    corpus = opts.corpus
+    assert corpus is not None
+    if not corpus.is_file():
+        raise OptimizeError(f"{corpus}: --corpus is not a file; give the deployment's text")
+    scored = held_out_task_data(corpus, opts.checkpoint, TrimOptions())
+    read_corpus(corpus, None, scored=scored)
+
+
+def plots_available() -> bool:
+    from albert_edge.extras import missing
+
+    return not missing("plots")
+
+
+def check_plan(search: Search) -> None:
+    """What the plan says about the flags, refused before the first stage: the split
+    and the depth search must fit ``--max-minutes`` (every candidate needs them), and a
+    trim ``--corpus`` asks for is never dropped to fit it."""
+    o = search.opts
+    need = sum(s.estimate_s for s in search.plan.stages if s.name in REQUIRED)
+    room = search.budget_s - search.reserve()
+    if need > room:
+        least = math.ceil((need + search.reserve()) / 60.0 * 1.2)
+        raise OptimizeError(
+            f"--max-minutes {o.max_minutes:g}: the split and the depth search alone take "
+            f"about {need / 60:.1f} min here and {search.reserve() / 60:.1f} min are kept for "
+            f"timing and writing; give at least --max-minutes {least}"
+        )
+    trim = next((s for s in search.plan.stages if s.name == "trim"), None)
+    if o.corpus is not None and trim is not None and not trim.will_run:
+        raise OptimizeError(
+            f"--corpus {o.corpus.name} asks for the vocabulary trim, which the plan drops: "
+            f"{trim.why}; raise --max-minutes, or leave --corpus out"
+        )
 
 
 def _median_length(opts: Options, report: Path) -> int:
@@ -54,7 +142,20 @@ def _median_length(opts: Options, report: Path) -> int:
     return max(2, int(statistics.median(len(x) for x in feats.input_ids)))
 
 
-def _ship(search: Search, pick: dict[str, Any], report: dict[str, Any]) -> None:
+def check_intact(work: Work, keys: list[str]) -> None:
+    """Every candidate of ``keys`` as it was sealed when built: a file changed in the
+    work directory since (by hand, or another program) is named in one line with what
+    optimize does about it, before it is timed or shipped."""
+    from albert_edge.optimize.stages import STAGE
+    from albert_edge.sealed import sealed_reason
+
+    for key in keys:
+        why = sealed_reason(work.dir("candidates", key), STAGE)
+        if why is not None:
+            raise OptimizeError(f"candidate {key} changed after it was built: {why}")
+
+
+def _ship(search: Search, pick: dict[str, Any], report: dict[str, Any], plot: bool = True) -> None:
     """``-o``: the pick's artifact as its builder wrote it, the report beside its files,
     the manifest sealed again over both (so ``verify`` finds every file listed)."""
     from albert_edge.io import atomic_output_dir
@@ -68,15 +169,16 @@ def _ship(search: Search, pick: dict[str, Any], report: dict[str, Any]) -> None:
     from albert_edge.optimize import report as rep
 
     o = search.opts
+    check_intact(search.work, [str(pick["key"])])
     src = search.work.dir("candidates", str(pick["key"])) / "artifact"
     inputs = [Path(p) for p in (o.checkpoint, o.data, o.corpus) if p is not None]
     with atomic_output_dir(o.output, overwrite=o.overwrite, inputs=inputs) as tmp:
         shutil.copytree(src, tmp, dirs_exist_ok=True)
-        rep.write(report, tmp)
+        rep.write(report, tmp, plot=plot)
         data = read_manifest(tmp)
         data["optimize"] = {
             "candidate": pick["key"],
-            "report": ["report.md", "report.json", "front.png"],
+            "report": ["report.md", "report.json", *(["front.png"] if plot else [])],
             "settings": report["settings"],
         }
         write_manifest(tmp, data)
@@ -85,27 +187,77 @@ def _ship(search: Search, pick: dict[str, Any], report: dict[str, Any]) -> None:
         check_complete(tmp, m)
 
 
+NO_PLOT = (
+    "front.png will not be drawn: matplotlib is not installed (pip install "
+    "'albert-edge[plots]'); report.md and report.json are written"
+)
+
+
 def optimize(opts: Options) -> dict[str, Any]:
     """Run the search (resuming a work directory), ship the pick into ``opts.output``;
     return the report (what report.json holds)."""
-    from albert_edge.optimize.pool import Pool
-
     rows = check(opts)
     search = Search(opts, rows)
-    search.work.open()
-    (search.work.root / "plan.json").write_text(search.plan.dumps(), encoding="utf-8")
-    for line in search.plan.describe():
-        search.progress(line)
-    ctx = search.run_stages()
-    pool = _LazyPool(lambda: Pool(opts.cluster, opts.workers), search)
+    if search.work.root.is_dir():  # stages an earlier run sealed here cost ~0
+        # read without the lock (another run may be writing): the locked pass below
+        # decides; this one only keeps check_plan from refusing what is already done
+        with contextlib.suppress(OSError, ValueError, AlbertEdgeError):
+            search.reuse_plan()
+    check_plan(search)  # before the work directory is made: nothing left behind
+    plot = plots_available()
+    with _work_dir(search):
+        search.reuse_plan()  # again, now that no other run can change it
+        check_plan(search)
+        (search.work.root / "plan.json").write_text(search.plan.dumps(), encoding="utf-8")
+        for line in search.plan.describe():
+            search.progress(line)
+        if not plot:
+            search.progress(NO_PLOT)
+            search.notes.append(NO_PLOT)
+        return _run(search, plot)
+
+
+@contextlib.contextmanager
+def _work_dir(search: Search) -> Iterator[None]:
+    """The work directory, made or accepted, locked for the run; a write a full disk
+    refuses, here or in a build, ends the run in one line that blames the disk."""
+    work = search.work
     try:
-        search.run_candidates(ctx, pool)
+        work.open()
+        with work.lock():
+            yield
+    except DiskFullError:
+        raise
+    except Exception as exc:
+        full = disk_full(exc, work.root)
+        if full is None:
+            raise
+        raise DiskFullError(full) from None
+
+
+def _run(search: Search, plot: bool) -> dict[str, Any]:
+    from albert_edge.optimize import report as rep
+    from albert_edge.optimize.pool import make_pool
+
+    opts = search.opts
+    builds = _Builds(search)
+    try:
+        if opts.cluster is not None:  # joined before the first stage: refused there
+            search.progress(f"joining the Ray cluster at {opts.cluster}")
+            builds.pool = make_pool(opts.cluster, None)
+        ctx = search.run_stages()
+        if opts.corpus is not None and not search.stages.get("trim", {}).get("ran"):
+            why = search.stages.get("trim", {}).get("why", "")
+            search.notes.append(f"the vocabulary trim --corpus asked for did not run: {why}")
+        if builds.pool is None:
+            builds.pool = make_pool(None, opts.workers)
+        search.run_candidates(ctx, builds)
     finally:
-        pool.close()
+        builds.close()
+    check_intact(search.work, [str(r["key"]) for r in search.admitted()])
     w2 = _median_length(opts, Path(ctx["report"]))
     search.time_finalists(w2)
     pick = search.pick()
-    from albert_edge.optimize import report as rep
 
     baseline = search.records.get(search.baseline_key())
     result = rep.build_report(
@@ -119,38 +271,44 @@ def optimize(opts: Options) -> dict[str, Any]:
         elapsed_s=search.progress.elapsed(),
         baseline=baseline,
     )
-    _ship(search, pick, result)
+    _ship(search, pick, result, plot)
     (search.work.root / "report.json").write_text(
         json.dumps(result, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8"
     )
     return result
 
 
-class _LazyPool:
-    """Ray starts only when a candidate has to be built (a rerun that finds every
-    candidate done starts none)."""
+class _Builds:
+    """The pool the candidates build on, as the search uses it: says where the builds
+    run when the first is submitted, and ends the run at the first build that met a full
+    disk (every later one would meet it too) instead of recording it as a candidate that
+    failed."""
 
-    def __init__(self, make: Any, search: Search) -> None:
-        self._make, self._pool, self._search = make, None, search
-
-    def _get(self) -> Any:
-        if self._pool is None:
-            self._search.progress("starting Ray for the builds")
-            self._pool = self._make()
-        return self._pool
+    def __init__(self, search: Search) -> None:
+        self.pool: Any = None
+        self._search = search
+        self._said = False
 
     def submit(self, fn: Any, *args: Any) -> Any:
-        return self._get().submit(fn, *args)
+        if not self._said:
+            self._said = True
+            workers = getattr(self.pool, "workers", None)
+            size = f" ({workers})" if workers else ""
+            self._search.progress(f"building candidates on {self.pool.kind}{size}")
+        return self.pool.submit(fn, *args)
 
     def wait(self, handles: list[Any], timeout: float) -> Any:
-        return self._get().wait(handles, timeout)
+        return self.pool.wait(handles, timeout)
 
     def result(self, handle: Any) -> Any:
-        return self._get().result(handle)
+        rec = self.pool.result(handle)
+        if isinstance(rec, dict) and rec.get("disk_full"):
+            raise DiskFullError(str(rec["disk_full"]))
+        return rec
 
     def cancel(self, handle: Any) -> None:
-        self._get().cancel(handle)
+        self.pool.cancel(handle)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
+        if self.pool is not None:
+            self.pool.close()

@@ -1,7 +1,7 @@
 """One candidate: build its artifact with the levers' public APIs, then judge it.
 
-:func:`build_candidate` is what a Ray worker (or this process) runs for one candidate. It
-writes ``artifact/`` (exactly as ``convert``, ``convert --depth``, ``convert --precision
+:func:`build_candidate` is what a build worker (a local process, or a Ray task with
+``--cluster``) runs for one candidate. It writes ``artifact/`` (exactly as ``convert``, ``convert --depth``, ``convert --precision
 auto`` or ``early-exit --max-drop`` write it: verified and sealed) into the directory it
 is given, scores it on the choose rows (which decide) and the report rows (recorded only)
 against the given model in PyTorch, and returns the record. Nothing here times anything.
@@ -125,7 +125,13 @@ def build_candidate(ctx: Mapping[str, Any], spec: Mapping[str, Any], where: str)
 
     from albert_edge.depth import Rule
     from albert_edge.manifest import read_manifest
-    from albert_edge.optimize.stages import artifact_metrics, compare, held_reference, task_rows
+    from albert_edge.optimize.stages import (
+        artifact_metrics,
+        compare,
+        disk_full,
+        held_reference,
+        task_rows,
+    )
 
     d = Path(where)
     out, scratch = d / "artifact", d / "scratch"
@@ -139,6 +145,9 @@ def build_candidate(ctx: Mapping[str, Any], spec: Mapping[str, Any], where: str)
             _convert(ctx, spec, out)
     except AlbertEdgeError as exc:
         rec.update(built=False, why_not=f"not built: {exc}", build_s=time.monotonic() - t0)
+        full = disk_full(exc, d)
+        if full is not None:  # the disk's fault, not the candidate's: the run stops
+            rec["disk_full"] = full
         return rec
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

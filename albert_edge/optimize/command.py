@@ -58,21 +58,22 @@ def add_parser(sub: Any, quiet: Any) -> None:
         "--work-dir",
         type=Path,
         default=None,
-        help="sealed, resumable work directory (default: .OUT.optimize-work beside -o); a "
-        "rerun with the same inputs reuses every finished stage",
+        help="sealed, resumable work directory (default: .OUT.optimize-work beside -o), locked "
+        "while a run uses it; a rerun with the same inputs reuses every finished stage",
     )
     p.add_argument(
         "--cluster",
         default=None,
         metavar="ADDRESS",
-        help="an existing Ray cluster for the builds (default: a local Ray on this machine); "
-        "it must see the work directory at the same path",
+        help="an existing Ray cluster for the builds (HOST:PORT as `ray start --head` prints "
+        "it; the [ray] extra, the cluster's Ray version; default: processes on this machine); "
+        "probed before the first stage; it must see the work directory at the same path",
     )
     p.add_argument(
         "--workers",
         type=int_at_least(1),
         default=None,
-        help="CPUs of the local Ray (default: this machine's)",
+        help="build processes on this machine (default: its usable CPUs; not with --cluster)",
     )
     p.add_argument(
         "--max-minutes",
@@ -123,8 +124,12 @@ def answer(out: Path, report: dict[str, Any]) -> str:
             f"({100 * rep['delta']:+.2f} pt [{100 * rep['low']:+.2f}, {100 * rep['high']:+.2f}] "
             "vs the given model)"
         )
-    late = any(n.startswith("the time budget ran out") for n in report.get("notes", []))
+    notes = report.get("notes", [])
+    late = any(n.startswith("the time budget ran out") for n in notes)
     tail = " (the time budget ran out: the best candidate measured so far)" if late else ""
+    # what the user asked for and did not get is said here too, not only in report.md
+    asked = [n for n in notes if n.startswith("the vocabulary trim --corpus asked for")]
+    tail += "".join(f" ({n})" for n in asked)
     return ", ".join(parts) + tail + "; report.md beside it"
 
 

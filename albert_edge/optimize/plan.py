@@ -11,7 +11,7 @@ try is on disk, not only on stderr.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -36,7 +36,8 @@ CONVERT_S = 12.0  # one convert (export, passes, quantize, verify) of the tiny m
 AUTO_PLAN_S = 25.0  # one --precision auto search of the tiny model
 EXIT_BUILD_S = 20.0  # heads, stepped artifact, threshold choice
 TIMING_S = 20.0  # per finalist, interleaved rounds
-RAY_START_S = 15.0
+POOL_START_S = 15.0  # the build workers' start (each imports torch) or joining a cluster
+REUSED_S = 2.0  # a stage an earlier run sealed: its record read and its files hashed
 NOT_BUILT = "not built"  # the verdict of a candidate that has no artifact
 BASELINES = 2  # the given model's full-depth fp32 and int8-dynamic: always built first
 FINETUNE_ROW_S = 0.002  # one row of the PABEE + distillation fine-tune, L = 4, H = 128
@@ -109,6 +110,7 @@ class Stage:
     estimate_s: float
     will_run: bool
     why: str = ""
+    reused: bool = False  # sealed in the work directory by an earlier run: costs ~0
 
 
 @dataclass
@@ -144,7 +146,9 @@ class Plan:
             "verdicts; the quantized forms and exits of the admitted ones in the time left"
         ]
         for s in self.stages:
-            if s.will_run:
+            if s.will_run and s.reused:
+                lines.append(f"  will run  {s.name} (done by an earlier run: reused)")
+            elif s.will_run:
                 lines.append(f"  will run  {s.name} (~{s.estimate_s:.0f} s)")
             else:
                 lines.append(f"  will not  {s.name}: {s.why}")
@@ -275,6 +279,7 @@ def make_plan(
     workers: int = 1,
     finetune_epochs: int = 1,
     settings: Mapping[str, Any] | None = None,
+    reused: Collection[str] = (),
 ) -> Plan:
     """The stages and candidates that fit ``budget_s``, the rest listed with why.
 
@@ -283,11 +288,20 @@ def make_plan(
     its depth search), then the fine-tune (the most expensive), then the trimmed
     vocabulary; candidates are cut from
     the end of the build order (the dynamic exits, then the quantized forms of the
-    shallowest depths), never the baselines.
+    shallowest depths), never the baselines. ``reused``: stages an earlier run sealed in
+    the work directory that this run reads back (``Search.reuse_plan``): each costs
+    :data:`REUSED_S`, and a lever whose stages are all reused is never dropped, since
+    dropping it would save nothing.
     """
     est = stage_estimates(shape, finetune_epochs, budget_s)
+    done = set(reused)
+
+    def stage(name: str, on: bool, why: str) -> Stage:
+        cost = REUSED_S if name in done else est[name.split("-")[0]]
+        return Stage(name, cost, on, "" if on else why, reused=on and name in done)
+
     par = max(1, workers)
-    stages: list[Stage] = [Stage("split", est["split"], True)]
+    stages: list[Stage] = [stage("split", True, "")]
     skipped: list[dict[str, str]] = []
 
     want_ft = finetune
@@ -312,20 +326,20 @@ def make_plan(
 
     def build(ft: bool, tr: bool, hl: bool) -> tuple[list[Stage], list[Candidate], float, float]:
         st = list(stages)
-        st.append(Stage("finetune", est["finetune"], ft, "" if ft else ft_why))
-        st.append(Stage("depth", est["depth"], True))
-        st.append(Stage("trim", est["trim"], tr, "" if tr else trim_why))
-        st.append(Stage("depth-trim", est["depth"], tr, "" if tr else "no trimmed vocabulary"))
+        st.append(stage("finetune", ft, ft_why))
+        st.append(stage("depth", True, ""))
+        st.append(stage("trim", tr, trim_why))
+        st.append(stage("depth-trim", tr, "no trimmed vocabulary"))
         heal = tr and hl
-        st.append(Stage("heal", est["heal"], heal, "" if heal else heal_why))
-        st.append(Stage("depth-heal", est["depth"], heal, "" if heal else "no healed vocabulary"))
+        st.append(stage("heal", heal, heal_why))
+        st.append(stage("depth-heal", heal, "no healed vocabulary"))
         vocabs = [v for v, on in zip(VOCABS, (True, tr, heal), strict=True) if on]
         cands = all_candidates(shape, vocabs, ft)
         # a stage is worth its time where the stages, the baselines and the fp32 form of
         # every (vocabulary, depth) fit: the quantized forms are pruned by those verdicts
         # as the run goes, and cut from the end of the build order where time is short
         skeleton = [c for i, c in enumerate(cands) if i < BASELINES or c.parent is None]
-        fixed = RAY_START_S + sum(s.estimate_s for s in st if s.will_run) + TIMING_S * 4
+        fixed = POOL_START_S + sum(s.estimate_s for s in st if s.will_run) + TIMING_S * 4
         total = fixed + sum(candidate_estimate(c, shape) for c in skeleton) / par
         return st, cands, fixed, total
 
@@ -336,14 +350,15 @@ def make_plan(
 
     st, cands, fixed, total = build(want_ft, want_trim, want_heal)
     # dropped in this order while the plan does not fit: the healed vocabulary (the
-    # unhealed trimmed one is still judged), the fine-tune, the trimmed vocabulary
-    if total > budget_s and want_heal:
+    # unhealed trimmed one is still judged), the fine-tune, the trimmed vocabulary; a
+    # lever an earlier run left sealed is kept (reading it back costs nothing)
+    if total > budget_s and want_heal and not {"heal", "depth-heal"} <= done:
         want_heal, heal_why = False, too_long(total)
         st, cands, fixed, total = build(want_ft, want_trim, want_heal)
-    if total > budget_s and want_ft:
+    if total > budget_s and want_ft and "finetune" not in done:
         want_ft, ft_why = False, too_long(total)
         st, cands, fixed, total = build(want_ft, want_trim, want_heal)
-    if total > budget_s and want_trim:
+    if total > budget_s and want_trim and not {"trim", "depth-trim"} <= done:
         want_trim, trim_why = False, too_long(total)
         st, cands, fixed, total = build(want_ft, want_trim, want_heal)
     if shape.choose_rows < shape.auto_min_rows:
@@ -382,6 +397,25 @@ def make_plan(
         estimate_s=spent,
         settings=dict(settings or {}),
     )
+
+
+def plan_budget_why(
+    max_drop: float, budget_left: float, choose_rows: int, need_rows: int
+) -> str | None:
+    """Why a precision-plan candidate is not built although its fp32 form was admitted:
+    its depth and vocabulary already spent the budget (``budget_left`` of ``max_drop``
+    points left), or what is left is too small for ``choose_rows`` to judge (``need_rows``:
+    :func:`albert_edge.mixed.min_rows` of it). None: build it."""
+    spent = f"spent {max_drop - budget_left:.2f} of {max_drop:g} points"
+    head = "no budget left for a precision plan after depth/vocabulary"
+    if budget_left <= 0:
+        return f"{head} ({spent})"
+    if need_rows > choose_rows:
+        return (
+            f"{head} ({spent}; the {budget_left:.2f} left needs {need_rows} choose rows to "
+            f"judge, there are {choose_rows})"
+        )
+    return None
 
 
 def prune(candidate: Candidate, verdicts: Mapping[str, str | None]) -> str | None:

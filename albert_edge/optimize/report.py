@@ -172,9 +172,12 @@ def front_png(report: Mapping[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def write(report: Mapping[str, Any], out: Path) -> None:
+def write(report: Mapping[str, Any], out: Path, plot: bool = True) -> None:
+    """``plot``: draw front.png (matplotlib, the [plots] extra; optimize says up front when
+    it will not)."""
     (out / "report.json").write_text(
         json.dumps(report, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8"
     )
     (out / "report.md").write_text(markdown(report), encoding="utf-8")
-    front_png(report, out / "front.png")
+    if plot:
+        front_png(report, out / "front.png")

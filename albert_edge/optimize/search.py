@@ -1,4 +1,4 @@
-"""The search: stages in order, candidates on Ray, finalists timed here, the pick.
+"""The search: stages in order, candidates on the build workers, finalists timed here, the pick.
 
 1. **Stages**, each sealed in the work directory and skipped when a rerun finds it done:
    the split (fit / choose / report rows, one seeded shuffle), the fine-tune with PABEE
@@ -12,7 +12,7 @@
    dynamic-exit forms built, each under the budget its fp32 form left.
 3. **Timing**, alone on this machine after every build: the admitted candidates in
    separate processes, interleaved rounds (:func:`albert_edge.bench.bench`), never on a
-   Ray worker.
+   build worker.
 4. **The pick**: among the admitted (choose rows), the fastest W1 by its interleaved
    minimum (``--objective latency``; within :data:`LATENCY_TIE` of the fastest is a tie,
    broken by fewer bytes) or the fewest bytes (``bytes``); equal bytes go to the better
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.errors import AlbertEdgeError
-from albert_edge.mixed.search import LATENCY_TIE
+from albert_edge.mixed.search import LATENCY_TIE, min_rows
 from albert_edge.optimize.plan import (
     NOT_BUILT,
     VOCAB_STAGES,
@@ -50,6 +50,7 @@ from albert_edge.optimize.plan import (
     finetune_rows,
     heal_steps,
     make_plan,
+    plan_budget_why,
     prune,
 )
 from albert_edge.optimize.stages import (
@@ -58,6 +59,7 @@ from albert_edge.optimize.stages import (
     Work,
     candidate_source,
     depth_stage,
+    disk_full,
     file_id,
     finetune_stage,
     heal_settings,
@@ -69,6 +71,9 @@ from albert_edge.optimize.stages import (
 )
 
 REQUIRED = ("split", "depth")  # the others are levers the search can go without
+# a stage input sized by --max-minutes: a sealed stage that did at least as much of it is
+# reused by a rerun with a smaller budget (Work.reusable)
+GROWS = {"finetune": ("rows",), "heal": ("steps",)}
 TIMING_ROUNDS = 3
 RUNS_PER_VISIT = 20
 MAX_FINALISTS = 6
@@ -163,6 +168,10 @@ def heal_available() -> bool:
     return importlib.util.find_spec("albert_edge.vocab.heal") is not None
 
 
+class _Dry(Exception):
+    """The dry pass met a stage this run would have to do: it ends there."""
+
+
 class Search:
     """One run of the search over a work directory."""
 
@@ -177,15 +186,7 @@ class Search:
 
         workers = opts.workers or (os.cpu_count() or 1) if opts.cluster is None else 2
         self.workers = workers
-        self.plan: Plan = make_plan(
-            self.shape,
-            budget_s=self.budget_s,
-            finetune=opts.finetune,
-            trim=opts.trim,
-            heal_available=heal_available(),
-            workers=workers,
-            settings=self.settings(),
-        )
+        self.plan: Plan = self.make_plan(self.budget_s)
         self.progress.estimate_s = self.plan.estimate_s
         self.records: dict[str, dict[str, Any]] = {}
         self.stages: dict[str, dict[str, Any]] = {}
@@ -194,6 +195,39 @@ class Search:
         self.timing: dict[str, Any] | None = None
         self.slowdown = 1.0  # measured / planned seconds so far (never below 1)
         self.ratios: list[float] = []
+        self._dry: set[str] | None = None  # during reuse_plan: the stages found reusable
+
+    def make_plan(self, budget_s: float, reused: frozenset[str] = frozenset()) -> Plan:
+        return make_plan(
+            self.shape,
+            budget_s=budget_s,
+            finetune=self.opts.finetune,
+            trim=self.opts.trim,
+            heal_available=heal_available(),
+            workers=self.workers,
+            settings=self.settings(),
+            reused=reused,
+        )
+
+    def reuse_plan(self) -> frozenset[str]:
+        """Plan again knowing what an earlier run left in the work directory: a dry pass
+        over the stages (nothing runs) finds each one sealed and reusable, in order, up
+        to the first that is not; those cost ~0 in the plan and are never dropped to fit
+        ``--max-minutes`` (a rerun with a smaller budget keeps the fine-tune, trim and
+        heal an earlier run paid for). The call made with the work directory locked is the
+        one that counts (another run may be writing it before)."""
+        saved, self.plan = self.plan, self.make_plan(float("inf"))  # every stage wanted
+        self._dry = set()
+        try:
+            self.run_stages()
+        except _Dry:
+            pass
+        finally:
+            found = frozenset(self._dry)
+            self._dry, self.plan, self.stages = None, saved, {}
+        self.plan = self.make_plan(self.budget_s, found)
+        self.progress.estimate_s = self.plan.estimate_s
+        return found
 
     def settings(self) -> dict[str, Any]:
         o = self.opts
@@ -224,9 +258,22 @@ class Search:
         if planned is not None and not planned.will_run:
             self.stages[name] = {"ran": False, "why": planned.why}
             return None
+        found = self.work.reusable("stages", name, inputs, GROWS.get(name, ()))
+        if self._dry is not None:  # reuse_plan: nothing runs
+            if found is None:
+                raise _Dry(name)
+            self._dry.add(name)
+            return {**found, "cached": True}
+        if found is not None:  # sealed by an earlier run, perhaps with more rows / steps
+            inputs = found["inputs"]
         est = (planned.estimate_s if planned else 0.0) * self.slowdown
-        if self.work.cached("stages", name, inputs) is None and est > self.left() - self.reserve():
+        if found is None and est > self.left() - self.reserve():
             why = f"time ran out (~{est:.0f} s needed, {max(0.0, self.left()):.0f} s left)"
+            if name in REQUIRED:
+                raise OptimizeError(
+                    f"the {name} stage needs ~{est:.0f} s and {max(0.0, self.left()):.0f} s "
+                    "of --max-minutes are left: raise --max-minutes"
+                )
             self.progress(f"stage {name}: skipped, {why}")
             self.stages[name] = {"ran": False, "why": why}
             return None
@@ -235,7 +282,8 @@ class Search:
         try:
             rec = self.work.run("stages", name, inputs, fn)
         except AlbertEdgeError as exc:
-            if name in REQUIRED:
+            # a full disk stops the run; a trim --corpus asked for is never dropped
+            if name in REQUIRED or disk_full(exc) is not None or self.asked(name):
                 raise
             # an optional lever that cannot run here: the search goes on without it
             why = f"failed: {exc}"
@@ -248,6 +296,11 @@ class Search:
         elif planned is not None and planned.estimate_s > 0:
             self.measured(planned.estimate_s, time.monotonic() - t0)
         return rec
+
+    def asked(self, name: str) -> bool:
+        """Whether the user asked for this stage by name: ``--corpus`` asks for the trim
+        (its failure ends the run instead of being noted and skipped)."""
+        return name == "trim" and self.opts.corpus is not None
 
     def measured(self, planned_s: float, took_s: float) -> None:
         """Scale what is left of the plan by how much slower than planned the work runs
@@ -447,6 +500,17 @@ class Search:
                     record(c, {"key": c.key, "spec": asdict(c), "built": False, "why_not": why})
                     continue
                 spec = self.spec(c)
+                if c.precision == "auto":  # what the depth / vocabulary left of the budget
+                    why = plan_budget_why(
+                        self.opts.max_drop,
+                        float(spec["budget_left"]),
+                        int(ctx["choose_rows"]),
+                        min_rows(float(spec["budget_left"])),
+                    )
+                    if why is not None:
+                        todo.remove(c)
+                        record(c, {"key": c.key, "spec": spec, "built": False, "why_not": why})
+                        continue
                 inputs = self.inputs(ctx, spec)
                 cached = self.work.cached("candidates", c.key, inputs)
                 todo.remove(c)

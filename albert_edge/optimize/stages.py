@@ -11,11 +11,14 @@ with the bytes an uninterrupted one writes.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
+import os
 import random
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,8 +28,11 @@ from albert_edge.sealed import EvidenceKind, checkpoint_identity, data_identity
 
 RECORD = "stage.json"
 WORK_MARK = "optimize-work.json"
+LOCK = "lock"  # flock'ed by the run using the work directory (a dead holder's lock is gone)
 STAGE = EvidenceKind(
-    "optimize stage", RECORD, "run albert-edge optimize again with the same --work-dir"
+    "optimize stage",
+    RECORD,
+    "run albert-edge optimize again with the same --work-dir (it builds again what changed)",
 )
 SEED = 27
 THREADS = 1  # every torch and ONNX Runtime computation of a stage: the same bytes anywhere
@@ -34,6 +40,50 @@ THREADS = 1  # every torch and ONNX Runtime computation of a stage: the same byt
 
 class OptimizeError(AlbertEdgeError):
     """A stage cannot run, or a work directory is not one optimize made."""
+
+
+class DiskFullError(OptimizeError):
+    """A write met a full disk (or quota): the run stops there, blaming the disk."""
+
+
+class WorkDirBusyError(OptimizeError):
+    """Another ``optimize`` holds the work directory's lock."""
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+# what a write that met a full disk says where the errno is lost on the way (torch's
+# "file write failed" keeps none; safetensors and ONNX Runtime quote the OS's words)
+_DISK_FULL_WORDS = tuple(os.strerror(code) for code in DISK_FULL)
+
+
+def disk_full(exc: BaseException, where: Path | None = None) -> str | None:
+    """One line blaming the disk when ``exc`` (or an error it was raised from) is a full
+    disk or quota, naming the path written where it is known (else ``where``); None for
+    any other error. A full disk is never a candidate's fault: the run stops there."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in DISK_FULL:
+            path = e.filename or where
+            why = e.strerror or os.strerror(e.errno)
+            return _disk_line(path, why.lower())
+        text = str(e)
+        for words in _DISK_FULL_WORDS:
+            if words.lower() in text.lower():
+                return _disk_line(where, words.lower(), text)
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _disk_line(path: Any, why: str, said: str | None = None) -> str:
+    at = f"{path}: " if path is not None else ""
+    quoted = f" ({said})" if said is not None and len(said) < 300 else ""
+    return (
+        f"{at}disk full ({why}){quoted}; optimize stopped at this first failed write: free "
+        "space on that disk (or give --work-dir / -o on another) and run the same command "
+        "again: every stage and candidate sealed so far is reused"
+    )
 
 
 # --- the work directory ----------------------------------------------------------------
@@ -76,6 +126,41 @@ class Work:
         if not mark.is_file():
             mark.write_text(json.dumps({"made_by": "albert-edge optimize"}) + "\n")
 
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the work directory for this run (``flock`` on ``lock`` inside it, created
+        after :meth:`open`): a second ``optimize`` on it is refused in one line rather than
+        removing the first one's temporary stage directories under it. The kernel drops
+        the lock when its holder dies, so a killed run never blocks the next."""
+        import fcntl
+
+        from albert_edge.io import describe_os_error, signals_held
+
+        path = self.root / LOCK
+        fd = -1
+        try:
+            with signals_held():  # the descriptor is closed by the finally below
+                try:
+                    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                except OSError as exc:
+                    raise describe_os_error(exc, path, "lock the work directory") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = ""
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    holder = f" (pid {int(os.pread(fd, 32, 0).split()[0])})"
+                raise WorkDirBusyError(
+                    f"{self.root}: another albert-edge optimize{holder} is using this work "
+                    "directory; wait for it to finish, or give another --work-dir (or -o)"
+                ) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            yield
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
     def dir(self, group: str, name: str) -> Path:
         return self.root / group / name
 
@@ -88,6 +173,33 @@ class Work:
             return None
         rec: dict[str, Any] = json.loads((d / RECORD).read_text(encoding="utf-8"))
         return rec if rec.get("inputs_sha256") == digest(inputs) else None
+
+    def reusable(
+        self, group: str, name: str, inputs: Mapping[str, Any], grows: Sequence[str] = ()
+    ) -> dict[str, Any] | None:
+        """The sealed record of ``group/name`` this run can use: made from ``inputs``, or
+        from the same inputs but at least as much of each key in ``grows`` (the rows a
+        fine-tune trained on, the steps a heal took: sized by ``--max-minutes``, so a
+        rerun with a smaller budget reuses the larger work an earlier run sealed rather
+        than redoing less of it). Its ``inputs`` are then the ones to key the stage by."""
+        rec = self.cached(group, name, inputs)
+        if rec is not None or not grows:
+            return rec
+        from albert_edge.sealed import sealed_reason
+
+        d = self.dir(group, name)
+        if not (d / RECORD).is_file() or sealed_reason(d, STAGE) is not None:
+            return None
+        try:
+            rec = json.loads((d / RECORD).read_text(encoding="utf-8"))
+            had = rec["inputs"]
+            if set(had) != set(inputs) or digest(had) != rec.get("inputs_sha256"):
+                return None
+            same = all(digest(had[k]) == digest(v) for k, v in inputs.items() if k not in grows)
+            more = all(float(had[k]) >= float(inputs[k]) for k in grows if k in inputs)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+        return rec if same and more else None
 
     def begin(self, group: str, name: str) -> Path:
         """A fresh temporary directory for ``group/name`` (what a stop left is removed)."""

@@ -292,3 +292,63 @@ def test_a_precision_plan_builds_on_the_targets_weight_only_base() -> None:
     assert precision_of({"target": "tflite"}, auto) == "int8-dynamic"
     assert precision_of({"target": "tflite"}, int8) == "int8-dynamic"
     assert precision_of({"target": "onnx"}, {"precision": "fp32"}) == "fp32"
+
+
+def test_stages_an_earlier_run_sealed_cost_nothing_and_are_never_dropped() -> None:
+    """A rerun with a smaller --max-minutes: the fine-tune, trim and heal an earlier run
+    sealed are read back (~0 s), not dropped as 'does not fit'."""
+    small = plan(0.45 * plan(600).estimate_s / 60)  # drops every optional stage
+    ran = {s.name: s.will_run for s in small.stages}
+    assert not (ran["finetune"] or ran["trim"] or ran["heal"])
+    every = ("split", "finetune", "depth", "trim", "depth-trim", "heal", "depth-heal")
+    again = make_plan(
+        shape(),
+        budget_s=small.budget_s,
+        finetune=True,
+        trim=True,
+        heal_available=True,
+        reused=every,
+    )
+    for s in again.stages:
+        assert s.will_run and s.reused and s.estimate_s <= 2.0, s
+    assert any("-trim-" in c.key for c in again.candidates)  # the rest cut for time
+    assert any(c.key.startswith("base-") for c in again.candidates)  # the fine-tuned model
+    healed = plan(0.6 * plan(600).estimate_s / 60)
+    assert not next(s for s in healed.stages if s.name == "heal").will_run
+    kept = make_plan(
+        shape(),
+        budget_s=healed.budget_s,
+        finetune=True,
+        trim=True,
+        heal_available=True,
+        reused=every,
+    )
+    assert any("-heal-" in c.key for c in kept.candidates)
+    assert "done by an earlier run: reused" in "\n".join(again.describe())
+    # a lever only partly sealed still costs what is left of it, and may be dropped
+    part = make_plan(
+        shape(),
+        budget_s=small.budget_s,
+        finetune=True,
+        trim=True,
+        heal_available=True,
+        reused=("split", "depth", "heal"),
+    )
+    heal = next(s for s in part.stages if s.name == "heal")
+    assert not heal.will_run and "--max-minutes" in heal.why
+
+
+def test_a_precision_plan_with_no_budget_left_says_so() -> None:
+    from albert_edge.mixed import min_rows
+    from albert_edge.optimize.plan import plan_budget_why
+
+    why = plan_budget_why(0.5, 0.0, 2000, min_rows(0.0))
+    assert why == (
+        "no budget left for a precision plan after depth/vocabulary (spent 0.50 of 0.5 points)"
+    )
+    why = plan_budget_why(0.5, 0.05, 2000, min_rows(0.05))
+    assert why is not None and why.startswith(
+        "no budget left for a precision plan after depth/vocabulary (spent 0.45 of 0.5 points"
+    )
+    assert "4000 choose rows" in why and "1000000000" not in why
+    assert plan_budget_why(0.5, 0.3, 2000, min_rows(0.3)) is None

@@ -139,3 +139,31 @@ def test_the_heal_stage_is_keyed_by_every_heal_setting() -> None:
     want = {f.name for f in fields(HealOptions)} - {"steps", "overwrite"}
     assert set(got) == want
     assert got["anchor"] == HealOptions().anchor and got["resegment"] == HealOptions().resegment
+
+
+def test_a_sealed_stage_with_more_rows_is_reused_by_a_smaller_budget(tmp_path: Path) -> None:
+    """The fine-tune's rows (the heal's steps) are sized by --max-minutes: a rerun with a
+    smaller budget reuses the larger sealed work; a larger budget or other inputs redo it."""
+    work = Work(tmp_path / "w")
+    work.open()
+    calls: list[int] = []
+
+    def fn(d: Path) -> dict[str, object]:
+        calls.append(1)
+        (d / "model.bin").write_bytes(b"w")
+        return {"checkpoint": "model"}
+
+    made = work.run("stages", "finetune", {"checkpoint": "c", "rows": 15000}, fn)
+    got = work.reusable("stages", "finetune", {"checkpoint": "c", "rows": 4000}, ("rows",))
+    assert got is not None and got["inputs"]["rows"] == 15000
+    assert got["inputs_sha256"] == made["inputs_sha256"]
+    assert work.reusable("stages", "finetune", {"checkpoint": "c", "rows": 4000}) is None
+    assert (
+        work.reusable("stages", "finetune", {"checkpoint": "c", "rows": 20000}, ("rows",)) is None
+    )
+    assert work.reusable("stages", "finetune", {"checkpoint": "d", "rows": 4000}, ("rows",)) is None
+    # keyed by the adopted inputs, the stage is read back, never run again
+    again = work.run("stages", "finetune", got["inputs"], fn)
+    assert again["cached"] is True and calls == [1]
+    (work.dir("stages", "finetune") / "model.bin").write_bytes(b"changed")
+    assert work.reusable("stages", "finetune", {"checkpoint": "c", "rows": 4000}, ("rows",)) is None
