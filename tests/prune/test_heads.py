@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from albert_edge.checkpoint import load_checkpoint
 from albert_edge.heads import head_by_name
 from albert_edge.manifest import sha256_file
 from albert_edge.prune import HealSettings, PruneOptions, load_pruned, prune
@@ -36,6 +37,8 @@ def _check(out: Path, data: Path, head: str, metric: str, rows: int) -> dict:
         assert len(layer["head_importance_per_pass"]) == len(layer["runs_at_depths"])
     model = load_pruned(out, head_by_name(head))
     assert type(model).__name__ == head_by_name(head).hf_class
+    ours = load_checkpoint(out)  # albert-edge's own loader (convert, verify) reads it too
+    assert ours.model.config.intermediate_size == 32
     return rec
 
 
