@@ -135,6 +135,49 @@ def onnx_int8(src: Path, pruned: Path, work: Path, runs: int | None) -> dict[str
     return out
 
 
+def interleaved_w1(src: Path, work: Path, dev: Path, rounds: int) -> dict[str, Any]:
+    """W1 again, both int8 artifacts in one process, one run of each in turn (the order
+    swapped every round) on the same 128 tokens of SST-2 dev text, 2 threads: a load
+    spike hits both alike, so the ratio of their quantiles is steadier than two separate
+    timings on a busy machine (at the cost of not being alone in the process)."""
+    import time
+
+    import numpy as np
+
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.data import read_sst2
+    from albert_edge.runtime import open_runner
+
+    tok = load_checkpoint(src).tokenizer()
+    text = " ".join(t for _, t in read_sst2(dev)[:40])
+    enc = tok.encode(text, max_length=128, padding="max_length")
+    feeds = {
+        "input_ids": np.asarray(enc.input_ids, dtype=np.int64),
+        "attention_mask": np.asarray(enc.attention_mask, dtype=np.int64),
+        "token_type_ids": np.asarray(enc.token_type_ids, dtype=np.int64),
+    }
+    runners = {n: open_runner(work / f"onnx-int8-{n}", threads=2) for n in ("unpruned", "pruned")}
+    times: dict[str, list[float]] = {n: [] for n in runners}
+    for _ in range(10):  # warm-up
+        for r in runners.values():
+            r.run(feeds)
+    load = [round(x, 2) for x in os.getloadavg()]
+    for i in range(rounds):
+        for n in list(runners)[:: 1 if i % 2 == 0 else -1]:
+            t = time.perf_counter()
+            runners[n].run(feeds)
+            times[n].append(1000 * (time.perf_counter() - t))
+    q = {n: {k: float(np.percentile(v, p)) for k, p in (("p10", 10), ("p50", 50), ("p90", 90))}
+         for n, v in times.items()}  # fmt: skip
+    return {
+        "rounds": rounds,
+        "tokens": int(feeds["input_ids"].shape[1]),
+        "load": load,
+        "ms": q,
+        "ratio": {k: q["pruned"][k] / q["unpruned"][k] for k in ("p10", "p50", "p90")},
+    }
+
+
 def onnx_dev(src: Path, work: Path, dev: Path) -> dict[str, Any]:
     """SST-2 dev of each int8 artifact (ONNX Runtime), paired with the unpruned PyTorch
     model on the same encoded rows."""
@@ -335,6 +378,16 @@ def render(r: dict[str, Any]) -> str:
                 f"{fastest['unpruned']:.2f} ms, pruned {fastest['pruned']:.2f} ms: "
                 f"**x{fastest['pruned'] / fastest['unpruned']:.3f}**"
             )
+    iw = (o or {}).get("interleaved")
+    if iw:
+        ms, ratio = iw["ms"], iw["ratio"]
+        lines.append(
+            f"- interleaved in one process ({iw['rounds']} rounds, one run of each in turn, "
+            f"{iw['tokens']} tokens, load {iw['load']}): unpruned p10/p50 "
+            f"{ms['unpruned']['p10']:.2f}/{ms['unpruned']['p50']:.2f} ms, pruned "
+            f"{ms['pruned']['p10']:.2f}/{ms['pruned']['p50']:.2f} ms: **x{ratio['p10']:.3f} "
+            f"(p10), x{ratio['p50']:.3f} (p50)**"
+        )
     if o and o.get("dev"):
         lines += [
             "",
@@ -397,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-onnx", action="store_true")
     p.add_argument("--runs", type=int, default=None, help="bench() runs per artifact")
     p.add_argument("--textpruner", type=Path, default=None, help="folder TextPruner is in")
+    p.add_argument("--rounds", type=int, default=500, help="interleaved W1 rounds")
     p.add_argument("--note", action="append", default=[], help="a line for the Notes section")
     p.add_argument("--render", action="store_true", help="re-render the Markdown from the JSON")
     a = p.parse_args(argv)
@@ -433,6 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     if not a.no_onnx:
         log("int8 ONNX: convert and time")
         r["onnx"] = onnx_int8(a.model, pruned, a.work, a.runs)
+        log("int8 ONNX: interleaved W1")
+        r["onnx"]["interleaved"] = interleaved_w1(a.model, a.work, a.dev, a.rounds)
         log("int8 ONNX: SST-2 dev")
         r["onnx"]["dev"] = onnx_dev(a.model, a.work, a.dev)
     if a.textpruner is not None:
