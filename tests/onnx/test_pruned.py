@@ -262,3 +262,46 @@ def test_albert_base_shape_half_heads_half_ffn(tmp_path: Path, spiece_path: Path
         _check_structure(path, out, manifest)
         assert {h for h, _ in _attention(_model(out, manifest))} == {6}
         assert manifest["sizes"]["ratio_to_floor"] <= bar, manifest["sizes"]
+
+
+def test_verify_scores_a_pruned_trained_model_in_its_metric(tmp_path: Path) -> None:
+    """``albert-edge verify`` on the int8 artifact of the embedded SST-2 model pruned to 2 of 4
+    heads and half its FFN: outputs and accuracy against the pruned PyTorch model, exit 0."""
+    import json
+    import subprocess
+    import sys
+
+    from albert_edge.layout import DEFAULT_MODEL
+    from tests.prune_utils import prune_checkpoint
+
+    root = Path(__file__).resolve().parents[2]
+    ckpt = prune_checkpoint(DEFAULT_MODEL, tmp_path / "ckpt", {0: [1, 3]}, 256)
+    out = tmp_path / "int8"
+    convert(ckpt, out, ConvertOptions(precision="int8-dynamic", verify=False))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "albert_edge.cli",
+            "verify",
+            str(out),
+            "--reference",
+            str(ckpt),
+            "--data",
+            str(root / "tests" / "data" / "sst2" / "dev.tsv"),
+            "--max-examples",
+            "64",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    assert report["passed"] is True
+    acc = report["accuracy"]
+    assert acc["metric"] == "accuracy" and acc["examples"] == 64 and acc["passed"] is True
+    assert abs(acc["delta_points"]) <= acc["bar_points"]
+    assert acc["metric_reference"] > 0.6  # still a sentiment model after pruning half of it
