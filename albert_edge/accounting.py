@@ -41,6 +41,23 @@ def _numel(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
+def pruning_summary(config: Any) -> dict[str, Any]:
+    """What was pruned inside the shared layers (issue 54): the heads each distinct shared
+    layer keeps (flat order ``group * inner_group_num + inner``, transformers' index), of how
+    many, and the FFN width every shared layer has. ``pruned`` is False for a model
+    with every head (its FFN width is then simply the config's)."""
+    from albert_edge.torch_model import kept_heads, pruning_record
+
+    record = pruning_record(config)
+    return {
+        "pruned": bool(record),
+        "num_attention_heads": int(config.num_attention_heads),
+        "kept_heads": list(kept_heads(config)),
+        "intermediate_size": int(config.intermediate_size),
+        "pruned_heads": record.get("pruned_heads", {}),
+    }
+
+
 def account(ckpt: Checkpoint) -> dict[str, Any]:
     """The accounting ``albert-edge inspect CHECKPOINT --json`` prints."""
     c = ckpt.config
@@ -49,6 +66,9 @@ def account(ckpt: Checkpoint) -> dict[str, Any]:
     groups = base.encoder.albert_layer_groups
     per_group = [_numel(g) for g in groups]
     params_per_group = per_group[0] if per_group else 0
+    # layer l runs group int(l / (L / G)); pruned groups may differ in size (issue 54)
+    L, G = c.num_hidden_layers, c.num_hidden_groups
+    unshared = sum(per_group[int(layer / (L / G))] for layer in range(L)) if per_group else 0
     total = unique_parameters(ckpt.model)
     emb = base.embeddings
     embedding_total = _numel(emb) + _numel(base.encoder.embedding_hidden_mapping_in)
@@ -72,8 +92,10 @@ def account(ckpt: Checkpoint) -> dict[str, Any]:
             "inner_group_num": c.inner_group_num,
             "effective_depth": c.num_hidden_layers * c.inner_group_num,
             "params_per_group": params_per_group,
+            "params_by_group": per_group,  # they differ where pruning kept different heads
             "params_shared": sum(per_group),
-            "params_unshared": c.num_hidden_layers * params_per_group,
+            "params_unshared": unshared,
         },
+        "pruning": pruning_summary(c),
         "floor_bytes": {k: int(total * b) for k, b in BYTES_PER_PARAM.items()},
     }

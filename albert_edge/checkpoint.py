@@ -45,6 +45,14 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def load_hf_config(path: Path) -> AlbertConfig:
     from transformers import AlbertConfig
 
@@ -55,6 +63,17 @@ def load_hf_config(path: Path) -> AlbertConfig:
             f"{path}: model_type={model_type!r} is not an ALBERT checkpoint; albert-edge "
             "converts ALBERT only (model_type 'albert')"
         )
+    pruned = data.get("pruned_heads")
+    if isinstance(pruned, dict) and pruned:
+        # config.json's keys are strings; transformers' from_pretrained makes them the
+        # integer layer indices AlbertModel._prune_heads divides (issue 54's contract);
+        # validate_config below judges the indices against the shape
+        problems = [
+            f"pruned_heads key {k!r} is not a layer index" for k in pruned if not _is_int(k)
+        ]
+        if problems:
+            raise ConfigError(f"{path}: invalid ALBERT config: " + "; ".join(problems))
+        data = {**data, "pruned_heads": {int(k): v for k, v in pruned.items()}}
     try:
         config = AlbertConfig(**{k: v for k, v in data.items() if k != "model_type"})
     except (TypeError, ValueError) as exc:

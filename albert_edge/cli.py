@@ -759,6 +759,9 @@ def build_parser() -> argparse.ArgumentParser:
     from albert_edge.vocab.command import add_parser as _add_trim
 
     _add_trim(sub, _add_quiet)
+    from albert_edge.prune.command import add_parser as _add_prune
+
+    _add_prune(sub, _add_quiet)
     from albert_edge.optimize.command import add_parser as _add_optimize
 
     _add_optimize(sub, _add_quiet)

@@ -51,6 +51,7 @@ from typing import Any
 
 from albert_edge.errors import AlbertEdgeError, UnsupportedError
 from albert_edge.manifest import MATMUL_KEYS, SIZE_KEYS  # defined once, where manifests are built
+from albert_edge.torch_model import head_size, kept_heads, pruned_heads_of
 
 # The keys every reader reports identically for one artifact.
 FACT_KEYS = (*SIZE_KEYS, *MATMUL_KEYS, "precision", "factorized_embedding_intact")
@@ -138,6 +139,31 @@ def config_dims(config: Mapping[str, Any]) -> tuple[int, ...]:
     )
 
 
+def attention_widths(config: Mapping[str, Any]) -> tuple[int, ...]:
+    """The Q/K/V width of each distinct shared layer (flat order, group-major): H, or for
+    a pruned checkpoint (``pruned_heads``, issue 54) its kept heads × the head size — the
+    out-features of query/key/value and the in-features of the attention output."""
+    h = int(config["hidden_size"])
+    groups = int(config.get("num_hidden_groups", 1))
+    inner = int(config.get("inner_group_num", 1))
+    if not pruned_heads_of(config):
+        return (h,) * (groups * inner)
+    size = head_size(config)
+    return tuple(k * size for k in kept_heads(config))
+
+
+def applied_attention_widths(config: Mapping[str, Any]) -> list[int]:
+    """:func:`attention_widths` of every inner-layer application, in the order transformers
+    runs them: layer ``l`` of ``L`` runs group ``int(l / (L / G))``, all its K inner layers."""
+    _v, _e, _h, _i, layers, groups, inner, *_ = config_dims(config)
+    widths = attention_widths(config)
+    return [
+        widths[int(layer / (layers / groups)) * inner + k]
+        for layer in range(layers)
+        for k in range(inner)
+    ]
+
+
 def num_labels(config: Mapping[str, Any]) -> int:
     """transformers derives num_labels from id2label; configs written by it carry both."""
     id2label = config.get("id2label")
@@ -153,12 +179,12 @@ def param_count(config: Mapping[str, Any], head: str = "base") -> int:
     checkpoint it came from (``tests/bench/test_flops.py`` holds it to transformers' own
     modules for every head).
     """
-    v, e, h, i, _layers, groups, inner, pos, types = config_dims(config)
+    v, e, h, i, _layers, _groups, _inner, pos, types = config_dims(config)
     labels = num_labels(config)
     n = v * e + pos * e + types * e + 2 * e  # embeddings + LayerNorm
     n += e * h + h  # embedding_hidden_mapping_in
-    layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
-    n += groups * inner * layer
+    for a in attention_widths(config):  # each distinct shared layer, its own kept heads
+        n += 3 * (h * a + a) + (a * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
     if head in POOLED_HEADS:
         n += h * h + h
     mlm = 2 * e + v + h * e + e  # LayerNorm, bias (decoder.bias tied to it), dense; decoder tied

@@ -55,7 +55,18 @@ def print_inspect_report(info: dict[str, Any]) -> None:
             f"{s['params_shared']:,} shared",
             f"{s['params_unshared']:,} unshared",
         )
-        t.add_row("params per shared group", f"{s['params_per_group']:,}", "")
+        by_group = s.get("params_by_group") or [s["params_per_group"]]
+        t.add_row("params per shared group", " / ".join(f"{n:,}" for n in by_group), "")
+        pr = info.get("pruning") or {}
+        if pr.get("pruned"):
+            # a pruned checkpoint: heads kept per shared layer (group-major), FFN width
+            t.add_row(
+                "attention heads kept per shared layer",
+                " / ".join(str(k) for k in pr["kept_heads"]),
+                f"{pr['num_attention_heads']} each",
+            )
+        if pr:
+            t.add_row("FFN width (intermediate_size)", f"{pr['intermediate_size']:,}", "")
         for k in ("fp32", "fp16", "int8", "int4"):
             t.add_row(f"floor at {k}", _mb(f[k]), "")
         con.print(t)

@@ -8,9 +8,10 @@ import cycle). Everything here is core: it imports nothing above ``errors``/``he
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import CheckpointError, ConfigError
 from albert_edge.heads import HeadSpec
@@ -110,6 +111,7 @@ def validate_config(config: AlbertConfig, where: Path) -> None:
                 f"num_hidden_layers={c.num_hidden_layers}"
             )
         problems += _run_problems(c)
+        problems += pruned_heads_problems(c)
     if problems:
         raise ConfigError(f"{where}: invalid ALBERT config: " + "; ".join(problems))
 
@@ -157,6 +159,128 @@ def _run_problems(c: AlbertConfig) -> list[str]:
             f"num_hidden_layers={L} in num_hidden_groups={G} of inner_group_num={inner} "
             "cannot run in transformers (a layer's group or head-mask slice does not exist)"
         )
+    return problems
+
+
+def _config_get(config: Any, key: str, default: Any = None) -> Any:
+    if isinstance(config, Mapping):
+        return config.get(key, default)
+    return getattr(config, key, default)
+
+
+def pruned_heads_of(config: Any) -> dict[int, frozenset[int]]:
+    """The config's ``pruned_heads`` as {flat layer: removed heads}, integer keys.
+
+    A pruned checkpoint (issue 54's contract) is a plain Hugging Face ALBERT directory:
+    ``pruned_heads`` keys are transformers' flat layer index ``group * inner_group_num +
+    inner`` (``AlbertModel._prune_heads``), strings once written to ``config.json``. Reads
+    an ``AlbertConfig`` or the mapping of a ``config.json`` beside an artifact alike.
+    Entries that are not integers are skipped here; :func:`validate_config` refuses them.
+    """
+    raw = _config_get(config, "pruned_heads") or {}
+    out: dict[int, frozenset[int]] = {}
+    if not isinstance(raw, Mapping):
+        return out
+    for key, heads in raw.items():
+        try:
+            layer = int(key)
+            removed = frozenset(int(h) for h in heads)
+        except (TypeError, ValueError):
+            continue
+        if removed:
+            out[layer] = out.get(layer, frozenset()) | removed
+    return out
+
+
+def kept_heads(config: Any) -> tuple[int, ...]:
+    """Attention heads each distinct shared layer keeps, in flat order (group-major, then
+    inner layer): ``num_attention_heads`` minus that layer's pruned heads.
+
+    Why one function: the attention fusion (each fused node's ``num_heads``), the byte
+    floor (Q/K/V/dense are ``kept * head_dim`` wide), the TFLite builder and ``inspect``
+    all need the same per-layer count, and an unpruned config gives every layer all heads.
+    """
+    heads = int(_config_get(config, "num_attention_heads", 1))
+    groups = int(_config_get(config, "num_hidden_groups", 1) or 1)
+    inner = int(_config_get(config, "inner_group_num", 1) or 1)
+    pruned = pruned_heads_of(config)
+    return tuple(
+        heads - len({h for h in pruned.get(i, frozenset()) if 0 <= h < heads})
+        for i in range(groups * inner)
+    )
+
+
+def head_size(config: Any) -> int:
+    """Width of one attention head: ``hidden_size // num_attention_heads`` (pruning removes
+    heads, never narrows one)."""
+    return int(_config_get(config, "hidden_size")) // int(
+        _config_get(config, "num_attention_heads", 1)
+    )
+
+
+def is_pruned(config: Any) -> bool:
+    """Whether any shared layer lost heads (the FFN width alone is just ``intermediate_size``)."""
+    return bool(pruned_heads_of(config))
+
+
+def pruning_record(config: Any) -> dict[str, Any]:
+    """What an artifact records of a pruned checkpoint (ONNX metadata, TFLite record,
+    ``inspect``): ``pruned_heads`` as ``config.json`` writes it (string keys, sorted
+    heads) and the heads each distinct shared layer keeps. Empty when nothing was pruned,
+    so an unpruned model's metadata is what it always was. The FFN width needs no entry:
+    it is ``intermediate_size``."""
+    pruned = pruned_heads_of(config)
+    if not pruned:
+        return {}
+    return {
+        "pruned_heads": {str(k): sorted(v) for k, v in sorted(pruned.items())},
+        "kept_heads": list(kept_heads(config)),
+    }
+
+
+def pruned_heads_problems(c: Any) -> list[str]:
+    """What makes ``pruned_heads`` impossible for this shape: a key that is not a flat
+    layer index below ``num_hidden_groups * inner_group_num``, a head index outside
+    ``[0, num_attention_heads)``, or a layer left with no head (its attention would be a
+    zero-width product no runtime's attention kernel takes; drop the layer instead)."""
+    raw = _config_get(c, "pruned_heads") or {}
+    if not raw:
+        return []
+    if not isinstance(raw, Mapping):
+        return [f"pruned_heads={raw!r} must map a layer index to a list of head indices"]
+    heads = int(_config_get(c, "num_attention_heads"))
+    distinct = int(_config_get(c, "num_hidden_groups", 1)) * int(
+        _config_get(c, "inner_group_num", 1)
+    )
+    problems = []
+    for key, removed in raw.items():
+        try:
+            layer = int(key)
+        except (TypeError, ValueError):
+            problems.append(f"pruned_heads key {key!r} is not a layer index")
+            continue
+        if not 0 <= layer < distinct:
+            problems.append(
+                f"pruned_heads layer {layer} does not exist (num_hidden_groups x "
+                f"inner_group_num = {distinct} shared layers, indexed from 0)"
+            )
+            continue
+        if not isinstance(removed, list | tuple | set | frozenset) or not all(
+            isinstance(h, int) and not isinstance(h, bool) for h in removed
+        ):
+            problems.append(f"pruned_heads[{layer}]={removed!r} must be a list of head indices")
+            continue
+        bad = sorted(h for h in removed if not 0 <= h < heads)
+        if bad:
+            problems.append(
+                f"pruned_heads[{layer}] names head(s) {bad} outside 0..{heads - 1} "
+                f"(num_attention_heads={heads})"
+            )
+        elif len(set(removed)) >= heads:
+            problems.append(
+                f"pruned_heads[{layer}] removes all {heads} heads of shared layer {layer}; "
+                "keep at least one"
+            )
     return problems
 
 

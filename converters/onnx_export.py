@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import UnsupportedError
+from albert_edge.torch_model import pruning_record
 
 # The model-metadata key holding the ALBERT facts a graph alone cannot tell (written here,
 # read by albert_edge.onnx.inspect).
@@ -220,6 +221,9 @@ def albert_metadata(ckpt: Checkpoint) -> dict[str, Any]:
         "max_position_embeddings": c.max_position_embeddings,
         "type_vocab_size": c.type_vocab_size,
         "hidden_act": str(c.hidden_act),
+        # a pruned checkpoint's heads (issue 54): the byte floor of a bare .onnx counts
+        # its narrower attention from these; absent for an unpruned model
+        **pruning_record(c),
     }
 
 

@@ -81,8 +81,7 @@ def _build_module(model: torch.nn.Module, head: HeadSpec, seq_lens: Sequence[int
             h = self._dense(
                 self._ln(e, p + "embeddings.LayerNorm"), p + "encoder.embedding_hidden_mapping_in"
             )
-            nh = cfg.num_attention_heads
-            dh = cfg.hidden_size // nh
+            dh = cfg.hidden_size // cfg.num_attention_heads
             adder = (1.0 - tf.cast(attention_mask, tf.float32))[:, None, None, :] * np.finfo(
                 np.float32
             ).min
@@ -91,8 +90,11 @@ def _build_module(model: torch.nn.Module, head: HeadSpec, seq_lens: Sequence[int
                 g = int(i / (NL / G))
                 for k in range(K):
                     n = f"{p}encoder.albert_layer_groups.{g}.albert_layers.{k}."
+                    # the heads this shared layer kept (all of them unless pruned_heads)
+                    width = int(self.w[n + "attention.query.weight"].shape[-1])
+                    nh = width // dh
 
-                    def heads(x: Any) -> Any:
+                    def heads(x: Any, nh: int = nh) -> Any:
                         return tf.transpose(tf.reshape(x, [1, L, nh, dh]), [0, 2, 1, 3])
 
                     q = heads(self._dense(h, n + "attention.query"))
@@ -100,7 +102,7 @@ def _build_module(model: torch.nn.Module, head: HeadSpec, seq_lens: Sequence[int
                     v = heads(self._dense(h, n + "attention.value"))
                     s = tf.matmul(q, kk, transpose_b=True) / math.sqrt(dh) + adder
                     ctx = tf.matmul(tf.nn.softmax(s, axis=-1), v)
-                    ctx = tf.reshape(tf.transpose(ctx, [0, 2, 1, 3]), [1, L, cfg.hidden_size])
+                    ctx = tf.reshape(tf.transpose(ctx, [0, 2, 1, 3]), [1, L, width])
                     attn = self._ln(
                         h + self._dense(ctx, n + "attention.dense"), n + "attention.LayerNorm"
                     )

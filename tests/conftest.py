@@ -121,3 +121,46 @@ def cpu_hog() -> Iterator[None]:
         for h in hogs:
             h.kill()
             h.wait()
+
+
+@pytest.fixture(scope="session")
+def pruned_checkpoint(
+    tmp_path_factory: pytest.TempPathFactory, spiece_path: Path
+) -> Callable[..., Path]:
+    """Factory: ``pruned_checkpoint(config="tiny-groups", heads={flat layer: [removed]},
+    ffn_keep=F, head="sequence-classification", **config_overrides)`` — a random checkpoint
+    pruned by transformers itself into issue 54's contract (``tests/prune_utils.py``).
+
+    Cached per argument set for the session. Never modify what it returns: copy it first.
+    """
+    from albert_edge.configs import make_config, make_random_checkpoint
+    from tests.prune_utils import prune_checkpoint
+
+    cache: dict[tuple[object, ...], Path] = {}
+
+    def factory(
+        config: str = "tiny-groups",
+        heads: dict[int, list[int]] | None = None,
+        ffn_keep: int | None = None,
+        head: str = "sequence-classification",
+        **overrides: object,
+    ) -> Path:
+        key = (
+            config,
+            tuple(sorted((k, tuple(v)) for k, v in (heads or {}).items())),
+            ffn_keep,
+            head,
+            tuple(sorted(overrides.items())),
+        )
+        if key not in cache:
+            root = tmp_path_factory.mktemp(f"pruned-{config}-{head}")
+            src = make_random_checkpoint(
+                root / "unpruned",
+                make_config(config, **overrides),
+                head=head,
+                spiece_model=spiece_path,
+            )
+            cache[key] = prune_checkpoint(src, root / "pruned", heads, ffn_keep)
+        return cache[key]
+
+    return factory

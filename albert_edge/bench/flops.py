@@ -10,11 +10,12 @@ FLOPs count the matrix products only (2 FLOPs per multiply-add); softmax, LayerN
 GELU, embeddings gathers and additions are left out, as is usual for transformer
 throughput figures. For one sequence of length S, with embedding size E, hidden size
 H, intermediate size I, L layer applications of groups of K inner layers (HF runs the
-whole group of K inner layers at each of the L applications):
+whole group of K inner layers at each of the L applications) and A the layer's
+attention width (H, or kept heads × head size where ``pruned_heads`` removed some):
 
     embedding projection   2·S·E·H
-    per inner layer        8·S·H²  (Q, K, V, attention output)
-                         + 4·S²·H  (scores Q·Kᵀ and context P·V, all heads together)
+    per inner layer        8·S·H·A (Q, K, V, attention output)
+                         + 4·S²·A  (scores Q·Kᵀ and context P·V, all heads together)
                          + 4·S·H·I (FFN in and out)
     encoder                L·K inner layers
     pooler                 2·H²            (heads that pool: base, sequence
@@ -33,6 +34,7 @@ from typing import Any
 from albert_edge.facts import (
     POOLED_HEADS,
     PRECISION_BYTES,
+    applied_attention_widths,
     floor_bytes,
     num_labels,
     param_count,
@@ -57,11 +59,13 @@ def model_flops(
     config: Mapping[str, Any], head: str, batch: int, seq_len: int, choices: int = 1
 ) -> int:
     """Matrix-product FLOPs of one forward pass over ``batch`` inputs of ``seq_len`` tokens."""
-    v, e, h, i, layers, _groups, inner, _pos, _types = _dims(config)
+    v, e, h, i, _layers, _groups, _inner, _pos, _types = _dims(config)
     s = seq_len
     labels = num_labels(config)
-    per_layer = 8 * s * h * h + 4 * s * s * h + 4 * s * h * i
-    f = 2 * s * e * h + layers * inner * per_layer
+    # a pruned layer's attention is a = kept heads x head size wide (H unpruned)
+    f = 2 * s * e * h + sum(
+        8 * s * h * a + 4 * s * s * a + 4 * s * h * i for a in applied_attention_widths(config)
+    )
     if head in POOLED_HEADS:
         f += 2 * h * h
     mlm = 2 * s * (h * e + e * v)
@@ -88,15 +92,12 @@ def weight_gemms(config: Mapping[str, Any], rows: int) -> list[tuple[tuple[int, 
     attention core (Q·Kᵀ, P·V) is left out: no runtime here runs it in int8, and leaving
     it out makes the bound stricter, never looser.
     """
-    _v, e, h, i, layers, _groups, inner, *_ = _dims(config)
-    per = layers * inner
+    _v, e, h, i, *_ = _dims(config)
     counts: dict[tuple[int, int, int], int] = {}
-    for shape, n in (
-        ((rows, e, h), 1),
-        ((rows, h, h), 4 * per),
-        ((rows, h, i), per),
-        ((rows, i, h), per),
-    ):
+    shapes = [((rows, e, h), 1)]
+    for a in applied_attention_widths(config):  # a = H unless heads were pruned
+        shapes += [((rows, h, a), 3), ((rows, a, h), 1), ((rows, h, i), 1), ((rows, i, h), 1)]
+    for shape, n in shapes:
         counts[shape] = counts.get(shape, 0) + n  # shapes coincide when E = H or H = I
     return sorted(counts.items())
 

@@ -449,7 +449,10 @@ def albert_config(model: ir.Model, path: Path | None) -> dict[str, Any] | None:
                 data = json.loads(cfg.read_text())
             except (OSError, json.JSONDecodeError):
                 return None
-            return {k: data[k] for k in CONFIG_KEYS if k in data}
+            found = {k: data[k] for k in CONFIG_KEYS if k in data}
+            if data.get("pruned_heads"):  # a pruned checkpoint's (issue 54)
+                found["pruned_heads"] = data["pruned_heads"]
+            return found
     return None
 
 

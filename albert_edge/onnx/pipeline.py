@@ -72,6 +72,7 @@ def build_passes(ckpt: Checkpoint, options: ConvertOptions) -> list[Any]:
         FuseTransformerPass,
         SplitSkipLayerNormPass,
     )
+    from albert_edge.torch_model import kept_heads
 
     c = ckpt.config
     passes: list[Any] = [CanonicalizeWeightsPass()]
@@ -82,6 +83,7 @@ def build_passes(ckpt: Checkpoint, options: ConvertOptions) -> list[Any]:
                 hidden_size=c.hidden_size,
                 num_layers=c.num_hidden_layers * c.inner_group_num,
                 distinct_layers=c.num_hidden_groups * c.inner_group_num,
+                kept_heads=kept_heads(c),
             )
         )
         passes.append(SplitSkipLayerNormPass())

@@ -28,7 +28,7 @@ from albert_edge.data import input_file_record
 from albert_edge.errors import PassError, UnsupportedError
 from albert_edge.options import DEFAULT_CALIBRATION, DEFAULT_CALIBRATION_SOURCE
 from albert_edge.tflite.quantize import WORD_TABLE
-from albert_edge.torch_model import CONFIG_KEYS
+from albert_edge.torch_model import CONFIG_KEYS, pruning_record
 
 if TYPE_CHECKING:
     from albert_edge.checkpoint import Checkpoint
@@ -197,7 +197,8 @@ def record(ckpt: Checkpoint, options: ConvertOptions, seq_lens: tuple[int, ...])
         "seq_lens": list(seq_lens),
         "batch": 1,
         "precision": options.precision,
-        "config": {k: int(getattr(cfg, k)) for k in CONFIG_KEYS},
+        # pruned_heads / kept_heads of a pruned checkpoint: the floor counts from them
+        "config": {**{k: int(getattr(cfg, k)) for k in CONFIG_KEYS}, **pruning_record(cfg)},
     }
 
 

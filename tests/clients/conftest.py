@@ -4,6 +4,7 @@ client tests (Python and Node). Built once per session; never modify what they r
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,3 +99,39 @@ def tflite_int8_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("clients-tflite") / "sst2-tflite-int8"
     convert(None, out, ConvertOptions(target="tflite", precision="int8-dynamic", verify=False))
     return out
+
+
+# The embedded model pruned as issue 54's contract says (transformers' own _prune_heads and
+# an FFN slice, tests/prune_utils.py): 2 of its 4 heads and half its 512 FFN neurons gone
+# from the one shared group, so every one of its 4 layers runs 2-head attention.
+PRUNED_HEADS = {0: [1, 3]}
+PRUNED_FFN = 256
+
+
+@pytest.fixture(scope="session")
+def pruned_client(
+    tmp_path_factory: pytest.TempPathFactory, sentences: list[tuple[int, str]]
+) -> dict[str, Any]:
+    """{"ckpt": the pruned checkpoint, "int8": ``convert`` int8-dynamic of it (verified),
+    "logits": its PyTorch logits on :func:`sentences`' rows, one sentence at a time}."""
+    import torch
+
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.convert import convert
+    from albert_edge.layout import DEFAULT_MODEL
+    from albert_edge.options import ConvertOptions
+    from tests.prune_utils import prune_checkpoint
+
+    root = tmp_path_factory.mktemp("clients-pruned")
+    ckpt_dir = prune_checkpoint(DEFAULT_MODEL, root / "ckpt", PRUNED_HEADS, PRUNED_FFN)
+    out = root / "sst2-pruned-int8"
+    convert(ckpt_dir, out, ConvertOptions(precision="int8-dynamic"))
+    ckpt = load_checkpoint(ckpt_dir)
+    tok = ckpt.tokenizer()
+    logits = []
+    with torch.no_grad():
+        for _, text in sentences:
+            enc = tok.encode(text, padding="none")
+            feeds = {k: torch.tensor(v) for k, v in vars(enc).items()}
+            logits.append(ckpt.model(**feeds).logits[0].tolist())
+    return {"ckpt": ckpt_dir, "int8": out, "logits": logits}

@@ -16,16 +16,22 @@ ROOT = Path(__file__).resolve().parents[2]
 # int8-dynamic vs PyTorch on this model: logits differ by < 0.05 (manifest: ~7e-3);
 # fp32 by ORT's kernel rounding only.
 # int4 (4-bit weights and tables): within 0.11 of PyTorch on these sentences.
-LOGIT_TOL = {"fp32": 1e-4, "int8": 0.05, "int4": 0.25, "mixed": 0.25}  # mixed: int4's bound
+# pruned-int8: the embedded model with 2 of 4 heads and half its FFN pruned (issue 54),
+# int8-dynamic, against its own pruned PyTorch model.
+LOGIT_TOL = {"fp32": 1e-4, "int8": 0.05, "int4": 0.25, "mixed": 0.25, "pruned-int8": 0.05}
 
 
-@pytest.mark.parametrize("kind", ["fp32", "int8", "int4", "mixed"])
-def test_optimum_pipeline(client_artifacts, sentences, torch_logits, kind: str) -> None:
+@pytest.mark.parametrize("kind", ["fp32", "int8", "int4", "mixed", "pruned-int8"])
+def test_optimum_pipeline(request, client_artifacts, sentences, torch_logits, kind: str) -> None:
     import torch
     from optimum.onnxruntime import ORTModelForSequenceClassification
     from transformers import AutoTokenizer, pipeline
 
-    art = client_artifacts[kind]
+    if kind == "pruned-int8":  # built only when asked: pruning + convert take a while
+        pruned = request.getfixturevalue("pruned_client")
+        art, torch_logits = pruned["int8"], pruned["logits"]
+    else:
+        art = client_artifacts[kind]
     model = ORTModelForSequenceClassification.from_pretrained(art)  # finds onnx/model*.onnx
     tok = AutoTokenizer.from_pretrained(art)
     assert tok.model_max_length == 64  # the length the embedded model was trained at
@@ -36,7 +42,9 @@ def test_optimum_pipeline(client_artifacts, sentences, torch_logits, kind: str) 
     clf = pipeline("text-classification", model=model, tokenizer=tok)
     labels = model.config.id2label
     for (_, text), ref in zip(sentences, torch_logits):
-        assert clf(text)[0]["label"] == labels[int(np.argmax(ref))]
+        # the pruned (unhealed) model has near-ties: its label where rounding cannot flip it
+        if kind != "pruned-int8" or abs(ref[0] - ref[1]) > 2 * LOGIT_TOL[kind]:
+            assert clf(text)[0]["label"] == labels[int(np.argmax(ref))]
     long_text = " ".join(["a gripping , moving and thoroughly enjoyable film"] * 250)
     assert len(tok(long_text)["input_ids"]) > 2000
     out = clf(long_text, truncation=True)

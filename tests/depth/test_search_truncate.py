@@ -42,14 +42,19 @@ def _feeds(ckpt) -> dict[str, torch.Tensor]:
     return {k: torch.tensor(v) for k, v in vars(enc).items()}
 
 
-@pytest.mark.parametrize("config", ["tiny-groups", "tiny-12x2"])
+@pytest.mark.parametrize("config", ["tiny-groups", "tiny-12x2", "pruned-groups"])
 def test_truncation_equals_the_full_models_layer_k(
-    make_checkpoint, spiece_path, tmp_path, config
+    make_checkpoint, pruned_checkpoint, spiece_path, tmp_path, config
 ) -> None:
-    """tiny-groups: L=4, G=2, inner_group_num=2; tiny-12x2: L=12, G=2 (depth 8 refused)."""
+    """tiny-groups: L=4, G=2, inner_group_num=2; tiny-12x2: L=12, G=2 (depth 8 refused);
+    pruned-groups: tiny-groups with a head pruned in each group (issue 54), so depth 2
+    drops a group whose pruned_heads entry must go with it."""
     from albert_edge.configs import make_config
 
-    if config == "tiny-12x2":
+    if config == "pruned-groups":
+        path = pruned_checkpoint("tiny-groups", {0: [1], 3: [0]}, ffn_keep=40)
+        config = "tiny-groups"
+    elif config == "tiny-12x2":
         from albert_edge.configs import make_random_checkpoint
 
         cfg = make_config("tiny", num_hidden_layers=12, num_hidden_groups=2)

@@ -152,6 +152,35 @@ def test_quantize_pass_stores_fc_weights_at_the_precision(precision: str, weight
     assert np.abs(got - ref).max() < 0.05 * np.abs(ref).max()
 
 
+@pytest.mark.parametrize("precision", ["int8-dynamic", "fp16"])
+def test_quantize_pass_leaves_activation_products_float(precision: str) -> None:
+    """A FULLY_CONNECTED whose second operand is an activation (litert-torch's lowering of
+    a one-head layer's scores, Q·Kᵀ, in a pruned checkpoint) has no weight to quantize: the
+    pass quantizes the constant weight beside it and its postcondition accepts the product."""
+    rng = np.random.default_rng(0)
+    g = Graph()
+    g.t("ids", (4,), "i32")
+    g.t("table", (64, 32), "f32", rng.standard_normal((64, 32)))
+    g.t("emb", (4, 32))
+    g.t("w", (32, 32), "f32", rng.standard_normal((32, 32)))
+    g.t("q", (4, 32))
+    g.t("scores", (4, 4))
+    g.op("EMBEDDING_LOOKUP", ["ids", "table"], ["emb"])
+    g.op("FULLY_CONNECTED", ["emb", "w", None], ["q"])
+    g.op("FULLY_CONNECTED", ["q", "emb", None], ["scores"])  # activation x activation
+    model = g.build(["ids"], ["scores"])
+    ids = np.array([1, 5, 9, 63], np.int32)
+    ref = run(fb.write_model(model), ids=ids)["scores"]
+    run_passes(model, [tp.QuantizePass(precision)])
+    types = fb.tensor_type_names()
+    sg = model.subgraphs[0]
+    by_name = {t.name: types[t.type] for t in sg.tensors if t.name}
+    assert by_name[b"emb"] == "FLOAT32"  # the activation operand stays an activation
+    assert {"INT8" if precision != "fp16" else "FLOAT16"} <= set(by_name.values())
+    got = run(fb.write_model(model), ids=ids)["scores"]
+    assert np.abs(got - ref).max() < 0.05 * np.abs(ref).max()
+
+
 def test_quantize_pass_refuses_a_quantized_model() -> None:
     model = embedding_then_float_graph(int8_weights=True)
     with pytest.raises(PassError, match="already quantized"):

@@ -64,10 +64,14 @@ class FuseTransformerPass(AlbertFunctionalPass):
         hidden_size: int,
         num_layers: int,
         distinct_layers: int,
+        kept_heads: tuple[int, ...] | None = None,
     ) -> None:
         super().__init__()
         self.num_heads = num_heads
         self.hidden_size = hidden_size
+        # heads each distinct layer keeps (a pruned checkpoint's, issue 54): a fused node
+        # reads num_heads = its layer's kept heads and a QKV weight H x 3·kept·head_size
+        self.kept_heads = tuple(kept_heads) if kept_heads else (num_heads,) * distinct_layers
         self.num_layers = num_layers  # attention applications: L x K
         self.distinct_layers = distinct_layers  # distinct weight sets: G x K
         self._io: tuple[list[str], list[str]] = ([], [])
@@ -157,13 +161,18 @@ class FuseTransformerPass(AlbertFunctionalPass):
                     self.fail(
                         f"Attention node {node.name!r} does not read its QKV weight from an initializer"
                     )
-                # the head count and Q/K/V width the rules read off the reshapes are the config's
+                # the head count and Q/K/V width the rules read off the reshapes are the
+                # config's: a layer's kept heads (all of them unpruned), each head_size wide
                 heads = node.attributes.get_int("num_heads", 0)
                 shape = tuple(w.const_value.shape)
-                if heads != self.num_heads or shape != (self.hidden_size, 3 * self.hidden_size):
+                size = self.hidden_size // self.num_heads
+                if heads not in self.kept_heads or shape != (self.hidden_size, 3 * heads * size):
+                    kept = sorted(set(self.kept_heads))
                     self.fail(
                         f"Attention node {node.name!r}: {heads} heads, QKV weight {shape}; the "
-                        f"config has {self.num_heads} heads over hidden size {self.hidden_size}"
+                        f"config's layers keep {'/'.join(map(str, kept))} of "
+                        f"{self.num_heads} heads over hidden size {self.hidden_size} "
+                        f"(head size {size})"
                     )
                 weights.add(id(w))
         if weights and len(attention) != self.num_layers:

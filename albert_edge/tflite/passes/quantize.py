@@ -5,7 +5,7 @@ The recipes, the calibration and why the post-conversion quantizer is used live 
 quantized, read back) and names a failure as one :class:`QuantizationError`.
 
 Precondition: the model is float (no tensor carries quantization scales).
-Postcondition: every FULLY_CONNECTED weight is stored at the precision — int8 for the
+Postcondition: every FULLY_CONNECTED weight (a constant operand) is stored at the precision — int8 for the
 int8 recipes; for fp16, a float16 constant behind a DEQUANTIZE.
 """
 
@@ -107,6 +107,12 @@ class QuantizePass(TflitePass):
                 src = producer.get(w)
                 if src is not None and op_name(model, src) == "DEQUANTIZE":
                     w = int(src.inputs[0])
+                buffer = int(sg.tensors[w].buffer)
+                if not buffer or not len(fb.buffer_bytes(model, buffer)):
+                    # an activation x activation product, no weight: a layer left with one
+                    # attention head (a pruned checkpoint) has its scores and context
+                    # lowered to FULLY_CONNECTED by litert-torch
+                    continue
                 if types.get(sg.tensors[w].type) not in want:
                     self.fail(
                         f"FULLY_CONNECTED weight {sg.tensors[w].name!r} is "

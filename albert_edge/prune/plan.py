@@ -1,0 +1,128 @@
+"""What a prune keeps: per shared layer, the heads and FFN neurons of highest importance.
+
+A :class:`Plan` is pure data (kept indices per flat layer) with its cost: the encoder's
+multiply-adds at a sequence length (:func:`encoder_flops`) and its parameters. Every
+layer keeps the same COUNT of heads and of neurons (each chooses its own which):
+transformers' ALBERT has one ``intermediate_size`` for every shared layer, so a plain
+loader can read FFN widths only when they are uniform; heads could differ per layer
+(``pruned_heads`` is per layer) but one count keeps the levels a search walks one-
+dimensional per axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from albert_edge.errors import AlbertEdgeError
+
+
+class PruneError(AlbertEdgeError):
+    """A prune cannot be done as asked (flags, data, a level no candidate reaches)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Kept head and neuron indices (sorted, original numbering) per flat layer."""
+
+    heads: dict[int, tuple[int, ...]]
+    ffn: dict[int, tuple[int, ...]]
+    num_heads: int
+    intermediate: int
+
+    @property
+    def heads_keep(self) -> int:
+        return len(next(iter(self.heads.values())))
+
+    @property
+    def ffn_keep(self) -> int:
+        return len(next(iter(self.ffn.values())))
+
+    def removed_heads(self) -> dict[int, list[int]]:
+        """transformers' ``pruned_heads`` form: {flat layer: removed heads}, empty omitted."""
+        out = {}
+        for flat, kept in self.heads.items():
+            gone = [h for h in range(self.num_heads) if h not in kept]
+            if gone:
+                out[flat] = gone
+        return out
+
+    def masks(self) -> dict[str, dict[int, Any]]:
+        """0/1 gates (:class:`albert_edge.prune.gates.Gates`) that run the unpruned model
+        as this plan would."""
+        import numpy as np
+
+        heads, ffn = {}, {}
+        for flat, kept in self.heads.items():
+            m = np.zeros(self.num_heads, np.float32)
+            m[list(kept)] = 1
+            heads[flat] = m
+        for flat, kept in self.ffn.items():
+            m = np.zeros(self.intermediate, np.float32)
+            m[list(kept)] = 1
+            ffn[flat] = m
+        return {"heads": heads, "ffn": ffn}
+
+    def label(self) -> str:
+        return f"heads {self.heads_keep}/{self.num_heads}, FFN {self.ffn_keep}/{self.intermediate}"
+
+
+def top(scores: Any, keep: int) -> tuple[int, ...]:
+    """The ``keep`` highest-scoring indices, sorted (ties: the lower index first)."""
+    import numpy as np
+
+    order = np.lexsort((np.arange(len(scores)), -np.asarray(scores, dtype=np.float64)))
+    return tuple(sorted(int(i) for i in order[:keep]))
+
+
+def make_plan(
+    head_scores: Mapping[int, Any],
+    ffn_scores: Mapping[int, Any],
+    heads_keep: int,
+    ffn_keep: int,
+    config: Any,
+) -> Plan:
+    """Each layer's top ``heads_keep`` heads and ``ffn_keep`` neurons by score."""
+    return Plan(
+        heads={k: top(v, heads_keep) for k, v in sorted(head_scores.items())},
+        ffn={k: top(v, ffn_keep) for k, v in sorted(ffn_scores.items())},
+        num_heads=int(config.num_attention_heads),
+        intermediate=int(config.intermediate_size),
+    )
+
+
+def ffn_count(value: float, width: int) -> int:
+    """``--ffn-keep``: a count (>= 1, an integer) or a fraction in (0, 1) of ``width``."""
+    if 0 < value < 1:
+        return max(1, round(value * width))
+    if value != int(value) or value < 1:
+        raise PruneError(f"--ffn-keep {value:g}: give a neuron count >= 1 or a fraction in (0, 1)")
+    if value > width:
+        raise PruneError(
+            f"--ffn-keep {int(value)}: the model's FFN has {width} neurons (intermediate_size)"
+        )
+    return int(value)
+
+
+def encoder_flops(config: Any, heads_keep: int, ffn_keep: int, seq_len: int = 128) -> int:
+    """Multiply-adds x 2 of the encoder for one sequence of ``seq_len`` tokens: the
+    embedding projection, then at every pass of every shared layer the Q/K/V projections,
+    the scores and the weighted sum, the output projection, and the FFN's two matrices
+    (norms, softmax and activations left out: a few percent)."""
+    T, E, H = seq_len, int(config.embedding_size), int(config.hidden_size)
+    d = H // int(config.num_attention_heads)
+    inner = int(config.inner_group_num)
+    a = heads_keep * d
+    per_layer = 3 * T * H * a + 2 * T * T * a + T * a * H + 2 * T * H * ffn_keep
+    return 2 * (T * E * H + int(config.num_hidden_layers) * inner * per_layer)
+
+
+def encoder_parameters(config: Any, heads_keep: int, ffn_keep: int) -> int:
+    """Parameters of the shared layers (weights and biases of what pruning slices)."""
+    H = int(config.hidden_size)
+    d = H // int(config.num_attention_heads)
+    a = heads_keep * d
+    per_layer = 3 * (H * a + a) + (a * H + H) + (H * ffn_keep + ffn_keep) + (ffn_keep * H + H)
+    layers = int(config.num_hidden_groups) * int(config.inner_group_num)
+    return layers * per_layer

@@ -1,0 +1,88 @@
+"""The prune level a budget admits: the cheapest (encoder FLOPs) that the rule accepts.
+
+Levels are pairs (heads kept per layer, FFN neurons kept per layer); FFN widths are
+multiples of 1/16 of the width. Each level is judged on the choose rows by ``judge`` (the
+unpruned model with 0/1 gates) and admitted by :class:`albert_edge.depth.choose.Rule`
+(point loss <= ``max_drop``, the paired 95 % interval's lower bound >= ``min_lower_bound``).
+
+The walk assumes what removing more does: for a head count, fewer neurons never score
+higher, so the smallest admitted width is found by bisection; a head count whose full
+FFN is not admitted ends the walk (fewer heads do not do better). Every judged level is
+in the evidence with its verdict, so the choice can be checked by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from albert_edge.prune.plan import PruneError
+
+
+def ffn_levels(width: int, steps: int = 16) -> list[int]:
+    """The widths a search tries, ascending: k/steps of ``width`` (k = 1..steps), unique."""
+    return sorted({max(1, round(width * k / steps)) for k in range(1, steps + 1)})
+
+
+def search(
+    judge: Callable[[int, int], dict[str, Any]],
+    cost: Callable[[int, int], float],
+    num_heads: int,
+    width: int,
+    fixed_heads: int | None,
+    fixed_ffn: int | None,
+    opts: Any,
+) -> tuple[tuple[int, int], list[dict[str, Any]], dict[str, Any] | None]:
+    """(chosen (heads, ffn), evidence rows, rule). ``judge(h, f)``: the level's record on
+    the choose rows; ``cost(h, f)``: what the choice minimises (encoder FLOPs). Without a
+    budget, the given level (judged for the record). A budget no pruned level meets is
+    refused in one line."""
+    from albert_edge.depth.choose import Rule
+
+    if opts.max_drop is None:
+        h = fixed_heads if fixed_heads is not None else num_heads
+        f = fixed_ffn if fixed_ffn is not None else width
+        return (h, f), [judge(h, f)], None
+    rule = Rule(max_point_loss=opts.max_drop, min_lower_bound=opts.min_lower_bound)
+    evidence: list[dict[str, Any]] = []
+    cache: dict[tuple[int, int], bool] = {}
+
+    def admitted(h: int, f: int) -> bool:
+        if (h, f) not in cache:
+            if (h, f) == (num_heads, width):
+                row: dict[str, Any] = {"heads_keep": h, "ffn_keep": f, "flops_ratio": 1.0}
+                row.update(delta=0.0, delta_low=0.0, delta_high=0.0, note="unpruned")
+            else:
+                row = judge(h, f)
+            row["why_not"] = rule.why_not(row)
+            evidence.append(row)
+            cache[(h, f)] = row["why_not"] is None
+        return cache[(h, f)]
+
+    heads = [fixed_heads] if fixed_heads is not None else list(range(num_heads, 0, -1))
+    widths = [fixed_ffn] if fixed_ffn is not None else ffn_levels(width)
+    found: list[tuple[int, int]] = []
+    for h in heads:
+        if not admitted(h, widths[-1]):
+            break
+        lo, hi = 0, len(widths) - 1  # widths[hi] admitted; find the smallest admitted
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if admitted(h, widths[mid]):
+                hi = mid
+            else:
+                lo = mid + 1
+        found.append((h, widths[hi]))
+    pruned = [c for c in found if c != (num_heads, width)]
+    if not pruned:
+        raise PruneError(
+            f"--max-drop {opts.max_drop}: no pruned level is admitted on the choose rows "
+            f"({rule.describe()}); the smallest steps tried lose more (raise --max-drop); "
+            "nothing written"
+        )
+
+    chosen = min(pruned, key=lambda c: (cost(*c), -c[0], -c[1]))
+    for row in evidence:
+        row["chosen"] = (row["heads_keep"], row["ffn_keep"]) == chosen
+    return chosen, evidence, asdict(rule)
