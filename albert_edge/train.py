@@ -271,6 +271,8 @@ def run(args: argparse.Namespace) -> int:
             **{k: summary.get(k) for k in ("wall_time_s", "parameters")},
         }
     print(json.dumps(headline, allow_nan=False))
+    if summary.get("learned_nothing"):  # the number above is no result: say so in one line
+        print(f"albert-edge train: {summary['learned_nothing']}", file=sys.stderr)
     return 0
 
 

@@ -1,0 +1,59 @@
+"""``train`` says when the model it trained learned nothing (issue 52): a tagger at entity
+F1 0 and a pair classifier answering one class for every held-out row, each one line on
+stderr and a ``learned_nothing`` note in ``training.json``. A learning rate of 1e-9 keeps
+the tiny models at their initialisation, so what they predict is fixed by the seed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.learn.test_tasks_train import TINY, conll_text, pair_tsv
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _train(data: Path, out: Path, spiece: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    argv = ["train", "--train", str(data), "--spiece", str(spiece), "-o", str(out)]
+    argv += ["--epochs", "1", "--threads", "1", "-q", "--held-out", "0.45", "--lr", "1e-9"]
+    argv += ["--config", TINY, "--max-len", "64", "--batch-size", "8"]
+    return subprocess.run(
+        [sys.executable, "-m", "albert_edge.cli", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "sign"),
+    [
+        ("ner.txt", conll_text(40), "entity F1 is 0 on the"),
+        ("rte.tsv", pair_tsv(40), "every one of its"),
+    ],
+)
+def test_train_says_the_model_learned_nothing(
+    name: str, text: str, sign: str, tmp_path: Path, spiece_path: Path
+) -> None:
+    data = tmp_path / name
+    data.write_text(text)
+    r = _train(data, tmp_path / "out", spiece_path)
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "learned nothing" in line]
+    assert len(said) == 1 and said[0].startswith("albert-edge train: learned nothing")
+    assert sign in said[0]
+    rec = json.loads((tmp_path / "out" / "training.json").read_text())
+    assert rec["learned_nothing"] == said[0].removeprefix("albert-edge train: ")
+    held = rec["held_out"]
+    if rec["task"]["kind"] == "token-classification":
+        assert held["f1"] == 0.0
+    else:  # its accuracy is the share of the one class it answers
+        assert "class " in rec["learned_nothing"]
