@@ -100,6 +100,8 @@ def test_verify_out_finds_a_relative_and_an_absolute_checkpoint(
         d = json.loads(r.stdout)
         assert d["passed"] and d["accuracy"]["examples"] == 24
         assert Path(d["reference"]).resolve() == (work / "ckpt").resolve()
+        # a random model answers one class: said of the reference, not only a Δ of 0
+        assert any("the reference learned nothing: every one of its 24" in n for n in d["notes"])
     # both moved together: the relative path still holds
     shutil.move(str(work), str(tmp_path / "moved"))
     r = run_cli("verify", "rel-out", "--seq-lens", "4", "--json", cwd=tmp_path / "moved")

@@ -115,6 +115,7 @@ def test_against_the_given_checkpoint_with_the_intermediate_named(
     low, high = acc["interval_points"]["low"], acc["interval_points"]["high"]
     assert low <= acc["delta_points"] <= high
     assert any("the cost of the whole optimize" in n for n in report.notes)
+    assert not any("learned nothing" in n for n in report.notes)  # the given is trained
 
     # the intermediate gone (the work directory removed): parity skipped, metric kept
     shutil.rmtree(layout["work"])
