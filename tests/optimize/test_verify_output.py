@@ -60,17 +60,38 @@ def _report(key: str) -> dict[str, Any]:
     }
 
 
-def ship(tmp: Path, given: Path, intermediate: Path, rows: Path, name: str = "out") -> Path:
-    """Convert ``intermediate`` into a candidate of a work directory beside ``-o`` and
-    ship it with optimize's ``_ship``; the output directory."""
+def _convert(ckpt: Path, out: Path) -> None:
     from albert_edge.convert import convert
-    from albert_edge.optimize.api import _ship
     from albert_edge.options import ConvertOptions
+
+    convert(ckpt, out, ConvertOptions(target="onnx"))
+
+
+def _early_exit(ckpt_dir: Path, out: Path) -> None:
+    """A dynamic-exit candidate, as optimize's ``_exit`` builds one (heads, policy)."""
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.data import read_sst2
+    from albert_edge.early_exit import build_early_exit_artifact, fit_exit_heads
+    from albert_edge.early_exit.policy import parse_policy
+
+    ckpt = load_checkpoint(ckpt_dir)
+    rows = read_sst2(ROOT / "tests" / "data" / "sst2" / "train.tsv")[:64]
+    heads = fit_exit_heads(ckpt, [t for _, t in rows], [y for y, _ in rows])
+    policy = parse_policy("confidence:0.9")
+    build_early_exit_artifact(ckpt, out, heads, precision="fp32", policy=policy)
+
+
+def ship(
+    tmp: Path, given: Path, intermediate: Path, rows: Path, name: str = "out", build: Any = None
+) -> Path:
+    """Build ``intermediate`` into a candidate of a work directory beside ``-o`` (``convert``
+    unless ``build`` says otherwise) and ship it with optimize's ``_ship``; the output."""
+    from albert_edge.optimize.api import _ship
 
     out = tmp / name
     work = tmp / f".{name}.optimize-work"
     key = "fp32-d0-full"
-    convert(intermediate, work / "candidates" / key / "artifact", ConvertOptions(target="onnx"))
+    (build or _convert)(intermediate, work / "candidates" / key / "artifact")
     opts = SimpleNamespace(output=out, overwrite=False, checkpoint=given, data=rows, corpus=None)
     search = SimpleNamespace(opts=opts, work=SimpleNamespace(dir=lambda *p: work.joinpath(*p)))
     _ship(search, {"key": key}, _report(key))  # type: ignore[arg-type]
@@ -163,3 +184,31 @@ def test_the_given_checkpoint_moved_or_other_weights_as_reference(
     # the intermediate as --reference: the ordinary comparison, no metric against the given
     plain = verify(out, reference=layout["intermediate"], seq_lens=(4,))
     assert plain.passed and plain.given is None
+
+
+def test_a_dynamic_exit_output_against_the_given_checkpoint(
+    tmp_path: Path, layout: dict[str, Path], sst2_dev: Path, make_checkpoint: Any
+) -> None:
+    """An optimize pick with an exit policy: the exits checked against the intermediate
+    while it is there, the metric under the policy against the given checkpoint always."""
+    inter = layout["work"] / "heal"
+    shutil.copytree(make_checkpoint("tiny"), inter)  # other weights, three layers
+    out = ship(tmp_path, layout["given"], inter, layout["rows"], build=_early_exit)
+    args = ("verify", str(out), "--data", str(sst2_dev), "--max-examples", "40", "--json")
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["passed"] and d["policy"] == "confidence:0.9" and len(d["exits"]) == 3
+    assert Path(d["given"]).resolve() == layout["given"].resolve()
+    assert any("intermediate ../.out.optimize-work/heal" in n for n in d["notes"])
+    acc = d["accuracy"]
+    assert acc["examples"] == 40 and acc["interval_points"] is not None
+    assert "given to optimize" in acc["against"]
+    shutil.rmtree(layout["work"])
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["exits"] == [] and any("output parity skipped" in n for n in d["notes"])
+    assert d["accuracy"]["delta_points"] == acc["delta_points"]
+    r = run_cli("verify", str(out), "--on", "arm64", "--data", str(sst2_dev))
+    assert r.returncode == 2 and "drop --on" in r.stderr
