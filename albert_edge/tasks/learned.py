@@ -10,7 +10,7 @@ answers no question exactly (SQuAD exact match 0). ``train`` says so in one line
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from albert_edge.tasks.types import Metrics, TaskKind
@@ -35,12 +35,7 @@ def learned_nothing(
         if len(classes) != 1:
             return None
         (only,) = classes
-        label = (id2label or {}).get(only, (id2label or {}).get(str(only)))
-        name = f"{only} ({label})" if label is not None and str(label) != str(only) else f"{only}"
-        return (
-            f"learned nothing: every one of its {n:,} predictions on the {rows} rows is class {name}, "
-            f"so its accuracy {100 * values.get('accuracy', 0.0):.2f} % is that class's share"
-        )
+        return one_class_note(n, only, values.get("accuracy", 0.0), id2label, rows=rows)
     if metrics.kind is TaskKind.TOKEN_CLASSIFICATION and values.get("f1") == 0.0:
         return (
             f"learned nothing: entity F1 is 0 on the {n:,} {rows} sentences (no entity found right)"
@@ -48,3 +43,29 @@ def learned_nothing(
     if metrics.kind is TaskKind.QUESTION_ANSWERING and values.get("exact_match") == 0.0:
         return f"learned nothing: exact match is 0 on the {n:,} {rows} questions (no answer exactly right)"
     return None
+
+
+def one_class_note(
+    n: int,
+    only: int,
+    accuracy: float,
+    id2label: Mapping[Any, Any] | None = None,
+    *,
+    rows: str = "held-out",
+) -> str:
+    """The sentence for ``n`` predictions that are all class ``only``."""
+    label = (id2label or {}).get(only, (id2label or {}).get(str(only)))
+    name = f"{only} ({label})" if label is not None and str(label) != str(only) else f"{only}"
+    return (
+        f"learned nothing: every one of its {n:,} predictions on the {rows} rows is class "
+        f"{name}, so its accuracy {100 * accuracy:.2f} % is that class's share"
+    )
+
+
+def binary_single_class(correct: Sequence[bool], labels: Sequence[int]) -> int | None:
+    """The one class a two-class model answered for every row, from which rows it got
+    right (a right row answered its label, a wrong one the other class), else None."""
+    if len(labels) < 2 or len(correct) != len(labels):
+        return None
+    predicted = {int(y) if ok else 1 - int(y) for ok, y in zip(correct, labels, strict=True)}
+    return predicted.pop() if len(predicted) == 1 else None

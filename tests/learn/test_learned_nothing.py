@@ -79,3 +79,40 @@ def test_train_says_the_model_learned_nothing(
         assert held["f1"] == 0.0
     else:  # its accuracy is the share of the one class it answers
         assert "class " in rec["learned_nothing"]
+
+
+@pytest.mark.parametrize("init", ["random", "trained"])
+def test_fine_tune_says_it_when_every_held_out_row_gets_one_class(
+    init: str,
+    tmp_path: Path,
+    sst2_train: Path,
+    make_checkpoint,
+    trained_checkpoint: Path,
+) -> None:
+    """``train --init`` on an SST-2 file (the fine-tune loop): a random tiny model kept at
+    its initialisation (lr 1e-9) answers class 0 for every row and is said to; the
+    trained SST-2 model under the same run is not."""
+    rows = tmp_path / "rows.tsv"
+    rows.write_text("".join(sst2_train.read_text().splitlines(keepends=True)[:301]))
+    ckpt = make_checkpoint() if init == "random" else trained_checkpoint
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    argv = ["train", "--init", str(ckpt), "--train", str(rows), "-o", str(tmp_path / "out")]
+    argv += ["--epochs", "1", "--lr", "1e-9", "--threads", "1", "-q"]
+    r = subprocess.run(
+        [sys.executable, "-m", "albert_edge.cli", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    rec = json.loads((tmp_path / "out" / "training.json").read_text())
+    said = [line for line in r.stderr.splitlines() if "learned nothing" in line]
+    if init == "trained":
+        assert said == [] and "learned_nothing" not in rec
+        assert rec["held_out_accuracy"]["single_class"] is None
+        return
+    assert len(said) == 1 and "is class 0" in said[0]
+    assert rec["learned_nothing"] == said[0].removeprefix("albert-edge train: ")
+    assert rec["held_out_accuracy"]["single_class"] == 0
