@@ -185,9 +185,24 @@ def anchored_source(ckpt: Checkpoint, artifact_dir: str | Path) -> dict[str, Any
     the same place: :func:`albert_edge.io.atomic_output_dir` makes it beside the output).
     The embedded model needs no path: it ships inside albert-edge."""
     rec = source_record(ckpt)
-    if not rec["embedded"]:
+    if not rec["embedded"] and not albert_edge_temporary(ckpt.path):
         rec["relative_path"] = relative_to_artifact(ckpt.path, artifact_dir)
     return rec
+
+
+def albert_edge_temporary(path: str | Path) -> bool:
+    """Whether ``path`` lies in a temporary directory albert-edge made for itself
+    (``albert-edge-depth-*``: the truncated model ``convert --depth`` converts), removed
+    when the command ends: a path to it would name only a directory that is gone, so the
+    source is recorded by name and sha256 alone."""
+    import tempfile
+
+    roots = {Path(tempfile.gettempdir()).resolve()}
+    for d in Path(path).resolve().parents:
+        inside_run = d.parent.name.startswith("albert-edge-run-")
+        if d.name.startswith("albert-edge-") and (d.parent in roots or inside_run):
+            return True
+    return False
 
 
 def path_source(path: str | Path | None, artifact_dir: str | Path) -> dict[str, Any]:

@@ -168,3 +168,21 @@ def test_quantize_keeps_pointing_at_the_same_checkpoint(
     assert m["source"]["relative_path"] == "../../ckpt"
     assert m["verification"]["passed"]  # quantize found its reference without --reference
     assert verify(q, seq_lens=(4,)).passed
+
+
+def test_a_checkpoint_in_albert_edges_own_temporary_directory_has_no_path(
+    make_checkpoint: Any, tmp_path: Path
+) -> None:
+    """``convert --depth`` converts a truncated model it wrote to a temporary directory
+    that is gone when it ends: recorded by name and sha256 only, no path to nowhere."""
+    import tempfile
+
+    from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.layout import albert_edge_temporary, anchored_source
+
+    with tempfile.TemporaryDirectory(prefix="albert-edge-depth-") as d:
+        shutil.copytree(make_checkpoint(), Path(d) / "m-depth2")
+        rec = anchored_source(load_checkpoint(Path(d) / "m-depth2"), tmp_path)
+        assert albert_edge_temporary(Path(d) / "m-depth2")
+    assert "relative_path" not in rec and rec["weights_sha256"]
+    assert not albert_edge_temporary(make_checkpoint())  # a pytest tmp dir is the user's
