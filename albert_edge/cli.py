@@ -362,7 +362,7 @@ def _add_verify(sub: Any) -> None:
     p.add_argument(
         "--batch-sizes",
         type=_ints,
-        default=(1, 2),
+        default=None,
         help="comma-separated batch sizes of the output grid (default: 1,2)",
     )
     p.add_argument(
@@ -403,12 +403,23 @@ def _run_verify(a: argparse.Namespace) -> int:
     from albert_edge.verify import verify
 
     if is_early_exit(a.artifact):  # several graphs stepped by a loop: checked per exit
-        return run_verify_cli(a.artifact, a.reference, a.threads, a.json)
+        return run_verify_cli(
+            a.artifact,
+            a.reference,
+            a.threads,
+            a.json,
+            data=a.data,
+            task=a.task,
+            max_examples=a.max_examples,
+            on=a.on,
+            batch_sizes=a.batch_sizes,
+            seq_lens=a.seq_lens,
+        )
     report = verify(
         a.artifact,
         reference=a.reference,
         data=a.data,
-        batch_sizes=a.batch_sizes,
+        batch_sizes=a.batch_sizes or (1, 2),
         seq_lens=a.seq_lens or None,
         threads=a.threads,
         max_examples=a.max_examples,

@@ -159,6 +159,10 @@ def convert(
 
             record = convert_tflite(ckpt, tmp, options)
         record.setdefault("files", []).extend(files)
+        from albert_edge.layout import anchored_source
+
+        # where the checkpoint is, relative to the output (tmp is its sibling): verify finds it
+        record["source"] = anchored_source(ckpt, tmp)
         if options.plan_record is not None:  # the precision plan, as data beside the model
             record["precision_plan"] = options.plan_record
             record["files"].append(write_plan(tmp, options.plan_record))

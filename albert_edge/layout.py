@@ -13,13 +13,17 @@ dtype from ``config.json["transformers.js_config"]["dtype"]``, so writing that k
 every reader (verify, bench, inspect, quantize) follows it.
 
 No absolute path of the build machine is written anywhere: the source checkpoint is
-recorded by name, kind and the sha256 of its weights (:func:`source_record`).
+recorded by name, kind and the sha256 of its weights (:func:`source_record`), and in an
+artifact's manifest also by its path relative to the artifact directory
+(:func:`anchored_source`), so ``verify OUT`` finds it again while both stay where they were
+(the sha256 tells a moved or re-trained checkpoint from the one converted).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -126,13 +130,19 @@ def artifact_root(path: str | Path) -> Path:
 
 def _weights_sha256(ckpt: Checkpoint) -> str | None:
     """sha256 of the checkpoint's weight file(s): identifies the source without its path."""
-    p = Path(ckpt.path)
+    return weights_sha256(Path(ckpt.path))
+
+
+def weights_sha256(path: Path) -> str | None:
+    """sha256 of the weight file(s) of the checkpoint at ``path`` (a directory's
+    ``*.safetensors``/``*.bin``, a TF1 prefix's ``.data-*``); None when it has none."""
+    p = Path(path)
     files: list[Path] = []
     if p.is_dir():
         files = sorted(
             f for f in p.iterdir() if f.suffix in {".safetensors", ".bin"} or ".data-" in f.name
         )
-    else:  # TF1 prefix: model.ckpt-1000 → model.ckpt-1000.data-*
+    elif p.parent.is_dir():  # TF1 prefix: model.ckpt-1000 → model.ckpt-1000.data-*
         files = sorted(p.parent.glob(p.name + ".data-*"))
     if not files:
         return None
@@ -162,14 +172,114 @@ def source_record(ckpt: Checkpoint) -> dict[str, Any]:
     }
 
 
+def relative_to_artifact(path: str | Path, artifact_dir: str | Path) -> str:
+    """``path`` relative to ``artifact_dir`` (both resolved, so ``..`` crosses the real
+    directories), POSIX separators: what a manifest may say about where a file is."""
+    rel = os.path.relpath(Path(path).resolve(), Path(artifact_dir).resolve())
+    return Path(rel).as_posix()
+
+
+def anchored_source(ckpt: Checkpoint, artifact_dir: str | Path) -> dict[str, Any]:
+    """:func:`source_record` plus ``relative_path``: where the checkpoint is, relative to
+    the artifact directory being written (a sibling temporary directory of the output is
+    the same place: :func:`albert_edge.io.atomic_output_dir` makes it beside the output).
+    The embedded model needs no path: it ships inside albert-edge."""
+    rec = source_record(ckpt)
+    if not rec["embedded"] and not albert_edge_temporary(ckpt.path):
+        rec["relative_path"] = relative_to_artifact(ckpt.path, artifact_dir)
+    return rec
+
+
+def albert_edge_temporary(path: str | Path) -> bool:
+    """Whether ``path`` lies in a temporary directory albert-edge made for itself
+    (``albert-edge-depth-*``: the truncated model ``convert --depth`` converts), removed
+    when the command ends: a path to it would name only a directory that is gone, so the
+    source is recorded by name and sha256 alone."""
+    import tempfile
+
+    roots = {Path(tempfile.gettempdir()).resolve()}
+    for d in Path(path).resolve().parents:
+        inside_run = d.parent.name.startswith("albert-edge-run-")
+        if d.name.startswith("albert-edge-") and (d.parent in roots or inside_run):
+            return True
+    return False
+
+
+def path_source(path: str | Path | None, artifact_dir: str | Path) -> dict[str, Any]:
+    """The same record as :func:`anchored_source` read from a checkpoint's files, without
+    loading it (``None``: the embedded model)."""
+    embedded = path is None or Path(path).resolve() == DEFAULT_MODEL.resolve()
+    p = DEFAULT_MODEL if embedded or path is None else Path(path)
+    rec: dict[str, Any] = {
+        "name": EMBEDDED_NAME if embedded else p.name,
+        "embedded": embedded,
+        "weights_sha256": weights_sha256(p),
+    }
+    if not embedded:
+        rec["relative_path"] = relative_to_artifact(p, artifact_dir)
+    return rec
+
+
+def reanchor(source: Any, old_dir: str | Path, new_dir: str | Path) -> Any:
+    """``source`` with its ``relative_path`` (relative to ``old_dir``) made relative to
+    ``new_dir``: an artifact copied elsewhere keeps pointing at the same checkpoint."""
+    if not isinstance(source, dict) or not isinstance(source.get("relative_path"), str):
+        return source
+    where = Path(old_dir).resolve() / source["relative_path"]
+    return {**source, "relative_path": relative_to_artifact(where, new_dir)}
+
+
+def find_recorded(source: Any, artifact: Path | str) -> Path | None:
+    """The checkpoint ``source`` records by ``relative_path``, when it is still there with
+    the recorded weights; else None."""
+    if not isinstance(source, dict) or not isinstance(source.get("relative_path"), str):
+        return None
+    root = artifact_root(artifact)
+    where = Path(os.path.normpath(root / source["relative_path"]))
+    want = source.get("weights_sha256")
+    have = weights_sha256(where)
+    if have is None or (isinstance(want, str) and want and have != want):
+        return None
+    return where
+
+
+def describe_recorded(source: Any, artifact: Path | str) -> str:
+    """What ``source`` records and why it cannot be used, in one phrase: the relative path,
+    the sha256 prefix, and whether the path is gone or holds other weights."""
+    src = source if isinstance(source, dict) else {}
+    rel, want = src.get("relative_path"), src.get("weights_sha256")
+    sha = f"weights sha256 {str(want)[:12]}…" if want else "no weights sha256"
+    if not isinstance(rel, str):
+        return f"{src.get('name') or 'unknown'} ({sha}), by name only, not by path"
+    where = Path(os.path.normpath(artifact_root(artifact) / rel))
+    have = weights_sha256(where)
+    why = (
+        "which holds no checkpoint now"
+        if have is None
+        else f"whose weights there have changed (sha256 {have[:12]}…)"
+    )
+    return f"{rel} relative to the artifact ({sha}), {why}"
+
+
 def resolve_source(source: Any, artifact: Path | str) -> Path | None:
     """The reference checkpoint a manifest's ``source`` points at, for verify/quantize.
 
-    ``None`` means the embedded model. Manifests written before this layout held a
-    ``path``: still honoured when it exists. Otherwise the user must name the checkpoint.
+    ``None`` means the embedded model. A ``relative_path`` (relative to the artifact) is
+    followed when it still holds the recorded weights. Manifests written before this
+    layout held a ``path``: still honoured when it exists. Otherwise the user must name
+    the checkpoint, told in one line what was recorded.
     """
     if isinstance(source, dict) and source.get("embedded"):
         return None
+    found = find_recorded(source, artifact)
+    if found is not None:
+        return found
+    if isinstance(source, dict) and isinstance(source.get("relative_path"), str):
+        raise CheckpointError(
+            f"{artifact}: manifest.json records its source checkpoint as "
+            f"{describe_recorded(source, artifact)}; pass --reference CHECKPOINT (the "
+            "checkpoint it was converted from)"
+        )
     path = source.get("path") if isinstance(source, dict) else source
     if path:
         if not Path(str(path)).exists():

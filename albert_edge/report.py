@@ -223,7 +223,8 @@ def print_verify_report(report: Any) -> None:
             f"{m.get('sqnr_db', float('nan')):.1f}",
             "ok" if m.get("passed", True) else "FAIL",
         )
-    con.print(t)
+    if d.get("outputs"):  # an optimize output whose intermediate is gone has no grid
+        con.print(t)
     acc = d.get("accuracy")
     if acc and acc.get("metric", "accuracy") != "accuracy":  # a task metric (verify --data)
         iv = acc.get("interval_points") or {}
@@ -241,8 +242,13 @@ def print_verify_report(report: Any) -> None:
             f"{100 * acc.get('accuracy_reference', 0):.2f} %  "
             f"Δ {acc.get('delta_points', 0):+.2f} points"
             + (f" [{iv['low']:+.2f}, {iv['high']:+.2f}] 95 %" if iv else "")
-            + f"  agreement {100 * acc.get('agreement', 0):.2f} %  logits SQNR "
-            f"{acc.get('logits_sqnr_db', float('nan')):.1f} dB  ({acc.get('examples')} examples"
+            + f"  agreement {100 * acc.get('agreement', 0):.2f} %  "
+            + (  # against an optimize's given checkpoint the feeds differ: no SQNR
+                ""
+                if acc.get("against")
+                else f"logits SQNR {acc.get('logits_sqnr_db', float('nan')):.1f} dB  "
+            )
+            + f"({acc.get('examples')} examples"
             + (f", pairs {acc['pair']}" if acc.get("pair") else "")
             + ")"
         )
@@ -250,4 +256,6 @@ def print_verify_report(report: Any) -> None:
         if name != (acc or {}).get("metric"):
             ref = acc["metrics_reference"][name]
             con.print(f"  {name}: artifact {100 * value:.2f}  reference {100 * ref:.2f}")
+    for note in d.get("notes") or []:
+        con.print(f"note: {note}", markup=False)
     con.print("[green]PASSED[/green]" if d.get("passed") else "[red]FAILED[/red]")

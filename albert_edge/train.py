@@ -264,6 +264,8 @@ def run(args: argparse.Namespace) -> int:
     if not summary:  # a data-parallel process other than rank 0: it wrote nothing
         return 0
     print(headline(summary, Path(args.out).name))
+    if summary.get("learned_nothing"):  # the number above is no result: say so in one line
+        print(f"albert-edge train: {summary['learned_nothing']}", file=sys.stderr)
     return 0
 
 

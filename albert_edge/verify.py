@@ -704,6 +704,114 @@ def evaluate_task(
     if data.pair:
         result["pair"] = "/".join(data.columns)
     result.update({k: v for k, v in m_ref.notes.items() if k.startswith("null_threshold")})
+    _note_learned_nothing(result, m_ref, ckpt)
+    try:
+        iv = paired_metric_interval(m_art, m_ref)
+        result["interval_points"] = {
+            "low": round(iv.low * 100.0, 6),
+            "high": round(iv.high * 100.0, 6),
+            "level": iv.level,
+            "method": "paired bootstrap over examples",
+        }
+    except TooFewRowsError as exc:
+        result["interval_points"] = None
+        result["interval_note"] = str(exc)
+    return result
+
+
+def _note_learned_nothing(result: dict[str, Any], m_ref: Any, ckpt: Checkpoint) -> None:
+    """``result["reference_note"]``: the reference itself learned nothing (one class for
+    every row, entity F1 0, exact match 0), so a Δ of 0 against it says nothing either."""
+    from albert_edge.tasks.learned import learned_nothing
+
+    note = learned_nothing(m_ref, getattr(ckpt.config, "id2label", None), rows="scored")
+    if note is not None:
+        result["reference_note"] = f"the reference {note}"
+
+
+def evaluate_against(
+    runner: Runner,
+    tokenizer: AlbertTokenizer,
+    given: Checkpoint,
+    data: TaskData,
+    *,
+    batch_size: int = ACCURACY_BATCH,
+    progress: bool = True,
+    against: str = "the checkpoint given to optimize, each model with its own tokenizer",
+) -> dict[str, Any]:
+    """The task's metric for the artifact (its own tokenizer) and for ``given`` in PyTorch
+    (its own tokenizer), the difference with its paired bootstrap interval over examples.
+
+    Why not :func:`evaluate_task`: the artifact of an ``optimize`` run may have another
+    depth and another vocabulary than the checkpoint the user gave (a trimmed vocabulary
+    numbers its pieces differently), so the two cannot share feeds; they share the
+    examples, and the interval pairs them example by example. The cost it measures is the
+    whole optimize's (fine-tune, depth, vocabulary, precision together)."""
+    from albert_edge.errors import TooFewRowsError
+    from albert_edge.progress import Counter, enabled
+    from albert_edge.tasks import TaskKind, encode, paired_metric_interval, score
+    from albert_edge.tasks.squad import best_spans, choose_null_threshold, held_out_split
+    from albert_edge.tasks.types import run_features
+    from albert_edge.torch_model import trained_length
+
+    max_len = min(int(runner.max_seq_len), int(given.config.max_position_embeddings))
+    max_len = min(max_len, trained_length(given) or max_len)
+    names = list(given.head.outputs)
+    feats_a = encode(data, tokenizer, max_len)
+    feats_r = encode(data, given.tokenizer(), max_len)
+    label = f"{data.kind.value} (artifact, then the given checkpoint)"
+    bar = Counter(len(feats_a) + len(feats_r), label) if progress and enabled() else None
+    tick = bar.advance if bar is not None else None
+    inputs = set(runner.input_names)
+    try:
+        art = run_features(
+            feats_a,
+            lambda f: _pick(runner.run({k: v for k, v in f.items() if k in inputs}), names),
+            batch_size=batch_size,
+            on_batch=tick,
+        )
+        ref = run_features(
+            feats_r,
+            lambda f: _pick(run_reference(given, f), names),
+            batch_size=batch_size,
+            on_batch=tick,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    options: dict[str, Any] = {}
+    if data.kind is TaskKind.QUESTION_ANSWERING and data.format == "squad-v2.0":
+        choose, held = held_out_split(len(data.examples))
+        options["null_threshold"] = choose_null_threshold(
+            data, best_spans(data, feats_r, ref), choose
+        )
+        options["eval_on"] = held
+    m_ref = score(data, feats_r, ref, **options)
+    m_art = score(data, feats_a, art, **options)
+    result: dict[str, Any] = {
+        "task": data.kind.value,
+        "format": data.format,
+        "examples": m_ref.examples,
+        "metric": m_ref.primary,
+        "metric_artifact": m_art.value,
+        "metric_reference": m_ref.value,
+        "metrics_artifact": m_art.values,
+        "metrics_reference": m_ref.values,
+        "delta_points": round((m_art.value - m_ref.value) * 100.0, 6),
+        "agreement": float(
+            sum(a == b for a, b in zip(m_art.predictions, m_ref.predictions, strict=True))
+            / max(1, len(m_ref.predictions))
+        ),
+        "logits_sqnr_db": math.nan,  # other feeds: no output-by-output comparison
+        "max_len": max_len,
+        "against": against,
+    }
+    if "accuracy" in m_ref.values:
+        result["accuracy_artifact"] = m_art.values["accuracy"]
+        result["accuracy_reference"] = m_ref.values["accuracy"]
+    if data.pair:
+        result["pair"] = "/".join(data.columns)
+    _note_learned_nothing(result, m_ref, given)
     try:
         iv = paired_metric_interval(m_art, m_ref)
         result["interval_points"] = {
@@ -777,6 +885,11 @@ class VerifyReport:
     grid_ids: str = "random pieces"  # "text" for statically calibrated precisions
     kernel: str = ""  # the CPU kernel family the artifact ran on (albert_edge.kernels)
     facts: dict[str, Any] | None = None  # albert_edge.facts of the verified model file
+    # an optimize output: the checkpoint given to optimize (the metric's reference) and
+    # what the output grid compared with (the intermediate it was converted from), if any
+    given: str | None = None
+    parity: str | None = None
+    notes: list[str] = field(default_factory=list)  # one line each, printed before PASSED
 
     def failures(self) -> list[str]:
         """Each failing output or bar, one phrase each."""
@@ -1018,6 +1131,23 @@ def verify(
     model = model_file(art)
     if not model.is_file():
         raise AlbertEdgeError(f"{model}: model file named by manifest.json is missing")
+    given = _given_checkpoint(art, manifest, reference)
+    if given is not None:  # an optimize output: the metric against what the user gave
+        return verify_optimized(
+            art,
+            manifest or {},
+            model,
+            given,
+            data=data,
+            batch_sizes=batch_sizes,
+            seq_lens=seq_lens,
+            threads=threads,
+            max_examples=max_examples,
+            progress=progress,
+            sample=sample,
+            on=on,
+            task=task,
+        )
     ref_path = _resolve_reference(art, manifest, reference)
     precision = str((manifest or {}).get("precision") or guess_precision(model))
     target = str((manifest or {}).get("target") or model.suffix.lstrip("."))
@@ -1073,6 +1203,214 @@ def verify(
         kernel=kernel,
         facts=artifact_facts(model),
     )
+    if accuracy and accuracy.get("reference_note"):
+        report.notes.append(str(accuracy["reference_note"]))
+    report.passed = not report.failures()
+    close = getattr(runner, "close", None)
+    if close is not None:
+        close()
+    return report
+
+
+# --- an optimize output ----------------------------------------------------------------
+
+
+def given_record(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What an ``optimize`` output's manifest records of the checkpoint the user gave
+    (``optimize.checkpoint``: name, weights sha256, path relative to the artifact), or
+    None for any other artifact (and for optimize outputs written before it was kept)."""
+    opt = (manifest or {}).get("optimize")
+    rec = opt.get("checkpoint") if isinstance(opt, dict) else None
+    return rec if isinstance(rec, dict) else None
+
+
+def _given_checkpoint(
+    art: Path, manifest: dict[str, Any] | None, reference: str | Path | None
+) -> Path | None:
+    """The checkpoint given to ``optimize`` for an optimize output, else None (the
+    ordinary path: the artifact against the checkpoint it was converted from).
+
+    ``--reference`` names the given checkpoint (same weights) or the intermediate the
+    artifact was converted from (the ordinary comparison); any other weights are refused.
+    Without it, the recorded relative path is followed when it still holds the recorded
+    weights; else one line says what was recorded."""
+    from albert_edge.checkpoint import DEFAULT_MODEL
+    from albert_edge.layout import describe_recorded, find_recorded, weights_sha256
+
+    rec = given_record(manifest)
+    if rec is None:
+        return None
+    want = rec.get("weights_sha256")
+    if reference is not None:
+        ref = Path(reference)
+        have = weights_sha256(ref)
+        if have is not None and have == want:
+            return ref
+        source = (manifest or {}).get("source")
+        built = source.get("weights_sha256") if isinstance(source, dict) else None
+        if have is not None and have == built:
+            return None  # the intermediate itself: the ordinary comparison
+        raise CheckpointError(
+            f"{ref}: its weights (sha256 {str(have)[:12]}…) are neither the checkpoint given "
+            f"to optimize (sha256 {str(want)[:12]}…) nor the model the artifact was converted "
+            f"from (sha256 {str(built)[:12]}…); pass the checkpoint given to optimize as "
+            "--reference"
+        )
+    if rec.get("embedded"):
+        return DEFAULT_MODEL
+    found = find_recorded(rec, art)
+    if found is None:
+        raise CheckpointError(
+            f"{art}: manifest.json records the checkpoint given to optimize as "
+            f"{describe_recorded(rec, art)}; pass --reference CHECKPOINT (the checkpoint "
+            "given to optimize)"
+        )
+    return found
+
+
+def _intermediate(art: Path, manifest: dict[str, Any], given: Path) -> tuple[Path | None, str]:
+    """(the checkpoint the artifact was converted from, if it can be reached, else None;
+    one line saying which model the output grid compares with, or why it is skipped)."""
+    from albert_edge.checkpoint import DEFAULT_MODEL
+    from albert_edge.layout import find_recorded
+
+    source = manifest.get("source")
+    src = source if isinstance(source, dict) else {}
+    rec = given_record(manifest) or {}
+    sha = src.get("weights_sha256")
+    if sha and sha == rec.get("weights_sha256"):
+        return given, "output parity: against the given checkpoint itself (converted unchanged)"
+    if src.get("embedded"):
+        return DEFAULT_MODEL, "output parity: against the embedded model it was converted from"
+    found = find_recorded(src, art)
+    name = src.get("name") or "unknown"
+    if found is not None:
+        return found, (
+            f"output parity: against the intermediate {src.get('relative_path')} ({name}), the "
+            "model optimize converted (another depth, vocabulary or fine-tune than the given "
+            "checkpoint)"
+        )
+    return None, (
+        f"output parity skipped: the intermediate the artifact was converted from ({name}, "
+        f"weights sha256 {str(sha)[:12]}…) is not reachable (optimize built it in its work "
+        "directory or a temporary one); the metric is against the given checkpoint"
+    )
+
+
+def verify_optimized(
+    art: Path,
+    manifest: dict[str, Any],
+    model: Path,
+    given_path: Path,
+    *,
+    data: str | Path | None = None,
+    batch_sizes: Sequence[int] = (1, 2),
+    seq_lens: Sequence[int] | None = None,
+    threads: int = 2,
+    max_examples: int | None = None,
+    progress: bool = True,
+    sample: bool = True,
+    on: str | None = None,
+    task: str | None = None,
+) -> VerifyReport:
+    """An ``optimize`` output against the checkpoint the user gave to optimize: the task's
+    metric of both on ``data`` with the paired interval (:func:`evaluate_against`: the cost
+    of the whole optimize), and the output grid against the intermediate the artifact was
+    converted from where that model can still be reached (named in ``parity``), skipped
+    in one line where it cannot. Everything that can be judged is judged before a model
+    loads."""
+    from albert_edge.checkpoint import DEFAULT_MODEL, load_checkpoint
+    from albert_edge.facts import artifact_facts
+
+    precision = str(manifest.get("precision") or guess_precision(model))
+    target = str(manifest.get("target") or model.suffix.lstrip("."))
+    tol = tolerance_for(precision)
+    embedded = given_path.resolve() == DEFAULT_MODEL.resolve()
+    if data is None and sample and embedded:
+        data = SAMPLE_DATA
+    inter_path, parity = _intermediate(art, manifest, given_path)
+    if data is None and inter_path is None:
+        raise UnsupportedError(
+            f"{art}: the intermediate this optimize output was converted from is not "
+            "reachable, so there is no output grid to run; pass --data FILE (labelled rows of "
+            "its task) to measure it against the checkpoint given to optimize"
+        )
+    config = _model_config(given_path)
+    task_data = None
+    if data is not None and config is not None:
+        task_data = read_task_data(data, given_path, config, task=task, max_examples=max_examples)
+    given = load_checkpoint(given_path)
+    m_head = manifest.get("head")
+    if m_head and m_head != given.head.name:
+        raise CheckpointError(
+            f"{given_path}: the given checkpoint is a {given.head.name} model but {art} is "
+            f"{m_head}; pass the checkpoint given to optimize as --reference"
+        )
+    if data is not None and task_data is None:
+        task_data = read_task_data(
+            data, given_path, _config_of(given), task=task, max_examples=max_examples
+        )
+    inter = None
+    if inter_path is not None:
+        same = inter_path.resolve() == given_path.resolve()
+        inter = given if same else load_checkpoint(inter_path)
+    runner, kernel = _open_on(model, on, threads)
+    pool = grid_token_pool(inter, precision) if inter is not None else None
+    grid: list[dict[str, Any]] = []
+    summary: dict[str, dict[str, Any]] = {}
+    accuracy = None
+    with torch_threads(threads):
+        if inter is not None:
+            grid, summary = run_grid(
+                runner, inter, batch_sizes=batch_sizes, seq_lens=seq_lens, token_pool=pool
+            )
+            judge_outputs(summary, precision)
+        if task_data is not None and task_data.examples:
+            tok = artifact_tokenizer(model, inter)
+            accuracy = evaluate_against(runner, tok, given, task_data, progress=progress)
+            accuracy["data"] = (
+                f"packaged SST-2 dev sample ({len(task_data.examples)} rows; --data for the "
+                "full set)"
+                if data == SAMPLE_DATA
+                else Path(str(data)).name
+            )
+            settings = (manifest.get("optimize") or {}).get("settings") or {}
+            accuracy["passed"] = True  # reported: the user chose the budget it was built under
+            accuracy["judged"] = (
+                "reported, not judged against a bar: the cost of the whole optimize "
+                f"(its --max-drop {settings.get('max_drop_points', '?')} points was judged on its "
+                "own choose rows)"
+            )
+    report = VerifyReport(
+        artifact=str(art),
+        reference=str(given_path),
+        precision=precision,
+        target=target,
+        head=given.head.name,
+        runtime=_runtime_name(runner),
+        grid=grid,
+        outputs=summary,
+        accuracy=accuracy,
+        tolerance=tol,
+        grid_ids="text" if pool is not None else "random pieces",
+        kernel=kernel,
+        facts=artifact_facts(model),
+        given=str(given_path),
+        parity=parity,
+    )
+    report.notes.append(parity)
+    if accuracy is not None:
+        report.notes.append(
+            f"{accuracy['metric']} against the checkpoint given to optimize ({given_path.name}): "
+            "the cost of the whole optimize, not judged against a bar"
+        )
+        if accuracy.get("reference_note"):
+            report.notes.append(str(accuracy["reference_note"]))
+    else:
+        report.notes.append(
+            "no metric: pass --data FILE to measure the artifact against the checkpoint given "
+            "to optimize"
+        )
     report.passed = not report.failures()
     close = getattr(runner, "close", None)
     if close is not None:

@@ -149,6 +149,7 @@ def build_early_exit_artifact(
     from albert_edge.early_exit.onnx_graphs import find_cuts, fold_steps, layer_group, split_graph
     from albert_edge.early_exit.policy import policy_text
     from albert_edge.io import atomic_output_dir
+    from albert_edge.layout import reanchor
     from albert_edge.manifest import write_manifest
     from albert_edge.options import ConvertOptions
     from albert_edge.sealed import made_from as origin
@@ -197,7 +198,7 @@ def build_early_exit_artifact(
         (tmp / INDEX).write_text(dumps_strict(index, indent=2) + "\n")
         manifest = {
             "target": "onnx-early-exit",
-            "source": full["source"],
+            "source": reanchor(full["source"], ref_dir, tmp),
             "head": ckpt.head.name,
             "precision": precision,
             "model_file": INDEX,

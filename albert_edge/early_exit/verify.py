@@ -24,6 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from albert_edge.errors import UnsupportedError
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -124,21 +126,108 @@ def _feeds(ckpt: Checkpoint) -> list[dict[str, Any]]:
 
 
 def verify_early_exit(
-    artifact: str | Path, *, reference: str | Path | None = None, threads: int = 2
+    artifact: str | Path,
+    *,
+    reference: str | Path | None = None,
+    threads: int = 2,
+    data: str | Path | None = None,
+    task: str | None = None,
+    max_examples: int | None = None,
+    progress: bool = True,
 ) -> dict[str, Any]:
-    """Both checks of the module docstring; ``passed`` and one ``failures`` line each."""
-    import numpy as np
+    """Both checks of the module docstring; ``passed`` and one ``failures`` line each.
 
+    With ``data``, also the task's metric of the artifact under its recorded policy
+    against PyTorch, with the paired interval (:func:`albert_edge.verify.evaluate_against`).
+    For an ``optimize`` output the metric is against the checkpoint given to optimize and
+    the two checks run against the intermediate it was converted from, skipped in one
+    line (``notes``) where that model can no longer be reached."""
     from albert_edge.checkpoint import load_checkpoint
-    from albert_edge.early_exit.policy import Off
-    from albert_edge.early_exit.runner import EarlyExitRunner, read_index
-    from albert_edge.verify import _check_reference_hash, _judge, _resolve_reference, tolerance_for
+    from albert_edge.early_exit.runner import read_index
+    from albert_edge.verify import (
+        _check_reference_hash,
+        _config_of,
+        _given_checkpoint,
+        _intermediate,
+        _model_config,
+        _resolve_reference,
+        read_task_data,
+        tolerance_for,
+    )
 
     root, index = read_index(artifact)
     manifest = _checked_manifest(root)
-    ref_path = _resolve_reference(root, manifest, reference)
-    ckpt = load_checkpoint(ref_path)
-    _check_reference_hash(ref_path, ckpt, manifest)
+    notes: list[str] = []
+    given = _given_checkpoint(root, manifest, reference)
+    if given is not None:  # an optimize output: the metric against what the user gave
+        metric_ref: Path = given
+        ref_path, parity = _intermediate(root, manifest, given)
+        notes.append(parity)
+        if ref_path is None and data is None:
+            raise UnsupportedError(
+                f"{root}: the intermediate this optimize output was converted from is not "
+                "reachable, so there are no exits to check; pass --data FILE (labelled rows "
+                "of its task) to measure it against the checkpoint given to optimize"
+            )
+    else:
+        ref_path = metric_ref = _resolve_reference(root, manifest, reference)
+    config = _model_config(metric_ref)
+    task_data = None
+    if data is not None and config is not None:  # judged before a model loads
+        task_data = read_task_data(data, metric_ref, config, task=task, max_examples=max_examples)
+    tol = tolerance_for(str(manifest["precision"]))
+    report: dict[str, Any] = {
+        "artifact": str(root),
+        "reference": str(ref_path) if ref_path is not None else None,
+        "precision": manifest["precision"],
+        "policy": index.get("policy", "off"),
+        "tolerance": tol,
+        "exits": [],
+        "failures": [],
+        "notes": notes,
+    }
+    if given is not None:
+        report["given"] = str(given)
+    if ref_path is not None:
+        ckpt = load_checkpoint(ref_path)
+        if given is None:
+            _check_reference_hash(ref_path, ckpt, manifest)
+        report.update(_exit_checks(root, index, manifest, ckpt, tol, threads))
+    if data is not None:
+        report["accuracy"] = _metric(
+            root,
+            load_checkpoint(metric_ref),
+            data,
+            task_data,
+            task,
+            max_examples,
+            threads,
+            progress,
+            optimized=given is not None,
+            config_of=_config_of,
+        )
+        note = report["accuracy"].get("reference_note")
+        if note:
+            notes.append(str(note))
+    report["passed"] = not report["failures"]
+    return report
+
+
+def _exit_checks(
+    root: Path,
+    index: dict[str, Any],
+    manifest: dict[str, Any],
+    ckpt: Checkpoint,
+    tol: dict[str, Any],
+    threads: int,
+) -> dict[str, Any]:
+    """Policy off against the full-depth artifact, every exit against PyTorch."""
+    import numpy as np
+
+    from albert_edge.early_exit.policy import Off
+    from albert_edge.early_exit.runner import EarlyExitRunner
+    from albert_edge.verify import _judge
+
     runner = EarlyExitRunner(root, threads=threads)
     feeds_list = [{k: v for k, v in f.items() if k in runner.input_names} for f in _feeds(ckpt)]
     full, full_from = _full_depth_logits(root, manifest, ckpt, feeds_list)
@@ -146,7 +235,6 @@ def verify_early_exit(
     bitwise = all(np.array_equal(a, b) for a, b in zip(off, full, strict=True))
     worst = max(float(np.abs(a - b).max()) for a, b in zip(off, full, strict=True))
     heads = exit_heads_of(root, index)
-    tol = tolerance_for(str(manifest["precision"]))
     got = np.concatenate([runner.all_exits(f) for f in feeds_list])
     want = np.concatenate([reference_exits(ckpt, heads, f) for f in feeds_list])
     exits = []
@@ -160,19 +248,53 @@ def verify_early_exit(
         if reason:
             failures.append(f"exit {k}: {reason}")
     return {
-        "artifact": str(root),
-        "reference": str(ref_path),
-        "precision": manifest["precision"],
-        "policy": index.get("policy", "off"),
         "rows": int(got.shape[0]),
         "policy_off_bitwise": bitwise,
         "policy_off_vs": full_from,
         "policy_off_max_abs_diff": worst,
-        "tolerance": tol,
         "exits": exits,
         "failures": failures,
-        "passed": not failures,
     }
+
+
+def _metric(
+    root: Path,
+    ref: Checkpoint,
+    data: str | Path,
+    task_data: Any,
+    task: str | None,
+    max_examples: int | None,
+    threads: int,
+    progress: bool,
+    *,
+    optimized: bool,
+    config_of: Any,
+) -> dict[str, Any]:
+    """The task's metric under the recorded policy against ``ref`` in PyTorch."""
+    from albert_edge.early_exit.runner import open_any_runner
+    from albert_edge.verify import artifact_tokenizer, evaluate_against, read_task_data
+
+    if task_data is None:  # a TF1 reference: its config is known once it is loaded
+        task_data = read_task_data(
+            data, Path(ref.path), config_of(ref), task=task, max_examples=max_examples
+        )
+    runner = open_any_runner(root, threads=threads)
+    against = (
+        "the checkpoint given to optimize, each model with its own tokenizer"
+        if optimized
+        else "the reference in PyTorch at full depth"
+    )
+    try:
+        result = evaluate_against(
+            runner, artifact_tokenizer(root), ref, task_data, progress=progress, against=against
+        )
+    finally:
+        close = getattr(runner, "close", None)
+        if close is not None:
+            close()
+    result["data"] = Path(str(data)).name
+    result["judged"] = "reported under the recorded policy, not judged against a bar"
+    return result
 
 
 def inspect_early_exit(path: str | Path) -> dict[str, Any]:
@@ -259,31 +381,87 @@ def format_verify(report: dict[str, Any]) -> str:
         if "max_abs_err" in tol
         else f"SQNR >= {tol['min_sqnr_db']:.1f} dB"
     )
+    against = report.get("reference") or report.get("given")
     lines = [
         f"verify (dynamic exit): {report['artifact']} ({report['precision']}, recorded policy "
-        f"{report['policy']}) against {report['reference']}, {report['rows']} rows",
-        f"  policy off vs the full-depth artifact ({report['policy_off_vs']}): "
-        + (
-            "bitwise equal"
-            if report["policy_off_bitwise"]
-            else f"DIFFERENT (max |diff| {report['policy_off_max_abs_diff']:.3e})"
-        ),
+        f"{report['policy']}) against {against}"
+        + (f", {report['rows']} rows" if "rows" in report else ""),
     ]
+    if "policy_off_bitwise" in report:
+        lines.append(
+            f"  policy off vs the full-depth artifact ({report['policy_off_vs']}): "
+            + (
+                "bitwise equal"
+                if report["policy_off_bitwise"]
+                else f"DIFFERENT (max |diff| {report['policy_off_max_abs_diff']:.3e})"
+            )
+        )
     for e in report["exits"]:
         lines.append(
             f"  exit {e['exit']}: max abs err {e['max_abs_err']:.3e}, SQNR {e['sqnr_db']:.1f} dB "
             f"vs PyTorch ({bar}): {'ok' if e['passed'] else 'FAILED'}"
         )
+    acc = report.get("accuracy")
+    if acc:
+        iv = acc.get("interval_points") or {}
+        lines.append(
+            f"  {acc['task']} {acc['metric']} on {acc['data']} ({acc['examples']} examples): "
+            f"artifact {100 * acc['metric_artifact']:.2f}, {acc['against']} "
+            f"{100 * acc['metric_reference']:.2f}, Δ {acc['delta_points']:+.2f} points"
+            + (f" [{iv['low']:+.2f}, {iv['high']:+.2f}] 95 %" if iv else "")
+        )
+    for note in report.get("notes") or []:
+        lines.append(f"note: {note}")
     lines.append("verify: PASSED" if report["passed"] else "verify: FAILED")
     return "\n".join(lines)
 
 
-def run_verify_cli(artifact: Path, reference: str | None, threads: int, as_json: bool) -> int:
-    """``albert-edge verify DIR`` on a dynamic-exit artifact (dispatched from the CLI)."""
+def refuse_flags(on: str | None, batch_sizes: Any = None, seq_lens: Any = None) -> None:
+    """The ``verify`` flags a dynamic-exit artifact cannot honour, refused in one line
+    before anything loads (never dropped in silence): its checks run the fixed sentences
+    of the module docstring through a host loop of ONNX Runtime sessions on this machine,
+    not a batch × length grid of one model file."""
+    given = [
+        flag
+        for flag, value in (("--on", on), ("--batch-sizes", batch_sizes), ("--seq-lens", seq_lens))
+        if value
+    ]
+    if given:
+        raise UnsupportedError(
+            f"{' and '.join(given)}: a dynamic-exit artifact is verified on fixed sentences "
+            "through its host loop on this machine (policy off bit for bit, every exit against "
+            "PyTorch), not on an output grid or another kernel family; drop " + " and ".join(given)
+        )
+
+
+def run_verify_cli(
+    artifact: Path,
+    reference: str | None,
+    threads: int,
+    as_json: bool,
+    *,
+    data: Path | None = None,
+    task: str | None = None,
+    max_examples: int | None = None,
+    on: str | None = None,
+    batch_sizes: Any = None,
+    seq_lens: Any = None,
+) -> int:
+    """``albert-edge verify DIR`` on a dynamic-exit artifact (dispatched from the CLI):
+    ``--data``/``--task``/``--max-examples`` honoured, ``--on``/``--batch-sizes``/
+    ``--seq-lens`` refused (:func:`refuse_flags`)."""
     import json
     import sys
 
-    report = verify_early_exit(artifact, reference=reference, threads=threads)
+    refuse_flags(on, batch_sizes, seq_lens)
+    report = verify_early_exit(
+        artifact,
+        reference=reference,
+        threads=threads,
+        data=data,
+        task=task,
+        max_examples=max_examples,
+    )
     if as_json:
         print(json.dumps(report, indent=2, default=str))
     else:

@@ -205,6 +205,15 @@ def _summary(prep: Prepared, result: Any, w: Any, device: str, t0: float) -> dic
         s["qat"] = prep.qat.record()
         if result.qat_ranges is not None:
             s["qat"]["activation_ranges"] = result.qat_ranges
+    only = (result.held_out or {}).get("single_class")
+    if only is not None:  # train prints it too: a number alone reads as a result
+        from albert_edge.tasks.learned import one_class_note
+
+        id2label = getattr(st.model.config, "id2label", None)
+        held = result.held_out
+        s["learned_nothing"] = one_class_note(
+            int(held["rows"]), int(only), float(held["accuracy"]), id2label
+        )
     if st.exits is not None:
         from albert_edge.learn.scratch import EXIT_HEADS_FILE, pabee_weights
 

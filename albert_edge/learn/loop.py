@@ -317,6 +317,16 @@ class _Run:
         with signals_held():  # the record, the choice and the saved state change together
             self._record_epoch(epoch, vecs)
 
+    def _single_class(self, correct: Any) -> int | None:
+        """The one class a two-class model answered on every held-out row, else None
+        (what ``train`` calls learning nothing)."""
+        from albert_edge.tasks.learned import binary_single_class
+
+        if int(self.prep.student.init.config.num_labels) != 2:
+            return None  # a wrong row's answer is known only between two classes
+        labels = [int(y) for _, y in self.prep.held_ex]
+        return binary_single_class([bool(c) for c in correct], labels)
+
     def _record_epoch(self, epoch: int, vecs: list[Any]) -> None:
         from albert_edge.depth.stats import accuracy_interval
 
@@ -342,6 +352,7 @@ class _Run:
                     "rows": len(vecs[-1]),
                     "exit_accuracy": entry["held_out_exit_accuracy"],
                     "interval": "bootstrap 95 % (albert_edge.depth.stats)",
+                    "single_class": self._single_class(vecs[-1]),
                 },
             }
         self.epoch, self.in_epoch = epoch + 1, 0

@@ -812,6 +812,11 @@ def _summary(
         }
     if prep.qat is not None:
         summary["qat"] = prep.qat.record()
+    from albert_edge.tasks.learned import learned_nothing
+
+    nothing = learned_nothing(held, id2label)
+    if nothing is not None:  # train prints it too: a number alone reads as a result
+        summary["learned_nothing"] = nothing
     return summary
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import shlex
 import shutil
 import statistics
 from collections.abc import Iterator
@@ -159,6 +160,7 @@ def _ship(search: Search, pick: dict[str, Any], report: dict[str, Any], plot: bo
     """``-o``: the pick's artifact as its builder wrote it, the report beside its files,
     the manifest sealed again over both (so ``verify`` finds every file listed)."""
     from albert_edge.io import atomic_output_dir
+    from albert_edge.layout import path_source, reanchor, relative_to_artifact
     from albert_edge.manifest import (
         check_complete,
         check_files,
@@ -172,11 +174,19 @@ def _ship(search: Search, pick: dict[str, Any], report: dict[str, Any], plot: bo
     check_intact(search.work, [str(pick["key"])])
     src = search.work.dir("candidates", str(pick["key"])) / "artifact"
     inputs = [Path(p) for p in (o.checkpoint, o.data, o.corpus) if p is not None]
+    # report.md's reproduction line, from the directory holding the output (no machine path)
+    data_rel = relative_to_artifact(o.data, Path(o.output).parent)
+    out_name, data_q = shlex.quote(Path(o.output).name), shlex.quote(data_rel)
+    report["verify_command"] = f"albert-edge verify {out_name} --data {data_q}"
     with atomic_output_dir(o.output, overwrite=o.overwrite, inputs=inputs) as tmp:
         shutil.copytree(src, tmp, dirs_exist_ok=True)
         rep.write(report, tmp, plot=plot)
         data = read_manifest(tmp)
+        # the intermediate it was converted from, found from the output, not the candidate
+        data["source"] = reanchor(data.get("source"), src, tmp)
         data["optimize"] = {
+            # what `verify OUT --data F` measures it against: the checkpoint the user gave
+            "checkpoint": path_source(o.checkpoint, tmp),
             "candidate": pick["key"],
             "report": ["report.md", "report.json", *(["front.png"] if plot else [])],
             "settings": report["settings"],

@@ -104,6 +104,13 @@ def markdown(report: Mapping[str, Any]) -> str:
         f"bound >= {s['min_lower_bound_points']}), objective {s['objective']}, target "
         f"{s['target']}, {s['max_minutes']} min; ran {report['elapsed_s'] / 60:.1f} min.",
     ]
+    if report.get("verify_command"):  # the shipped artifact vs the given checkpoint, again
+        lines += [
+            "",
+            f"Reproduce it against the given checkpoint: `{report['verify_command']}` (from the "
+            "directory holding the output; rows optimize never read give an unbiased figure)",
+            "",
+        ]
     for k in ("bytes_vs_full_depth_int8", "w1_vs_full_depth_int8"):
         if k in sh:
             lines.append(f"- {k.replace('_', ' ')}: {sh[k]:.3f}x")

@@ -74,7 +74,7 @@ def _fp32_artifact(model_path: Path) -> tuple[Path, Path, Manifest]:
 
 
 def _source_checkpoint(
-    manifest: dict[str, Any], reference: str | Path | None = None
+    manifest: dict[str, Any], folder: Path, reference: str | Path | None = None
 ) -> tuple[Checkpoint | None, str | None]:
     """The checkpoint the artifact came from: ``reference`` if given, the embedded model if
     the manifest says so, else a path an older manifest recorded, if it still exists.
@@ -86,6 +86,13 @@ def _source_checkpoint(
     source = manifest.get("source")
     if isinstance(source, dict) and source.get("embedded"):
         return load_checkpoint(None), None
+    from albert_edge.layout import describe_recorded, find_recorded
+
+    found = find_recorded(source, folder)
+    if found is not None:  # recorded relative to the artifact, still there, same weights
+        return load_checkpoint(found), None
+    if isinstance(source, dict) and isinstance(source.get("relative_path"), str):
+        return None, f"source checkpoint {describe_recorded(source, folder)}; pass --reference"
     path = source.get("path") if isinstance(source, dict) else source
     if not path:
         name = source.get("name") if isinstance(source, dict) else None
@@ -158,7 +165,7 @@ def quantize_artifact(
     from albert_edge.errors import OutputExistsError
     from albert_edge.facts import describe_onnx
     from albert_edge.io import atomic_output_dir, check_output
-    from albert_edge.layout import onnx_model_file, set_config_dtype
+    from albert_edge.layout import onnx_model_file, reanchor, set_config_dtype
     from albert_edge.manifest import artifact_record, check_files
     from albert_edge.onnx.pipeline import write_model
     from albert_edge.onnx.quant.check import check_written
@@ -183,7 +190,7 @@ def quantize_artifact(
         texts.check_config(_config(folder), folder)
     tokenizer = artifact_tokenizer(folder) if texts is not None else None
     model = _load_fp32(model_file)
-    ckpt, why_not = _source_checkpoint(manifest, reference)
+    ckpt, why_not = _source_checkpoint(manifest, folder, reference)
     with atomic_output_dir(output, overwrite=options.overwrite, inputs=[folder]) as tmp:
         with step(f"quantize ({options.precision})"):
             model, report = quantize_model(
@@ -206,7 +213,7 @@ def quantize_artifact(
             **keep,
             **artifact_record(
                 "onnx",
-                source=keep.get("source") or {},
+                source=reanchor(keep.get("source") or {}, folder, tmp),
                 head=str(keep.get("head")),
                 precision=options.precision,
                 model_file=model_rel,
