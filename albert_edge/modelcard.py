@@ -161,6 +161,21 @@ def size_lines(manifest: dict[str, Any]) -> list[str]:
         "layers and factorized embedding "
         f"(V={albert.get('vocab_size', '?')} × E={albert.get('embedding_size', '?')}, "
         f"E × H={albert.get('hidden_size', '?')}) kept as they are.",
+        *pruned_lines(albert),
+    ]
+
+
+def pruned_lines(albert: dict[str, Any]) -> list[str]:
+    """A pruned checkpoint's shapes (issue 54), which the floor above counts: the heads each
+    shared layer keeps and the FFN width. Nothing for an unpruned model."""
+    kept = albert.get("kept_heads")
+    if not kept:
+        return []
+    return [
+        "",
+        "Pruned inside the shared layers: attention heads kept per shared layer "
+        f"{' / '.join(map(str, kept))} of {albert.get('num_attention_heads', '?')} "
+        f"(`pruned_heads` in `config.json`), FFN width {albert.get('intermediate_size', '?')}.",
     ]
 
 

@@ -245,6 +245,9 @@ def test_pruned_metadata_travels_with_a_bare_onnx(converted, tmp_path: Path) -> 
     info = inspect_path(bare)
     assert info["albert"]["pruned_heads"] == {"0": [1], "1": [0, 2], "2": [3], "3": [1, 2, 3]}
     assert info["floor_bytes"] == manifest["sizes"]["floor_bytes"]
+    card = (out / "README.md").read_text()
+    assert "heads kept per shared layer 3 / 2 / 3 / 1 of 4" in card
+    assert "FFN width 40" in card
 
 
 @pytest.mark.slow
