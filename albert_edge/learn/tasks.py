@@ -604,6 +604,9 @@ def _foreign_teacher(args: argparse.Namespace, built: Built, fit: TaskData, enc:
 
     names = [str(built.model.config.id2label[i]) for i in range(built.model.config.num_labels)]
     teacher = foreign.load(Path(args.teacher), built.head, names)
+    from albert_edge.learn.ddp import resolve_device
+
+    teacher.model.to(resolve_device(getattr(args, "device", "cpu") or "cpu"))  # labels once
     aug = foreign.Augment(copies=int(getattr(args, "augment", 0) or 0), seed=int(args.seed))
     transfer = getattr(args, "transfer", None)
     full, feats, distilled = foreign.transfer_set(

@@ -411,6 +411,7 @@ def _forward(teacher: Teacher, rows: list[Any], kind: str, batch: int = 32) -> l
     import torch
 
     tok, model = teacher.tokenizer, teacher.model
+    dev = next(model.parameters()).device
     out: list[Any] = []
     with torch.no_grad():
         for i in range(0, len(rows), batch):
@@ -422,13 +423,13 @@ def _forward(teacher: Teacher, rows: list[Any], kind: str, batch: int = 32) -> l
                     a, b, truncation=True, max_length=teacher.max_len, padding=True,
                     return_tensors="pt",
                 )  # fmt: skip
-                out += list(model(**enc).logits.float().numpy())
+                out += list(model(**enc.to(dev)).logits.float().cpu().numpy())
             elif kind == "token-classification":
                 enc = tok(
                     [list(r) for r in part], is_split_into_words=True, truncation=True,
                     max_length=teacher.max_len, padding=True, return_tensors="pt",
                 )  # fmt: skip
-                logits = model(**enc).logits.float().numpy()
+                logits = model(**enc.to(dev)).logits.float().cpu().numpy()
                 for j, words in enumerate(part):
                     out.append(_first_piece_rows(enc.word_ids(j), logits[j], len(words)))
             else:
@@ -462,14 +463,14 @@ def _qa_batch(teacher: Teacher, part: list[Any]) -> list[Any]:
         return_tensors="pt",
     )  # fmt: skip
     offsets = enc.pop("offset_mapping").numpy()
-    res = teacher.model(**enc)
+    res = teacher.model(**enc.to(next(teacher.model.parameters()).device))
     out = []
     for j, ex in enumerate(part):
         seq = enc.sequence_ids(j)
         ctx = np.array([s == 1 for s in seq])
         pair = []
         for logits, at in ((res.start_logits[j], 0), (res.end_logits[j], 1)):
-            lg = logits.float().masked_fill(~torch.from_numpy(ctx), -1e9)
+            lg = logits.float().cpu().masked_fill(~torch.from_numpy(ctx), -1e9)
             p = torch.softmax(lg, -1).numpy()
             chars = np.zeros(len(ex.context) + 1)
             for i in np.nonzero(ctx)[0]:

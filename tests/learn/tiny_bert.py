@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 HEAD_CLASS = {
+    "none": "BertModel",  # a pretrained encoder without a head, as MiniLM ships
     "sequence-classification": "BertForSequenceClassification",
     "token-classification": "BertForTokenClassification",
     "question-answering": "BertForQuestionAnswering",
@@ -47,8 +48,8 @@ def tiny_bert(
         tok.save_pretrained(str(d))
     else:
         (d / "vocab.txt").unlink()
-    n = 2 if head == "question-answering" else len(labels)
-    kw = {} if head == "question-answering" else {"id2label": dict(enumerate(labels))}
+    n = 2 if head in ("question-answering", "none") else len(labels)
+    kw = {} if head in ("question-answering", "none") else {"id2label": dict(enumerate(labels))}
     cfg = transformers.BertConfig(
         vocab_size=len(vocab),
         hidden_size=32,
