@@ -183,6 +183,17 @@ def _defaults(args: argparse.Namespace, data: TaskData) -> TaskDefaults:
 
 
 def _check_flags(args: argparse.Namespace, data: TaskData) -> None:
+    from albert_edge.learn.teacher import is_foreign
+
+    if is_foreign(getattr(args, "teacher", None)):
+        given = [f for a, d, f in _UNSUPPORTED if getattr(args, a, d) != d]
+        if getattr(args, "exit_loss", "none") != "none":
+            given.append("--exit-loss")
+        if given:
+            raise LearnError(
+                f"{given[0]}: not available with --teacher {args.teacher}, a teacher with its "
+                "own tokenizer (it shares no hidden states, layers or exits with the student)"
+            )
     for attr, default, flag in _UNSUPPORTED:
         if getattr(args, attr, default) != default:
             raise LearnError(

@@ -240,3 +240,15 @@ def test_cli_refuses_a_teacher_without_tokenizer_before_loading(
     assert len(lines) == 1, r.stderr
     assert str(teacher) in lines[0] and "no tokenizer" in lines[0] and "save_pretrained" in lines[0]
     assert not out.exists()
+
+
+def test_flags_that_need_a_shared_hidden_space_are_refused(
+    tmp_path: Path, spiece_path: Path, sst2_train: Path
+) -> None:
+    from albert_edge.train import train
+
+    teacher = tiny_bert(tmp_path / "t", "sequence-classification", ["0", "1"])
+    for flag in (["--distil-hidden"], ["--exit-loss", "pabee"]):
+        with pytest.raises(AlbertEdgeError, match=f"{flag[0]}: not available with --teacher"):
+            train(_args(sst2_train, tmp_path / "s", spiece_path, *SMALL, "--teacher",
+                        str(teacher), "--dev", str(sst2_train), *flag))  # fmt: skip
