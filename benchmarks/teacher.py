@@ -64,6 +64,8 @@ class Sizes:
     augment: int
     teacher_batch: int = 32
     teacher_lr: float = 5e-5
+    threads: int = 2  # the 2 cores the recipe is sized for
+    dev_rows: int | None = None  # score on the first N dev rows/sentences (None: all)
 
 
 FULL = {
@@ -71,8 +73,8 @@ FULL = {
     "conll": Sizes(train_rows=None, teacher_epochs=2, student_epochs=4, augment=1),
 }
 QUICK = {
-    "sst2": Sizes(train_rows=300, teacher_epochs=1, student_epochs=1, augment=1),
-    "conll": Sizes(train_rows=150, teacher_epochs=1, student_epochs=1, augment=1),
+    "sst2": Sizes(train_rows=400, teacher_epochs=1, student_epochs=1, augment=1, dev_rows=300),
+    "conll": Sizes(train_rows=400, teacher_epochs=1, student_epochs=1, augment=1, dev_rows=300),
 }
 FILES = {
     "sst2": (TRAIN, DEV),
@@ -131,6 +133,7 @@ def finetune_teacher(
 
     t0, c0 = time.time(), time.process_time()
     torch.manual_seed(13)
+    torch.set_num_threads(s.threads)
     data, fit = student_rows(train)
     names = list(data.label_names)
     tok = transformers.AutoTokenizer.from_pretrained(str(base), local_files_only=True)
@@ -263,6 +266,7 @@ def distil(
     epochs: int,
     augment: int,
     device: str = "cpu",
+    threads: int = 2,
     spiece: Path = SPIECE,
     extra: list[str] | None = None,
 ) -> dict[str, Any]:
@@ -289,6 +293,8 @@ def distil(
         str(epochs),
         "--device",
         device,
+        "--threads",
+        str(threads),
         "--overwrite",
         "-o",
         str(out),
@@ -321,6 +327,7 @@ def run(task: str, out: Path, device: str, s: Sizes, quick: bool) -> dict[str, A
     out.mkdir(parents=True, exist_ok=True)
     train, dev = FILES[task]
     train = cut(task, train, s.train_rows, out / "data" / train.name)
+    dev = cut(task, dev, s.dev_rows, out / "data" / ("dev-" + dev.name))
     base = minilm_dir()
     log(f"teacher: fine-tuning {base.parent.name} on {task} ({s.teacher_epochs} epoch(s))")
     teacher = finetune_teacher(base, task, train, dev, out / "teacher", s, device)
@@ -334,6 +341,7 @@ def run(task: str, out: Path, device: str, s: Sizes, quick: bool) -> dict[str, A
         epochs=s.student_epochs,
         augment=s.augment,
         device=device,
+        threads=s.threads,
         spiece=SPIECE,
     )
     log(f"student: {student['held_out']}")
@@ -399,9 +407,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--teacher-epochs", type=int, default=None)
     p.add_argument("--student-epochs", type=int, default=None)
     p.add_argument("--augment", type=int, default=None, help="augmented copies per row")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default 2)")
+    p.add_argument("--dev-rows", type=int, default=None, help="first N dev rows/sentences")
     a = p.parse_args(argv)
     s = (QUICK if a.quick else FULL)[a.task]
-    for name in ("train_rows", "teacher_epochs", "student_epochs", "augment"):
+    for name in (
+        "train_rows",
+        "teacher_epochs",
+        "student_epochs",
+        "augment",
+        "threads",
+        "dev_rows",
+    ):
         if getattr(a, name) is not None:
             s = replace(s, **{name: getattr(a, name)})
     summary = run(a.task, a.out, a.device, s, a.quick)

@@ -48,7 +48,7 @@ def test_recipe_runs_end_to_end_on_a_tiny_teacher(
     monkeypatch.setattr(recipe, "SHAPE", SHAPE)
     monkeypatch.setattr(recipe, "SPIECE", spiece_path)
     out = tmp_path / "run"
-    sizes = recipe.Sizes(train_rows=None, teacher_epochs=1, student_epochs=1, augment=1)
+    sizes = recipe.Sizes(train_rows=None, teacher_epochs=1, student_epochs=1, augment=1, threads=1)
     summary = recipe.run(task, out, "cpu", sizes, quick=True)
 
     student = out / "student"
