@@ -165,6 +165,9 @@ def preflight(args: argparse.Namespace) -> None:
 
     if is_foreign(getattr(args, "teacher", None)):
         check_dir(Path(args.teacher))  # its tokenizer, before any model loads
+    transfer = getattr(args, "transfer", None)
+    if transfer is not None and not Path(transfer).is_file():
+        raise LearnError(f"--transfer {transfer}: no such file; give unlabelled text, one per line")
     if wants_task_trainer(args):
         dev = getattr(args, "dev", None)
         if dev is not None and not _default_dev(dev):

@@ -252,3 +252,20 @@ def test_flags_that_need_a_shared_hidden_space_are_refused(
         with pytest.raises(AlbertEdgeError, match=f"{flag[0]}: not available with --teacher"):
             train(_args(sst2_train, tmp_path / "s", spiece_path, *SMALL, "--teacher",
                         str(teacher), "--dev", str(sst2_train), *flag))  # fmt: skip
+
+
+def test_cli_refuses_a_missing_transfer_file_in_one_line(
+    tmp_path: Path, spiece_path: Path, sst2_train: Path
+) -> None:
+    teacher = tiny_bert(tmp_path / "t", "sequence-classification", ["0", "1"])
+    missing = tmp_path / "nope.txt"
+    r = subprocess.run(
+        [sys.executable, "-m", "albert_edge.cli", "train", "--train", str(sst2_train), "--dev",
+         str(sst2_train), "--teacher", str(teacher), "--transfer", str(missing), "-o",
+         str(tmp_path / "s")],
+        capture_output=True, text=True, env=train_env(), timeout=300,
+    )  # fmt: skip
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode != 0 and len(lines) == 1, r.stderr
+    assert str(missing) in lines[0] and "no such file" in lines[0]
+    assert not (tmp_path / "s").exists()
