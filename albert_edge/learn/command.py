@@ -65,6 +65,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--distil", action="store_true", help="distil (teacher: --teacher or --init)")
     g.add_argument(
+        "--augment",
+        type=int_at_least(0),
+        default=0,
+        metavar="N",
+        help="with a --teacher of its own tokenizer: N augmented copies of each labelled row "
+        "(words masked / replaced by same-frequency words, seeded by --seed), labelled by "
+        "the teacher (default: %(default)s)",
+    )
+    g.add_argument(
+        "--transfer",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="with a --teacher of its own tokenizer: unlabelled text, one sentence per line "
+        "(a pair: TAB-separated), labelled by the teacher and trained on",
+    )
+    g.add_argument(
         "--alpha",
         type=float_in(0, 1, meaning="the weight of the labels' CE"),
         default=0.5,

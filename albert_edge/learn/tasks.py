@@ -116,9 +116,12 @@ def wants_task_trainer(args: argparse.Namespace) -> bool:
     anything but single-sentence classification (that, and a file it cannot read, keep the
     SST-2 recipe and its messages), ``--task`` given, or an ``--init`` of another head."""
     from albert_edge.errors import AlbertEdgeError
+    from albert_edge.learn.teacher import is_foreign
 
-    if getattr(args, "task", None):
-        return True
+    if getattr(args, "task", None) or is_foreign(getattr(args, "teacher", None)):
+        return True  # a teacher with its own tokenizer distils here, whatever the task
+    if getattr(args, "augment", 0) or getattr(args, "transfer", None) is not None:
+        return True  # refused here in one line without such a teacher
     try:
         data = read_task_file(Path(args.train))
     except AlbertEdgeError:
@@ -158,7 +161,13 @@ def preflight(args: argparse.Namespace) -> None:
     """``albert-edge train``'s first-second check of its data files: a task file is read
     by the task layer, anything else as the SST-2 recipe reads it (its messages)."""
     from albert_edge.data import read_sst2
+    from albert_edge.learn.teacher import check_dir, is_foreign
 
+    if is_foreign(getattr(args, "teacher", None)):
+        check_dir(Path(args.teacher))  # its tokenizer, before any model loads
+    transfer = getattr(args, "transfer", None)
+    if transfer is not None and not Path(transfer).is_file():
+        raise LearnError(f"--transfer {transfer}: no such file; give unlabelled text, one per line")
     if wants_task_trainer(args):
         dev = getattr(args, "dev", None)
         if dev is not None and not _default_dev(dev):
@@ -177,6 +186,17 @@ def _defaults(args: argparse.Namespace, data: TaskData) -> TaskDefaults:
 
 
 def _check_flags(args: argparse.Namespace, data: TaskData) -> None:
+    from albert_edge.learn.teacher import is_foreign
+
+    if is_foreign(getattr(args, "teacher", None)):
+        given = [f for a, d, f in _UNSUPPORTED if getattr(args, a, d) != d]
+        if getattr(args, "exit_loss", "none") != "none":
+            given.append("--exit-loss")
+        if given:
+            raise LearnError(
+                f"{given[0]}: not available with --teacher {args.teacher}, a teacher with its "
+                "own tokenizer (it shares no hidden states, layers or exits with the student)"
+            )
     for attr, default, flag in _UNSUPPORTED:
         if getattr(args, attr, default) != default:
             raise LearnError(
@@ -196,6 +216,16 @@ def _check_flags(args: argparse.Namespace, data: TaskData) -> None:
         )
     if _distilling(args) and data.regression:
         raise LearnError("--distil: a regression head has no class distribution to distil")
+    from albert_edge.learn.teacher import is_foreign
+
+    if (getattr(args, "augment", 0) or getattr(args, "transfer", None) is not None) and not (
+        is_foreign(getattr(args, "teacher", None))
+    ):
+        flag = "--augment" if getattr(args, "augment", 0) else "--transfer"
+        raise LearnError(
+            f"{flag}: the transfer set is labelled by a --teacher with its own tokenizer "
+            "(a Hugging Face model directory); give one"
+        )
     if _distilling(args) and getattr(args, "teacher", None) is None and args.init is None:
         raise LearnError("--distil: give --teacher CKPT (or --init CKPT, which then teaches)")
 
@@ -351,7 +381,14 @@ def _distil_settings(args: argparse.Namespace) -> Any:
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def _loss(model: Any, teacher: Any, batch: dict[str, Any], prep: Prepared, s: Any) -> Any:
+def _loss(
+    model: Any,
+    teacher: Any,
+    batch: dict[str, Any],
+    prep: Prepared,
+    s: Any,
+    idx: list[int] | None = None,
+) -> Any:
     """The task's loss: the head's own (cross-entropy on labels, on first pieces for NER,
     on start and end for QA), computed under convert's fake quantizer with ``--qat``;
     with a teacher, each output's ``alpha*CE + (1-alpha)*T^2*KL`` (:func:`kd_term`) on
@@ -371,7 +408,10 @@ def _loss(model: Any, teacher: Any, batch: dict[str, Any], prep: Prepared, s: An
     from albert_edge.learn.distil import kd_term
 
     with torch.no_grad():
-        t_out = teacher(**{k: batch[k] for k in INPUTS})
+        if hasattr(teacher, "outputs"):  # its own tokenizer: the cached, mapped targets
+            t_out = teacher.outputs(idx or [], batch)
+        else:
+            t_out = teacher(**{k: batch[k] for k in INPUTS})
     if prep.built.head == "question-answering":
         pad = batch["attention_mask"] == 0
         terms = []
@@ -532,7 +572,13 @@ def prepare(args: argparse.Namespace) -> Prepared:
     fit, held = data.subset(fit_idx), data.subset(held_idx)
     enc = _encoder(tok, defaults.max_len)
     lr = args.lr if args.lr is not None else (INIT_LR if ckpt is not None else SCRATCH_LR)
-    teacher = _teacher(args, ckpt, built, data) if _distilling(args) else None
+    from albert_edge.learn.teacher import is_foreign
+
+    fit_f = None
+    if is_foreign(getattr(args, "teacher", None)):  # its own tokenizer: targets cached once
+        fit, fit_f, teacher = _foreign_teacher(args, built, fit, enc)
+    else:
+        teacher = _teacher(args, ckpt, built, data) if _distilling(args) else None
     from albert_edge.learn.qat import qat_spec
 
     qat = qat_spec(getattr(args, "qat", None), getattr(args, "qat_target", "portable"))
@@ -541,7 +587,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
         fit=fit,
         held=held,
         dev=dev,
-        fit_f=enc(fit),
+        fit_f=fit_f if fit_f is not None else enc(fit),
         held_f=enc(held),
         dev_f=enc(dev) if dev is not None else None,
         built=built,
@@ -561,6 +607,40 @@ def prepare(args: argparse.Namespace) -> Prepared:
         teacher=teacher,
         qat=qat,
     )
+
+
+def _foreign_teacher(args: argparse.Namespace, built: Built, fit: TaskData, enc: Any) -> Any:
+    """(fit data with the transfer set, its features, the cached targets) of a
+    ``--teacher`` with its own tokenizer (:mod:`albert_edge.learn.teacher`); printed: the
+    transfer set's size and the teacher's cost."""
+    import albert_edge.learn.teacher as foreign
+    from albert_edge.progress import enabled
+
+    names = [str(built.model.config.id2label[i]) for i in range(built.model.config.num_labels)]
+    teacher = foreign.load(Path(args.teacher), built.head, names)
+    from albert_edge.learn.ddp import resolve_device
+
+    teacher.model.to(resolve_device(getattr(args, "device", "cpu") or "cpu"))  # labels once
+    aug = foreign.Augment(copies=int(getattr(args, "augment", 0) or 0), seed=int(args.seed))
+    transfer = getattr(args, "transfer", None)
+    full, feats, distilled = foreign.transfer_set(
+        teacher,
+        fit,
+        enc,
+        aug,
+        Path(transfer) if transfer is not None else None,
+        foreign.cache_dir(Path(args.out)),
+    )
+    if enabled():
+        t, c = distilled.record["transfer_set"], distilled.record["teacher_cost"]
+        how = "cached, no forward" if c["cached"] else f"{c['rows']} rows in {c['seconds']} s"
+        print(
+            f"albert-edge train: transfer set {t['rows']} rows ({t['labelled_rows']} labelled, "
+            f"{t['augmented_rows']} augmented, {t['transfer_file_rows']} from --transfer); "
+            f"teacher {how}",
+            file=sys.stderr,
+        )
+    return full, feats, distilled
 
 
 def _teacher(args: argparse.Namespace, init: Any, built: Built, data: TaskData) -> Any:
@@ -607,7 +687,8 @@ def train_task(args: argparse.Namespace) -> dict[str, Any]:
     from albert_edge.learn.scratch import TRAINING_OUTPUT
 
     out = Path(args.out)
-    inputs = [Path(p) for p in (args.train, getattr(args, "dev", None), args.spiece) if p]
+    extra = (getattr(args, "teacher", None), getattr(args, "transfer", None))
+    inputs = [Path(p) for p in (args.train, getattr(args, "dev", None), args.spiece, *extra) if p]
     if getattr(args, "init", None) is not None:
         inputs.append(Path(args.init))
     from albert_edge.learn.scratch import _overrides
@@ -648,7 +729,9 @@ def fit(args: argparse.Namespace, prep: Prepared) -> dict[str, Any]:
     bs = prep.defaults.batch_size
     total = math.ceil(len(prep.fit_f) / bs) * args.epochs
     hp = argparse.Namespace(lr=prep.lr, warmup=args.warmup, weight_decay=args.weight_decay)
-    teacher = prep.teacher.model.to(device) if prep.teacher is not None else None
+    teacher = prep.teacher
+    if teacher is not None and not hasattr(teacher, "outputs"):  # an ALBERT: run live
+        teacher = teacher.model.to(device)
     settings = _distil_settings(args)
     opt, sched = _optimizer(params, hp, total)
     gen = torch.Generator().manual_seed(args.seed)
@@ -666,7 +749,7 @@ def fit(args: argparse.Namespace, prep: Prepared) -> dict[str, Any]:
             status=lambda: f"loss {running / max(1, seen):.4f}",  # noqa: B023 - read live
         ):
             model.train()
-            loss = _loss(model, teacher, collate(prep.fit_f, idx, device), prep, settings)
+            loss = _loss(model, teacher, collate(prep.fit_f, idx, device), prep, settings, idx)
             _update(loss, model, opt, sched, params, epoch + 1, step + 1)
             step += 1
             running += loss.item() * len(idx)
@@ -803,8 +886,9 @@ def _summary(
         summary["init"] = identity(prep.built.init)
     if prep.teacher is not None:
         s = _distil_settings(args)
+        own = getattr(prep.teacher, "record", None)
         summary["teacher"] = {
-            **identity(prep.teacher),
+            **(own if isinstance(own, dict) else identity(prep.teacher)),
             "alpha": s.alpha,
             "temperature": s.temperature,
             "loss": "alpha*CE + (1-alpha)*T^2*KL(teacher||student at T) per output: the "

