@@ -4,6 +4,8 @@ any model loads (token and span heads: test_task_heads.py)."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -118,9 +120,6 @@ def test_artifact_correct_feeds_pairs_like_the_model(
     # and a pair file is refused for it; a copy without the record (a checkpoint from
     # before albert-edge wrote one) is read as the file's columns say: the feeding is
     # what this test holds, not what an SST-2 model makes of pairs
-    import json
-    import shutil
-
     trained = tmp_path / "unrecorded"
     shutil.copytree(trained_checkpoint, trained)
     cfg = json.loads((trained / "config.json").read_text())
