@@ -25,7 +25,7 @@ from albert_edge.environment import (
     native_stderr_filtered,
     quiet_frameworks,
 )
-from albert_edge.errors import AlbertEdgeError
+from albert_edge.errors import AlbertEdgeError, UnsupportedError
 from albert_edge.io import output_arg
 from albert_edge.options import (
     INT32_MAX,
@@ -243,8 +243,12 @@ def _add_convert(sub: Any) -> None:
 
 
 def _run_convert(a: argparse.Namespace) -> int:
-    from albert_edge.mixed.command import run_mixed, wants_plan
+    from albert_edge.depth.command import check_ignored_flags
+    from albert_edge.mixed.command import check_search_flags, run_mixed, wants_plan
 
+    # a flag this run would ignore: one line, before anything is read
+    check_search_flags(a)
+    check_ignored_flags(a, searching=wants_plan(a) and a.precision_plan is None)
     if wants_plan(a):  # precision per weight (docs/mixed-precision.md)
         return _report_manifest(a, run_mixed(a, lambda p: _convert_options(a, p)))
     from albert_edge.convert import convert
@@ -616,7 +620,7 @@ def _add_bench(sub: Any) -> None:
     p.add_argument(
         "--exit-fit-rows",
         type=_at_least(1),
-        default=2000,
+        default=_DefaultInt(2000),
         help="--recommend: rows of --exit-data (seeded shuffle) for the exit heads "
         "(default: %(default)s)",
     )
@@ -639,6 +643,47 @@ def _add_trim_flags_and_run(p: Any) -> None:
         "--trim-corpus uses (as `trim --keep`)",
     )
     p.set_defaults(run=_run_bench)
+
+
+class _DefaultInt(int):
+    """A flag's default, told apart from the same number typed (a flag the run would
+    ignore is refused only when it was asked for)."""
+
+    __slots__ = ()
+
+
+# bench flags that only --recommend reads, and those that only --adb reads
+_RECOMMEND_ONLY = (
+    ("report_data", "--report-data"),
+    ("candidates", "--candidates"),
+    ("work_dir", "--work-dir"),
+    ("depth_search", "--depth-search"),
+    ("exit_data", "--exit-data"),
+    ("exit_fit_rows", "--exit-fit-rows"),
+    ("trim_corpus", "--trim-corpus"),
+    ("trim_keep", "--trim-keep"),
+)
+_ADB_ONLY = (("serial", "--serial"), ("benchmark_model", "--benchmark-model"))
+
+
+def _check_bench_flags(a: argparse.Namespace) -> None:
+    """Refuse, in one line, a bench flag this run would ignore: a ``--recommend`` flag
+    without ``--recommend``, an ``--adb`` flag without ``--adb``."""
+
+    def typed(name: str) -> bool:
+        value = getattr(a, name, None)
+        return value is not None and not isinstance(value, _DefaultInt)
+
+    if not a.recommend:
+        for name, flag in _RECOMMEND_ONLY:
+            if typed(name):
+                raise UnsupportedError(
+                    f"{flag} applies to bench --recommend; add --recommend or drop {flag}"
+                )
+    if not a.adb:
+        for name, flag in _ADB_ONLY:
+            if typed(name):
+                raise UnsupportedError(f"{flag} applies to bench --adb; add --adb or drop {flag}")
 
 
 def _run_bench(a: argparse.Namespace) -> int:
@@ -836,13 +881,16 @@ def _preflight(args: argparse.Namespace) -> None:
                 inputs.append(found.root)
         check_output(args.output, overwrite=args.overwrite, inputs=inputs)
     elif args.command == "train":
+        from albert_edge.learn.command import check_ignored
         from albert_edge.train import check_data
 
         check_name_fits(args.out)
+        check_ignored(args)  # --alpha without a teacher, --qat-target without --qat
         check_data(args)  # --train (and the SST-2 recipe's --dev) given: no default file
     elif args.command == "export-triton":
         check_name_fits(args.output / (args.name or "model"), "-o / --name")
     elif args.command == "bench":
+        _check_bench_flags(args)
         for flag, path in (
             ("--json", args.json_out),
             ("--markdown", args.markdown),

@@ -31,6 +31,7 @@ __all__ = [
     "DataError",
     "config_head",
     "input_file_record",
+    "input_record_of",
     "load_calibration_texts",
     "read_calibration",
     "read_sst2",
@@ -103,6 +104,17 @@ def read_sst2(path: str | Path, labels: range | None = None) -> list[tuple[int, 
     if not out:
         raise DataError(f"{p}: no labelled rows after the header")
     return out
+
+
+def input_record_of(path: str | Path) -> str:
+    """The ``finetuning_task`` a classifier trained on the SST-2 style file ``path``
+    records in config.json: ``sst2`` for GLUE's ``sentence`` column, ``single-sentence``
+    for another text column (:func:`albert_edge.tasks.classification.header_input_record`;
+    docs/inputs.md, "What a checkpoint reads")."""
+    from albert_edge.tasks.classification import header_input_record
+
+    text = _read_text(Path(path), "data")
+    return header_input_record(tsv_rows(text.splitlines()[0])[0])
 
 
 def _label_set(labels: range | None) -> str:
@@ -237,8 +249,9 @@ class Calibration:
 
 
 def _pair_task(finetuning_task: str | None) -> bool:
-    task = (finetuning_task or "").lower().replace("-", "").replace("_", "")
-    return task in {"mrpc", "qqp", "qnli", "rte", "wnli", "mnli", "stsb", "pair", "sentencepair"}
+    from albert_edge.tasks.classification import reads_pairs
+
+    return reads_pairs(finetuning_task) is True
 
 
 def read_calibration(

@@ -1065,7 +1065,13 @@ def read_task_data(
 
     want = task if task is not None else (None if detect_task(data) else HEAD_TASKS[head])
     out = read_task_file(
-        data, want, label2id={str(k): int(v) for k, v in label2id.items()}, num_labels=num_labels
+        data,
+        want,
+        label2id={str(k): int(v) for k, v in label2id.items()},
+        num_labels=num_labels,
+        head=head,
+        finetuning_task=config.get("finetuning_task"),
+        model=ref_path,
     )
     check_fits(
         out,

@@ -13,15 +13,64 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from albert_edge.errors import UnsupportedError
 from albert_edge.io import output_arg
 from albert_edge.options import depth_value, finite_float, int_at_least, seed_value
+
+
+class _DefaultFloat(float):
+    """A flag's default, told apart from the same number typed (a flag the run would
+    ignore is refused only when it was asked for)."""
+
+    __slots__ = ()
+
+
+class _DefaultStr(str):
+    """A flag's default, told apart from the same word typed."""
+
+    __slots__ = ()
+
+
+def typed(a: argparse.Namespace, name: str) -> bool:
+    """Whether the rule or depth flag behind ``a.<name>`` was on the command line."""
+    value = getattr(a, name, None)
+    return value is not None and not isinstance(value, _DefaultFloat | _DefaultStr)
+
+
+def check_ignored_flags(a: argparse.Namespace, *, searching: bool = False) -> None:
+    """Refuse, in one line, the depth flags a ``convert`` or ``depth truncate`` run would
+    ignore: the rule (``--max-point-loss``, ``--min-lower-bound``) where no depth is chosen
+    by it (``--depth K``, or no ``--depth`` at all for convert), and ``--exit-head`` or
+    ``--depth-search`` without a depth. ``searching``: convert's ``--precision auto`` (or a
+    budget) runs, whose own rule reads ``--min-lower-bound``."""
+    truncate = getattr(a, "depth_command", None) == "truncate"
+    by_rule = a.depth == "auto" or (truncate and a.depth is None)
+    if typed(a, "max_point_loss") and not by_rule:
+        why = f"--depth {a.depth} is fixed" if a.depth is not None else "no --depth is asked"
+        raise UnsupportedError(
+            f"--max-point-loss applies to --depth auto (the rule that chooses the depth); "
+            f"{why}: drop --max-point-loss"
+        )
+    if typed(a, "min_lower_bound") and not (by_rule or searching):
+        raise UnsupportedError(
+            "--min-lower-bound applies to --depth auto and to --precision auto (or "
+            "int8-static/int8-full with --max-drop); this run chooses nothing by it: drop "
+            "--min-lower-bound"
+        )
+    if not truncate and a.depth is None:
+        for name, flag in (("depth_search", "--depth-search"), ("exit_head", "--exit-head")):
+            if typed(a, name):
+                raise UnsupportedError(
+                    f"{flag} needs --depth K (or --depth auto): it applies to a truncated "
+                    f"model; add --depth or drop {flag}"
+                )
 
 
 def add_rule_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-point-loss",
         type=finite_float,
-        default=0.5,
+        default=_DefaultFloat(0.5),
         help="admit a candidate whose held-out point loss vs full depth is at most this many "
         "points of the task's metric (accuracy; entity F1 for a token head; SQuAD F1 for a "
         "span head) (default: %(default)s)",
@@ -29,7 +78,7 @@ def add_rule_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-lower-bound",
         type=finite_float,
-        default=-1.5,
+        default=_DefaultFloat(-1.5),
         help="... and whose 95 %% interval's lower bound is at least this many points "
         "(default: %(default)s)",
     )
@@ -53,7 +102,7 @@ def add_depth_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--exit-head",
         choices=("refit", "own"),
-        default="refit",
+        default=_DefaultStr("refit"),
         help="--depth: the head fitted after layer K (default) or the model's own head",
     )
 
@@ -61,7 +110,7 @@ def add_depth_flags(p: argparse.ArgumentParser) -> None:
 def _rule(a: argparse.Namespace) -> Any:
     from albert_edge.depth.choose import Rule
 
-    return Rule(max_point_loss=a.max_point_loss, min_lower_bound=a.min_lower_bound)
+    return Rule(max_point_loss=float(a.max_point_loss), min_lower_bound=float(a.min_lower_bound))
 
 
 def add_parser(sub: Any, quiet: Any) -> None:
@@ -258,6 +307,7 @@ def run_truncate(a: argparse.Namespace) -> int:
     from albert_edge.depth.truncate import TRUNCATED
     from albert_edge.io import check_output
 
+    check_ignored_flags(a)
     given = [Path(p) for p in (a.checkpoint, a.depth_search) if p is not None]
     # an existing output and a depth the search cannot give: refused before the model loads
     check_output(a.output, overwrite=a.overwrite, inputs=given, kind=TRUNCATED)
@@ -265,7 +315,7 @@ def run_truncate(a: argparse.Namespace) -> int:
     k, how = pick_depth(search, a.depth or "auto", _rule(a))
     ckpt = load_checkpoint(a.checkpoint)
     out = write_truncated(
-        ckpt, k, a.output, search=search, head=a.exit_head, how=how, overwrite=a.overwrite
+        ckpt, k, a.output, search=search, head=str(a.exit_head), how=how, overwrite=a.overwrite
     )
     print(f"{out}: layers 1..{k} of {ckpt.config.num_hidden_layers} ({how})")
     return 0
@@ -301,7 +351,7 @@ def run_convert_at_depth(a: argparse.Namespace, options: Any, build: Any = None)
         options,
         search,
         a.depth,
-        head=a.exit_head,
+        head=str(a.exit_head),
         rule=_rule(a),
         build=build,
     )

@@ -31,6 +31,13 @@ MIN_HALF_ROWS = 30
 HEAD = "sequence-classification"
 
 
+class _DefaultInt(int):
+    """A flag's default, told apart from the same number typed (a flag the run would
+    ignore is refused only when it was asked for)."""
+
+    __slots__ = ()
+
+
 def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -> None:
     p = sub.add_parser(
         "early-exit",
@@ -70,7 +77,7 @@ def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -
     p.add_argument(
         "--held-out-rows",
         type=int_at_least(2 * MIN_HALF_ROWS),
-        default=2000,
+        default=_DefaultInt(2000),
         help="--max-drop: rows of --data kept from the fit, half to choose the threshold on, "
         "half to report it on (default: %(default)s; a quarter of smaller files)",
     )
@@ -115,16 +122,18 @@ def read_rows(data: Path, checkpoint: Path | None = None, command: str = "early-
     single/pair record (config.json) before any model loads: a classification file of
     single sentences or pairs with class labels. ``command`` names the caller in the
     refusals (the depth search reads its rows here too)."""
+    from albert_edge.checkpoint import DEFAULT_MODEL
     from albert_edge.errors import UnsupportedError
     from albert_edge.heads import head_from_architectures
     from albert_edge.tasks import TaskKind, read_task_file
     from albert_edge.verify import read_task_data
 
-    config = _model_config(checkpoint) if checkpoint is not None else None
+    model = Path(checkpoint) if checkpoint is not None else DEFAULT_MODEL  # the embedded one
+    config = _model_config(model)
     if config is not None:
         head = head_from_architectures(config.get("architectures")).name
         check_head(checkpoint, head, command)
-        rows = read_task_data(data, Path(checkpoint or "."), config)
+        rows = read_task_data(data, model, config)
     else:
         rows = read_task_file(data)
     if rows.kind is not TaskKind.CLASSIFICATION:
@@ -306,16 +315,22 @@ def run(a: argparse.Namespace) -> int:
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.early_exit import build_early_exit_artifact
     from albert_edge.early_exit.artifact import with_policy
+    from albert_edge.errors import UnsupportedError
     from albert_edge.io import check_output
     from albert_edge.sealed import made_from
 
+    if a.max_drop is None and not isinstance(a.held_out_rows, _DefaultInt):
+        raise UnsupportedError(
+            "--held-out-rows sets the rows --max-drop chooses and reports the threshold on; "
+            "add --max-drop P or drop --held-out-rows"
+        )
     check_output(a.output, overwrite=a.overwrite, inputs=[a.checkpoint, a.data])
     split = None
     if a.max_drop is None:
         rows = fit_rows_of(a.data, a.fit_rows, a.seed, a.checkpoint)
     else:
         rows, choose_rows, report_rows, note = held_out_split(
-            a.data, a.fit_rows, a.held_out_rows, a.seed, a.checkpoint
+            a.data, a.fit_rows, int(a.held_out_rows), a.seed, a.checkpoint
         )
         if note:
             print(f"albert-edge: note: {note}", file=sys.stderr)

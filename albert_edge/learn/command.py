@@ -30,6 +30,42 @@ LEARN_ONLY = (
 MAX_TEMPERATURE = 100.0
 
 
+class _DefaultFloat(float):
+    """A flag's default, told apart from the same number typed (a flag the run would
+    ignore is refused only when it was asked for)."""
+
+    __slots__ = ()
+
+
+class _DefaultStr(str):
+    """A flag's default, told apart from the same word typed."""
+
+    __slots__ = ()
+
+
+def _typed(args: argparse.Namespace, name: str) -> bool:
+    value = getattr(args, name, None)
+    return value is not None and not isinstance(value, _DefaultFloat | _DefaultStr)
+
+
+def check_ignored(args: argparse.Namespace) -> None:
+    """Refuse, in one line, a flag this ``train`` would ignore: the distillation weights
+    without a teacher (``--distil`` or ``--teacher``), ``--qat-target`` without ``--qat``."""
+    distilling = bool(getattr(args, "distil", False)) or getattr(args, "teacher", None) is not None
+    if not distilling:
+        for name, flag in (("alpha", "--alpha"), ("temperature", "--temperature")):
+            if _typed(args, name):
+                raise LearnError(
+                    f"{flag} weighs the teacher's term, and this run distils nothing; add "
+                    f"--distil (or --teacher CKPT) or drop {flag}"
+                )
+    if _typed(args, "qat_target") and getattr(args, "qat", None) is None:
+        raise LearnError(
+            "--qat-target picks the recipe --qat simulates, and this run has no --qat; add "
+            "--qat PRECISION or drop --qat-target"
+        )
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the fine-tune flags on ``p`` (``albert-edge train``)."""
     from albert_edge.options import float_in, int_at_least, seed_value
@@ -84,13 +120,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--alpha",
         type=float_in(0, 1, meaning="the weight of the labels' CE"),
-        default=0.5,
+        default=_DefaultFloat(0.5),
         help="weight of the labels' CE in [0, 1]; the teacher's term gets 1 - alpha",
     )
     g.add_argument(
         "--temperature",
         type=float_in(0, MAX_TEMPERATURE, low_open=True, meaning="the distillation temperature"),
-        default=2.0,
+        default=_DefaultFloat(2.0),
         help=f"distillation temperature T in (0, {MAX_TEMPERATURE}]",
     )
     g.add_argument(
@@ -124,7 +160,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--qat-target",
-        default="portable",
+        default=_DefaultStr("portable"),
         help="the int8 --target recipe convert will use (default: %(default)s)",
     )
     g.add_argument(
@@ -171,11 +207,13 @@ def from_args(args: argparse.Namespace, command: str) -> Any:
         max_train_rows=args.max_train_rows,
         teacher=args.teacher,
         distil=args.distil,
-        distil_settings=DistilSettings(args.alpha, args.temperature, args.distil_hidden),
+        distil_settings=DistilSettings(
+            float(args.alpha), float(args.temperature), args.distil_hidden
+        ),
         depth=args.depth,
         groups=args.groups,
         qat=args.qat,
-        qat_target=args.qat_target,
+        qat_target=str(args.qat_target),
         device=args.device,
         amp=args.amp,
         resume=args.resume,

@@ -229,13 +229,15 @@ def _summary(prep: Prepared, result: Any, w: Any, device: str, t0: float) -> dic
 
 def _write(tmp: Path, prep: Prepared, result: Any, summary: dict[str, Any]) -> None:
     """The checkpoint directory; ``training.json`` last (the sha256 of every other file)."""
+    from albert_edge.data import input_record_of
     from albert_edge.learn.scratch import TRAINING_RECORD, _own_files, write_model_files
     from albert_edge.manifest import dumps_strict
     from albert_edge.sealed import TRAINED, made_from, seal
 
     st = prep.student
+    reads = input_record_of(prep.ft.train)  # single sentences, whatever the init read
     write_model_files(
-        tmp, st.model, st.exits, prep.spiece, bool(st.init.do_lower_case), prep.ft.max_len
+        tmp, st.model, st.exits, prep.spiece, bool(st.init.do_lower_case), prep.ft.max_len, reads
     )
     trim = st.init.extra_files.get("trim")
     if trim is not None:  # a trimmed init: its table still needs the trimmed tokenizer

@@ -522,11 +522,22 @@ def _save_model(model: Any, out_dir: Path) -> None:
 
 
 def write_model_files(
-    tmp: Path, model: Any, exits: Any, spiece: Path, do_lower_case: bool, max_len: int
+    tmp: Path,
+    model: Any,
+    exits: Any,
+    spiece: Path,
+    do_lower_case: bool,
+    max_len: int,
+    reads: str | None = None,
 ) -> None:
     """What every training output holds before its record: the model, the exit
     classifiers (PABEE; beside the model, which stays an ordinary checkpoint), the
-    SentencePiece model and ``tokenizer_config.json``. From scratch and ``--init`` alike."""
+    SentencePiece model and ``tokenizer_config.json``. From scratch and ``--init`` alike.
+    ``reads``: the input the classifier was trained on, recorded as config.json's
+    ``finetuning_task`` (:func:`albert_edge.data.input_record_of`), so every command that
+    scores data refuses the other input before the model loads."""
+    if reads is not None:
+        model.config.finetuning_task = reads
     _save_model(model, tmp)
     if exits is not None:
         from safetensors.torch import save_file
@@ -555,7 +566,10 @@ def _write_output(
     file (what makes it recognisable as ours: :func:`is_training_output`). With
     ``--exit-loss pabee`` the exit classifiers go to their own file beside the model, so
     ``model.safetensors`` stays an ordinary AlbertForSequenceClassification."""
-    write_model_files(tmp, model, exits, Path(args.spiece), True, args.max_len)
+    from albert_edge.data import input_record_of
+
+    reads = input_record_of(args.train)
+    write_model_files(tmp, model, exits, Path(args.spiece), True, args.max_len, reads)
     summary["sha256"] = _own_files(tmp)
     (tmp / TRAINING_RECORD).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     data = {"train": args.train, "dev": args.dev, "spiece": args.spiece}

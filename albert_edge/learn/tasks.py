@@ -125,6 +125,8 @@ def wants_task_trainer(args: argparse.Namespace) -> bool:
     try:
         data = read_task_file(Path(args.train))
     except AlbertEdgeError:
+        if _recognised_task(Path(args.train)):
+            raise  # a SQuAD/CoNLL/SWAG file with a fault: its own reader's line names it
         return False
     if data.kind.value != "classification":
         return True
@@ -133,6 +135,26 @@ def wants_task_trainer(args: argparse.Namespace) -> bool:
         return True  # a classifier from another head: rebuilt here, said so
     # single sentences stay with the SST-2 recipe (integer labels, its exits, its messages)
     return bool(data.pair or data.regression)
+
+
+def _recognised_task(path: Path) -> bool:
+    """Whether the task layer recognises ``path`` as a task file other than
+    classification (a SQuAD .json, a CoNLL file, SWAG/RACE): its faults are that reader's
+    to name, never the SST-2 recipe's "expected a header with a 'label' column"."""
+    import albert_edge.tasks as tasks
+    from albert_edge.errors import AlbertEdgeError
+
+    try:
+        text = tasks.read_text(path)
+    except AlbertEdgeError:
+        return False  # missing, binary, not UTF-8: the SST-2 reader says which
+    if text.lstrip()[:1] in ("{", "["):
+        return True  # JSON (SQuAD, RACE), never a .tsv: the JSON reader names its fault
+    try:
+        kind = tasks.detect_task(path, text)
+    except AlbertEdgeError:
+        return False
+    return kind is not None and kind is not tasks.TaskKind.CLASSIFICATION
 
 
 def _init_head(init: Path) -> str | None:
@@ -272,9 +294,11 @@ def _set_labels(config: Any, data: TaskData, head: Any) -> None:
     config.id2label = id2label
     config.label2id = {v: k for k, v in id2label.items()}
     config.architectures = [head.hf_class]
-    if data.kind.value == "classification":  # the input form verify holds data to
-        form = "sentence-pair" if data.pair else "single-sentence"
-        config.finetuning_task = data.glue_task or form
+    from albert_edge.tasks.classification import input_record
+
+    # the input form every command that scores data holds it to (docs/inputs.md); another
+    # head's record (an --init classifier's) would claim an input this head never reads
+    config.finetuning_task = input_record(data) if data.kind.value == "classification" else None
 
 
 def build_scratch(args: argparse.Namespace, data: TaskData) -> Built:
@@ -375,7 +399,9 @@ def collate(features: Features, idx: list[int], device: str = "cpu") -> dict[str
 def _distil_settings(args: argparse.Namespace) -> Any:
     from albert_edge.learn.distil import DistilSettings
 
-    return DistilSettings(getattr(args, "alpha", 0.5), getattr(args, "temperature", 2.0))
+    return DistilSettings(
+        float(getattr(args, "alpha", 0.5)), float(getattr(args, "temperature", 2.0))
+    )
 
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")

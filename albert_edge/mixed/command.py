@@ -148,6 +148,33 @@ def add_mixed_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+# The search's own flags: read by --precision auto (and int8-static/int8-full with a budget)
+# only; any other convert would ignore them.
+_SEARCH_FLAGS = (
+    ("max_drop", "--max-drop"),
+    ("data", "--data"),
+    ("objective", "--objective"),
+    ("search_rows", "--search-rows"),
+    ("workers", "--workers"),
+    ("cluster", "--cluster"),
+)
+
+
+def check_search_flags(a: argparse.Namespace) -> None:
+    """Refuse, in one line, a search flag given to a convert that runs no search (e.g.
+    ``--precision int8-dynamic --max-drop 0.5``: the budget would be ignored)."""
+    if wants_plan(a):
+        return
+    for attr, flag in _SEARCH_FLAGS:
+        if given(a, attr):
+            what = f"--precision {a.precision}" if a.precision else "this convert"
+            raise PrecisionPlanError(
+                f"{flag} applies to --precision auto (and to int8-static/int8-full with "
+                f"--max-drop, a budget); {what} searches nothing: drop {flag}, or pass "
+                "--precision auto"
+            )
+
+
 def wants_plan(a: argparse.Namespace) -> bool:
     """``--precision auto``, ``--precision-plan``, or int8-static with a budget (the
     integer graph keeping the fewest units' quantizers in float)."""
@@ -201,7 +228,7 @@ def run_mixed(a: argparse.Namespace, options_for: Any) -> dict[str, Any]:
         )
     settings = mixed.Settings(
         max_drop=a.max_drop,
-        min_lower_bound=a.min_lower_bound,
+        min_lower_bound=float(a.min_lower_bound),
         objective=a.objective,
         rows=a.search_rows,
     )

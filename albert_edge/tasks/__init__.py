@@ -110,13 +110,21 @@ def read_task_file(
     *,
     label2id: Mapping[str, int] | None = None,
     num_labels: int | None = None,
+    head: str | None = None,
+    finetuning_task: str | None = None,
+    model: str | Path | None = None,
 ) -> TaskData:
     """Read ``path`` as the task its content identifies (``task`` where the file cannot
     tell, or to insist: a file of another task is refused naming both).
 
     ``label2id``/``num_labels``: the model's (config.json); class and tag names are mapped
     through them and anything the model lacks is refused with its line. Without them,
-    labels get the conventional order (GLUE's, CoNLL-2003's, else sorted).
+    labels get the conventional order (GLUE's, CoNLL-2003's, else sorted). ``head`` (and
+    ``model``, its name in messages): the model's head, so a file of another task is named
+    as what it is (a CoNLL file for a classifier) before its labels are judged against
+    labels it was never meant for. ``finetuning_task``: the model's record of its input
+    (config.json), so a pair file for a single-sentence model (or the reverse) is refused
+    from its header, before its labels are.
     """
     from albert_edge.tasks import choice, classification, squad, tokens
 
@@ -130,7 +138,7 @@ def read_task_file(
         if want is TaskKind.CLASSIFICATION or (want is None and _tabular(text)):
             # the header is wrong: the classification reader says what it found
             return classification.read_classification(
-                p, text, label2id=label2id, num_labels=num_labels
+                p, text, label2id=label2id, num_labels=num_labels, finetuning_task=finetuning_task
             )
         if want is not None:
             raise DataError(f"{p}: not {EXPECTED_FORMAT[want]}")
@@ -139,13 +147,17 @@ def read_task_file(
             + "; or ".join(EXPECTED_FORMAT[k] for k in TaskKind if k is not TaskKind.MASKED_LM)
             + " (plain text is read as masked-LM data with --task masked-lm)"
         )
+    if head is not None and HEAD_TASKS.get(head) not in (None, found):
+        _refuse_kind(p, found, head, model)
     if want is not None and found is not want:
         raise DataError(
             f"{p}: this is {found.value} data ({_name(found)}), but the task is {want.value}: "
             f"expected {EXPECTED_FORMAT[want]}"
         )
     if found is TaskKind.CLASSIFICATION:
-        return classification.read_classification(p, text, label2id=label2id, num_labels=num_labels)
+        return classification.read_classification(
+            p, text, label2id=label2id, num_labels=num_labels, finetuning_task=finetuning_task
+        )
     if found is TaskKind.TOKEN_CLASSIFICATION:
         return tokens.read_conll(p, text, label2id=label2id)
     if found is TaskKind.QUESTION_ANSWERING:
@@ -153,6 +165,16 @@ def read_task_file(
     if text.lstrip()[:1] in "{[":
         return choice.read_race(p, choice.parse_json_or_lines(p, text))
     return choice.read_swag(p, text)
+
+
+def _refuse_kind(path: Path, found: TaskKind, head: str, model: str | Path | None) -> None:
+    """One line: ``path`` is ``found`` data, which a ``head`` model cannot score."""
+    who = f"{model} is" if model is not None else "the model is"
+    need = HEAD_TASKS[head]
+    raise DataError(
+        f"{path}: {found.value} data ({_name(found)}), but {who} a {head} "
+        f"model; it needs {EXPECTED_FORMAT[need]}"
+    )
 
 
 def _tabular(text: str) -> bool:
@@ -191,10 +213,7 @@ def check_fits(
             "drop --data or pass a checkpoint with a task head"
         )
     if need is not data.kind:
-        raise DataError(
-            f"{data.path}: {data.kind.value} data ({_name(data.kind)}), but {who} a {head} "
-            f"model; it needs {EXPECTED_FORMAT[need]}"
-        )
+        _refuse_kind(data.path, data.kind, head, model)
     if need is TaskKind.CLASSIFICATION and num_labels is not None:
         check_fits_classifier(data, num_labels, finetuning_task)
 

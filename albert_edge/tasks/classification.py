@@ -86,9 +86,14 @@ def read_classification(
     *,
     label2id: Mapping[str, int] | None = None,
     num_labels: int | None = None,
+    finetuning_task: str | None = None,
 ) -> TaskData:
     """A GLUE-style .tsv: the header names the label and text columns (see the module
     docstring); CoLA's header-less files are recognised by their columns.
+
+    ``finetuning_task``: the model's record of its input (config.json): a pair file for a
+    single-sentence model, or the reverse, is refused from the header (:func:`refuse_input`)
+    before any label is judged against the model's classes.
 
     ``label2id``: the model's label names → ids (config.json); a string label is mapped
     through it (case-insensitively) and one it lacks is refused with its line. Integer
@@ -119,6 +124,8 @@ def read_classification(
             f"{path}: expected {EXPECTED_FORMAT[TaskKind.CLASSIFICATION]}, tab separated; "
             f"the first line has {found}{sep}"
         )
+    if finetuning_task is not None:  # the input form first: its labels are another task's
+        refuse_input(path, pair, tuple(header[c].strip() for c in cols), finetuning_task)
     regression = num_labels == 1 or (num_labels is None and glue == "stsb")
     raw: list[tuple[int, str, str | None, str]] = []
     for n, row in enumerate(body, start=start):
@@ -187,14 +194,20 @@ def _labels(
         return tuple(id2name.get(i, str(i)) for i in range(count)), out
     if named:
         lower = {k.lower(): v for k, v in model.items()}
+        limit = num_labels if num_labels is not None else max(model.values()) + 1
+        # a file of class ids with a stray name (or of names with a stray id) reads each
+        # row by what it is, so the row the model cannot read is the one blamed
         out = []
         for n, a, b, lab in raw:
             i = model.get(lab, lower.get(lab.lower()))
+            if i is None and _is_int(lab) and 0 <= int(lab) < limit:
+                i = int(lab)
             if i is None:
                 known = ", ".join(sorted(model, key=lambda k: model[k]))
                 raise DataError(
                     f"{path}:{n}: label {lab[:40]!r} is not one of the model's labels ({known}, "
-                    "config.json label2id); pass data for the task this model was trained on"
+                    f"config.json label2id) nor a class id 0..{limit - 1}; pass data for the "
+                    "task this model was trained on"
                 )
             out.append(ClassificationExample(a, b, i, n))
         id2name = {v: k for k, v in model.items()}
@@ -325,26 +338,79 @@ def _score_regression(pred: np.ndarray, gold: np.ndarray) -> Metrics:
     )
 
 
+# config.json ``finetuning_task`` values that say which input a classifier reads: GLUE's
+# task names, and the two forms ``train`` records for a file that names no GLUE task.
+SINGLE_TASKS = frozenset({"sst2", "cola", "single", "singlesentence"})
+PAIR_TASKS = frozenset(
+    {"mrpc", "qqp", "qnli", "rte", "wnli", "mnli", "stsb", "pair", "sentencepair"}
+)
+SINGLE_SENTENCE = "single-sentence"
+SENTENCE_PAIR = "sentence-pair"
+
+
+def reads_pairs(finetuning_task: str | None) -> bool | None:
+    """Whether a classifier whose config.json records ``finetuning_task`` reads sentence
+    pairs (True), single sentences (False), or None where the record says neither (no
+    record: a checkpoint from before albert-edge recorded it, or another task's name)."""
+    task = str(finetuning_task or "").lower().replace("-", "").replace("_", "")
+    if task in SINGLE_TASKS:
+        return False
+    if task in PAIR_TASKS:
+        return True
+    return None
+
+
+def input_record(data: TaskData) -> str:
+    """The ``finetuning_task`` a classifier trained on ``data`` records in config.json: the
+    GLUE task its columns name where that task reads the same input (``sst2``, ``mrpc``,
+    ``qnli``, ...), else ``single-sentence`` or ``sentence-pair``. Every command that scores
+    data reads it back (:func:`reads_pairs`) and refuses the other input before the model
+    loads (docs/inputs.md, "What a checkpoint reads")."""
+    glue = data.glue_task
+    if glue is not None and reads_pairs(glue) is data.pair:
+        return glue
+    return SENTENCE_PAIR if data.pair else SINGLE_SENTENCE
+
+
+def header_input_record(header: Sequence[str]) -> str:
+    """:func:`input_record` of a GLUE-style .tsv from its header alone (the SST-2 recipe
+    reads (label, sentence) rows, not :class:`TaskData`)."""
+    _, glue, pair = text_columns(header)
+    if glue is not None and reads_pairs(glue) is pair:
+        return glue
+    return SENTENCE_PAIR if pair else SINGLE_SENTENCE
+
+
 def check_fits_classifier(data: TaskData, num_labels: int, finetuning_task: str | None) -> None:
     """Refuse data a classifier cannot be scored on, naming the file: a regression file for
     a classifier, a pair file for a model fine-tuned on single sentences, or single
-    sentences for a pair model. config.json's ``finetuning_task`` tells which: a GLUE task
-    name (``sst2``, ``mrpc``, ...), or ``single-sentence`` / ``sentence-pair``."""
-    task = (finetuning_task or "").lower().replace("-", "").replace("_", "")
-    single_tasks = {"sst2", "cola", "single", "singlesentence"}
-    pair_tasks = {"mrpc", "qqp", "qnli", "rte", "wnli", "mnli", "stsb", "pair", "sentencepair"}
-    if data.pair and task in single_tasks:
-        raise DataError(
-            f"{data.path}: a sentence-pair file ({'/'.join(data.columns)}), but the model was "
-            f"fine-tuned on {finetuning_task} (single sentences); pass its single-sentence data"
-        )
-    if not data.pair and task in pair_tasks:
-        raise DataError(
-            f"{data.path}: single sentences, but the model was fine-tuned on {finetuning_task} "
-            "(sentence pairs); pass a pair file (sentence1/sentence2 columns)"
-        )
+    sentences for a pair model. config.json's ``finetuning_task`` tells which
+    (:func:`reads_pairs`): a GLUE task name (``sst2``, ``mrpc``, ...), or
+    ``single-sentence`` / ``sentence-pair``; a checkpoint without it is not judged."""
+    refuse_input(data.path, data.pair, data.columns, finetuning_task)
     if data.glue_task == "stsb" and num_labels != 1:
         raise DataError(
             f"{data.path}: STS-B style similarity scores, but the model has {num_labels} "
             "classes; a one-label (regression) head scores them"
+        )
+
+
+def refuse_input(
+    path: Path, pair: bool, columns: Sequence[str], finetuning_task: str | None
+) -> None:
+    """One line naming ``path`` and the fix where its input form (single sentences or
+    pairs) is not the one the model records (:func:`reads_pairs`); nothing without a
+    record."""
+    pairs = reads_pairs(finetuning_task)
+    if pair and pairs is False:
+        raise DataError(
+            f"{path}: a sentence-pair file ({'/'.join(columns)}), but the model was "
+            f"fine-tuned on {finetuning_task} (single sentences), as its config.json records; "
+            "pass a single-sentence file (label and sentence columns, as SST-2's)"
+        )
+    if not pair and pairs is True:
+        raise DataError(
+            f"{path}: single sentences, but the model was fine-tuned on {finetuning_task} "
+            "(sentence pairs), as its config.json records; pass a pair file "
+            "(sentence1/sentence2 columns, as RTE's)"
         )

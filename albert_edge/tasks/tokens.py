@@ -38,16 +38,24 @@ CONLL_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MI
 
 
 def looks_like_conll(lines: Sequence[str]) -> bool:
-    """Whether the first sentence's lines are ``WORD ... TAG`` lines."""
+    """Whether the first sentence's lines are ``WORD ... TAG`` lines (or the file holds
+    only CoNLL's ``-DOCSTART-`` lines: a CoNLL file with no sentences, which its reader
+    refuses as such rather than any other reader as a malformed file of its own kind)."""
     seen = 0
+    docstart = False
     for line in lines[:50]:
-        if not line.strip() or line.startswith("-DOCSTART-"):
+        if line.startswith("-DOCSTART-"):
+            docstart = True
+            continue
+        if not line.strip():
             continue
         cells = line.split()
         if len(cells) < 2 or not _TAG.match(cells[-1]):
             return False
         seen += 1
-    return seen > 0
+    if seen or not docstart:
+        return seen > 0
+    return all(not ln.strip() or ln.startswith("-DOCSTART-") for ln in lines)
 
 
 def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
@@ -101,7 +109,10 @@ def read_conll(path: Path, text: str, *, label2id: Mapping[str, int] | None = No
         words.append(cells[0])
         tags.append(cells[-1])
     if not sentences:
-        raise DataError(f"{path}: no tagged sentences")
+        raise DataError(
+            f"{path}: a CoNLL file with no sentences (only -DOCSTART- lines and blank lines); "
+            f"expected {EXPECTED_FORMAT[TaskKind.TOKEN_CLASSIFICATION]}"
+        )
     scheme = "IOB1" if iob1 else "IOB2"
     names = _tag_names(path, sentences, label2id, lines)
     if names is None:  # a model trained on the file's raw IOB1 tags
@@ -129,6 +140,15 @@ def _tag_names(
             return CONLL_LABELS
         return ("O", *sorted(seen - {"O"}))
     model = dict(label2id)
+    if not any(_TAG.match(k) for k in model) and not all(
+        k.upper().startswith("LABEL_") for k in model
+    ):
+        raise DataError(
+            f"{path}: a CoNLL token file (one 'WORD ... TAG' line per word), but the model's "
+            f"labels ({', '.join(sorted(model, key=lambda k: model[k]))}) are classes, not "
+            "entity tags: it scores whole sentences; pass its own task's file (a classifier "
+            f"reads {EXPECTED_FORMAT[TaskKind.CLASSIFICATION].split(':')[0]})"
+        )
     if all(k.upper().startswith("LABEL_") for k in model):
         raise DataError(
             f"{path}: the model's config.json names its tags only {', '.join(sorted(model))}; "

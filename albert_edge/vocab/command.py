@@ -14,6 +14,13 @@ if TYPE_CHECKING:
     from albert_edge.vocab.trim import TrimOptions
 
 
+class _DefaultInt(int):
+    """A heal flag's default, told apart from the same number typed (a flag a plain trim
+    would ignore is refused only when it was asked for)."""
+
+    __slots__ = ()
+
+
 def add_parser(sub: Any, quiet: Any) -> None:
     p = sub.add_parser(
         "trim",
@@ -92,10 +99,16 @@ def add_parser(sub: Any, quiet: Any) -> None:
         "(default 0: measured no better than logits alone, docs/vocabulary.md)",
     )
     heal.add_argument(
-        "--seed", type=seed_value, default=13, help="heal: row order and re-segmentation"
+        "--seed",
+        type=seed_value,
+        default=_DefaultInt(13),
+        help="heal: row order and re-segmentation",
     )
     heal.add_argument(
-        "--threads", type=int_at_least(1), default=1, help="heal: torch threads (default 1)"
+        "--threads",
+        type=int_at_least(1),
+        default=_DefaultInt(1),
+        help="heal: torch threads (default 1)",
     )
     p.add_argument(
         "--embedding-rank",
@@ -117,6 +130,9 @@ def run_trim(a: argparse.Namespace) -> int:
         raise TrimError(
             "--heal-steps/--heal-epochs/--heal-data/--heal-hidden: add --heal (they set it up)"
         )
+    for value, flag in ((a.seed, "--seed"), (a.threads, "--threads")):
+        if not a.heal and not isinstance(value, _DefaultInt):  # a trim alone is not seeded
+            raise TrimError(f"{flag} applies to the healing fine-tune: add --heal or drop {flag}")
     options = TrimOptions(
         keep=a.keep,
         coverage=a.coverage,
@@ -168,8 +184,8 @@ def _trim_and_heal(a: argparse.Namespace, options: TrimOptions) -> int:
             a.checkpoint,
             data,
             a.output,
-            seed=a.seed,
-            threads=a.threads,
+            seed=int(a.seed),
+            threads=int(a.threads),
             options=heal_options,
         )
     from albert_edge.checkpoint import TRIM_FILE, read_trim_record

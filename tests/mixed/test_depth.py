@@ -114,7 +114,9 @@ def test_own_head_depths_share_weights_yet_a_plan_keeps_its_depth(
     assert code == 0, err
     plan_file = str(out / "plan.json")
     for depth, want in (("1", "not at depth 1"), ("auto", "not at depth")):
-        argv = ("--depth", depth, *own, "--max-point-loss", "100", "--min-lower-bound", "-100")
+        # the rule's flags only where the rule chooses (with --depth 1 they are refused)
+        rule = ("--max-point-loss", "100", "--min-lower-bound", "-100") if depth == "auto" else ()
+        argv = ("--depth", depth, *own, *rule)
         code, err = _convert(
             capsys, str(ckpt), *argv, "--precision-plan", plan_file, "-o", str(tmp_path / "o")
         )
