@@ -33,6 +33,8 @@ from albert_edge.options import (
     ONNX_PRECISIONS,
     STATIC_PRECISIONS,
     TFLITE_PRECISIONS,
+    DefaultInt,
+    given_flag,
     thread_count,
 )
 from albert_edge.options import int_at_least as _at_least
@@ -620,7 +622,7 @@ def _add_bench(sub: Any) -> None:
     p.add_argument(
         "--exit-fit-rows",
         type=_at_least(1),
-        default=_DefaultInt(2000),
+        default=DefaultInt(2000),
         help="--recommend: rows of --exit-data (seeded shuffle) for the exit heads "
         "(default: %(default)s)",
     )
@@ -645,13 +647,6 @@ def _add_trim_flags_and_run(p: Any) -> None:
     p.set_defaults(run=_run_bench)
 
 
-class _DefaultInt(int):
-    """A flag's default, told apart from the same number typed (a flag the run would
-    ignore is refused only when it was asked for)."""
-
-    __slots__ = ()
-
-
 # bench flags that only --recommend reads, and those that only --adb reads
 _RECOMMEND_ONLY = (
     ("report_data", "--report-data"),
@@ -672,7 +667,7 @@ def _check_bench_flags(a: argparse.Namespace) -> None:
 
     def typed(name: str) -> bool:
         value = getattr(a, name, None)
-        return value is not None and not isinstance(value, _DefaultInt)
+        return given_flag(value)
 
     if not a.recommend:
         for name, flag in _RECOMMEND_ONLY:

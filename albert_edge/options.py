@@ -28,6 +28,32 @@ ACCELERATORS = ("cpu", "gpu")
 # int4 ONNX: which ONNX Runtime kernel multiplies by the 4-bit weights
 # (albert_edge.onnx.quant.int4 says why int8 is the default)
 INT4_KERNELS = ("int8", "nbits")
+
+
+class DefaultInt(int):
+    """A flag's default, told apart from the same number typed: a flag the run would ignore
+    is refused only when the user asked for it (one class for every command's parser)."""
+
+    __slots__ = ()
+
+
+class DefaultFloat(float):
+    """As :class:`DefaultInt`, for a float flag's default."""
+
+    __slots__ = ()
+
+
+class DefaultStr(str):
+    """As :class:`DefaultInt`, for a string flag's default."""
+
+    __slots__ = ()
+
+
+def given_flag(value: Any) -> bool:
+    """Whether a flag's value was given by the user (not None, not its marked default)."""
+    return value is not None and not isinstance(value, DefaultInt | DefaultFloat | DefaultStr)
+
+
 # The precisions one unit (one unique weight) of a precision plan may take.
 UNIT_PRECISIONS = ("fp32", "int8", "int4")
 # TFLite int8-dynamic also stores a table at int4 with one scale for the whole tensor

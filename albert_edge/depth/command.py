@@ -15,26 +15,21 @@ from typing import Any
 
 from albert_edge.errors import UnsupportedError
 from albert_edge.io import output_arg
-from albert_edge.options import depth_value, finite_float, int_at_least, seed_value
-
-
-class _DefaultFloat(float):
-    """A flag's default, told apart from the same number typed (a flag the run would
-    ignore is refused only when it was asked for)."""
-
-    __slots__ = ()
-
-
-class _DefaultStr(str):
-    """A flag's default, told apart from the same word typed."""
-
-    __slots__ = ()
+from albert_edge.options import (
+    DefaultFloat,
+    DefaultStr,
+    depth_value,
+    finite_float,
+    given_flag,
+    int_at_least,
+    seed_value,
+)
 
 
 def typed(a: argparse.Namespace, name: str) -> bool:
     """Whether the rule or depth flag behind ``a.<name>`` was on the command line."""
     value = getattr(a, name, None)
-    return value is not None and not isinstance(value, _DefaultFloat | _DefaultStr)
+    return given_flag(value)
 
 
 def check_ignored_flags(a: argparse.Namespace, *, searching: bool = False) -> None:
@@ -70,7 +65,7 @@ def add_rule_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-point-loss",
         type=finite_float,
-        default=_DefaultFloat(0.5),
+        default=DefaultFloat(0.5),
         help="admit a candidate whose held-out point loss vs full depth is at most this many "
         "points of the task's metric (accuracy; entity F1 for a token head; SQuAD F1 for a "
         "span head) (default: %(default)s)",
@@ -78,7 +73,7 @@ def add_rule_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-lower-bound",
         type=finite_float,
-        default=_DefaultFloat(-1.5),
+        default=DefaultFloat(-1.5),
         help="... and whose 95 %% interval's lower bound is at least this many points "
         "(default: %(default)s)",
     )
@@ -102,7 +97,7 @@ def add_depth_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--exit-head",
         choices=("refit", "own"),
-        default=_DefaultStr("refit"),
+        default=DefaultStr("refit"),
         help="--depth: the head fitted after layer K (default) or the model's own head",
     )
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.io import output_arg
-from albert_edge.options import int_at_least, points_value, seed_value
+from albert_edge.options import DefaultInt, int_at_least, points_value, seed_value
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,13 +29,6 @@ if TYPE_CHECKING:
 # The fewest rows of each held-out half (choose, report): the paired bootstrap's minimum.
 MIN_HALF_ROWS = 30
 HEAD = "sequence-classification"
-
-
-class _DefaultInt(int):
-    """A flag's default, told apart from the same number typed (a flag the run would
-    ignore is refused only when it was asked for)."""
-
-    __slots__ = ()
 
 
 def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -77,7 +70,7 @@ def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -
     p.add_argument(
         "--held-out-rows",
         type=int_at_least(2 * MIN_HALF_ROWS),
-        default=_DefaultInt(2000),
+        default=DefaultInt(2000),
         help="--max-drop: rows of --data kept from the fit, half to choose the threshold on, "
         "half to report it on (default: %(default)s; a quarter of smaller files)",
     )
@@ -319,7 +312,7 @@ def run(a: argparse.Namespace) -> int:
     from albert_edge.io import check_output
     from albert_edge.sealed import made_from
 
-    if a.max_drop is None and not isinstance(a.held_out_rows, _DefaultInt):
+    if a.max_drop is None and not isinstance(a.held_out_rows, DefaultInt):
         raise UnsupportedError(
             "--held-out-rows sets the rows --max-drop chooses and reports the threshold on; "
             "add --max-drop P or drop --held-out-rows"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.learn.errors import LearnError
+from albert_edge.options import DefaultFloat, DefaultStr, given_flag
 
 LEARN_ONLY = (
     "teacher",
@@ -30,22 +31,9 @@ LEARN_ONLY = (
 MAX_TEMPERATURE = 100.0
 
 
-class _DefaultFloat(float):
-    """A flag's default, told apart from the same number typed (a flag the run would
-    ignore is refused only when it was asked for)."""
-
-    __slots__ = ()
-
-
-class _DefaultStr(str):
-    """A flag's default, told apart from the same word typed."""
-
-    __slots__ = ()
-
-
 def _typed(args: argparse.Namespace, name: str) -> bool:
     value = getattr(args, name, None)
-    return value is not None and not isinstance(value, _DefaultFloat | _DefaultStr)
+    return given_flag(value)
 
 
 def check_ignored(args: argparse.Namespace) -> None:
@@ -120,13 +108,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--alpha",
         type=float_in(0, 1, meaning="the weight of the labels' CE"),
-        default=_DefaultFloat(0.5),
+        default=DefaultFloat(0.5),
         help="weight of the labels' CE in [0, 1]; the teacher's term gets 1 - alpha",
     )
     g.add_argument(
         "--temperature",
         type=float_in(0, MAX_TEMPERATURE, low_open=True, meaning="the distillation temperature"),
-        default=_DefaultFloat(2.0),
+        default=DefaultFloat(2.0),
         help=f"distillation temperature T in (0, {MAX_TEMPERATURE}]",
     )
     g.add_argument(
@@ -160,7 +148,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--qat-target",
-        default=_DefaultStr("portable"),
+        default=DefaultStr("portable"),
         help="the int8 --target recipe convert will use (default: %(default)s)",
     )
     g.add_argument(

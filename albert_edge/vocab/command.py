@@ -8,17 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.io import output_arg
-from albert_edge.options import float_in, int_at_least, seed_value, share_value
+from albert_edge.options import DefaultInt, float_in, int_at_least, seed_value, share_value
 
 if TYPE_CHECKING:
     from albert_edge.vocab.trim import TrimOptions
-
-
-class _DefaultInt(int):
-    """A heal flag's default, told apart from the same number typed (a flag a plain trim
-    would ignore is refused only when it was asked for)."""
-
-    __slots__ = ()
 
 
 def add_parser(sub: Any, quiet: Any) -> None:
@@ -101,13 +94,13 @@ def add_parser(sub: Any, quiet: Any) -> None:
     heal.add_argument(
         "--seed",
         type=seed_value,
-        default=_DefaultInt(13),
+        default=DefaultInt(13),
         help="heal: row order and re-segmentation",
     )
     heal.add_argument(
         "--threads",
         type=int_at_least(1),
-        default=_DefaultInt(1),
+        default=DefaultInt(1),
         help="heal: torch threads (default 1)",
     )
     p.add_argument(
@@ -131,7 +124,7 @@ def run_trim(a: argparse.Namespace) -> int:
             "--heal-steps/--heal-epochs/--heal-data/--heal-hidden: add --heal (they set it up)"
         )
     for value, flag in ((a.seed, "--seed"), (a.threads, "--threads")):
-        if not a.heal and not isinstance(value, _DefaultInt):  # a trim alone is not seeded
+        if not a.heal and not isinstance(value, DefaultInt):  # a trim alone is not seeded
             raise TrimError(f"{flag} applies to the healing fine-tune: add --heal or drop {flag}")
     options = TrimOptions(
         keep=a.keep,
