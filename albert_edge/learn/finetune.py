@@ -80,6 +80,7 @@ class Prepared:
     dev_ex: list[tuple[list[int], int]] | None
     data: dict[str, Any]
     spiece: Path
+    trained: list[bytes] = field(default_factory=list)  # row digests (albert_edge.tasks.seen)
 
 
 def _encode(tok: Any, rows: list[tuple[int, str]], max_len: int) -> list[tuple[list[int], int]]:
@@ -102,6 +103,7 @@ def prepare(ft: FineTune) -> Prepared:
         check_teacher,
         load_init,
     )
+    from albert_edge.tasks.seen import text_digest
     from albert_edge.tokenizer import AlbertTokenizer
 
     spec = qat_spec(ft.qat, ft.qat_target)
@@ -145,6 +147,7 @@ def prepare(ft: FineTune) -> Prepared:
         dev_ex=_encode(tok, dev_rows, ft.max_len) if dev_rows is not None else None,
         data=data,
         spiece=Path(spiece),
+        trained=[text_digest(rows[i][1]) for i in fit_idx],
     )
 
 
@@ -287,6 +290,9 @@ def _write(tmp: Path, prep: Prepared, result: Any, summary: dict[str, Any]) -> N
         import shutil
 
         shutil.copyfile(trim, tmp / trim.name)  # the loader checks spiece.model against it
+    from albert_edge.tasks.seen import write_seen
+
+    summary["trained_rows"] = write_seen(tmp, prep.trained)
     summary["sha256"] = _own_files(tmp)
     (tmp / TRAINING_RECORD).write_text(dumps_strict(summary, indent=2) + "\n")
     seal(tmp, TRAINED, made_from(prep.ft.init, data={"train": prep.ft.train, "dev": prep.ft.dev}))

@@ -28,7 +28,7 @@ def check(opts: Options) -> Any:
         raise OptimizeError(f"--objective must be latency or bytes, got {opts.objective!r}")
     check_name_fits(opts.output)
     work = opts.work_dir or default_work_dir(opts.output)
-    inputs = [opts.checkpoint, opts.data, opts.corpus]
+    inputs = [opts.checkpoint, opts.data, opts.corpus, opts.report_data, opts.choose_data]
     check_output(opts.output, overwrite=opts.overwrite, inputs=[*inputs, work])
     for given in inputs:
         if given is not None and Path(work).resolve().is_relative_to(Path(given).resolve()):
@@ -69,7 +69,8 @@ def _ship(search: Search, pick: dict[str, Any], report: dict[str, Any]) -> None:
 
     o = search.opts
     src = search.work.dir("candidates", str(pick["key"])) / "artifact"
-    inputs = [Path(p) for p in (o.checkpoint, o.data, o.corpus) if p is not None]
+    given = (o.checkpoint, o.data, o.corpus, o.report_data, o.choose_data)
+    inputs = [Path(p) for p in given if p is not None]
     with atomic_output_dir(o.output, overwrite=o.overwrite, inputs=inputs) as tmp:
         shutil.copytree(src, tmp, dirs_exist_ok=True)
         rep.write(report, tmp)
@@ -89,9 +90,14 @@ def optimize(opts: Options) -> dict[str, Any]:
     """Run the search (resuming a work directory), ship the pick into ``opts.output``;
     return the report (what report.json holds)."""
     from albert_edge.optimize.pool import Pool
+    from albert_edge.optimize.stages import learned_lines, plan_split
 
     rows = check(opts)
-    search = Search(opts, rows)
+    # the held rows judged before any model loads: trained-on rows out, given files read
+    split = plan_split(opts.data, rows, opts.checkpoint, opts.given_files())
+    search = Search(opts, rows, split)
+    for line in learned_lines(opts.data, opts.checkpoint, split, opts.given_files()):
+        search.warn(line)
     search.work.open()
     (search.work.root / "plan.json").write_text(search.plan.dumps(), encoding="utf-8")
     for line in search.plan.describe():
@@ -103,7 +109,7 @@ def optimize(opts: Options) -> dict[str, Any]:
     finally:
         pool.close()
     w2 = _median_length(opts, Path(ctx["report"]))
-    search.time_finalists(w2)
+    search.time_finalists(w2, Path(ctx["report"]))
     pick = search.pick()
     from albert_edge.optimize import report as rep
 
@@ -114,6 +120,7 @@ def optimize(opts: Options) -> dict[str, Any]:
         records=search.records,
         pick=pick,
         settings={**search.settings(), "w2_len": w2},
+        rows_of=search.rows_of,
         notes=search.notes,
         timing=search.timing,
         elapsed_s=search.progress.elapsed(),
