@@ -301,12 +301,14 @@ class Search:
                 "report_data": file_id(o.report_data) if o.report_data else None,
                 "choose_data": file_id(o.choose_data) if o.choose_data else None,
                 "trained_rows": file_id(seen) if seen is not None and seen.is_file() else None,
+                "learned": "choose from half of --report-data when --data's rows look learned",
             },
             split_stage(o.data, given, o.seq_len, o.given_files()),
         )
         sdir = self.work.dir("stages", "split")
         self.rows_of = dict(split.get("provenance") or {})
-        self.learned_by_metric(sdir)
+        if split.get("learned"):  # the split's judgement that --data's rows look learned
+            self.warn(str(split["learned"]))
         ctx: dict[str, Any] = {
             "given": str(given) if given is not None else None,
             "target": o.target,
@@ -390,34 +392,6 @@ class Search:
             return ctx
         self.vocabulary(ctx, "heal", heal["inputs_sha256"], fit, extra)
         return ctx
-
-    def learned_by_metric(self, sdir: Path) -> None:
-        """After the split: the warning that the choose rows look learned (the given
-        model's metric on them far above its recorded held-out figure or its metric on
-        ``--report-data``), from the reference outputs the split saved."""
-        from albert_edge.optimize.stages import learned_by_metric, reference_metrics, task_rows
-
-        o = self.opts
-        got = {}
-        for name in ("choose", "report"):
-            rows = task_rows(split_file(sdir, name, self.task), o.checkpoint)
-            got[name] = reference_metrics(
-                o.checkpoint, rows, o.seq_len, reference_file(sdir, name, self.task)
-            )
-            self.rows_of.setdefault(name, {})["model_" + got[name].primary] = round(
-                float(got[name].value), 5
-            )
-        line = learned_by_metric(
-            o.checkpoint,
-            float(got["choose"].value),
-            int(got["choose"].examples),
-            float(got["report"].value),
-            int(got["report"].examples),
-            o.report_data is not None,
-            str(got["choose"].primary),
-        )
-        if line is not None:
-            self.warn(line)
 
     def warn(self, line: str) -> None:
         """A warning: on stderr whatever ``--quiet`` says, and in the report's notes."""

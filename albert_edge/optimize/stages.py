@@ -392,13 +392,18 @@ def plan_split(
     kind = rows.kind.value
     what = "labelled rows" if kind == "classification" else "examples"
     fresh = n - in_data
+    from_report = False
     if need and in_data and fresh // len(need) < MIN_HELD:
-        flags = " and ".join(f"--{k}-data" for k in need)
-        raise OptimizeError(
-            f"{data}: {in_data} of {n} {what} are rows this model trained on (its "
-            f"{SEEN_FILE}), leaving {fresh} to {' and '.join(need)} on, fewer than "
-            f"{MIN_HELD * len(need)}; pass {flags} with rows it never saw, e.g. the dev split"
-        )
+        if need == ["choose"]:  # --report-data given: half of it chooses, --data all fit
+            need, from_report = [], True
+        else:
+            also = " (and --choose-data, else half of it chooses)" if "choose" in need else ""
+            raise OptimizeError(
+                f"{data}: {in_data} of {n} {what} are rows this model trained on (its "
+                f"{SEEN_FILE}), leaving {fresh} to {' and '.join(need)} on, fewer than "
+                f"{MIN_HELD * len(need)}; pass --report-data with rows it never saw, e.g. "
+                f"the dev split{also}"
+            )
     if need:
         check_rows(n, data, kind)
     elif n < min_fit(kind):
@@ -455,7 +460,55 @@ def plan_split(
         }
     if in_data:
         provenance["fit"]["trained_on"] = in_data
-    return SplitPlan(parts, unit, given, read, in_data, provenance)
+    plan = SplitPlan(parts, unit, given, read, in_data, provenance)
+    if from_report:
+        why = f"{in_data} of {n} rows of --data are rows this model trained on"
+        halves = choose_from_report(plan, why)
+        if halves is None:
+            raise OptimizeError(
+                f"{data}: {in_data} of {n} {what} are rows this model trained on, and "
+                f"--report-data {files['report']} has too few rows to halve into choose and "
+                f"report rows (at least {2 * MIN_HELD}); pass --choose-data with rows it "
+                "never saw"
+            )
+        plan = halves
+    return plan
+
+
+def choose_from_report(plan: SplitPlan, why: str) -> SplitPlan | None:
+    """``plan`` with its choose rows taken from half of ``--report-data`` (seeded) and its
+    report rows the other half, every row of ``--data`` a fit row: what is left when
+    ``--data``'s rows are learned and no ``--choose-data`` is given (``why``: how that
+    is known). None when a half would hold fewer than :data:`MIN_HELD` rows."""
+    from albert_edge.tasks.seen import example_digest
+
+    data, report = plan.rows["data"], plan.rows["report"]
+    fit = {example_digest(e) for e in data.examples}  # former choose rows are fit rows now
+    keep = [i for i in plan.given["report"] if example_digest(report.examples[i]) not in fit]
+    random.Random(SEED).shuffle(keep)
+    half = len(keep) // 2
+    if half < MIN_HELD:
+        return None
+    order = list(range(len(data.examples)))
+    random.Random(SEED).shuffle(order)
+    prov = {k: dict(v) for k, v in plan.provenance.items()}
+    rep = prov["report"]
+    prov["choose"] = {
+        **rep,
+        "from": "--report-data (a seeded half)",
+        "rows": half,
+        "why": f"{why}; no --choose-data",
+    }
+    prov["report"] = {**rep, "from": "--report-data (the other half)", "rows": len(keep) - half}
+    prov["fit"] = {**prov["fit"], "rows": len(order)}
+    return SplitPlan(
+        {"fit": order, "choose": [], "report": []},
+        plan.unit,
+        {"choose": keep[:half], "report": keep[half:]},
+        {**plan.rows, "choose": report},
+        plan.seen_in_data,
+        prov,
+    )
 
 
 def write_split(data: Path, rows: Any, indices: Sequence[int], out: Path) -> None:
@@ -488,7 +541,8 @@ def learned_lines(
     if plan.seen_in_data:
         held = " and ".join(k for k in ("choose", "report") if k not in plan.given)
         where = (
-            "choose and report rows come from --choose-data and --report-data"
+            f"choose rows: {plan.provenance['choose']['from']}, report rows: "
+            f"{plan.provenance['report']['from']}"
             if not held
             else f"{held} rows come from the {n - plan.seen_in_data} it did not train on"
         )
@@ -569,17 +623,51 @@ def split_stage(
         kind = rows.kind.value
         plan = plan_split(data, rows, checkpoint, given_files)
         files = dict(given_files or {})
-        for name in ("choose", "report", "fit"):
-            if name in plan.given:
-                src = Path(files[name])  # type: ignore[arg-type]
-                write_split(src, plan.rows[name], plan.given[name], split_file(d, name, kind))
-            else:
-                write_split(data, rows, plan.parts[name], split_file(d, name, kind))
+
+        def write(plan: SplitPlan) -> dict[str, Any]:
+            """The three files and the reference outputs; the model's metric on each."""
+            for name in ("choose", "report", "fit"):
+                if name in plan.given:
+                    src = Path(files["report" if name not in files else name])  # type: ignore[arg-type]
+                    write_split(src, plan.rows[name], plan.given[name], split_file(d, name, kind))
+                else:
+                    write_split(data, rows, plan.parts[name], split_file(d, name, kind))
+            got = {}
+            for name in ("choose", "report"):
+                held_rows = read_rows(split_file(d, name, kind), checkpoint)
+                saved = reference_file(d, name, kind)
+                reference_logits(checkpoint, held_rows, max_len, saved)
+                got[name] = reference_metrics(checkpoint, held_rows, max_len, saved)
+            return got
+
+        got = write(plan)
+        report_given = files.get("report") is not None
+        line = learned_by_metric(
+            checkpoint,
+            float(got["choose"].value),
+            int(got["choose"].examples),
+            float(got["report"].value),
+            int(got["report"].examples),
+            report_given,
+            str(got["choose"].primary),
+        )
+        if line is not None and report_given and "choose" not in plan.given:
+            # the choose rows look learned: half of --report-data chooses instead
+            halves = choose_from_report(plan, "the given model's metric on --data's rows")
+            if halves is not None:
+                plan = halves
+                got = write(plan)
+                line += "; the choose rows are a seeded half of --report-data instead"
         for name in ("choose", "report"):
-            held_rows = read_rows(split_file(d, name, kind), checkpoint)
-            reference_logits(checkpoint, held_rows, max_len, reference_file(d, name, kind))
+            key = f"model_{got[name].primary}"
+            plan.provenance.setdefault(name, {})[key] = round(float(got[name].value), 5)
         counts = {k: len(plan.given.get(k, v)) for k, v in plan.parts.items()}
-        rec: dict[str, Any] = {"rows": counts, "seed": SEED, "provenance": plan.provenance}
+        rec: dict[str, Any] = {
+            "rows": counts,
+            "seed": SEED,
+            "provenance": plan.provenance,
+            "learned": line,
+        }
         if kind != "classification":
             rec["split_by"] = plan.unit
         return rec

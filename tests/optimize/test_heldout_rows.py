@@ -208,3 +208,58 @@ def test_seen_file_is_sorted_unique_prefixes(tmp_path: Path) -> None:
     raw = (tmp_path / SEEN_FILE).read_bytes()
     assert rec["rows"] == 2 and len(raw) == 16
     assert raw[:8] < raw[8:]
+
+
+def test_learned_data_with_report_data_chooses_on_half_of_it(
+    tmp_path: Path, ckpt: Path, sst2_train: Path
+) -> None:
+    """Every row of --data trained on, --report-data given, no --choose-data: a seeded
+    half of the report file chooses, the other half reports, --data is all fit."""
+    from albert_edge.optimize.stages import choose_from_report
+
+    data = _rows_file(sst2_train, tmp_path / "data.tsv", 0, 400)
+    _train_on(ckpt, data)
+    dev = _rows_file(sst2_train, tmp_path / "dev.tsv", 1000, 200)
+    plan = plan_split(data, read_rows(data, ckpt), ckpt, {"report": dev})
+    assert sorted(plan.parts["fit"]) == list(range(400))
+    choose, report = set(plan.given["choose"]), set(plan.given["report"])
+    assert len(choose) == len(report) == 100 and not choose & report
+    assert plan.provenance["choose"]["from"] == "--report-data (a seeded half)"
+    assert "400 of 400 rows of --data" in plan.provenance["choose"]["why"]
+    (line,) = learned_lines(data, ckpt, plan, {"report": dev})
+    assert "choose rows: --report-data (a seeded half)" in line
+    small = _rows_file(sst2_train, tmp_path / "small.tsv", 1000, 59)
+    with pytest.raises(OptimizeError, match="--choose-data"):
+        plan_split(data, read_rows(data, ckpt), ckpt, {"report": small})
+    assert choose_from_report(plan_split(data, read_rows(data, ckpt), ckpt, {"report": dev}), "x")
+
+
+def test_split_stage_chooses_on_report_data_when_the_choose_rows_look_learned(
+    tmp_path: Path, ckpt: Path, sst2_train: Path
+) -> None:
+    """The model's metric on --data's choose rows far above its recorded held-out figure
+    (here a record of 0 %): the split re-draws the choose rows from --report-data and
+    records the warning, with the model's metric on each part."""
+    from albert_edge.optimize.stages import split_file, split_stage
+
+    (ckpt / "training.json").write_text(json.dumps({"dev_accuracy": 0.0}))
+    data = _rows_file(sst2_train, tmp_path / "data.tsv", 0, 240)
+    dev = _rows_file(sst2_train, tmp_path / "dev.tsv", 1000, 120)
+    out = tmp_path / "split"
+    out.mkdir()
+    rec = split_stage(data, ckpt, 32, {"report": dev})(out)
+    assert rec["learned"] and "recorded in training.json" in rec["learned"]
+    assert "seeded half of --report-data" in rec["learned"]
+    assert rec["rows"] == {"fit": 240, "choose": 60, "report": 60}
+    assert rec["provenance"]["choose"]["from"] == "--report-data (a seeded half)"
+    assert "model_accuracy" in rec["provenance"]["report"]
+    dev_lines = set(dev.read_text().splitlines()[1:])
+    for part in ("choose", "report"):
+        body = split_file(out, part, "classification").read_text().splitlines()[1:]
+        assert len(body) == 60 and set(body) <= dev_lines
+    # without the record the choose rows stay --data's
+    (ckpt / "training.json").unlink()
+    again = tmp_path / "split2"
+    again.mkdir()
+    rec = split_stage(data, ckpt, 32, {"report": dev})(again)
+    assert rec["learned"] is None and rec["provenance"]["choose"]["from"] == "--data"
