@@ -622,13 +622,13 @@ def split_stage(
         rows = read_rows(data, checkpoint)
         kind = rows.kind.value
         plan = plan_split(data, rows, checkpoint, given_files)
-        files = dict(given_files or {})
+        files = {k: v for k, v in (given_files or {}).items() if v is not None}
 
         def write(plan: SplitPlan) -> dict[str, Any]:
             """The three files and the reference outputs; the model's metric on each."""
             for name in ("choose", "report", "fit"):
                 if name in plan.given:
-                    src = Path(files["report" if name not in files else name])  # type: ignore[arg-type]
+                    src = Path(files["report" if name not in files else name])
                     write_split(src, plan.rows[name], plan.given[name], split_file(d, name, kind))
                 else:
                     write_split(data, rows, plan.parts[name], split_file(d, name, kind))

@@ -247,7 +247,7 @@ def test_split_stage_chooses_on_report_data_when_the_choose_rows_look_learned(
     dev = _rows_file(sst2_train, tmp_path / "dev.tsv", 1000, 120)
     out = tmp_path / "split"
     out.mkdir()
-    rec = split_stage(data, ckpt, 32, {"report": dev})(out)
+    rec = split_stage(data, ckpt, 32, {"choose": None, "report": dev})(out)  # as Options
     assert rec["learned"] and "recorded in training.json" in rec["learned"]
     assert "seeded half of --report-data" in rec["learned"]
     assert rec["rows"] == {"fit": 240, "choose": 60, "report": 60}
