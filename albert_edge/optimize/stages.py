@@ -575,6 +575,7 @@ def learned_by_metric(
     report_rows: int,
     report_given: bool,
     metric: str,
+    choose_given: bool = False,
 ) -> str | None:
     """One line when the given model's metric on the choose rows lies far above its
     recorded held-out metric (``training.json``) or above its metric on ``--report-data``:
@@ -602,12 +603,20 @@ def learned_by_metric(
         )
     for what, value, gap in against:
         if choose - value > max(LEARNED_GAP, gap):
+            if choose_given:
+                return (
+                    f"warning: the model scores {metric} {100 * choose:.1f} on the "
+                    f"--choose-data rows against {what}: they look learned, or unlike the "
+                    "rows it is reported on (SST-2 train phrases score above dev sentences), "
+                    "and a choice made on them may not hold there; check that --choose-data "
+                    "holds rows the model never saw, drawn like --report-data's"
+                )
             flag = "--choose-data" if report_given else "--report-data (and --choose-data)"
             return (
                 f"warning: the model scores {metric} {100 * choose:.1f} on the choose rows "
-                f"against {what}: it looks to have learned --data's rows, and every figure on "
-                f"them overstates what it keeps; pass {flag} with rows it never saw, e.g. the "
-                "dev split"
+                f"against {what}: --data's rows look learned (or unlike the report rows), and "
+                f"a choice made on them overstates what it keeps; pass {flag} with rows it "
+                "never saw, e.g. the dev split"
             )
     return None
 
@@ -650,6 +659,7 @@ def split_stage(
             int(got["report"].examples),
             report_given,
             str(got["choose"].primary),
+            choose_given="choose" in files,
         )
         if line is not None and report_given and "choose" not in plan.given:
             # the choose rows look learned: half of --report-data chooses instead

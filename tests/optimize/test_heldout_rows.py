@@ -176,6 +176,9 @@ def test_learned_by_metric(tmp_path: Path, ckpt: Path) -> None:
     line = learned_by_metric(ckpt, 0.95, 1000, 0.82, 800, True, "accuracy")
     assert line is not None and "--choose-data" in line
     assert learned_by_metric(ckpt, 0.83, 1000, 0.82, 800, True, "accuracy") is None
+    # --choose-data given: its rows are the user's, the line says what to check
+    line = learned_by_metric(ckpt, 0.95, 1000, 0.82, 800, True, "accuracy", choose_given=True)
+    assert line is not None and "check that --choose-data" in line and "pass" not in line
 
 
 def test_timing_statistics_and_the_rows_section() -> None:
