@@ -48,6 +48,7 @@ def prepare(ft: FineTune) -> Prepared:
         check_teacher,
         load_init,
     )
+    from albert_edge.tasks.seen import text_digest
     from albert_edge.tokenizer import AlbertTokenizer
 
     spec = qat_spec(ft.qat, ft.qat_target)
@@ -91,6 +92,7 @@ def prepare(ft: FineTune) -> Prepared:
         dev_ex=_encode(tok, dev_rows, ft.max_len) if dev_rows is not None else None,
         data=data,
         spiece=Path(spiece),
+        trained=[text_digest(rows[i][1]) for i in fit_idx],
     )
 
 
@@ -244,6 +246,9 @@ def _write(tmp: Path, prep: Prepared, result: Any, summary: dict[str, Any]) -> N
         import shutil
 
         shutil.copyfile(trim, tmp / trim.name)  # the loader checks spiece.model against it
+    from albert_edge.tasks.seen import write_seen
+
+    summary["trained_rows"] = write_seen(tmp, prep.trained)
     summary["sha256"] = _own_files(tmp)
     (tmp / TRAINING_RECORD).write_text(dumps_strict(summary, indent=2) + "\n")
     seal(tmp, TRAINED, made_from(prep.ft.init, data={"train": prep.ft.train, "dev": prep.ft.dev}))

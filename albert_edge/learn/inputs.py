@@ -72,3 +72,4 @@ class Prepared:
     dev_ex: list[tuple[list[int], int]] | None
     data: dict[str, Any]
     spiece: Path
+    trained: list[bytes] = field(default_factory=list)  # row digests (albert_edge.tasks.seen)

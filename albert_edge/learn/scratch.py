@@ -570,6 +570,12 @@ def _write_output(
 
     reads = input_record_of(args.train)
     write_model_files(tmp, model, exits, Path(args.spiece), True, args.max_len, reads)
+    from albert_edge.data import read_sst2
+    from albert_edge.tasks.seen import text_digest, write_seen
+
+    # every row of --train is trained on (the epoch is chosen on --dev here)
+    rows = read_sst2(args.train, labels=range(2))
+    summary["trained_rows"] = write_seen(tmp, (text_digest(t) for _, t in rows))
     summary["sha256"] = _own_files(tmp)
     (tmp / TRAINING_RECORD).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     data = {"train": args.train, "dev": args.dev, "spiece": args.spiece}

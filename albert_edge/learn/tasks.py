@@ -939,6 +939,9 @@ def write(tmp: Path, args: argparse.Namespace, prep: Prepared, summary: dict[str
 
     model = prep.built.model
     write_model_files(tmp, model, None, prep.spiece, prep.do_lower_case, prep.defaults.max_len)
+    from albert_edge.tasks.seen import example_digest, write_seen
+
+    summary["trained_rows"] = write_seen(tmp, (example_digest(e) for e in prep.fit.examples))
     summary["sha256"] = _own_files(tmp)
     (tmp / TRAINING_RECORD).write_text(dumps_strict(summary, indent=2) + "\n")
     dev = None if prep.dev is None else prep.dev.path

@@ -52,7 +52,7 @@ def check(opts: Options) -> Any:
     check_seq_len(opts)
     check_name_fits(opts.output)
     work = opts.work_dir or default_work_dir(opts.output)
-    inputs = [opts.checkpoint, opts.data, opts.corpus]
+    inputs = [opts.checkpoint, opts.data, opts.corpus, opts.report_data, opts.choose_data]
     check_output(opts.output, overwrite=opts.overwrite, inputs=[*inputs, work])
     for given in inputs:
         if given is not None and Path(work).resolve().is_relative_to(Path(given).resolve()):
@@ -173,7 +173,8 @@ def _ship(search: Search, pick: dict[str, Any], report: dict[str, Any], plot: bo
     o = search.opts
     check_intact(search.work, [str(pick["key"])])
     src = search.work.dir("candidates", str(pick["key"])) / "artifact"
-    inputs = [Path(p) for p in (o.checkpoint, o.data, o.corpus) if p is not None]
+    given = (o.checkpoint, o.data, o.corpus, o.report_data, o.choose_data)
+    inputs = [Path(p) for p in given if p is not None]
     # report.md's reproduction line, from the directory holding the output (no machine path)
     data_rel = relative_to_artifact(o.data, Path(o.output).parent)
     out_name, data_q = shlex.quote(Path(o.output).name), shlex.quote(data_rel)
@@ -206,8 +207,14 @@ NO_PLOT = (
 def optimize(opts: Options) -> dict[str, Any]:
     """Run the search (resuming a work directory), ship the pick into ``opts.output``;
     return the report (what report.json holds)."""
+    from albert_edge.optimize.stages import learned_lines, plan_split
+
     rows = check(opts)
-    search = Search(opts, rows)
+    # the held rows judged before any model loads: trained-on rows out, given files read
+    split = plan_split(opts.data, rows, opts.checkpoint, opts.given_files())
+    search = Search(opts, rows, split)
+    for line in learned_lines(opts.data, opts.checkpoint, split, opts.given_files()):
+        search.warn(line)
     if search.work.root.is_dir():  # stages an earlier run sealed here cost ~0
         # read without the lock (another run may be writing): the locked pass below
         # decides; this one only keeps check_plan from refusing what is already done
@@ -266,7 +273,7 @@ def _run(search: Search, plot: bool) -> dict[str, Any]:
         builds.close()
     check_intact(search.work, [str(r["key"]) for r in search.admitted()])
     w2 = _median_length(opts, Path(ctx["report"]))
-    search.time_finalists(w2)
+    search.time_finalists(w2, Path(ctx["report"]))
     pick = search.pick()
 
     baseline = search.records.get(search.baseline_key())
@@ -276,6 +283,7 @@ def _run(search: Search, plot: bool) -> dict[str, Any]:
         records=search.records,
         pick=pick,
         settings={**search.settings(), "w2_len": w2},
+        rows_of=search.rows_of,
         notes=search.notes,
         timing=search.timing,
         elapsed_s=search.progress.elapsed(),

@@ -26,6 +26,20 @@ def add_parser(sub: Any, quiet: Any) -> None:
         "fit, choose and report examples",
     )
     p.add_argument(
+        "--report-data",
+        type=Path,
+        default=None,
+        help="the rows the report is measured on, never fitted or chosen on (e.g. the dev "
+        "split): --data is then split into fit and choose rows only",
+    )
+    p.add_argument(
+        "--choose-data",
+        type=Path,
+        default=None,
+        help="the rows the budget's rule admits candidates on, never fitted on (default: "
+        "a quarter of --data, at most 2,000)",
+    )
+    p.add_argument(
         "--max-drop",
         type=points_value,
         required=True,
@@ -109,6 +123,8 @@ def options_of(a: argparse.Namespace) -> Any:
         workers=a.workers,
         finetune=not a.no_finetune,
         trim=not a.no_trim,
+        report_data=a.report_data,
+        choose_data=a.choose_data,
     )
 
 

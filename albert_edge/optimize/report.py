@@ -29,6 +29,8 @@ def candidate_row(rec: Mapping[str, Any], pick: str) -> dict[str, Any]:
         "ratio_to_floor": rec.get("ratio_to_floor"),
         "w1_ms": rec.get("w1_ms"),
         "w2_ms": rec.get("w2_ms"),
+        "w1": rec.get("w1"),
+        "w2": rec.get("w2"),
         "choose": rec.get("choose"),
         "report": rec.get("report"),
         "exit": rec.get("exit"),
@@ -53,7 +55,10 @@ def build_report(
     timing: Mapping[str, Any] | None,
     elapsed_s: float,
     baseline: Mapping[str, Any] | None,
+    rows_of: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """report.json. ``rows_of``: each part's rows (fit, choose, report): the file they
+    came from, how many, and whether the model had trained on them."""
     rows = [candidate_row(r, str(pick["key"])) for r in records.values()]
     ratios: dict[str, Any] = {}
     if baseline is not None and baseline.get("file_bytes"):
@@ -71,11 +76,23 @@ def build_report(
             "file_bytes": pick["file_bytes"],
             "w1_ms": pick.get("w1_ms"),
             "w2_ms": pick.get("w2_ms"),
+            "w1": pick.get("w1"),
+            "w2": pick.get("w2"),
             "choose": pick.get("choose"),
             "report": pick.get("report"),
             **ratios,
         },
         "timing": dict(timing or {}),
+        "rows": {
+            **dict(rows_of or {}),
+            "figures": {
+                "choose": "the rule's verdict (choose Δ) is measured on the choose rows",
+                "report": "report Δ and the metric are measured on the report rows, never "
+                "fitted or chosen on",
+                "w1_w2": "W1 and W2 are timed on the first report rows "
+                f"({(timing or {}).get('rows')} of them)",
+            },
+        },
         "notes": list(notes),
         "candidates": rows,
     }
@@ -116,6 +133,8 @@ def markdown(report: Mapping[str, Any]) -> str:
             lines.append(f"- {k.replace('_', ' ')}: {sh[k]:.3f}x")
     for n in report["notes"]:
         lines.append(f"- note: {n}")
+    lines += ["", "## Rows", ""]
+    lines += rows_lines(report.get("rows") or {})
     lines += ["", "## Stages", ""]
     for name, st in report["stages"].items():
         state = "ran" if st.get("ran") else f"not run: {st.get('why')}"
@@ -126,23 +145,59 @@ def markdown(report: Mapping[str, Any]) -> str:
         "",
         "## Candidates",
         "",
-        "W1: batch 1 at the --seq-len tokens; W2: batch 1 at the report rows' median length;"
-        " 1 thread, each artifact alone in its own process, interleaved rounds (p50).",
+        "W1: batch 1, each timed report row padded to the --seq-len tokens; W2: batch 1, "
+        "each row at its own length; 1 thread, the rows one at a time, the finalists "
+        "interleaved, each row's fastest round: mean, p50 and p95 over the rows (a dynamic "
+        "exit's cost depends on where each row stops). The objective compares means.",
         "",
-        f"| candidate | bytes | W1 ms | W2 ms | choose Δ pt [95 %] | report Δ pt [95 %] | "
-        f"{metric} (report) | shipped / why not |",
-        "|---|---:|---:|---:|---|---|---:|---|",
+        f"| candidate | bytes | W1 ms mean | W1 p50 | W1 p95 | W2 ms mean | W2 p95 | "
+        f"choose Δ pt [95 %] | report Δ pt [95 %] | {metric} (report) | shipped / why not |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|",
     ]
     for r in report["candidates"]:
         rep = r.get("report") or {}
         verdict = "**shipped**" if r["shipped"] else str(r.get("why_not", ""))
         size = "" if r["file_bytes"] is None else f"{r['file_bytes']:,}"
         value = f"{100 * rep['value']:.2f}" if rep else ""
+        w1, w2 = r.get("w1") or {}, r.get("w2") or {}
         lines.append(
-            f"| {r['key']} | {size} | {_ms(r.get('w1_ms'))} | {_ms(r.get('w2_ms'))} | "
+            f"| {r['key']} | {size} | {_ms(r.get('w1_ms'))} | {_ms(w1.get('p50'))} | "
+            f"{_ms(w1.get('p95'))} | {_ms(r.get('w2_ms'))} | {_ms(w2.get('p95'))} | "
             f"{_cell(r.get('choose'))} | {_cell(rep)} | {value} | {verdict} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def rows_lines(rows: Mapping[str, Any]) -> list[str]:
+    """Which rows each figure was measured on, and whether the model had seen them."""
+    out = []
+    for part in ("fit", "choose", "report"):
+        p = rows.get(part)
+        if not p:
+            continue
+        seen = p.get("trained_on")
+        if part == "fit":
+            said = f"; {seen} of them trained on by the model" if seen else ""
+        else:
+            said = f"; trained on by the model: {seen}" if seen is not None else ""
+        dropped = ", ".join(
+            f"{p[k]} {k.removeprefix('dropped_').replace('_', ' ')} rows dropped"
+            for k in ("dropped_trained", "dropped_fit")
+            if p.get(k)
+        )
+        model = next(
+            (
+                f"; the given model scores {100 * v:.2f} {k[6:]} on them"
+                for k, v in p.items()
+                if k.startswith("model_")
+            ),
+            "",
+        )
+        lines = f"- {part}: {p.get('rows')} rows of {p.get('file')} ({p.get('from')}){said}"
+        out.append(lines + (f"; {dropped}" if dropped else "") + model)
+    for what in (rows.get("figures") or {}).values():
+        out.append(f"- {what}")
+    return out
 
 
 def front_png(report: Mapping[str, Any], path: Path) -> None:

@@ -1,7 +1,9 @@
 """The search: stages in order, candidates on the build workers, finalists timed here, the pick.
 
 1. **Stages**, each sealed in the work directory and skipped when a rerun finds it done:
-   the split (fit / choose / report rows, one seeded shuffle), the fine-tune with PABEE
+   the split (fit / choose / report rows, one seeded shuffle; ``--report-data`` and
+   ``--choose-data`` give those parts instead, and rows the checkpoint records it trained
+   on are never choose or report rows), the fine-tune with PABEE
    exits and distillation from the given checkpoint, the depth search, the vocabulary
    trim on the corpus (default: the fit rows' text, so the choose and report sentences
    stay unseen) and its depth search, and the healing fine-tune where
@@ -10,11 +12,11 @@
 2. **Candidates** (:mod:`albert_edge.optimize.plan`): the fp32 form of every (vocabulary,
    depth) first; only where the rule admits it are its int8, precision-plan and
    dynamic-exit forms built, each under the budget its fp32 form left.
-3. **Timing**, alone on this machine after every build: the admitted candidates in
-   separate processes, interleaved rounds (:func:`albert_edge.bench.bench`), never on a
-   build worker.
-4. **The pick**: among the admitted (choose rows), the fastest W1 by its interleaved
-   minimum (``--objective latency``; within :data:`LATENCY_TIE` of the fastest is a tie,
+3. **Timing**, here after every build, never on a Ray worker: every finalist on the same
+   report rows one row at a time (:mod:`albert_edge.optimize.latency`): W1 and W2 as a
+   distribution over rows (a dynamic exit's cost depends on the row).
+4. **The pick**: among the admitted (choose rows), the fastest mean W1 over those rows
+   (``--objective latency``; within :data:`LATENCY_TIE` of the fastest is a tie,
    broken by fewer bytes) or the fewest bytes (``bytes``); equal bytes go to the better
    choose score, then the key, never to a timing; the report rows are printed
    beside it, never chosen on. The timing is sealed in the work directory like a stage,
@@ -100,6 +102,12 @@ class Options:
     finetune: bool = True
     trim: bool = True
     min_lower_bound: float = -1.5
+    report_data: Path | None = None  # the report rows (never fitted on, never chosen on)
+    choose_data: Path | None = None  # the rows the rule admits on (never fitted on)
+
+    def given_files(self) -> dict[str, Path | None]:
+        """The held parts the user named a file for (``--choose-data``/``--report-data``)."""
+        return {"choose": self.choose_data, "report": self.report_data}
 
 
 def default_work_dir(output: Path) -> Path:
@@ -134,7 +142,15 @@ class Progress:
 ROW_COST = {"token-classification": 1.5, "question-answering": 6.0}
 
 
-def model_shape(opts: Options, n_rows: int, pair: bool, task: str = "classification") -> Shape:
+def model_shape(
+    opts: Options,
+    n_rows: int,
+    pair: bool,
+    task: str = "classification",
+    rows: tuple[int, int] | None = None,
+) -> Shape:
+    """The plan's view of the model and the data. ``rows``: (fit, choose) as the split
+    plan draws them (given files, trained-on rows out); None: :func:`split_sizes`'."""
     from albert_edge.depth import representable_depths
     from albert_edge.layout import DEFAULT_MODEL
     from albert_edge.mixed import min_rows
@@ -147,6 +163,8 @@ def model_shape(opts: Options, n_rows: int, pair: bool, task: str = "classificat
         layers, int(cfg.get("num_hidden_groups", 1)), int(cfg.get("inner_group_num", 1))
     )
     fit, held, _ = split_sizes(n_rows)
+    if rows is not None:
+        fit, held = rows
     return Shape(
         layers=layers,
         hidden=int(cfg["hidden_size"]),
@@ -175,13 +193,20 @@ class _Dry(Exception):
 class Search:
     """One run of the search over a work directory."""
 
-    def __init__(self, opts: Options, rows: Any) -> None:
+    def __init__(self, opts: Options, rows: Any, split: Any = None) -> None:
+        """``split``: the :class:`~albert_edge.optimize.stages.SplitPlan` of ``rows``."""
         self.opts = opts
         self.work = Work(opts.work_dir or default_work_dir(opts.output))
         self.progress = Progress(opts.quiet)
         self.budget_s = opts.max_minutes * 60.0
         self.task = str(rows.kind.value)
-        self.shape = model_shape(opts, len(rows.examples), bool(rows.pair), self.task)
+        counts = None
+        if split is not None:
+            counts = (
+                len(split.parts["fit"]),
+                len(split.given.get("choose", split.parts["choose"])),
+            )
+        self.shape = model_shape(opts, len(rows.examples), bool(rows.pair), self.task, counts)
         import os
 
         workers = opts.workers or (os.cpu_count() or 1) if opts.cluster is None else 2
@@ -196,6 +221,8 @@ class Search:
         self.slowdown = 1.0  # measured / planned seconds so far (never below 1)
         self.ratios: list[float] = []
         self._dry: set[str] | None = None  # during reuse_plan: the stages found reusable
+        self.rows_of: dict[str, dict[str, Any]] = {}  # each part's source (the split's)
+
 
     def make_plan(self, budget_s: float, reused: frozenset[str] = frozenset()) -> Plan:
         return make_plan(
@@ -315,12 +342,27 @@ class Search:
         o = self.opts
         given = o.checkpoint
         gid = file_id(given)
+        from albert_edge.tasks.seen import SEEN_FILE
+
+        seen = None if given is None else Path(given) / SEEN_FILE
         split = self.stage(
             "split",
-            {"data": file_id(o.data), "checkpoint": gid, "seq_len": o.seq_len, "seed": SEED},
-            split_stage(o.data, given, o.seq_len),
+            {
+                "data": file_id(o.data),
+                "checkpoint": gid,
+                "seq_len": o.seq_len,
+                "seed": SEED,
+                "report_data": file_id(o.report_data) if o.report_data else None,
+                "choose_data": file_id(o.choose_data) if o.choose_data else None,
+                "trained_rows": file_id(seen) if seen is not None and seen.is_file() else None,
+                "learned": "choose from half of --report-data when --data's rows look learned",
+            },
+            split_stage(o.data, given, o.seq_len, o.given_files()),
         )
         sdir = self.work.dir("stages", "split")
+        self.rows_of = dict(split.get("provenance") or {})
+        if split.get("learned"):  # the split's judgement that --data's rows look learned
+            self.warn(str(split["learned"]))
         ctx: dict[str, Any] = {
             "given": str(given) if given is not None else None,
             "target": o.target,
@@ -404,6 +446,11 @@ class Search:
             return ctx
         self.vocabulary(ctx, "heal", heal["inputs_sha256"], fit, extra)
         return ctx
+
+    def warn(self, line: str) -> None:
+        """A warning: on stderr whatever ``--quiet`` says, and in the report's notes."""
+        print(f"albert-edge optimize: {line}", file=sys.stderr, flush=True)
+        self.notes.append(line)
 
     def vocabulary(
         self,
@@ -572,19 +619,24 @@ class Search:
     def admitted(self) -> list[dict[str, Any]]:
         return [r for r in self.records.values() if r.get("built") and r.get("why_not") is None]
 
-    def time_finalists(self, w2_len: int) -> None:
-        """Interleaved rounds, each artifact alone in its own child process, here."""
-        from albert_edge.bench import bench
+    def time_finalists(self, w2_len: int, report: Path | None = None) -> None:
+        """Every finalist on the same report rows, one row at a time, here
+        (:mod:`albert_edge.optimize.latency`): W1 and W2 as mean, p50 and p95 over rows;
+        the objective compares the means. ``report``: the report split's file."""
+        from albert_edge.bench.schema import machine_info
+        from albert_edge.optimize.latency import ROUNDS, TIMING_ROWS, time_rows
+        from albert_edge.optimize.stages import task_rows
 
         finalists = self.finalists()
-        if not finalists:
+        if not finalists or report is None:
             return
-        lens = sorted({self.opts.seq_len, w2_len})
         inputs = {
             "finalists": {r["key"]: r.get("inputs_sha256") for r in finalists},
-            "seq_lens": lens,
-            "rounds": TIMING_ROUNDS,
-            "runs": RUNS_PER_VISIT * TIMING_ROUNDS,
+            "seq_len": self.opts.seq_len,
+            "rows": TIMING_ROWS,
+            "rounds": ROUNDS,
+            "report": file_id(report),
+            "method": "per report row, W1 padded to --seq-len and W2 at its length",
         }
         need = 10.0 * len(finalists)
         if self.work.cached("timing", "finalists", inputs) is None and self.left() < need:
@@ -594,57 +646,35 @@ class Search:
             )
             return
         paths = {r["key"]: self.work.dir("candidates", r["key"]) / "artifact" for r in finalists}
-        mixes = self.exit_variants(finalists, paths)
+        rows = task_rows(report, self.opts.checkpoint)
 
         def measure(d: Path) -> dict[str, Any]:
-            self.progress(f"timing {len(paths)} files here, interleaved, one process each")
-            report = bench(
-                list(paths.values()),
-                seq_lens=lens,
-                threads=(1,),
-                runs=RUNS_PER_VISIT * TIMING_ROUNDS,
-                warmup=5,
-                rounds=TIMING_ROUNDS,
-                roofline=False,
-                progress=False,
+            got = time_rows(
+                paths,
+                rows,
+                self.opts.seq_len,
+                seconds=max(need, self.left() - 30.0),
+                progress=self.progress,
             )
-            by_key: dict[str, dict[str, dict[str, float]]] = {}
-            for key, path in paths.items():
-                by_key[key] = {
-                    str(x["seq_len"]): {
-                        "p50": float(x["latency_ms"]["p50"]),
-                        "min": float(x["latency_ms"]["min"]),
-                    }
-                    for x in report["results"]
-                    if Path(str(x.get("target"))).resolve().is_relative_to(path.resolve())
-                    and x.get("status") == "ok"
-                }
-            return {"by_key": by_key, "machine": report.get("machine")}
+            return {**got, "machine": machine_info()}
 
         # sealed: a run resumed after the timing picks from the same figures
         rec = self.work.run("timing", "finalists", inputs, measure)
-        rows = {r["key"]: r for r in finalists}
-        timed: dict[str, dict[str, Any]] = {}
-        for key in paths:
-            r = rows.get(key, {"key": key})
-            by_len = rec["by_key"].get(key, {})
-            for w, n in (("w1", self.opts.seq_len), ("w2", w2_len)):
-                if str(n) in by_len:
-                    r[f"{w}_ms"] = by_len[str(n)]["p50"]
-                    r[f"{w}_min_ms"] = by_len[str(n)]["min"]
-            timed[key] = r
-        for r in finalists:  # a dynamic exit: sum over exits k of share_k x time at exit k
-            if r["key"] in mixes:
-                for w in ("w1_ms", "w2_ms", "w1_min_ms", "w2_min_ms"):
-                    parts = [(p, timed[k].get(w)) for p, k in mixes[r["key"]]]
-                    if all(t is not None for _, t in parts):
-                        r[w] = sum(p * float(t) for p, t in parts if t is not None)
-                    else:
-                        r.pop(w, None)
+        for r in finalists:
+            got = rec["by_key"].get(r["key"])
+            if not got:
+                continue
+            for w in ("w1", "w2"):
+                r[w] = got[w]
+                r[f"{w}_ms"] = got[w]["mean"]
         self.timing = {
-            "seq_lens": lens,
+            "seq_len": self.opts.seq_len,
+            "rows": rec.get("rows"),
+            "rows_from": "the report rows (the first of the split's seeded order)",
+            "rounds": rec.get("rounds"),
             "threads": 1,
-            "rounds": TIMING_ROUNDS,
+            "statistic": "per row: the fastest of the rounds; per candidate: mean, p50, p95 "
+            "over rows; the objective compares means",
             "machine": rec.get("machine"),
             "reused": bool(rec.get("cached")),
             "tie": LATENCY_TIE,
@@ -675,32 +705,6 @@ class Search:
     def baseline_key(self) -> str:
         return f"given-full-d{self.shape.layers}-int8-dynamic"
 
-    def exit_variants(
-        self, finalists: list[dict[str, Any]], paths: dict[str, Path]
-    ) -> dict[str, list[tuple[float, str]]]:
-        """For each dynamic-exit finalist, a copy stopping every row at exit k (each k the
-        choose rows reach; ``bench --recommend``'s way): its time is the mix of theirs,
-        not that of whichever exit the bench's one sentence takes. Added to ``paths``."""
-        from albert_edge.early_exit.artifact import with_policy
-        from albert_edge.early_exit.policy import FixedDepth
-
-        mixes: dict[str, list[tuple[float, str]]] = {}
-        for r in finalists:
-            share = (r.get("exit") or {}).get("choose_exit_share")
-            if not share:
-                continue
-            mixes[r["key"]] = []
-            for k, p in enumerate(share, start=1):
-                if p <= 0:
-                    continue
-                key = f"{r['key']}-at{k}"
-                out = self.work.root / "timing" / key
-                with_policy(paths[r["key"]], out, FixedDepth(k), overwrite=True)
-                paths[key] = out
-                mixes[r["key"]].append((float(p), key))
-            del paths[r["key"]]
-        return mixes
-
     def pick(self) -> dict[str, Any]:
         ok = self.admitted()
         if not ok:
@@ -711,7 +715,7 @@ class Search:
         inf = float("inf")
 
         def w1(r: Mapping[str, Any]) -> float:
-            return float(r.get("w1_min_ms", r.get("w1_ms", inf)))
+            return float(r.get("w1_ms", inf))  # the mean over the timed report rows
 
         def smallest(r: Mapping[str, Any]) -> tuple[float, float, str]:
             # equal bytes (a trimmed vocabulary healed or not: the same shapes) go to the
@@ -720,8 +724,8 @@ class Search:
             return (float(r["file_bytes"]), -float(r["choose"]["delta"]), r["key"])
 
         if self.opts.objective == "latency":
-            # W1 by the interleaved minimum; within LATENCY_TIE of the fastest is a tie
-            # three rounds on a shared machine cannot resolve: the fewest bytes wins it
+            # W1 by its mean over the report rows; within LATENCY_TIE of the fastest is a
+            # tie a shared machine's timing cannot resolve: the fewest bytes wins it
             best = min(w1(r) for r in ok)
             return min((r for r in ok if w1(r) <= best * (1.0 + LATENCY_TIE)), key=smallest)
         return min(ok, key=smallest)

@@ -412,18 +412,33 @@ def write_squad_subset(src: Path, indices: Sequence[int], out: Path) -> None:
     out.write_text(text + "\n", encoding="utf-8")
 
 
-def split_parts(data: Path, rows: Any) -> tuple[dict[str, list[int]], str]:
+def split_parts(
+    data: Path,
+    rows: Any,
+    *,
+    need: Sequence[str] = ("choose", "report"),
+    seen: frozenset[bytes] | None = None,
+) -> tuple[dict[str, list[int]], str]:
     """(choose / report / fit example indices, the unit split by). One seeded shuffle: a
     classifier's rows and a CoNLL file's sentences one by one (choose the first quarter,
     report the next, fit the rest); a SQuAD file's articles whole where it has at least
     :data:`MIN_ARTICLES` (choose and report each filled with articles to a quarter of the
     questions, the rest fit), else its questions. A question's windows are made from its
-    split's file, so they never straddle two splits."""
+    split's file, so they never straddle two splits.
+
+    ``need``: the held parts ``--data`` gives (``--choose-data`` / ``--report-data``
+    give the others; with both given every row is fit). ``seen``: digests of the rows the
+    model trained on (:mod:`albert_edge.tasks.seen`): those are fit rows only, the held
+    parts are drawn from the rest, each at most a quarter of the file (2,000)."""
     from albert_edge.tasks import TaskKind
+    from albert_edge.tasks.seen import example_digest
 
     n = len(rows.examples)
-    _, held, _ = split_sizes(n)
-    if rows.kind is TaskKind.QUESTION_ANSWERING:
+    fresh = [i for i in range(n) if seen is None or example_digest(rows.examples[i]) not in seen]
+    held = min(2000, n // 4, len(fresh) // max(1, len(need)))
+    if not need:
+        held = 0
+    if rows.kind is TaskKind.QUESTION_ANSWERING and len(fresh) == n and need:
         obj = json.loads(data.read_text(encoding="utf-8"))
         pos = squad_positions(obj)
         articles: dict[int, list[int]] = {}
@@ -435,18 +450,176 @@ def split_parts(data: Path, rows: Any) -> tuple[dict[str, list[int]], str]:
             random.Random(SEED).shuffle(order)
             parts: dict[str, list[int]] = {"choose": [], "report": [], "fit": []}
             for g in order:
-                name = next((k for k in ("choose", "report") if len(parts[k]) < held), "fit")
+                name = next((k for k in need if len(parts[k]) < held), "fit")
                 parts[name].extend(groups[g])
-            if min(len(parts["choose"]), len(parts["report"])) >= MIN_HELD and len(
-                parts["fit"]
-            ) >= min_fit("question-answering"):
+            if min(len(parts[k]) for k in need) >= MIN_HELD and len(parts["fit"]) >= min_fit(
+                "question-answering"
+            ):
                 return parts, "article"
     order = list(range(n))
     random.Random(SEED).shuffle(order)
     unit = {TaskKind.QUESTION_ANSWERING: "question", TaskKind.TOKEN_CLASSIFICATION: "sentence"}
-    return (
-        {"choose": order[:held], "report": order[held : 2 * held], "fit": order[2 * held :]},
-        unit.get(rows.kind, "row"),
+    fresh_set = set(fresh)
+    drawn = [i for i in order if i in fresh_set]
+    out: dict[str, list[int]] = {"choose": [], "report": [], "fit": []}
+    for k, name in enumerate(need):
+        out[name] = drawn[k * held : (k + 1) * held]
+    taken = {i for name in need for i in out[name]}
+    out["fit"] = [i for i in order if i not in taken]
+    return out, unit.get(rows.kind, "row")
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """Where each part's rows come from, judged before any model loads: ``parts`` (the
+    indices of ``--data`` per part), ``given`` (the kept indices of a ``--choose-data`` /
+    ``--report-data`` file), ``rows`` (what each file read), ``rows_of`` (what each part
+    records for the report: its source, rows, and whether the model saw them)."""
+
+    parts: dict[str, list[int]]
+    unit: str
+    given: dict[str, list[int]]
+    rows: dict[str, Any]
+    seen_in_data: int
+    provenance: dict[str, dict[str, Any]]
+
+
+def plan_split(
+    data: Path,
+    rows: Any,
+    checkpoint: Path | None,
+    given_files: Mapping[str, Path | None] | None = None,
+) -> SplitPlan:
+    """The fit / choose / report rows (:func:`split_parts`), each held part from the file
+    the user named for it where given, without the rows the checkpoint records it trained
+    on or that are fit rows; one line when too few remain, naming what to pass."""
+    from albert_edge.tasks.seen import SEEN_FILE, example_digest, read_seen
+
+    files = {k: v for k, v in (given_files or {}).items() if v is not None}
+    need = [k for k in ("choose", "report") if k not in files]
+    seen = read_seen(checkpoint)
+    digests = [example_digest(e) for e in rows.examples]
+    n = len(rows.examples)
+    in_data = 0 if seen is None else sum(d in seen for d in digests)
+    kind = rows.kind.value
+    what = "labelled rows" if kind == "classification" else "examples"
+    fresh = n - in_data
+    from_report = False
+    if need and in_data and fresh // len(need) < MIN_HELD:
+        if need == ["choose"]:  # --report-data given: half of it chooses, --data all fit
+            need, from_report = [], True
+        else:
+            also = " (and --choose-data, else half of it chooses)" if "choose" in need else ""
+            raise OptimizeError(
+                f"{data}: {in_data} of {n} {what} are rows this model trained on (its "
+                f"{SEEN_FILE}), leaving {fresh} to {' and '.join(need)} on, fewer than "
+                f"{MIN_HELD * len(need)}; pass --report-data with rows it never saw, e.g. "
+                f"the dev split{also}"
+            )
+    if need:
+        check_rows(n, data, kind)
+    elif n < min_fit(kind):
+        raise OptimizeError(
+            f"{data}: {n} {what}; with --choose-data and --report-data every row of --data "
+            f"is fit on, at least {min_fit(kind)}"
+        )
+    parts, unit = split_parts(data, rows, need=need, seen=seen)
+    fit_digests = {digests[i] for i in parts["fit"]}
+    seen_word = "no (the checkpoint records its training rows)" if seen is not None else None
+    provenance: dict[str, dict[str, Any]] = {
+        "fit": {"from": "--data", "file": Path(data).name, "rows": len(parts["fit"])}
+    }
+    for name in need:
+        provenance[name] = {
+            "from": "--data",
+            "file": Path(data).name,
+            "rows": len(parts[name]),
+            "trained_on": seen_word or "unknown (the checkpoint records no training rows)",
+        }
+    given: dict[str, list[int]] = {}
+    read: dict[str, Any] = {"data": rows}
+    for name, path in files.items():
+        other = read_rows(path, checkpoint)
+        if other.kind is not rows.kind or bool(other.pair) != bool(rows.pair):
+            raise OptimizeError(
+                f"{path}: --{name}-data is {other.kind.value}"
+                f"{' pairs' if other.pair else ''} but --data {data} is {rows.kind.value}"
+                f"{' pairs' if rows.pair else ''}; give rows of the same task"
+            )
+        keep, trained, fitted = [], 0, 0
+        for i, e in enumerate(other.examples):
+            d = example_digest(e)
+            if seen is not None and d in seen:
+                trained += 1
+            elif d in fit_digests:
+                fitted += 1
+            else:
+                keep.append(i)
+        if len(keep) < MIN_HELD:
+            raise OptimizeError(
+                f"{path}: --{name}-data has {len(other.examples)} {what}, {trained} of them "
+                f"rows this model trained on and {fitted} fit rows of --data, leaving "
+                f"{len(keep)}, fewer than {MIN_HELD}; give rows it never saw, e.g. the dev split"
+            )
+        given[name], read[name] = keep, other
+        provenance[name] = {
+            "from": f"--{name}-data",
+            "file": Path(path).name,
+            "rows": len(keep),
+            "dropped_trained": trained,
+            "dropped_fit": fitted,
+            "trained_on": seen_word or "unknown (the checkpoint records no training rows)",
+        }
+    if in_data:
+        provenance["fit"]["trained_on"] = in_data
+    plan = SplitPlan(parts, unit, given, read, in_data, provenance)
+    if from_report:
+        why = f"{in_data} of {n} rows of --data are rows this model trained on"
+        halves = choose_from_report(plan, why)
+        if halves is None:
+            raise OptimizeError(
+                f"{data}: {in_data} of {n} {what} are rows this model trained on, and "
+                f"--report-data {files['report']} has too few rows to halve into choose and "
+                f"report rows (at least {2 * MIN_HELD}); pass --choose-data with rows it "
+                "never saw"
+            )
+        plan = halves
+    return plan
+
+
+def choose_from_report(plan: SplitPlan, why: str) -> SplitPlan | None:
+    """``plan`` with its choose rows taken from half of ``--report-data`` (seeded) and its
+    report rows the other half, every row of ``--data`` a fit row: what is left when
+    ``--data``'s rows are learned and no ``--choose-data`` is given (``why``: how that
+    is known). None when a half would hold fewer than :data:`MIN_HELD` rows."""
+    from albert_edge.tasks.seen import example_digest
+
+    data, report = plan.rows["data"], plan.rows["report"]
+    fit = {example_digest(e) for e in data.examples}  # former choose rows are fit rows now
+    keep = [i for i in plan.given["report"] if example_digest(report.examples[i]) not in fit]
+    random.Random(SEED).shuffle(keep)
+    half = len(keep) // 2
+    if half < MIN_HELD:
+        return None
+    order = list(range(len(data.examples)))
+    random.Random(SEED).shuffle(order)
+    prov = {k: dict(v) for k, v in plan.provenance.items()}
+    rep = prov["report"]
+    prov["choose"] = {
+        **rep,
+        "from": "--report-data (a seeded half)",
+        "rows": half,
+        "why": f"{why}; no --choose-data",
+    }
+    prov["report"] = {**rep, "from": "--report-data (the other half)", "rows": len(keep) - half}
+    prov["fit"] = {**prov["fit"], "rows": len(order)}
+    return SplitPlan(
+        {"fit": order, "choose": [], "report": []},
+        plan.unit,
+        {"choose": keep[:half], "report": keep[half:]},
+        {**plan.rows, "choose": report},
+        plan.seen_in_data,
+        prov,
     )
 
 
@@ -461,23 +634,164 @@ def write_split(data: Path, rows: Any, indices: Sequence[int], out: Path) -> Non
         write_subset(data, rows, indices, out)
 
 
+def learned_lines(
+    data: Path, checkpoint: Path | None, plan: SplitPlan, given: Mapping[str, Any]
+) -> list[str]:
+    """The warning, before the first stage, that ``--data`` holds rows the model trained
+    on: by its recorded row digests (how many, and that they are fit rows only), else by
+    the training file's sha256 its seal records (no row identity: every row may be)."""
+    from albert_edge.sealed import data_identity
+    from albert_edge.tasks.seen import read_seen, recorded_training
+
+    n = len(plan.rows["data"].examples)
+    name = Path(data).name
+    hint = (
+        ""
+        if given.get("report")
+        else "; pass --report-data with rows it never saw, e.g. the dev split"
+    )
+    if plan.seen_in_data:
+        held = " and ".join(k for k in ("choose", "report") if k not in plan.given)
+        where = (
+            f"choose rows: {plan.provenance['choose']['from']}, report rows: "
+            f"{plan.provenance['report']['from']}"
+            if not held
+            else f"{held} rows come from the {n - plan.seen_in_data} it did not train on"
+        )
+        return [
+            f"warning: {plan.seen_in_data} of {n} rows of {name} are rows this model trained "
+            f"on; they are fit rows only ({where}){hint}"
+        ]
+    if read_seen(checkpoint) is not None:
+        return []
+    rec = recorded_training(checkpoint)
+    if rec["train_sha256"] and rec["train_sha256"] == data_identity(data):
+        return [
+            f"warning: {name} is the file this model was trained on (training.json's seal "
+            "records its sha256, not its rows): choose and report rows drawn from it are rows "
+            f"it learned and overstate every figure{hint}"
+        ]
+    return []
+
+
+# how far above the model's recorded held-out metric its choose-row metric may lie before
+# the rows are said to be learned (points, and beyond the 95 % binomial half-width)
+LEARNED_GAP = 0.03
+
+
+def learned_by_metric(
+    checkpoint: Path | None,
+    choose: float,
+    choose_rows: int,
+    report: float | None,
+    report_rows: int,
+    report_given: bool,
+    metric: str,
+    choose_given: bool = False,
+) -> str | None:
+    """One line when the given model's metric on the choose rows lies far above its
+    recorded held-out metric (``training.json``) or above its metric on ``--report-data``:
+    the choose rows look learned. ``choose`` / ``report``: the reference's metric in
+    [0, 1] on those rows (the split stage's saved outputs)."""
+    import math
+
+    from albert_edge.tasks.seen import recorded_training
+
+    def half(p: float, n: int) -> float:
+        return 1.96 * math.sqrt(max(p * (1 - p), 1e-6) / max(1, n))
+
+    against: list[tuple[str, float, float]] = []
+    if report_given and report is not None:
+        gap = half(choose, choose_rows) + half(report, report_rows)
+        against.append((f"{100 * report:.1f} on the --report-data rows", report, gap))
+    held = recorded_training(checkpoint)["held_out"]
+    if held is not None:
+        against.append(
+            (
+                f"{100 * held[1]:.1f} recorded in training.json ({held[0]})",
+                held[1],
+                half(choose, choose_rows),
+            )
+        )
+    for what, value, gap in against:
+        if choose - value > max(LEARNED_GAP, gap):
+            if choose_given:
+                return (
+                    f"warning: the model scores {metric} {100 * choose:.1f} on the "
+                    f"--choose-data rows against {what}: they look learned, or unlike the "
+                    "rows it is reported on (SST-2 train phrases score above dev sentences), "
+                    "and a choice made on them may not hold there; check that --choose-data "
+                    "holds rows the model never saw, drawn like --report-data's"
+                )
+            flag = "--choose-data" if report_given else "--report-data (and --choose-data)"
+            return (
+                f"warning: the model scores {metric} {100 * choose:.1f} on the choose rows "
+                f"against {what}: --data's rows look learned (or unlike the report rows), and "
+                f"a choice made on them overstates what it keeps; pass {flag} with rows it "
+                "never saw, e.g. the dev split"
+            )
+    return None
+
+
 def split_stage(
-    data: Path, checkpoint: Path | None, max_len: int
+    data: Path,
+    checkpoint: Path | None,
+    max_len: int,
+    given_files: Mapping[str, Path | None] | None = None,
 ) -> Callable[[Path], dict[str, Any]]:
     def run(d: Path) -> dict[str, Any]:
         rows = read_rows(data, checkpoint)
         kind = rows.kind.value
-        n = len(rows.examples)
-        check_rows(n, data, kind)
-        parts, unit = split_parts(data, rows)
-        for name in ("choose", "report", "fit"):
-            write_split(data, rows, parts[name], split_file(d, name, kind))
+        plan = plan_split(data, rows, checkpoint, given_files)
+        files = {k: v for k, v in (given_files or {}).items() if v is not None}
+
+        def write(plan: SplitPlan) -> dict[str, Any]:
+            """The three files and the reference outputs; the model's metric on each."""
+            for name in ("choose", "report", "fit"):
+                if name in plan.given:
+                    src = Path(files["report" if name not in files else name])
+                    write_split(src, plan.rows[name], plan.given[name], split_file(d, name, kind))
+                else:
+                    write_split(data, rows, plan.parts[name], split_file(d, name, kind))
+            got = {}
+            for name in ("choose", "report"):
+                held_rows = read_rows(split_file(d, name, kind), checkpoint)
+                saved = reference_file(d, name, kind)
+                reference_logits(checkpoint, held_rows, max_len, saved)
+                got[name] = reference_metrics(checkpoint, held_rows, max_len, saved)
+            return got
+
+        got = write(plan)
+        report_given = files.get("report") is not None
+        line = learned_by_metric(
+            checkpoint,
+            float(got["choose"].value),
+            int(got["choose"].examples),
+            float(got["report"].value),
+            int(got["report"].examples),
+            report_given,
+            str(got["choose"].primary),
+            choose_given="choose" in files,
+        )
+        if line is not None and report_given and "choose" not in plan.given:
+            # the choose rows look learned: half of --report-data chooses instead
+            halves = choose_from_report(plan, "the given model's metric on --data's rows")
+            if halves is not None:
+                plan = halves
+                got = write(plan)
+                line += "; the choose rows are a seeded half of --report-data instead"
         for name in ("choose", "report"):
-            held_rows = read_rows(split_file(d, name, kind), checkpoint)
-            reference_logits(checkpoint, held_rows, max_len, reference_file(d, name, kind))
-        rec: dict[str, Any] = {"rows": {k: len(v) for k, v in parts.items()}, "seed": SEED}
+            key = f"model_{got[name].primary}"
+            plan.provenance.setdefault(name, {})[key] = round(float(got[name].value), 5)
+        counts = {k: len(plan.given.get(k, v)) for k, v in plan.parts.items()}
+        rec: dict[str, Any] = {
+            "rows": counts,
+            "seed": SEED,
+            "provenance": plan.provenance,
+            "learned": line,
+        }
         if kind != "classification":
-            rec["split_by"] = unit
+            rec["split_by"] = plan.unit
         return rec
 
     return run

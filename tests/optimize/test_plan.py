@@ -203,7 +203,7 @@ def test_finetune_rows_follow_the_budget_and_never_exceed_the_fit_rows() -> None
 
 
 def test_pick_breaks_a_latency_near_tie_by_bytes() -> None:
-    """W1 within LATENCY_TIE of the fastest (by interleaved minimum) is a tie the fewer
+    """W1 within LATENCY_TIE of the fastest (by its mean over the timed report rows) is a tie the fewer
     bytes win, so timing noise between two runs does not flip the shipped artifact; a
     clear win stays a win; untimed candidates go by bytes."""
     from types import SimpleNamespace
@@ -217,11 +217,14 @@ def test_pick_breaks_a_latency_near_tie_by_bytes() -> None:
     near = 1.0 + LATENCY_TIE / 2
     ch = {"delta": 0.0}
     rows: list[dict[str, Any]] = [
-        {"key": "exit", "w1_min_ms": 1.0, "w1_ms": 1.4, "file_bytes": 900, "choose": ch},
-        {"key": "trim-d2", "w1_min_ms": near, "w1_ms": 1.1, "file_bytes": 500, "choose": ch},
+        # a dynamic exit's p50 below its mean: the pick compares means, never a quantile
+        {"key": "exit", "w1_ms": 1.0, "w1": {"p50": 0.5, "mean": 1.0}, "file_bytes": 900},
+        {"key": "trim-d2", "w1_ms": near, "w1": {"p50": near, "mean": near}, "file_bytes": 500},
     ]
+    for r in rows:
+        r["choose"] = ch
     assert pick(rows) == "trim-d2"
-    rows[1]["w1_min_ms"] = 1.0 + 2 * LATENCY_TIE
+    rows[1]["w1_ms"] = 1.0 + 2 * LATENCY_TIE
     assert pick(rows) == "exit"
     assert pick(rows, "bytes") == "trim-d2"
     a, b = {"key": "a", "file_bytes": 9, "choose": ch}, {"key": "b", "file_bytes": 7, "choose": ch}
@@ -229,12 +232,12 @@ def test_pick_breaks_a_latency_near_tie_by_bytes() -> None:
     # equal bytes (healed or not): the better choose score, then the key, never the timing
     for objective in ("latency", "bytes"):
         same = [
-            {"key": "heal-d1", "w1_min_ms": 1.02, "file_bytes": 7, "choose": {"delta": -0.002}},
-            {"key": "trim-d1", "w1_min_ms": 1.0, "file_bytes": 7, "choose": {"delta": -0.001}},
+            {"key": "heal-d1", "w1_ms": 1.02, "file_bytes": 7, "choose": {"delta": -0.002}},
+            {"key": "trim-d1", "w1_ms": 1.0, "file_bytes": 7, "choose": {"delta": -0.001}},
         ]
         assert pick(same, objective) == "trim-d1"
         same[0]["choose"] = same[1]["choose"]
-        same[0]["w1_min_ms"] = 1.05
+        same[0]["w1_ms"] = 1.05
         assert pick(same, objective) == "heal-d1"
 
 
