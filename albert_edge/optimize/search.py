@@ -223,7 +223,6 @@ class Search:
         self._dry: set[str] | None = None  # during reuse_plan: the stages found reusable
         self.rows_of: dict[str, dict[str, Any]] = {}  # each part's source (the split's)
 
-
     def make_plan(self, budget_s: float, reused: frozenset[str] = frozenset()) -> Plan:
         return make_plan(
             self.shape,
