@@ -139,7 +139,7 @@ def train_loop(prep: Prepared, w: World, device: str) -> LoopResult:
     import torch
 
     from albert_edge.learn import ddp
-    from albert_edge.learn.scratch import _optimizer, check_max_len
+    from albert_edge.learn.scratch import check_max_len, make_optimizer
     from albert_edge.learn.trainee import Trainee
 
     ft, st = prep.ft, prep.student
@@ -151,7 +151,7 @@ def train_loop(prep: Prepared, w: World, device: str) -> LoopResult:
     model = ddp.wrap(trainee, w, device)
     params = list(trainee.named_parameters())
     steps_per_epoch = math.ceil(len(prep.train_ex) / ft.batch_size)
-    opt, sched = _optimizer(params, ft, steps_per_epoch * ft.epochs)
+    opt, sched = make_optimizer(params, ft, steps_per_epoch * ft.epochs)
     scaler = torch.amp.GradScaler("cuda", enabled=device.startswith("cuda") and ft.amp == "fp16")
     gen = torch.Generator().manual_seed(ft.seed)
     run = _Run(prep, w, device, trainee, model, teacher, opt, sched, scaler, gen, steps_per_epoch)

@@ -204,7 +204,7 @@ def check_max_len(max_len: int, positions: int, model: str) -> None:
         )
 
 
-def _update(
+def optimizer_step(
     loss: Any, model: Any, opt: Any, sched: Any, params: Any, epoch: int, step: int
 ) -> None:
     """One optimizer step on ``loss``: checked finite first (nothing diverged is saved),
@@ -326,7 +326,7 @@ def _encode(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
     )
 
 
-def _optimizer(params: list[tuple[str, Any]], args: Any, total: int) -> Any:
+def make_optimizer(params: list[tuple[str, Any]], args: Any, total: int) -> Any:
     """AdamW (no decay on biases, norms and embeddings) and linear warmup then decay;
     ``args``: anything with ``lr``, ``warmup`` and ``weight_decay`` (flags or a FineTune)."""
     import torch
@@ -377,7 +377,7 @@ def _fit(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     params += [(f"exits.{n}", p) for n, p in exits.named_parameters()] if exits else []
     gen = torch.Generator().manual_seed(args.seed)
     total = math.ceil(len(train_ex) / args.batch_size) * args.epochs
-    opt, sched = _optimizer(params, args, total)
+    opt, sched = make_optimizer(params, args, total)
     log: list[dict[str, Any]] = []
     step = 0
     for epoch in range(args.epochs):
@@ -395,7 +395,7 @@ def _fit(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
                 loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
             else:
                 loss = pabee_loss(exit_logits(model, exits, ids, mask), labels)
-            _update(loss, model, opt, sched, params, epoch + 1, step + 1)
+            optimizer_step(loss, model, opt, sched, params, epoch + 1, step + 1)
             step += 1
             running += loss.item() * len(batch)
             seen += len(batch)

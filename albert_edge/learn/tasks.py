@@ -354,7 +354,7 @@ def build_from_init(ckpt: Any, data: TaskData) -> Built:
 # --- batches, loss, evaluation ------------------------------------------------------------
 
 
-def _batches(features: Features, batch_size: int, gen: Any) -> list[list[int]]:
+def task_batches(features: Features, batch_size: int, gen: Any) -> list[list[int]]:
     """Shuffled, length-bucketed batches of feature indices (sorted within chunks of 50
     batches, as the SST-2 recipe batches, so padding stays small)."""
     import torch
@@ -407,7 +407,7 @@ def _distil_settings(args: argparse.Namespace) -> Any:
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def _loss(
+def task_loss(
     model: Any,
     teacher: Any,
     batch: dict[str, Any],
@@ -739,7 +739,7 @@ def fit(args: argparse.Namespace, prep: Prepared) -> dict[str, Any]:
     import torch
 
     from albert_edge.learn.ddp import resolve_device
-    from albert_edge.learn.scratch import _check_finite_step, _optimizer, _update
+    from albert_edge.learn.scratch import _check_finite_step, make_optimizer, optimizer_step
     from albert_edge.progress import enabled, track
 
     t0 = time.time()
@@ -759,7 +759,7 @@ def fit(args: argparse.Namespace, prep: Prepared) -> dict[str, Any]:
     if teacher is not None and not hasattr(teacher, "outputs"):  # an ALBERT: run live
         teacher = teacher.model.to(device)
     settings = _distil_settings(args)
-    opt, sched = _optimizer(params, hp, total)
+    opt, sched = make_optimizer(params, hp, total)
     gen = torch.Generator().manual_seed(args.seed)
     log: list[dict[str, Any]] = []
     best: dict[str, Any] = {}
@@ -767,7 +767,7 @@ def fit(args: argparse.Namespace, prep: Prepared) -> dict[str, Any]:
     for epoch in range(args.epochs):
         model.train()
         running, seen = 0.0, 0
-        batches = _batches(prep.fit_f, bs, gen)
+        batches = task_batches(prep.fit_f, bs, gen)
         for idx in track(
             batches,
             total=len(batches),
@@ -775,8 +775,8 @@ def fit(args: argparse.Namespace, prep: Prepared) -> dict[str, Any]:
             status=lambda: f"loss {running / max(1, seen):.4f}",  # noqa: B023 - read live
         ):
             model.train()
-            loss = _loss(model, teacher, collate(prep.fit_f, idx, device), prep, settings, idx)
-            _update(loss, model, opt, sched, params, epoch + 1, step + 1)
+            loss = task_loss(model, teacher, collate(prep.fit_f, idx, device), prep, settings, idx)
+            optimizer_step(loss, model, opt, sched, params, epoch + 1, step + 1)
             step += 1
             running += loss.item() * len(idx)
             seen += len(idx)

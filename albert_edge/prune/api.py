@@ -264,7 +264,7 @@ def _run(src: Path, rows: TaskData, out: Path, opts: PruneOptions) -> PruneResul
         heal_record = {
             **asdict(opts.heal),
             "rows": len(fit_data.examples),
-            "loss": "learn.tasks._loss with the unpruned model as teacher: alpha*CE + "
+            "loss": "learn.tasks.task_loss with the unpruned model as teacher: alpha*CE + "
             "(1-alpha)*T^2*KL(teacher || student at T) per head output",
             "log": log,
             "seconds": round(heal_s, 1),

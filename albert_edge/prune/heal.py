@@ -5,10 +5,10 @@ with it; a few hundred steps in which the pruned model (student) learns the unpr
 model's (teacher's) answers on the fit rows recover most of what the removal cost (the
 recipe of nn_pruning, TextPruner and NNCF alike). Both read the same tokens, so the
 loss is the learn package's own distillation per head
-(:func:`albert_edge.learn.tasks._loss` with a teacher: ``alpha*CE + (1-alpha)*T^2*KL``
+(:func:`albert_edge.learn.tasks.task_loss` with a teacher: ``alpha*CE + (1-alpha)*T^2*KL``
 on logits; first pieces for a tagger; start and end over the unpadded tokens for QA),
-with its optimizer, schedule and step (:func:`albert_edge.learn.scratch._optimizer`,
-:func:`~albert_edge.learn.scratch._update`: AdamW, linear warmup and decay, gradients
+with its optimizer, schedule and step (:func:`albert_edge.learn.scratch.make_optimizer`,
+:func:`~albert_edge.learn.scratch.optimizer_step`: AdamW, linear warmup and decay, gradients
 clipped, a non-finite loss stopped at its step).
 """
 
@@ -41,8 +41,8 @@ def heal(
     import torch
 
     from albert_edge.learn.distil import DistilSettings
-    from albert_edge.learn.scratch import _optimizer, _update
-    from albert_edge.learn.tasks import _batches, _loss, collate
+    from albert_edge.learn.scratch import make_optimizer, optimizer_step
+    from albert_edge.learn.tasks import collate, task_batches, task_loss
     from albert_edge.progress import enabled
 
     torch.manual_seed(seed)
@@ -52,7 +52,7 @@ def heal(
     hp = argparse.Namespace(
         lr=settings.lr, warmup=settings.warmup, weight_decay=settings.weight_decay
     )
-    opt, sched = _optimizer(params, hp, settings.steps)
+    opt, sched = make_optimizer(params, hp, settings.steps)
     distil = DistilSettings(alpha=settings.alpha, temperature=settings.temperature)
     shim = argparse.Namespace(qat=None, built=argparse.Namespace(head=head))
     log: list[dict[str, Any]] = []
@@ -60,12 +60,12 @@ def heal(
     running, every = 0.0, max(1, settings.steps // 10)
     for step in range(settings.steps):
         if not order:
-            order = _batches(features, settings.batch_size, gen)
+            order = task_batches(features, settings.batch_size, gen)
         batch = collate(features, order.pop(0))
         student.train()
-        loss = _loss(student, teacher, batch, shim, distil)  # type: ignore[arg-type]
+        loss = task_loss(student, teacher, batch, shim, distil)  # type: ignore[arg-type]
         running += float(loss.detach())
-        _update(loss, student, opt, sched, params, 1, step + 1)
+        optimizer_step(loss, student, opt, sched, params, 1, step + 1)
         if (step + 1) % every == 0 or step + 1 == settings.steps:
             since = (step + 1) - (log[-1]["step"] if log else 0)
             entry = {"step": step + 1, "loss": round(running / since, 5)}

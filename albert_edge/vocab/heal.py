@@ -27,8 +27,8 @@ reproduce the logits of the UNTRIMMED model (teacher) on the heal text:
   but leave the early layers' states for re-segmented words wherever they land, and a
   depth search's shallow heads read exactly those. Off by default (0): on a 6-layer SST-2
   model it moved no depth's re-fitted head beyond noise (docs/vocabulary.md). The
-  optimizer, schedule and step are the learn package's (:func:`albert_edge.learn.scratch._optimizer`,
-  :func:`~albert_edge.learn.scratch._update`).
+  optimizer, schedule and step are the learn package's (:func:`albert_edge.learn.scratch.make_optimizer`,
+  :func:`~albert_edge.learn.scratch.optimizer_step`).
 
 Heads: sequence classification (single sentences and pairs: one logit vector per row) and
 token classification (one per word, on its first piece, in either segmentation). Span and
@@ -567,7 +567,7 @@ def _train(
 
     import albert_edge.tasks as tasks
     from albert_edge.learn.distil import DistilSettings, kd_term
-    from albert_edge.learn.scratch import _optimizer, _update
+    from albert_edge.learn.scratch import make_optimizer, optimizer_step
     from albert_edge.progress import enabled
 
     model = student.model
@@ -585,7 +585,7 @@ def _train(
         tok.rare = rare_pieces(tok, task_texts(rows), options.rare)
     params = list(model.named_parameters())
     hp = argparse.Namespace(lr=options.lr, warmup=options.warmup, weight_decay=options.weight_decay)
-    opt, sched = _optimizer(params, hp, total)
+    opt, sched = make_optimizer(params, hp, total)
     settings = DistilSettings(alpha=0.0, temperature=options.temperature)
     log: list[dict[str, Any]] = []
     scale = None if targets.scale is None else torch.from_numpy(targets.scale)
@@ -607,7 +607,7 @@ def _train(
             term = state_term(states.float(), want_states, scale)
             running_state += float(term.detach())
             loss = loss + options.hidden * term
-        _update(loss, model, opt, sched, params, 1, step + 1)
+        optimizer_step(loss, model, opt, sched, params, 1, step + 1)
         if (step + 1) % every == 0 or step + 1 == total:
             since = (step + 1) - (log[-1]["step"] if log else 0)  # the last entry's: fewer
             entry = {"step": step + 1, "kd_loss": round(running / since, 5)}
