@@ -692,9 +692,12 @@ def learned_by_metric(
     """One line when the given model's metric on the choose rows lies far above its
     recorded held-out metric (``training.json``) or above its metric on ``--report-data``:
     the choose rows look learned. ``choose`` / ``report``: the reference's metric in
-    [0, 1] on those rows (the split stage's saved outputs)."""
+    [0, 1] on those rows (the split stage's saved outputs). No checkpoint: the embedded
+    model, whose ``training.json`` records its SST-2 dev accuracy (it trained on all of
+    SST-2 train, the file a user most often hands it)."""
     import math
 
+    from albert_edge.layout import DEFAULT_MODEL
     from albert_edge.tasks.seen import recorded_training
 
     def half(p: float, n: int) -> float:
@@ -704,7 +707,7 @@ def learned_by_metric(
     if report_given and report is not None:
         gap = half(choose, choose_rows) + half(report, report_rows)
         against.append((f"{100 * report:.1f} on the --report-data rows", report, gap))
-    held = recorded_training(checkpoint)["held_out"]
+    held = recorded_training(checkpoint if checkpoint is not None else DEFAULT_MODEL)["held_out"]
     if held is not None:
         against.append(
             (
