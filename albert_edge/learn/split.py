@@ -48,9 +48,20 @@ class HeldOut:
         if not (math.isfinite(f) and 0.0 < f < 1.0):
             raise LearnError(f"--held-out {f}: give a fraction between 0 and 1 (exclusive)")
         if n < self.minimum_rows():
+            # the fewest rows this --held-out accepts (the rules below), not the bare minimum:
+            # "give at least 64" at --held-out 0.1 only led to the next refusal (320 needed)
+            fewest = self.minimum_rows()
+            while not self._fits(fewest):
+                fewest += 1
+            other = (
+                ""
+                if fewest == self.minimum_rows()
+                else f", or {self.minimum_rows()} with --held-out 0.5"
+            )
             raise LearnError(
                 f"{where}: {n} labelled rows are too few for a held-out split; give at least "
-                f"{self.minimum_rows()} ({MIN_TRAIN} to train on, {MIN_HELD_OUT} held out)"
+                f"{fewest} at --held-out {f:g} ({MIN_TRAIN} to train on, {MIN_HELD_OUT} held "
+                f"out){other}"
             )
         asked = round(n * f)
         held = max(asked, MIN_HELD_OUT)
@@ -71,6 +82,12 @@ class HeldOut:
                 "or less"
             )
         return held
+
+    def _fits(self, n: int) -> bool:
+        """Whether :meth:`held_rows` accepts ``n`` rows at this fraction."""
+        asked = round(n * self.fraction)
+        held = max(asked, MIN_HELD_OUT)
+        return n >= self.minimum_rows() and held <= MAX_RAISE * asked and n - held >= MIN_TRAIN
 
     def split(self, n: int, where: str) -> tuple[list[int], list[int]]:
         """(train, held-out) row indices of ``n`` rows; disjoint by construction."""

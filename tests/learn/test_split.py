@@ -56,3 +56,18 @@ def test_too_few_training_rows_refused_naming_the_largest_fraction() -> None:
 def test_fewer_rows_than_any_split_refused() -> None:
     with pytest.raises(LearnError, match="give at least 64"):
         HeldOut(0.5).split(63, "rows.tsv")
+
+
+@pytest.mark.parametrize("fraction", [0.1, 0.2, 0.4, 0.9])
+def test_too_few_rows_names_the_fewest_this_fraction_accepts(fraction: float) -> None:
+    """40 rows at --held-out 0.1 were told "give at least 64", and 64 (or 80) rows were then
+    refused by the next rule: the number given is the fewest the fraction accepts."""
+    import re
+
+    with pytest.raises(LearnError) as err:
+        HeldOut(fraction).split(40, "conll.txt")
+    fewest = int(re.search(r"give at least (\d+) at --held-out", str(err.value)).group(1))
+    train, held = HeldOut(fraction).split(fewest, "conll.txt")
+    assert len(held) >= MIN_HELD_OUT and len(train) >= MIN_TRAIN
+    with pytest.raises(LearnError):
+        HeldOut(fraction).split(fewest - 1, "conll.txt")
