@@ -50,9 +50,7 @@ class HeldOut:
         if n < self.minimum_rows():
             # the fewest rows this --held-out accepts (the rules below), not the bare minimum:
             # "give at least 64" at --held-out 0.1 only led to the next refusal (320 needed)
-            fewest = self.minimum_rows()
-            while not self._fits(fewest):
-                fewest += 1
+            fewest = self.fewest_rows()
             other = (
                 ""
                 if fewest == self.minimum_rows()
@@ -72,7 +70,7 @@ class HeldOut:
                 f"{MIN_HELD_OUT} the epoch choice needs, and {MIN_HELD_OUT} would be "
                 f"{MIN_HELD_OUT / n:.0%} of the rows, not the {f * 100:g}% asked; pass "
                 f"--held-out {need:g} "
-                f"to hold out that many, or give at least {math.ceil(MIN_HELD_OUT / f)} rows"
+                f"to hold out that many, or give at least {self.fewest_rows()} rows"
             )
         if n - held < MIN_TRAIN:
             most = math.floor((n - MIN_TRAIN) / n * 100) / 100
@@ -82,6 +80,13 @@ class HeldOut:
                 "or less"
             )
         return held
+
+    def fewest_rows(self) -> int:
+        """The fewest labelled rows :meth:`held_rows` accepts at this fraction."""
+        n = self.minimum_rows()
+        while not self._fits(n):
+            n += 1
+        return n
 
     def _fits(self, n: int) -> bool:
         """Whether :meth:`held_rows` accepts ``n`` rows at this fraction."""

@@ -71,3 +71,15 @@ def test_too_few_rows_names_the_fewest_this_fraction_accepts(fraction: float) ->
     assert len(held) >= MIN_HELD_OUT and len(train) >= MIN_TRAIN
     with pytest.raises(LearnError):
         HeldOut(fraction).split(fewest - 1, "conll.txt")
+
+
+def test_the_raise_refusal_names_the_same_fewest_rows() -> None:
+    """80 rows at --held-out 0.1 were told "give at least 320"; 155 already split."""
+    fewest = HeldOut(0.1).fewest_rows()
+    assert fewest == 155  # round(15.5) = 16 asked, raised to 32: within MAX_RAISE
+    with pytest.raises(LearnError, match=f"or give at least {fewest} rows"):
+        HeldOut(0.1).split(80, "conll.txt")
+    train, held = HeldOut(0.1).split(fewest, "conll.txt")
+    assert len(held) == MIN_HELD_OUT and len(train) == fewest - MIN_HELD_OUT
+    with pytest.raises(LearnError):
+        HeldOut(0.1).split(fewest - 1, "conll.txt")
