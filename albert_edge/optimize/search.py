@@ -79,6 +79,9 @@ GROWS = {"finetune": ("rows",), "heal": ("steps",)}
 TIMING_ROUNDS = 3
 RUNS_PER_VISIT = 20
 MAX_FINALISTS = 6
+# How far past --max-minutes the given model's own fp32 form may still finish when nothing is
+# admitted yet (a run that ships nothing throws away every stage it paid for).
+OVERRUN_S = 600.0
 # LATENCY_TIE: W1 differences below this share of the fastest are ties (a 2-core VM's
 # fast and slow states move W1 by more than that between rounds); fewer bytes break them
 
@@ -510,6 +513,7 @@ class Search:
         pool_cpus = self.workers
         finished = 0
         todo = list(self.plan.candidates)
+        first = todo[0] if todo else None  # the given model's full-depth fp32 form
         n = len(todo)
         running: dict[Any, tuple[Candidate, dict[str, Any]]] = {}
         verdicts: dict[str, str | None] = {}
@@ -565,7 +569,10 @@ class Search:
                     record(c, cached)
                     continue
                 est = candidate_estimate(c, self.shape) * self.slowdown / max(1, pool_cpus)
-                if self.out_of_time or est > self.left() - self.reserve():
+                late = self.out_of_time or est > self.left() - self.reserve()
+                if late and c == first and not self.admitted():
+                    self.overrun(c)  # built all the same: a run never ships nothing
+                elif late:
                     self.out_of_time = True
                     record(
                         c,
@@ -582,6 +589,12 @@ class Search:
             if not running:
                 continue
             done, _ = pool.wait(list(running), self.left() - self.reserve())
+            keep = [h for h, (c, _) in running.items() if c == first]
+            if not done and keep and not self.admitted():
+                # the given model's fp32 form is the one candidate the rule always admits:
+                # it finishes past the budget (bounded) rather than ship nothing
+                self.overrun(running[keep[0]][0])
+                done, _ = pool.wait(keep, OVERRUN_S)
             if not done:  # the budget ran out with builds still running: stop them
                 self.out_of_time = True
                 for h, (c, _) in list(running.items()):
@@ -614,6 +627,18 @@ class Search:
             )
 
     # --- timing and the pick -------------------------------------------------------------
+
+    def overrun(self, c: Candidate) -> None:
+        """Say once that the budget is overrun to build ``c``, the given model's full-depth
+        fp32 form, because nothing is admitted yet: every stage paid for would otherwise
+        end in no artifact at all (at most :data:`OVERRUN_S` past the budget)."""
+        note = (
+            f"the time budget ran out before any candidate was admitted: {c.key} (the given "
+            "model's own fp32 form) was built past it, so that the run ships an artifact"
+        )
+        if note not in self.notes:
+            self.notes.append(note)
+            self.progress(note)
 
     def admitted(self) -> list[dict[str, Any]]:
         return [r for r in self.records.values() if r.get("built") and r.get("why_not") is None]
