@@ -63,7 +63,7 @@ def dev_scores(src: Path, pruned: Path, dev: Path) -> dict[str, Any]:
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.prune import Plan, apply_plan, load_pruned
     from albert_edge.prune.evaluate import metrics, versus
-    from albert_edge.verify import read_task_data
+    from albert_edge.tasks import read_task_data
     from albert_edge.vocab.heldout import max_len_of, model_config
 
     rec = json.loads((pruned / "prune.json").read_text())
@@ -185,7 +185,7 @@ def onnx_dev(src: Path, work: Path, dev: Path) -> dict[str, Any]:
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.prune.evaluate import metrics, versus
     from albert_edge.runtime import open_runner
-    from albert_edge.verify import read_task_data
+    from albert_edge.tasks import read_task_data
     from albert_edge.vocab.heldout import max_len_of, model_config
 
     ckpt = load_checkpoint(src)
@@ -227,7 +227,7 @@ def textpruner_peer(src: Path, rec: dict[str, Any], data: Path, dev: Path, folde
     from albert_edge.learn.tasks import collate
     from albert_edge.prune.api import PruneOptions, _split
     from albert_edge.prune.evaluate import metrics, versus
-    from albert_edge.verify import read_task_data
+    from albert_edge.tasks import read_task_data
     from albert_edge.vocab.heldout import max_len_of, model_config
 
     ckpt = load_checkpoint(src)

@@ -118,8 +118,7 @@ def read_rows(data: Path, checkpoint: Path | None = None, command: str = "early-
     from albert_edge.checkpoint import DEFAULT_MODEL
     from albert_edge.errors import UnsupportedError
     from albert_edge.heads import head_from_architectures
-    from albert_edge.tasks import TaskKind, read_task_file
-    from albert_edge.verify import read_task_data
+    from albert_edge.tasks import TaskKind, read_task_data, read_task_file
 
     model = Path(checkpoint) if checkpoint is not None else DEFAULT_MODEL  # the embedded one
     config = _model_config(model)

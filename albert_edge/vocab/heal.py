@@ -241,8 +241,8 @@ def _read_rows(data: str | Path, trimmed: Path, config: dict[str, Any]) -> TaskD
         TaskKind,
         TokenExample,
         detect_task,
+        read_task_data,
     )
-    from albert_edge.verify import read_task_data
     from albert_edge.vocab.corpus import read_sentences
 
     head = head_from_architectures(config.get("architectures")).name

@@ -58,8 +58,7 @@ def scored_data(
     ``required`` (``--held-out`` named the file): a task file the head cannot be scored on
     is refused in one line. Otherwise (the corpus's own held-out rows) it is simply not
     scored, and the reason says why. Plain text is never scored (it has no labels)."""
-    from albert_edge.tasks import DataError, detect_task
-    from albert_edge.verify import read_task_data
+    from albert_edge.tasks import DataError, detect_task, read_task_data
 
     path = checkpoint_path(checkpoint)
     if detect_task(file) is None:

@@ -23,7 +23,7 @@ from albert_edge.prune.write import write_checkpoint
 
 
 def _features(ckpt: object, rows: Path, n: int) -> tuple[object, object]:
-    from albert_edge.verify import read_task_data
+    from albert_edge.tasks import read_task_data
     from albert_edge.vocab.heldout import model_config
 
     data = read_task_data(rows, ckpt.path, model_config(ckpt.path)).subset(range(n))  # type: ignore[attr-defined]
