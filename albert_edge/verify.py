@@ -7,7 +7,8 @@ grid point feeds seeded random ids with ``[CLS]``/``[SEP]``, right-padding and t
 segments, and every output is compared at every position, padded ones included: the
 PyTorch model computes values there too, and a faithful export reproduces them. A
 multi-signature TFLite artifact also gets one length inside every signature bucket, short
-of the bucket (:func:`bucket_seq_lens`): each bucket is its own graph, padded and sliced.
+of the bucket (:func:`albert_edge.grid.bucket_seq_lens`): each bucket is its own graph,
+padded and sliced.
 This grid is the one comparison ``convert`` makes before it writes anything
 (:func:`verify_against_reference`), for every target.
 
@@ -15,8 +16,9 @@ Bars (documented, not tuned per model):
 
 * fp32: max abs error ≤ 1e-4 on every output; identical task accuracy.
 * fp16 / int8 / int4: no absolute bar (quantization error scales with the model), but a
-  per-output SQNR floor (:data:`SQNR_FLOORS_DB`) that a correct artifact clears with a
-  wide margin and a broken one (wrong weights, ignored mask, swapped outputs) does not;
+  per-output SQNR floor (:data:`albert_edge.compare.SQNR_FLOORS_DB`) that a correct
+  artifact clears with a wide margin and a broken one (wrong weights, ignored mask,
+  swapped outputs) does not;
   with ``--data``, the accuracy bar of the precision (:data:`ACCURACY_BARS`).
 
 SQNR is ``10·log10(Σref² / Σ(ref−out)²)`` in dB, ``inf`` when the outputs are identical.
@@ -28,9 +30,9 @@ the SQNR of one number near zero says nothing about the artifact (measured: a co
 int8-static QA export scores 6 dB there and ≥ 24 dB everywhere else).
 
 Statically calibrated precisions (int8-static, int8-full) get the same grid with real
-text instead of random pieces (:func:`text_token_pool`): their activation ranges are
-calibrated on text, and random pieces at 512 tokens drive a model that has only read
-sentences far outside any calibrated range (measured on the trained SST-2 model at
+text instead of random pieces (:func:`albert_edge.grid.text_token_pool`): their activation
+ranges are calibrated on text, and random pieces at 512 tokens drive a model that has only
+read sentences far outside any calibrated range (measured on the trained SST-2 model at
 TFLite int8-full, buckets 128/512: -1.6 dB at the worst 512-token grid point on random
 pieces, 12.3 dB over 12 full-length SST-2 dev texts).
 """
