@@ -118,16 +118,12 @@ def build(ckpt_path: Path, work: Path, emb: bool, which: str) -> dict[str, Path]
 
 
 def measure(art: Path, ckpt: Any, kernel: str, rows: list | None) -> dict[str, Any]:
+    from albert_edge.evaluate import artifact_tokenizer, evaluate_accuracy
+    from albert_edge.grid import grid_token_pool, run_grid
     from albert_edge.kernels import host_kernel
     from albert_edge.kernels.remote import RemoteRunner
     from albert_edge.manifest import read_manifest
-    from albert_edge.verify import (
-        artifact_tokenizer,
-        evaluate_accuracy,
-        grid_token_pool,
-        run_grid,
-        torch_threads,
-    )
+    from albert_edge.reference import torch_threads
 
     precision = read_manifest(art)["precision"]
     if kernel == host_kernel():

@@ -249,8 +249,8 @@ def accuracy(
     """SST-2 dev accuracy of each variant and of PyTorch, with albert-edge's verifier."""
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.data import read_sst2
+    from albert_edge.evaluate import evaluate_accuracy
     from albert_edge.onnx.runtime import OrtRunner
-    from albert_edge.verify import evaluate_accuracy
 
     ckpt = load_checkpoint(ckpt_dir)
     rows = read_sst2(SST2_DEV)[:limit] if limit else read_sst2(SST2_DEV)

@@ -63,8 +63,8 @@ def dev_scores(src: Path, pruned: Path, dev: Path) -> dict[str, Any]:
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.prune import Plan, apply_plan, load_pruned
     from albert_edge.prune.evaluate import metrics, versus
-    from albert_edge.verify import read_task_data
-    from albert_edge.vocab.heldout import max_len_of, model_config
+    from albert_edge.tasks import model_config, read_task_data
+    from albert_edge.vocab.heldout import max_len_of
 
     rec = json.loads((pruned / "prune.json").read_text())
     ckpt = load_checkpoint(src)
@@ -185,8 +185,8 @@ def onnx_dev(src: Path, work: Path, dev: Path) -> dict[str, Any]:
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.prune.evaluate import metrics, versus
     from albert_edge.runtime import open_runner
-    from albert_edge.verify import read_task_data
-    from albert_edge.vocab.heldout import max_len_of, model_config
+    from albert_edge.tasks import model_config, read_task_data
+    from albert_edge.vocab.heldout import max_len_of
 
     ckpt = load_checkpoint(src)
     data = read_task_data(dev, src, model_config(src) or {})
@@ -227,8 +227,8 @@ def textpruner_peer(src: Path, rec: dict[str, Any], data: Path, dev: Path, folde
     from albert_edge.learn.tasks import collate
     from albert_edge.prune.api import PruneOptions, _split
     from albert_edge.prune.evaluate import metrics, versus
-    from albert_edge.verify import read_task_data
-    from albert_edge.vocab.heldout import max_len_of, model_config
+    from albert_edge.tasks import model_config, read_task_data
+    from albert_edge.vocab.heldout import max_len_of
 
     ckpt = load_checkpoint(src)
     head, tok, max_len = ckpt.head.name, ckpt.tokenizer(), max_len_of(ckpt)

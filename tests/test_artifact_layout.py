@@ -52,7 +52,7 @@ def test_find_artifact_from_any_path_inside(short_artifact: Path) -> None:
 
 
 def test_tokenizer_is_the_artifacts_for_verify_and_quantize(short_artifact: Path) -> None:
-    from albert_edge.verify import artifact_tokenizer
+    from albert_edge.evaluate import artifact_tokenizer
 
     model = find_artifact(short_artifact).model
     assert model is not None

@@ -72,7 +72,7 @@ def test_a_non_finite_weight_stops_convert_and_verify_naming_the_tensor(
 
 
 def test_verify_never_passes_a_nan_comparison() -> None:
-    from albert_edge.verify import judge_outputs
+    from albert_edge.grid import judge_outputs
 
     for precision in ("fp32", "int8-dynamic"):
         nan = {

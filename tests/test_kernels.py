@@ -209,8 +209,8 @@ def test_portable_int8_is_the_same_on_every_kernel(int8_pair, kernel: str) -> No
     """The portable artifact computes the same logits on the emulated kernel as here; the
     8-bit recipe does not on AVX2 (the saturation this recipe exists for)."""
     from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.grid import run_grid
     from albert_edge.kernels.remote import RemoteRunner
-    from albert_edge.verify import run_grid
 
     ready(kernel)
     ckpt_path, arts = int8_pair
@@ -294,9 +294,9 @@ def test_tflite_int8_is_the_same_on_every_kernel(tflite_int8, kernel: str) -> No
     """XNNPACK's int8 kernels of another CPU (picked by cpuinfo under qemu) give logits that
     agree with the PyTorch reference as well as this machine's do."""
     from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.grid import run_grid
     from albert_edge.kernels.remote import RemoteRunner
     from albert_edge.runtime import model_file
-    from albert_edge.verify import run_grid
 
     ready(kernel, litert=True)
     ckpt_path, art = tflite_int8

@@ -147,7 +147,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_compare_arrays_metrics() -> None:
-    from albert_edge.verify import compare_arrays
+    from albert_edge.compare import compare_arrays
 
     ref = np.array([[1.0, -2.0], [3.0, 0.0]], dtype=np.float32)
     exact = compare_arrays(ref, ref.copy())
@@ -162,7 +162,7 @@ def test_compare_arrays_metrics() -> None:
 
 def test_grid_inputs_are_albert_shaped() -> None:
     from albert_edge.configs import make_config
-    from albert_edge.verify import make_grid_inputs
+    from albert_edge.grid import make_grid_inputs
 
     cfg = make_config("tiny")
     rng = np.random.default_rng(0)
@@ -187,7 +187,7 @@ def test_grid_reaches_every_signature_bucket_padded() -> None:
     without buckets (ONNX) keeps 1, 16 and its maximum."""
     from types import SimpleNamespace
 
-    from albert_edge.verify import bucket_seq_lens, grid_seq_lens
+    from albert_edge.grid import bucket_seq_lens, grid_seq_lens
 
     assert bucket_seq_lens((32, 16)) == (13, 29)
     assert bucket_seq_lens((16, 17, 128)) == (13, 17, 125)  # 17: no room below, exact
@@ -201,7 +201,7 @@ def test_grid_reaches_every_signature_bucket_padded() -> None:
 def test_static_precisions_are_judged_on_text(make_checkpoint) -> None:
     """int8-static/int8-full grids draw ids from real text: windows of the pool, in order."""
     from albert_edge.checkpoint import load_checkpoint
-    from albert_edge.verify import make_grid_inputs, text_token_pool
+    from albert_edge.grid import make_grid_inputs, text_token_pool
 
     ckpt = load_checkpoint(make_checkpoint("tiny"))
     pool = text_token_pool(ckpt)
@@ -353,7 +353,8 @@ def test_int8_sqnr_floor(seqcls_artifact: Path, tmp_path: Path) -> None:
     """A real int8-dynamic model clears the SQNR floor; one with negated logits does not."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from albert_edge.verify import SQNR_FLOORS_DB, verify
+    from albert_edge.compare import SQNR_FLOORS_DB
+    from albert_edge.verify import verify
 
     art = tmp_path / "int8"
     shutil.copytree(seqcls_artifact, art)
@@ -495,9 +496,10 @@ def test_convert_tflite_then_verify(
     precision: str, make_checkpoint: Any, tmp_path: Path, sst2_dev: Path, sst2_train: Path
 ) -> None:
     """The LiteRT runner goes through the same grid and accuracy code (~1 min per model)."""
+    from albert_edge.compare import SQNR_FLOORS_DB
     from albert_edge.convert import convert
     from albert_edge.options import ConvertOptions
-    from albert_edge.verify import SQNR_FLOORS_DB, verify
+    from albert_edge.verify import verify
 
     out = tmp_path / precision
     kw: dict[str, Any] = (
@@ -547,7 +549,7 @@ def test_a_grid_no_machine_can_hold_is_refused_before_it_runs() -> None:
     from types import SimpleNamespace
 
     from albert_edge.errors import UnsupportedError
-    from albert_edge.verify import check_grid_memory, grid_memory_bytes
+    from albert_edge.grid import check_grid_memory, grid_memory_bytes
 
     tiny = SimpleNamespace(hidden_size=128, intermediate_size=512, num_attention_heads=4)
     xxlarge = SimpleNamespace(hidden_size=4096, intermediate_size=16384, num_attention_heads=64)

@@ -92,7 +92,7 @@ def per_row_outputs(
 ) -> np.ndarray:
     """``runner``'s output for every text, rows back in the order of ``texts``.
 
-    Sorted by length and padded per batch, as :func:`albert_edge.verify.evaluate_accuracy`
+    Sorted by length and padded per batch, as :func:`albert_edge.evaluate.evaluate_accuracy`
     does; kept per sentence here because the paired intervals need row-level answers.
     """
     import numpy as np

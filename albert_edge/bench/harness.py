@@ -282,7 +282,7 @@ def _check_memory(
 
     Why: ``--batch 1000000000`` died of a MemoryError traceback while tokenizing (or, at
     a batch the parent could still tokenize, would have grown a child until the kernel
-    killed it). The bound is verify's (:func:`albert_edge.verify.grid_memory_bytes`, a
+    killed it). The bound is verify's (:func:`albert_edge.grid.grid_memory_bytes`, a
     lower estimate read from the config), for one model: verify holds the PyTorch
     reference beside the artifact, a benchmark child holds only the artifact. Lengths past
     the model's positions are skipped rows, never run, so they are not bounded here; a
@@ -290,7 +290,7 @@ def _check_memory(
     """
     import psutil
 
-    from albert_edge.verify import grid_memory_bytes
+    from albert_edge.grid import grid_memory_bytes
 
     available = int(psutil.virtual_memory().available)
     for t in targets:

@@ -287,7 +287,7 @@ class _Scorer:
         if split not in self.reference:
             import torch
 
-            from albert_edge.verify import run_reference
+            from albert_edge.reference import run_reference
 
             def fn(feeds: Any) -> Any:
                 return run_reference(self.ckpt, feeds)["logits"]

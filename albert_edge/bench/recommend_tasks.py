@@ -41,10 +41,10 @@ def read_data(path: Path, checkpoint: str | Path | None, flag: str) -> TaskData 
     single/pair record before any model loads; None where the checkpoint has no
     config.json to check against (a TF1 checkpoint: the SST-2 reader decides)."""
     from albert_edge.checkpoint import DEFAULT_MODEL
-    from albert_edge.verify import _model_config, read_task_data
+    from albert_edge.tasks import model_config, read_task_data
 
     ref = Path(checkpoint) if checkpoint is not None else DEFAULT_MODEL
-    config = _model_config(ref)
+    config = model_config(ref)
     if config is None:
         return None
     data = read_task_data(path, ref, config)
@@ -180,7 +180,7 @@ class TaskScorer:
         if key not in self.reference:
             import torch
 
-            from albert_edge.verify import run_reference
+            from albert_edge.reference import run_reference
 
             def fn(feeds: Any) -> Any:
                 return run_reference(self.ckpt, feeds)

@@ -45,10 +45,10 @@ if TYPE_CHECKING:
 
 def model_config(checkpoint: str | Path | None) -> dict[str, Any] | None:
     """The checkpoint's config.json as plain JSON (no torch); None where it has none."""
+    from albert_edge import tasks
     from albert_edge.checkpoint import DEFAULT_MODEL
-    from albert_edge.verify import _model_config
 
-    return _model_config(Path(checkpoint) if checkpoint is not None else DEFAULT_MODEL)
+    return tasks.model_config(Path(checkpoint) if checkpoint is not None else DEFAULT_MODEL)
 
 
 def head_of(checkpoint: str | Path | None) -> str:
@@ -65,7 +65,7 @@ def task_data(data: str | Path, checkpoint: str | Path) -> TaskData:
     """``data`` read by the task layer and checked against the checkpoint's head and tags
     (config.json) before any model loads: a CoNLL file for a token head, a SQuAD file for
     a span head, anything else refused in one line naming the format the head needs."""
-    from albert_edge.verify import read_task_data
+    from albert_edge.tasks import read_task_data
 
     config = model_config(checkpoint)
     if config is None:

@@ -82,21 +82,6 @@ def add_parser(sub: Any, add_quiet: Callable[[argparse.ArgumentParser], None]) -
     p.set_defaults(run=run)
 
 
-def _model_config(checkpoint: Path | None) -> dict[str, Any] | None:
-    """config.json as plain JSON (no torch), None where there is none (TF1: its head is
-    known once it loads, and load_checkpoint names a broken one)."""
-    import json
-
-    from albert_edge.checkpoint import DEFAULT_MODEL
-
-    cfg = Path(checkpoint if checkpoint is not None else DEFAULT_MODEL) / "config.json"
-    try:
-        data = json.loads(cfg.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def check_head(checkpoint: Path | None, head: str, command: str = "early-exit") -> None:
     """Refuse, in one line, a model whose head ``command`` (per-depth heads over the
     pooled [CLS] state: dynamic exit, the depth search) does not serve."""
@@ -118,11 +103,10 @@ def read_rows(data: Path, checkpoint: Path | None = None, command: str = "early-
     from albert_edge.checkpoint import DEFAULT_MODEL
     from albert_edge.errors import UnsupportedError
     from albert_edge.heads import head_from_architectures
-    from albert_edge.tasks import TaskKind, read_task_file
-    from albert_edge.verify import read_task_data
+    from albert_edge.tasks import TaskKind, model_config, read_task_data, read_task_file
 
     model = Path(checkpoint) if checkpoint is not None else DEFAULT_MODEL  # the embedded one
-    config = _model_config(model)
+    config = model_config(model)
     if config is not None:
         head = head_from_architectures(config.get("architectures")).name
         check_head(checkpoint, head, command)

@@ -11,7 +11,7 @@ is checked directly:
    reference checkpoint at the same precision: conversion is deterministic);
 2. **every exit is what PyTorch computes**: exit ``k``'s logits against
    ``head_k(tanh(pooler(h_k[CLS])))`` of the reference model, the heads read back from the
-   artifact's own weights, under the precision's bar (``albert_edge.verify``'s: an
+   artifact's own weights, under the precision's bar (``albert_edge.compare``'s: an
    absolute-error cap at fp32, an SQNR floor at int8).
 
 Inputs: fixed sentences (:data:`albert_edge.data.FALLBACK_SENTENCES`) one at a time and
@@ -85,10 +85,10 @@ def reference_exits(ckpt: Checkpoint, heads: dict[str, np.ndarray], feeds: dict[
 
 
 def _compare(got: np.ndarray, want: np.ndarray) -> dict[str, float]:
-    """Error summary in the keys ``albert_edge.verify`` judges (max/mean abs, SQNR):
-    :func:`albert_edge.verify.compare_arrays`, with the SQNR also as the per-output
+    """Error summary in the keys :func:`albert_edge.compare.judge` reads (max/mean abs, SQNR):
+    :func:`albert_edge.compare.compare_arrays`, with the SQNR also as the per-output
     minimum the judge reads."""
-    from albert_edge.verify import compare_arrays
+    from albert_edge.compare import compare_arrays
 
     s = compare_arrays(want, got)
     keys = ("max_abs_err", "mean_abs_err", "sqnr_db")
@@ -138,30 +138,28 @@ def verify_early_exit(
     """Both checks of the module docstring; ``passed`` and one ``failures`` line each.
 
     With ``data``, also the task's metric of the artifact under its recorded policy
-    against PyTorch, with the paired interval (:func:`albert_edge.verify.evaluate_against`).
+    against PyTorch, with the paired interval (:func:`albert_edge.evaluate.evaluate_against`).
     For an ``optimize`` output the metric is against the checkpoint given to optimize and
     the two checks run against the intermediate it was converted from, skipped in one
     line (``notes``) where that model can no longer be reached."""
     from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.compare import tolerance_for
     from albert_edge.early_exit.runner import read_index
-    from albert_edge.verify import (
-        _check_reference_hash,
-        _config_of,
-        _given_checkpoint,
-        _intermediate,
-        _model_config,
-        _resolve_reference,
-        read_task_data,
-        tolerance_for,
+    from albert_edge.reference import (
+        check_reference_hash,
+        given_checkpoint,
+        intermediate_checkpoint,
+        resolve_reference,
     )
+    from albert_edge.tasks import checkpoint_config, model_config, read_task_data
 
     root, index = read_index(artifact)
     manifest = _checked_manifest(root)
     notes: list[str] = []
-    given = _given_checkpoint(root, manifest, reference)
+    given = given_checkpoint(root, manifest, reference)
     if given is not None:  # an optimize output: the metric against what the user gave
         metric_ref: Path = given
-        ref_path, parity = _intermediate(root, manifest, given)
+        ref_path, parity = intermediate_checkpoint(root, manifest, given)
         notes.append(parity)
         if ref_path is None and data is None:
             raise UnsupportedError(
@@ -170,8 +168,8 @@ def verify_early_exit(
                 "of its task) to measure it against the checkpoint given to optimize"
             )
     else:
-        ref_path = metric_ref = _resolve_reference(root, manifest, reference)
-    config = _model_config(metric_ref)
+        ref_path = metric_ref = resolve_reference(root, manifest, reference)
+    config = model_config(metric_ref)
     task_data = None
     if data is not None and config is not None:  # judged before a model loads
         task_data = read_task_data(data, metric_ref, config, task=task, max_examples=max_examples)
@@ -191,7 +189,7 @@ def verify_early_exit(
     if ref_path is not None:
         ckpt = load_checkpoint(ref_path)
         if given is None:
-            _check_reference_hash(ref_path, ckpt, manifest)
+            check_reference_hash(ref_path, ckpt, manifest)
         report.update(_exit_checks(root, index, manifest, ckpt, tol, threads))
     if data is not None:
         report["accuracy"] = _metric(
@@ -204,7 +202,7 @@ def verify_early_exit(
             threads,
             progress,
             optimized=given is not None,
-            config_of=_config_of,
+            config_of=checkpoint_config,
         )
         note = report["accuracy"].get("reference_note")
         if note:
@@ -224,9 +222,9 @@ def _exit_checks(
     """Policy off against the full-depth artifact, every exit against PyTorch."""
     import numpy as np
 
+    from albert_edge.compare import judge
     from albert_edge.early_exit.policy import Off
     from albert_edge.early_exit.runner import EarlyExitRunner
-    from albert_edge.verify import _judge
 
     runner = EarlyExitRunner(root, threads=threads)
     feeds_list = [{k: v for k, v in f.items() if k in runner.input_names} for f in _feeds(ckpt)]
@@ -243,7 +241,7 @@ def _exit_checks(
         failures.append(f"policy off differs from the full-depth artifact (max |diff| {worst:.3e})")
     for k in range(1, runner.num_exits + 1):
         summary = _compare(got[:, k - 1], want[:, k - 1])
-        reason = _judge(summary, tol)
+        reason = judge(summary, tol)
         exits.append({"exit": k, **summary, "passed": reason is None})
         if reason:
             failures.append(f"exit {k}: {reason}")
@@ -272,7 +270,8 @@ def _metric(
 ) -> dict[str, Any]:
     """The task's metric under the recorded policy against ``ref`` in PyTorch."""
     from albert_edge.early_exit.runner import open_any_runner
-    from albert_edge.verify import artifact_tokenizer, evaluate_against, read_task_data
+    from albert_edge.evaluate import artifact_tokenizer, evaluate_against
+    from albert_edge.tasks import read_task_data
 
     if task_data is None:  # a TF1 reference: its config is known once it is loaded
         task_data = read_task_data(

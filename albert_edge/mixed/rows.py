@@ -1,6 +1,6 @@
 """The held-out examples a precision search scores its candidates on, for any task.
 
-``--data`` is read as ``verify --data`` reads it (:func:`albert_edge.verify.read_task_data`:
+``--data`` is read as ``verify --data`` reads it (:func:`albert_edge.tasks.read_task_data`:
 the task layer's reader, checked against the model's head, labels and tags before the
 model loads), so a GLUE pair file is fed as pairs, a CoNLL file as tagged sentences and a
 SQuAD file as question + context windows with verify's stride. ``--search-rows`` examples
@@ -43,20 +43,20 @@ def model_config(checkpoint: str | Path | Checkpoint | None) -> tuple[Path, dict
     """(the checkpoint's path, its config.json as verify reads it): from the file without
     loading the model, or from a loaded checkpoint; the config is None where there is no
     file to read (a TF1 checkpoint: judged once loaded)."""
+    from albert_edge import tasks
     from albert_edge.checkpoint import DEFAULT_MODEL
     from albert_edge.torch_model import Checkpoint
-    from albert_edge.verify import _config_of, _model_config
 
     if isinstance(checkpoint, Checkpoint):
-        return Path(checkpoint.path), _config_of(checkpoint)
+        return Path(checkpoint.path), tasks.checkpoint_config(checkpoint)
     path = Path(checkpoint) if checkpoint is not None else DEFAULT_MODEL
-    return path, _model_config(path)
+    return path, tasks.model_config(path)
 
 
 def read_examples(data: str | Path, checkpoint: str | Path | Checkpoint | None) -> TaskData:
     """Every example of ``data``, read and checked against the model as ``verify --data``
     reads it; without a config.json to check against, the file as its content says."""
-    from albert_edge.verify import read_task_data
+    from albert_edge.tasks import read_task_data
 
     path, config = model_config(checkpoint)
     if config is None:
@@ -105,7 +105,7 @@ def max_length(ckpt: Checkpoint, target: str, seq_lens: tuple[int, ...] = ()) ->
     """The longest sequence the examples are encoded to: what verify encodes them to on
     the artifact (ONNX: the model's positions; TFLite: its longest signature; either way
     no longer than the length the checkpoint was fine-tuned at,
-    :func:`albert_edge.verify.trained_length`)."""
+    :func:`albert_edge.torch_model.trained_length`)."""
     from albert_edge.torch_model import trained_length
 
     positions = int(ckpt.config.max_position_embeddings)

@@ -86,8 +86,8 @@ def _exit(ctx: Mapping[str, Any], spec: Mapping[str, Any], out: Path, scratch: P
     from albert_edge.early_exit import build_early_exit_artifact
     from albert_edge.early_exit.artifact import with_policy
     from albert_edge.early_exit.command import choose_threshold, fit_heads_on, read_rows
+    from albert_edge.reference import torch_threads
     from albert_edge.sealed import made_from
-    from albert_edge.verify import torch_threads
 
     base = ctx["base"] if spec["vocab"] == "full" else vocab_of(ctx, spec)[0]
     path = None if base is None else Path(base)  # None: the embedded model

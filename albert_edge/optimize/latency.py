@@ -47,8 +47,8 @@ def _padded(feeds: Mapping[str, Any], width: int, pad_id: int) -> dict[str, Any]
 def _feeds(path: Path, runner: Any, rows: Any, seq_len: int, count: int) -> dict[str, list[Any]]:
     """(W1, W2) feeds of the first ``count`` features of ``rows``, tokenized by the
     artifact's own tokenizer (a trimmed vocabulary has its own ids)."""
+    from albert_edge.evaluate import artifact_tokenizer
     from albert_edge.tasks import encode
-    from albert_edge.verify import artifact_tokenizer
 
     width = min(seq_len, int(runner.max_seq_len))
     feats = encode(rows, artifact_tokenizer(path), width)

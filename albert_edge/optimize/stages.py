@@ -843,7 +843,7 @@ def depth_stage(
 
     def run(d: Path) -> dict[str, Any]:
         from albert_edge.depth import SplitSettings, save_search, search_depths
-        from albert_edge.verify import torch_threads
+        from albert_edge.reference import torch_threads
 
         split = SplitSettings(**settings) if settings is not None else None
         with torch_threads(THREADS):
@@ -910,8 +910,8 @@ def reference_logits(checkpoint: Path | None, rows: Any, max_len: int, out: Path
     import numpy as np
 
     from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.reference import run_reference, torch_threads
     from albert_edge.tasks import TaskKind, encode, run_features
-    from albert_edge.verify import run_reference, torch_threads
 
     ckpt = load_checkpoint(checkpoint)
     feats = encode(rows, ckpt.tokenizer(), max_len)
@@ -995,8 +995,8 @@ def artifact_metrics(
     its ``outputs`` (the head's) scored with ``options`` (SQuAD v2.0: the reference's
     null threshold)."""
     from albert_edge.early_exit.runner import open_any_runner
+    from albert_edge.evaluate import artifact_tokenizer
     from albert_edge.tasks import encode, run_features, score
-    from albert_edge.verify import artifact_tokenizer
 
     runner = open_any_runner(artifact, threads=THREADS)
     try:

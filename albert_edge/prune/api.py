@@ -113,8 +113,8 @@ def precheck(checkpoint: str | Path | None, data: str | Path, options: PruneOpti
     pruned heads yet, a head prune handles, the levels fit its shape) and ``data``
     against that head and its labels. Returns the task data."""
     from albert_edge.heads import head_from_architectures
-    from albert_edge.verify import read_task_data
-    from albert_edge.vocab.heldout import checkpoint_path, model_config
+    from albert_edge.tasks import model_config, read_task_data
+    from albert_edge.vocab.heldout import checkpoint_path
 
     options.check()
     src = checkpoint_path(checkpoint)

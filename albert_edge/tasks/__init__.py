@@ -14,6 +14,11 @@ The file is recognised by its content and header (:func:`detect_task`): GLUE .ts
 (single sentences or pairs), CoNLL-2003, SQuAD v1.1/v2.0 JSON, SWAG .csv, RACE JSON; plain
 text only as masked-LM data when asked for (``task="masked-lm"``), since any text file
 would otherwise pass. Bad data is one :class:`DataError` line naming the file.
+
+"This file, for this model" is :func:`read_task_data`: the file read and checked against
+a checkpoint's head, labels and tags from its config.json (:func:`model_config`, no
+torch), so every lever that takes ``--data`` refuses a wrong file in one line before any
+model loads.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from albert_edge.errors import UnsupportedError
 from albert_edge.tasks.files import DataError, read_text
 from albert_edge.tasks.stats import Interval, paired_bootstrap, paired_metric_interval
 from albert_edge.tasks.types import (
@@ -62,11 +68,14 @@ __all__ = [
     "TextExample",
     "TokenExample",
     "check_fits",
+    "checkpoint_config",
     "detect_task",
     "encode",
+    "model_config",
     "paired_bootstrap",
     "paired_metric_interval",
     "precheck_file",
+    "read_task_data",
     "read_task_file",
     "run_features",
     "score",
@@ -270,3 +279,85 @@ def precheck_file(path: str | Path, task: TaskKind | str | None = None) -> None:
     if task is None and detect_task(p, text) is None and not _tabular(text):
         return
     read_task_file(p, task)
+
+
+# --- this file, for this model ------------------------------------------------------
+
+
+def model_config(ref_path: Path) -> dict[str, Any] | None:
+    """The reference's config.json as plain JSON (no torch), or None where the checkpoint
+    has none (a TF1 checkpoint: its head is known once it is loaded)."""
+    import json
+
+    cfg = Path(ref_path) / "config.json"
+    if not cfg.is_file():
+        return None
+    try:
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # load_checkpoint names the problem
+    return data if isinstance(data, dict) else None
+
+
+def read_task_data(
+    data: str | Path,
+    ref_path: Path,
+    config: dict[str, Any],
+    *,
+    task: str | None = None,
+    max_examples: int | None = None,
+) -> TaskData:
+    """The examples a task metric is measured on, read and checked against the model's
+    head, labels and tags (``config``: its config.json) before anything loads, so a wrong
+    file or a wrong head fails first, in one line."""
+    from albert_edge.heads import head_from_architectures
+
+    head = head_from_architectures(config.get("architectures")).name
+    if head not in HEAD_TASKS:
+        raise UnsupportedError(
+            f"{data}: a task metric needs a model with a task head ("
+            + ", ".join(TASK_HEADS.values())
+            + f"), but {ref_path} is {head}; drop --data"
+        )
+    # transformers leaves its default names (2 classes, LABEL_0/LABEL_1) out of config.json
+    id2label = config.get("id2label") or {
+        str(i): f"LABEL_{i}" for i in range(int(config.get("num_labels") or 2))
+    }
+    label2id = config.get("label2id") or {v: int(k) for k, v in id2label.items()}
+    num_labels = len(id2label)
+    # the head's own task decides where the file cannot tell (plain text: masked LM)
+    want = task if task is not None else (None if detect_task(data) else HEAD_TASKS[head])
+    out = read_task_file(
+        data,
+        want,
+        label2id={str(k): int(v) for k, v in label2id.items()},
+        num_labels=num_labels,
+        head=head,
+        finetuning_task=config.get("finetuning_task"),
+        model=ref_path,
+    )
+    check_fits(
+        out,
+        head,
+        num_labels=num_labels,
+        finetuning_task=config.get("finetuning_task"),
+        model=ref_path,
+    )
+    if max_examples is not None:
+        out = out.subset(range(min(len(out.examples), max(0, max_examples))))
+    return out
+
+
+def checkpoint_config(ckpt: Any) -> dict[str, Any]:
+    """What :func:`read_task_data` reads of a config.json, from a loaded checkpoint
+    (:class:`albert_edge.checkpoint.Checkpoint`, taken as ``Any``: the task layer sits
+    below the checkpoint): for a reference without a config.json (TF1), judged once it
+    is loaded."""
+    cfg = ckpt.config
+    return {
+        "architectures": [ckpt.head.hf_class],
+        "id2label": {str(k): v for k, v in (getattr(cfg, "id2label", None) or {}).items()},
+        "label2id": dict(getattr(cfg, "label2id", None) or {}),
+        "num_labels": int(cfg.num_labels),
+        "finetuning_task": getattr(cfg, "finetuning_task", None),
+    }

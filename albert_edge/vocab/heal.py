@@ -241,8 +241,8 @@ def _read_rows(data: str | Path, trimmed: Path, config: dict[str, Any]) -> TaskD
         TaskKind,
         TokenExample,
         detect_task,
+        read_task_data,
     )
-    from albert_edge.verify import read_task_data
     from albert_edge.vocab.corpus import read_sentences
 
     head = head_from_architectures(config.get("architectures")).name
@@ -456,7 +456,8 @@ def read_inputs(
     """(heal rows, held-out rows) read against ``model_dir``'s config.json (the trimmed
     checkpoint, or the source it is trimmed from: the same head and labels), before any
     model loads; wrong data is refused in one line."""
-    from albert_edge.vocab.heldout import model_config, scored_data
+    from albert_edge.tasks import model_config
+    from albert_edge.vocab.heldout import scored_data
 
     config = model_config(model_dir)
     if config is None:

@@ -17,7 +17,6 @@ a single-sentence model are refused in one line naming the file and the format.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,16 +38,6 @@ def checkpoint_path(checkpoint: str | Path | None) -> Path:
     return Path(checkpoint) if checkpoint is not None else Path(DEFAULT_MODEL)
 
 
-def model_config(path: Path) -> dict[str, Any] | None:
-    """config.json as plain JSON (no torch), None where there is none to read (the loader
-    then names the problem)."""
-    try:
-        data = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def scored_data(
     file: str | Path, checkpoint: str | Path | None, *, flag: str, required: bool
 ) -> tuple[TaskData | None, str]:
@@ -58,8 +47,7 @@ def scored_data(
     ``required`` (``--held-out`` named the file): a task file the head cannot be scored on
     is refused in one line. Otherwise (the corpus's own held-out rows) it is simply not
     scored, and the reason says why. Plain text is never scored (it has no labels)."""
-    from albert_edge.tasks import DataError, detect_task
-    from albert_edge.verify import read_task_data
+    from albert_edge.tasks import DataError, detect_task, model_config, read_task_data
 
     path = checkpoint_path(checkpoint)
     if detect_task(file) is None:

@@ -85,8 +85,8 @@ def _run_sig(path: Path, feeds: dict[str, np.ndarray]) -> np.ndarray:
 def _accuracy(path: Path, ckpt_dir: Path, dev: Path) -> dict[str, Any]:
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.data import read_sst2
+    from albert_edge.evaluate import evaluate_accuracy
     from albert_edge.tflite.runtime import LiteRTRunner
-    from albert_edge.verify import evaluate_accuracy
 
     ckpt = load_checkpoint(ckpt_dir)
     return evaluate_accuracy(

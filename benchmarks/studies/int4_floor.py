@@ -88,9 +88,9 @@ def bytes_by_kind(path: Path) -> dict[str, int]:
 
 def score(art: Path, ckpt: Path, rows: list[tuple[int, str]]) -> dict[str, Any]:
     from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.evaluate import evaluate_accuracy
     from albert_edge.onnx.runtime import OrtRunner
     from albert_edge.tokenizer import AlbertTokenizer
-    from albert_edge.verify import evaluate_accuracy
 
     c = load_checkpoint(ckpt)
     runner = OrtRunner(model_path(art), threads=2)

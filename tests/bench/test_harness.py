@@ -290,7 +290,7 @@ def test_memory_bound_is_verify_s_for_the_artifact_alone(
     from albert_edge.bench.harness import _check_memory
     from albert_edge.bench.targets import Target
     from albert_edge.errors import BenchmarkError
-    from albert_edge.verify import grid_memory_bytes
+    from albert_edge.grid import grid_memory_bytes
 
     tiny = {
         "hidden_size": 128,

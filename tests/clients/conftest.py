@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from albert_edge.data import read_sst2
-from albert_edge.verify import SAMPLE_DATA
+from albert_edge.reference import SAMPLE_DATA
 
 # Sentences the clients are compared on: SST-2 dev rows from the packaged sample.
 N_SENTENCES = 12

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from albert_edge.data import read_sst2
-from albert_edge.verify import SAMPLE_DATA
+from albert_edge.reference import SAMPLE_DATA
 
 ROOT = Path(__file__).resolve().parents[2]
 HF_FILES = {

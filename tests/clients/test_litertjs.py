@@ -33,7 +33,7 @@ values (tests/clients/litert_replay.py) — stricter than any end-to-end bound:
   of the tensor's largest magnitude (measured over the 291: ≤ 2.4e-6, ≤ 14.5 ulp, the
   GELU output of the last layer);
 * end to end, LiteRT.js' int8 logits against PyTorch: ``verify``'s int8-dynamic SQNR floor
-  (:data:`albert_edge.verify.SQNR_FLOORS_DB`, 12 dB; measured 55 dB) and within 0.05 (the
+  (:data:`albert_edge.compare.SQNR_FLOORS_DB`, 12 dB; measured 55 dB) and within 0.05 (the
   Node clients' bound; measured 1.5e-2).
 
 Every op of the graph is thus checked on the inputs LiteRT.js gave it, and a rounding tie
@@ -113,9 +113,9 @@ def _runner(content: bytes, signature: str) -> Any:
 
 @pytest.mark.parametrize("kind", ["fp32", pytest.param("int8", marks=pytest.mark.slow)])
 def test_litertjs_in_chromium(request, kind, sentences, torch_logits, tmp_path) -> None:
+    from albert_edge.compare import SQNR_FLOORS_DB, compare_arrays
     from albert_edge.tflite.runtime import LiteRTRunner
     from albert_edge.tokenizer import AlbertTokenizer
-    from albert_edge.verify import SQNR_FLOORS_DB, compare_arrays
     from tests.clients import litert_replay as rp
 
     fixture = {"fp32": "tflite_artifact", "int8": "tflite_int8_artifact"}[kind]

@@ -142,8 +142,8 @@ def test_transformers_js_tokenizer_matches(client_artifacts, tmp_path) -> None:
     """transformers.js reads tokenizer.json + tokenizer_config.json: the ids it feeds the
     model are albert_edge.tokenizer's (= AlbertTokenizerFast's) on every sample sentence."""
     from albert_edge.data import read_sst2
+    from albert_edge.reference import SAMPLE_DATA
     from albert_edge.tokenizer import AlbertTokenizer
-    from albert_edge.verify import SAMPLE_DATA
     from tests.clients.test_layout import TRICKY
 
     art = client_artifacts["fp32"]

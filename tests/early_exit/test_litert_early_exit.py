@@ -70,11 +70,11 @@ def _sqnr(got: np.ndarray, want: np.ndarray) -> float:
 def test_litert_int8_dynamic_exit_quantizes_once_and_tracks_fp32(
     make_checkpoint, sst2_train, sst2_dev, tmp_path
 ):
+    from albert_edge.compare import tolerance_for
     from albert_edge.convert import convert
     from albert_edge.early_exit.litert import LiteRTEarlyExitRunner, build_litert_early_exit
     from albert_edge.options import ConvertOptions
     from albert_edge.tflite.runtime import LiteRTRunner
-    from albert_edge.verify import tolerance_for
 
     ckpt = load_checkpoint(make_checkpoint("tiny-groups"))
     rows = read_sst2(sst2_train)[:48]

@@ -139,9 +139,9 @@ def test_quantize_offers_the_no_verify_it_suggests() -> None:
 
 def test_sqnr_failure_reads_as_a_failure() -> None:
     """Was: "SQNR 12.0 dB < 12.0 dB"."""
-    from albert_edge.verify import _judge
+    from albert_edge.compare import judge
 
-    msg = _judge({"sqnr_db": 11.96}, {"min_sqnr_db": 12.0})
+    msg = judge({"sqnr_db": 11.96}, {"min_sqnr_db": 12.0})
     assert msg is not None and msg.startswith("SQNR 11.96 dB < 12.0 dB")
 
 

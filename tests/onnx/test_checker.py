@@ -11,7 +11,7 @@ import onnx_ir as ir
 import pytest
 
 from albert_edge.options import ONNX_PRECISIONS, ConvertOptions
-from albert_edge.verify import SAMPLE_DATA
+from albert_edge.reference import SAMPLE_DATA
 
 
 @pytest.mark.parametrize("optimize", ["none", "fuse"])

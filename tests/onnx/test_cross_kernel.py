@@ -47,9 +47,9 @@ def portable_artifact(request, make_checkpoint, tmp_path_factory):
 
 @pytest.mark.parametrize("kernel", ["x86-avx2", "wasm"])
 def test_portable_int8_agrees_across_kernels(portable_artifact, kernel):
+    from albert_edge.grid import make_grid_inputs
     from albert_edge.kernels.remote import RemoteRunner
     from albert_edge.onnx.runtime import OrtRunner
-    from albert_edge.verify import make_grid_inputs
 
     if kernel == host_kernel():
         pytest.skip(f"{kernel} is this machine's own kernel: the other case covers it")

@@ -23,8 +23,7 @@ from albert_edge.prune.write import write_checkpoint
 
 
 def _features(ckpt: object, rows: Path, n: int) -> tuple[object, object]:
-    from albert_edge.verify import read_task_data
-    from albert_edge.vocab.heldout import model_config
+    from albert_edge.tasks import model_config, read_task_data
 
     data = read_task_data(rows, ckpt.path, model_config(ckpt.path)).subset(range(n))  # type: ignore[attr-defined]
     return data, tasks.encode(data, ckpt.tokenizer(), 48)  # type: ignore[attr-defined]

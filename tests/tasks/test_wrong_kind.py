@@ -52,7 +52,7 @@ def _embedded_config() -> dict[str, object]:
 def test_conll_file_for_a_classifier_is_named_a_conll_file(tmp_path: Path) -> None:
     """Through verify's reader (every command that scores data reads through it: depth,
     bench --recommend, mixed, early-exit, optimize) and without a head to compare with."""
-    from albert_edge.verify import read_task_data
+    from albert_edge.tasks import read_task_data
 
     ner = tmp_path / "ner.conll"
     ner.write_text(CONLL)

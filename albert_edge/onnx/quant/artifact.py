@@ -163,6 +163,7 @@ def quantize_artifact(
     """
     from albert_edge.convert import finish_artifact
     from albert_edge.errors import OutputExistsError
+    from albert_edge.evaluate import artifact_tokenizer
     from albert_edge.facts import describe_onnx
     from albert_edge.io import atomic_output_dir, check_output
     from albert_edge.layout import onnx_model_file, reanchor, set_config_dtype
@@ -171,7 +172,6 @@ def quantize_artifact(
     from albert_edge.onnx.quant.check import check_written
     from albert_edge.onnx.requirements import artifact_requirements
     from albert_edge.progress import step
-    from albert_edge.verify import artifact_tokenizer
 
     model_path, output = Path(model_path), Path(output)
     check_options(options)
