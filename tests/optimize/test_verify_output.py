@@ -87,13 +87,24 @@ def ship(
     """Build ``intermediate`` into a candidate of a work directory beside ``-o`` (``convert``
     unless ``build`` says otherwise) and ship it with optimize's ``_ship``; the output."""
     from albert_edge.optimize.api import _ship
+    from albert_edge.optimize.stages import Work
 
     out = tmp / name
-    work = tmp / f".{name}.optimize-work"
+    work = Work(tmp / f".{name}.optimize-work")
     key = "fp32-d0-full"
-    (build or _convert)(intermediate, work / "candidates" / key / "artifact")
-    opts = SimpleNamespace(output=out, overwrite=False, checkpoint=given, data=rows, corpus=None)
-    search = SimpleNamespace(opts=opts, work=SimpleNamespace(dir=lambda *p: work.joinpath(*p)))
+    built = work.begin("candidates", key)  # built and sealed as optimize seals a candidate
+    (build or _convert)(intermediate, built / "artifact")
+    work.finish("candidates", key, {"spec": {"key": key}}, {"key": key, "built": True})
+    opts = SimpleNamespace(
+        output=out,
+        overwrite=False,
+        checkpoint=given,
+        data=rows,
+        corpus=None,
+        report_data=None,
+        choose_data=None,
+    )
+    search = SimpleNamespace(opts=opts, work=work)
     _ship(search, {"key": key}, _report(key))  # type: ignore[arg-type]
     return out
 
