@@ -225,6 +225,8 @@ def print_verify_report(report: Any) -> None:
         )
     if d.get("outputs"):  # an optimize output whose intermediate is gone has no grid
         con.print(t)
+    else:  # what was verified against what, still said without the table
+        con.print(str(t.title))
     acc = d.get("accuracy")
     if acc and acc.get("metric", "accuracy") != "accuracy":  # a task metric (verify --data)
         iv = acc.get("interval_points") or {}
