@@ -102,6 +102,19 @@ def evaluate(model: Any, examples: list[tuple[list[int], int]], batch_size: int 
     return correct / len(examples)
 
 
+def predicted_classes(model: Any, examples: list[tuple[list[int], int]]) -> set[int]:
+    """The classes ``model`` predicts over ``examples`` (one class: it learned nothing)."""
+    import torch
+
+    model.eval()
+    seen: set[int] = set()
+    with torch.no_grad():
+        for batch in _batches(examples, 128, None, shuffle=False):
+            ids, mask, _ = _collate(batch)
+            seen.update(int(c) for c in model(input_ids=ids, attention_mask=mask).logits.argmax(-1))
+    return seen
+
+
 def _own_files(out_dir: Path) -> dict[str, str] | None:
     """sha256 of every file under ``out_dir`` but the record; None if a symlink is there
     (a training output holds none: a link could point at anything)."""
@@ -415,6 +428,15 @@ def _fit(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     _check_finite_step(None, model, args.epochs, step)
     model.eval()
     summary = _summary(args, model, exits, overrides, (len(train_ex), len(dev_ex)), log, t0)
+    classes = predicted_classes(model, dev_ex)
+    if len(classes) == 1 and len(dev_ex) > 1:  # no held-out split here: --dev says it
+        from albert_edge.tasks.learned import one_class_note
+
+        (only,) = classes
+        labels = getattr(model.config, "id2label", None)
+        summary["learned_nothing"] = one_class_note(
+            len(dev_ex), only, summary["dev_accuracy"], labels, rows="--dev"
+        )
     return model, exits, summary
 
 

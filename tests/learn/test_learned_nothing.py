@@ -116,3 +116,31 @@ def test_fine_tune_says_it_when_every_held_out_row_gets_one_class(
     assert len(said) == 1 and "is class 0" in said[0]
     assert rec["learned_nothing"] == said[0].removeprefix("albert-edge train: ")
     assert rec["held_out_accuracy"]["single_class"] == 0
+
+
+def test_from_scratch_sst2_says_it_when_every_dev_row_gets_one_class(
+    tmp_path: Path, spiece_path: Path
+) -> None:
+    """The SST-2 recipe holds no rows out (the epoch is read on ``--dev``): one class on
+    every ``--dev`` row is the sign there."""
+    rows = ["sentence\tlabel"]
+    rows += [f"a film like any other .\t{0 if i % 8 == 0 else 1}" for i in range(96)]
+    (tmp_path / "train.tsv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "dev.tsv").write_text("\n".join(rows[:33]) + "\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    argv = ["train", "--train", str(tmp_path / "train.tsv"), "--dev", str(tmp_path / "dev.tsv")]
+    argv += ["--spiece", str(spiece_path), "-o", str(tmp_path / "out"), "-q"]
+    argv += ["--epochs", "1", "--threads", "1", "--config", TINY, "--batch-size", "8"]
+    r = subprocess.run(
+        [sys.executable, "-m", "albert_edge.cli", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    said = [ln for ln in r.stderr.splitlines() if "learned nothing" in ln]
+    rec = json.loads((tmp_path / "out" / "training.json").read_text())
+    assert len(said) == 1 and rec["learned_nothing"] == said[0].removeprefix("albert-edge train: ")
+    assert "every one of its 32 predictions on the --dev rows" in rec["learned_nothing"]
