@@ -467,8 +467,12 @@ def render_task(task: str, t: dict[str, Any], row: Any) -> list[str]:
         "",
         "| rows | n | unpruned | pruned | delta (points) | paired 95 % |",
         "|---|---|---|---|---|---|",
-        row("report rows, before heal", p["report"]["before_heal"]),
     ]
+    choose = p["heal"].get("choose") or {}
+    if choose:  # the rows the heal is judged on: shown even where the heal was not kept
+        lines.append(row("choose rows, before heal", choose["before"]))
+        lines.append(row("choose rows, after heal", choose["after"]))
+    lines.append(row("report rows, before heal", p["report"]["before_heal"]))
     if "after_heal" in p["report"]:
         lines.append(row("report rows, after heal", p["report"]["after_heal"]))
     lines.append(row(f"{t['dev_file']}, before heal", d["before_heal"]))

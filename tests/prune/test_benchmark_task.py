@@ -44,3 +44,4 @@ def test_squad_task_scores_the_onnx_artifacts_and_keeps_the_sst2_run(
     text = "\n".join(md)
     assert "trained from scratch" in text and "--ffn-keep 0.5" in text
     assert "int8 ONNX pruned, eval.json" in text and "50 % of the FFN removed" in text
+    assert "| choose rows, after heal |" in text  # shown whether the heal was kept or not
