@@ -91,8 +91,11 @@ def dev_scores(src: Path, pruned: Path, dev: Path) -> dict[str, Any]:
     }
 
 
-def onnx_int8(src: Path, pruned: Path, work: Path, runs: int | None) -> dict[str, Any]:
-    """int8-dynamic ONNX of both checkpoints at full depth: bytes, W1 (1 x 128, 2 threads)."""
+def onnx_int8(
+    src: Path, pruned: Path, work: Path, runs: int | None, timed: bool = True
+) -> dict[str, Any]:
+    """int8-dynamic ONNX of both checkpoints at full depth: bytes, W1 (1 x 128, 2 threads;
+    not with ``timed=False``)."""
     from albert_edge.bench import resolve_target
     from albert_edge.convert import convert
     from albert_edge.options import ConvertOptions
@@ -112,7 +115,7 @@ def onnx_int8(src: Path, pruned: Path, work: Path, runs: int | None) -> dict[str
         size = sum(f.stat().st_size for f in art.rglob("*.onnx*"))
         out["artifacts"][name] = {"onnx_bytes": size}
         targets.append(resolve_target(art).with_(name=name))
-    if len(targets) == 2:
+    if len(targets) == 2 and timed:
         # two passes, the order swapped: a load spike during one artifact's turn shows as
         # a disagreement between the passes, not as a speed-up
         out["passes"] = []
@@ -179,16 +182,19 @@ def interleaved_w1(src: Path, work: Path, dev: Path, rounds: int) -> dict[str, A
 
 
 def onnx_dev(src: Path, work: Path, dev: Path) -> dict[str, Any]:
-    """SST-2 dev of each int8 artifact (ONNX Runtime), paired with the unpruned PyTorch
-    model on the same encoded rows."""
+    """The task's metric on ``dev`` (SST-2 dev; the QA / NER eval rows with --task) of
+    each int8 artifact (ONNX Runtime), paired with the unpruned PyTorch model on the same
+    encoded rows."""
     import albert_edge.tasks as tasks
     from albert_edge.checkpoint import load_checkpoint
+    from albert_edge.heads import head_by_name
     from albert_edge.prune.evaluate import metrics, versus
     from albert_edge.runtime import open_runner
     from albert_edge.tasks import model_config, read_task_data
     from albert_edge.vocab.heldout import max_len_of
 
     ckpt = load_checkpoint(src)
+    names = head_by_name(ckpt.head.name).outputs
     data = read_task_data(dev, src, model_config(src) or {})
     feats = tasks.encode(data, ckpt.tokenizer(), max_len_of(ckpt))
     ref = metrics(ckpt.model, ckpt.head.name, data, feats)
@@ -200,7 +206,8 @@ def onnx_dev(src: Path, work: Path, dev: Path) -> dict[str, Any]:
         runner = open_runner(art, threads=1)
 
         def run(feeds: dict[str, Any], r: Any = runner) -> dict[str, Any]:
-            return {"logits": r.run(feeds)["logits"]}
+            got = r.run(feeds)
+            return {n: got[n] for n in names}
 
         got = tasks.score(data, feats, tasks.run_features(feats, run, batch_size=32))
         out[name] = versus(got, ref)
@@ -425,7 +432,64 @@ def render(r: dict[str, Any]) -> str:
             lines.append(f"Why: {t['structure']}.")
     if r.get("notes"):
         lines += ["", "## Notes", ""] + [f"- {n}" for n in r["notes"]]
+    for task, t in r.get("tasks", {}).items():
+        lines += render_task(task, t, row)
     return "\n".join(lines) + "\n"
+
+
+def render_task(task: str, t: dict[str, Any], row: Any) -> list[str]:
+    """The section of one ``--task squad|conll`` run."""
+    p, k, m = t["prune"], t["prune"]["kept"], t["machine"]
+    d, metric = t["dev"], TASKS.get(task, task)
+    level = " ".join(
+        f"--{name.replace('_', '-')} {v:g}" for name, v in t["level"].items() if v is not None
+    )
+    lines = [
+        "",
+        f"## {metric}: a {task} model trained from scratch here (`--task {task}`)",
+        "",
+        f"`python -m benchmarks.prune --task {task}` — model `{t['model']}` ({t['shape']}), "
+        f"trained from scratch on this machine (no pretrained weights: its {metric} is low, "
+        f"what is measured is the change pruning makes), `--data {p['data']['file']}` "
+        f"({p['data']['rows']:,} rows: fit / choose / report {p['data']['fit_rows']:,} / "
+        f"{p['data']['choose_rows']:,} / {p['data']['report_rows']:,}), `{level}`, scored on "
+        f"`{t['dev_file']}` (never read by the prune). CPU: {m['cpu_family']} "
+        f"({m['processor']}, {m['cpus']} CPUs), load average {m['load_average_1_5_15']} at "
+        "the start.",
+        "",
+        f"- kept per shared layer: **{k['heads_per_layer']} of {k['of_heads']} heads, "
+        f"{k['ffn_per_layer']} of {k['of_ffn']} FFN neurons** "
+        f"({100 * (1 - k['ffn_per_layer'] / k['of_ffn']):.0f} % of the FFN removed); "
+        f"encoder FLOPs at 128 tokens x{p['cost']['encoder_flops_128']['ratio']:.3f}; "
+        f"checkpoint bytes {t['bytes']['unpruned']:,} -> {t['bytes']['pruned']:,}",
+        f"- heal: {p['heal'].get('steps', 0)} steps, batch {p['heal'].get('batch_size', '?')}"
+        f", kept: {p['heal']['kept']}; wall time {p['seconds']}",
+        "",
+        "| rows | n | unpruned | pruned | delta (points) | paired 95 % |",
+        "|---|---|---|---|---|---|",
+    ]
+    choose = p["heal"].get("choose") or {}
+    if choose:  # the rows the heal is judged on: shown even where the heal was not kept
+        lines.append(row("choose rows, before heal", choose["before"]))
+        lines.append(row("choose rows, after heal", choose["after"]))
+    lines.append(row("report rows, before heal", p["report"]["before_heal"]))
+    if "after_heal" in p["report"]:
+        lines.append(row("report rows, after heal", p["report"]["after_heal"]))
+    lines.append(row(f"{t['dev_file']}, before heal", d["before_heal"]))
+    lines.append(row(f"{t['dev_file']}, written ({d['written_is']})", d["written"]))
+    o = t.get("onnx")
+    if o:
+        for name, a in o["artifacts"].items():
+            if "error" in a:
+                lines.append(f"| int8 ONNX, {name}: conversion failed `{a['error']}` |||||")
+        lines += [row(f"int8 ONNX {name}, {t['dev_file']}", v) for name, v in o["dev"].items()]
+        sizes = ", ".join(
+            f"{name} {a['onnx_bytes']:,}" for name, a in o["artifacts"].items() if "onnx_bytes" in a
+        )
+        lines += ["", f"int8-dynamic ONNX bytes: {sizes} (not timed in this run)."]
+    if t.get("notes"):
+        lines += [""] + [f"- {n}" for n in t["notes"]]
+    return lines
 
 
 def save(r: dict[str, Any]) -> None:
@@ -437,6 +501,61 @@ def save(r: dict[str, Any]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "prune.json").write_text(json.dumps(r, indent=2) + "\n")
     (RESULTS / "prune.md").write_text(render(r))
+
+
+TASKS = {"squad": "SQuAD F1", "conll": "entity F1"}
+
+
+def task_run(a: argparse.Namespace) -> int:
+    """``--task squad|conll``: prune a QA / NER model at a fixed level with the heal
+    (:func:`albert_edge.prune.prune`), its eval rows (``--dev``) scored for the unpruned,
+    the pruned-unhealed and the written model and for the int8 ONNX artifacts of both
+    (ONNX Runtime), each paired with the unpruned PyTorch model; the record goes under
+    ``tasks.<task>`` of prune.json, the SST-2 run left as it is."""
+    from albert_edge.prune import HealSettings, PruneOptions, prune
+
+    a.work.mkdir(parents=True, exist_ok=True)
+    cfg = json.loads((a.model / "config.json").read_text())
+    t: dict[str, Any] = {
+        "machine": machine(),
+        "model": a.model.name,
+        "shape": f"{cfg['num_hidden_layers']} layers, {cfg['num_hidden_groups']} groups, "
+        f"H{cfg['hidden_size']}, E{cfg['embedding_size']}, FFN {cfg['intermediate_size']}, "
+        f"{cfg['num_attention_heads']} heads",
+        "level": {"heads_keep": a.heads_keep, "ffn_keep": a.ffn_keep},
+        "dev_file": a.dev.name,
+        "notes": list(a.note),
+    }
+    pruned = a.pruned
+    if pruned is None:
+        pruned = a.work / f"pruned-{a.task}"
+        log(f"prune {a.model} --data {a.data} --heads-keep {a.heads_keep} --ffn-keep {a.ffn_keep}")
+        opts = PruneOptions(
+            heads_keep=a.heads_keep,
+            ffn_keep=a.ffn_keep,
+            heal=HealSettings(steps=a.heal_steps, batch_size=a.heal_batch_size),
+            threads=a.threads,
+            overwrite=True,
+        )
+        prune(a.model, a.data, pruned, opts)
+    t["prune"] = json.loads((pruned / "prune.json").read_text())
+    t["bytes"] = {
+        "unpruned": (a.model / "model.safetensors").stat().st_size,
+        "pruned": (pruned / "model.safetensors").stat().st_size,
+    }
+    log(f"{a.dev.name}: unpruned, unhealed, written")
+    t["dev"] = dev_scores(a.model, pruned, a.dev)
+    if not a.no_onnx:
+        log("int8 ONNX of both, scored on the eval rows")
+        (a.work / a.task).mkdir(parents=True, exist_ok=True)
+        conv = onnx_int8(a.model, pruned, a.work / a.task, runs=None, timed=False)
+        t["onnx"] = {**conv, "dev": onnx_dev(a.model, a.work / a.task, a.dev)}
+    path = RESULTS / "prune.json"
+    r = json.loads(path.read_text()) if path.is_file() else {}
+    r.setdefault("tasks", {})[a.task] = t
+    save(r)
+    log(f"wrote tasks.{a.task} of {path} and prune.md")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -453,12 +572,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=500, help="interleaved W1 rounds")
     p.add_argument("--note", action="append", default=[], help="a line for the Notes section")
     p.add_argument("--render", action="store_true", help="re-render the Markdown from the JSON")
+    p.add_argument(
+        "--task",
+        choices=("sst2", *TASKS),
+        default="sst2",
+        help="sst2: the held-out SST-2 model (the sections above); squad / conll: a QA or "
+        "NER model pruned at a fixed level (--heads-keep / --ffn-keep), scored on --dev, "
+        "recorded under tasks.<task> of prune.json beside the SST-2 run",
+    )
+    p.add_argument("--heads-keep", type=int, default=None, help="--task squad|conll")
+    p.add_argument("--ffn-keep", type=float, default=None, help="--task squad|conll")
+    p.add_argument("--heal-steps", type=int, default=300, help="--task squad|conll")
+    p.add_argument("--heal-batch-size", type=int, default=32, help="--task squad|conll")
+    p.add_argument("--threads", type=int, default=1, help="--task squad|conll: torch threads")
     a = p.parse_args(argv)
     if a.render:
         save(json.loads((RESULTS / "prune.json").read_text()))
         return 0
     if a.model is None or a.data is None:
         p.error("--model and --data are required (unless --render)")
+    if a.task != "sst2":
+        if a.dev == DEV:
+            p.error(f"--task {a.task}: give --dev, the rows to score (never read by the prune)")
+        if a.heads_keep is None and a.ffn_keep is None:
+            p.error(f"--task {a.task}: give --heads-keep and/or --ffn-keep")
+        return task_run(a)
     from albert_edge.prune import PruneOptions, prune
 
     a.work.mkdir(parents=True, exist_ok=True)
