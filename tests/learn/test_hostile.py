@@ -105,7 +105,7 @@ def test_too_few_rows(make_checkpoint, rows200, tmp_path, capsys):
         make_checkpoint(),
         "--train",
         few,
-        expect="give at least 64",
+        expect="give at least 155 at --held-out 0.1",
     )
 
 

@@ -110,19 +110,28 @@ def test_auto_on_a_squad_file_budgets_f1_over_windows(make_checkpoint: Any, tmp_
     assert result.metric == "f1"
 
 
-def test_auto_feeds_pairs_with_their_second_segment(make_checkpoint: Any, tmp_path: Path) -> None:
+def test_auto_feeds_pairs_with_their_second_segment(
+    trained_checkpoint: Path, tmp_path: Path
+) -> None:
     """The held-out feeds of a pair file are the task layer's: [CLS] a [SEP] b [SEP], token
-    type ids 1 on b (not the first sentence alone)."""
+    type ids 1 on b (not the first sentence alone). The embedded model records that it reads
+    single sentences and is refused a pair file; a copy without that record (a checkpoint
+    from before albert-edge wrote one) is read as the file's columns say."""
     from albert_edge.mixed import Settings, held_out_rows, prepare
     from albert_edge.mixed.api import make_setup
     from albert_edge.mixed.rows import TaskScorer
 
+    ckpt = tmp_path / "unrecorded"
+    shutil.copytree(trained_checkpoint, ckpt)
+    cfg = json.loads((ckpt / "config.json").read_text())
+    del cfg["finetuning_task"]
+    (ckpt / "config.json").write_text(json.dumps(cfg))
     data = tmp_path / "pairs.tsv"
     rows = [f"{WORDS[i % 12]} sat\t{WORDS[(i * 5) % 12]} ran far\t{i % 2}" for i in range(60)]
     data.write_text("sentence1\tsentence2\tlabel\n" + "\n".join(rows) + "\n")
-    held = held_out_rows(data, Settings(max_drop=5.0, rows=50), None)
+    held = held_out_rows(data, Settings(max_drop=5.0, rows=50), ckpt)
     assert held.pair and len(held.examples) == 50
-    prep = prepare(None, ConvertOptions(verify=False))
+    prep = prepare(ckpt, ConvertOptions(verify=False))
     setup = make_setup(prep, ConvertOptions(verify=False), held)
     assert len(setup.feeds) == 50
     for feed in setup.feeds:
