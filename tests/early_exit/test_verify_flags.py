@@ -61,6 +61,7 @@ def test_flags_it_cannot_honour_are_refused_in_one_line(artifact, flags, named):
     assert f"drop {named}" in lines[0] and "dynamic-exit" in lines[0]
 
 
+@pytest.mark.slow  # scores a dynamic-exit artifact on dev (~20-45 s); the refusals stay default
 def test_data_task_and_max_examples_are_honoured(artifact, sst2_dev):
     r = run_cli("verify", str(artifact), "--data", str(sst2_dev), "--max-examples", "40", "--json")
     assert r.returncode == 0, r.stderr

@@ -24,6 +24,7 @@ SHAPE = {
 }
 
 
+@pytest.mark.slow  # the whole recipe twice; tests/learn/test_teacher.py holds its parts
 @pytest.mark.parametrize("task", ["sst2", "conll"])
 def test_recipe_runs_end_to_end_on_a_tiny_teacher(
     task: str,

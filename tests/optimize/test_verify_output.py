@@ -197,6 +197,7 @@ def test_the_given_checkpoint_moved_or_other_weights_as_reference(
     assert plain.passed and plain.given is None
 
 
+@pytest.mark.slow  # fits exit heads and builds a dynamic-exit artifact (~20-45 s)
 def test_a_dynamic_exit_output_against_the_given_checkpoint(
     tmp_path: Path, layout: dict[str, Path], sst2_dev: Path, make_checkpoint: Any
 ) -> None:
