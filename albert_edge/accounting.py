@@ -42,7 +42,7 @@ def _numel(module: torch.nn.Module) -> int:
 
 
 def pruning_summary(config: Any) -> dict[str, Any]:
-    """What was pruned inside the shared layers (issue 54): the heads each distinct shared
+    """What was pruned inside the shared layers: the heads each distinct shared
     layer keeps (flat order ``group * inner_group_num + inner``, transformers' index), of how
     many, and the FFN width every shared layer has. ``pruned`` is False for a model
     with every head (its FFN width is then simply the config's)."""
@@ -66,7 +66,7 @@ def account(ckpt: Checkpoint) -> dict[str, Any]:
     groups = base.encoder.albert_layer_groups
     per_group = [_numel(g) for g in groups]
     params_per_group = per_group[0] if per_group else 0
-    # layer l runs group int(l / (L / G)); pruned groups may differ in size (issue 54)
+    # layer l runs group int(l / (L / G)); pruned groups may differ in size
     L, G = c.num_hidden_layers, c.num_hidden_groups
     unshared = sum(per_group[int(layer / (L / G))] for layer in range(L)) if per_group else 0
     total = unique_parameters(ckpt.model)

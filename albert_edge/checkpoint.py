@@ -66,7 +66,7 @@ def load_hf_config(path: Path) -> AlbertConfig:
     pruned = data.get("pruned_heads")
     if isinstance(pruned, dict) and pruned:
         # config.json's keys are strings; transformers' from_pretrained makes them the
-        # integer layer indices AlbertModel._prune_heads divides (issue 54's contract);
+        # integer layer indices AlbertModel._prune_heads divides;
         # validate_config below judges the indices against the shape
         problems = [
             f"pruned_heads key {k!r} is not a layer index" for k in pruned if not _is_int(k)

@@ -141,7 +141,7 @@ def config_dims(config: Mapping[str, Any]) -> tuple[int, ...]:
 
 def attention_widths(config: Mapping[str, Any]) -> tuple[int, ...]:
     """The Q/K/V width of each distinct shared layer (flat order, group-major): H, or for
-    a pruned checkpoint (``pruned_heads``, issue 54) its kept heads × the head size — the
+    a pruned checkpoint (``pruned_heads``) its kept heads × the head size — the
     out-features of query/key/value and the in-features of the attention output."""
     h = int(config["hidden_size"])
     groups = int(config.get("num_hidden_groups", 1))

@@ -166,7 +166,7 @@ def size_lines(manifest: dict[str, Any]) -> list[str]:
 
 
 def pruned_lines(albert: dict[str, Any]) -> list[str]:
-    """A pruned checkpoint's shapes (issue 54), which the floor above counts: the heads each
+    """A pruned checkpoint's shapes, which the floor above counts: the heads each
     shared layer keeps and the FFN width. Nothing for an unpruned model."""
     kept = albert.get("kept_heads")
     if not kept:

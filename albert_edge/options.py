@@ -341,7 +341,7 @@ seed_value.__name__ = "seed (an integer >= 0)"
 
 
 # --- the lever commands' own argparse types (one place for every command.py) ---------------
-# Moved here unchanged from depth/, early_exit/, optimize/ and vocab/command.py (issue 53):
+# Moved here unchanged from depth/, early_exit/, optimize/ and vocab/command.py:
 # each refuses a bad value at parsing, in one line, with the message it always gave.
 
 

@@ -171,7 +171,7 @@ def _config_get(config: Any, key: str, default: Any = None) -> Any:
 def pruned_heads_of(config: Any) -> dict[int, frozenset[int]]:
     """The config's ``pruned_heads`` as {flat layer: removed heads}, integer keys.
 
-    A pruned checkpoint (issue 54's contract) is a plain Hugging Face ALBERT directory:
+    A pruned checkpoint is a plain Hugging Face ALBERT directory:
     ``pruned_heads`` keys are transformers' flat layer index ``group * inner_group_num +
     inner`` (``AlbertModel._prune_heads``), strings once written to ``config.json``. Reads
     an ``AlbertConfig`` or the mapping of a ``config.json`` beside an artifact alike.

@@ -221,7 +221,7 @@ def albert_metadata(ckpt: Checkpoint) -> dict[str, Any]:
         "max_position_embeddings": c.max_position_embeddings,
         "type_vocab_size": c.type_vocab_size,
         "hidden_act": str(c.hidden_act),
-        # a pruned checkpoint's heads (issue 54): the byte floor of a bare .onnx counts
+        # a pruned checkpoint's heads: the byte floor of a bare .onnx counts
         # its narrower attention from these; absent for an unpruned model
         **pruning_record(c),
     }

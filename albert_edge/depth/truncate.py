@@ -114,7 +114,7 @@ def truncated_state(
     cfg = copy.deepcopy(c)
     cfg.num_hidden_layers, cfg.num_hidden_groups = depth, groups
     if getattr(cfg, "pruned_heads", None):
-        # a pruned checkpoint (issue 54): the heads of the groups kept, flat index
+        # a pruned checkpoint: the heads of the groups kept, flat index
         # group * inner_group_num + inner; a dropped group's entry names no layer
         kept = groups * int(c.inner_group_num)
         cfg.pruned_heads = {int(k): v for k, v in cfg.pruned_heads.items() if int(k) < kept}

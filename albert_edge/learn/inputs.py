@@ -3,7 +3,7 @@
 
 Why a module of their own: :mod:`albert_edge.learn.finetune` runs the loop
 (:mod:`albert_edge.learn.loop`), and the loop takes a :class:`Prepared`; with the types
-here, below both, neither imports the other back (issue 53: no import circle, type-only
+here, below both, neither imports the other back (no import circle, type-only
 imports counted). :mod:`albert_edge.learn.finetune` re-exports both names.
 """
 

@@ -4,7 +4,7 @@
 Why a module of their own: the evaluator (:mod:`albert_edge.mixed.evaluate`), the search
 (:mod:`albert_edge.mixed.search`), the held-out rows (:mod:`albert_edge.mixed.rows`) and
 the TFLite builder (:mod:`albert_edge.mixed.tflite`) all name them; defined here, below all
-four, none of those imports another back for a type (issue 53: no import circle, type-only
+four, none of those imports another back for a type (no import circle, type-only
 imports counted). :mod:`albert_edge.mixed.evaluate` re-exports them.
 """
 

@@ -450,7 +450,7 @@ def albert_config(model: ir.Model, path: Path | None) -> dict[str, Any] | None:
             except (OSError, json.JSONDecodeError):
                 return None
             found = {k: data[k] for k in CONFIG_KEYS if k in data}
-            if data.get("pruned_heads"):  # a pruned checkpoint's (issue 54)
+            if data.get("pruned_heads"):  # a pruned checkpoint's
                 found["pruned_heads"] = data["pruned_heads"]
             return found
     return None

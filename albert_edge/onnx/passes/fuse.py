@@ -69,7 +69,7 @@ class FuseTransformerPass(AlbertFunctionalPass):
         super().__init__()
         self.num_heads = num_heads
         self.hidden_size = hidden_size
-        # heads each distinct layer keeps (a pruned checkpoint's, issue 54): a fused node
+        # heads each distinct layer keeps (a pruned checkpoint's): a fused node
         # reads num_heads = its layer's kept heads and a QKV weight H x 3·kept·head_size
         self.kept_heads = tuple(kept_heads) if kept_heads else (num_heads,) * distinct_layers
         self.num_layers = num_layers  # attention applications: L x K
