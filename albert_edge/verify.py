@@ -265,6 +265,13 @@ def guess_precision(model: Path) -> str:
     return detect_precision(model)
 
 
+def _data_label(data: Any, rows: int) -> str:
+    """How a report names the rows it scored: the packaged sample, or the file's name."""
+    if data == SAMPLE_DATA:
+        return f"packaged SST-2 dev sample ({rows} rows; --data for the full set)"
+    return Path(str(data)).name
+
+
 def verify(
     artifact: str | Path,
     *,
@@ -356,12 +363,7 @@ def verify(
         if task_data is not None and task_data.examples:
             tok = artifact_tokenizer(model, ckpt)
             accuracy = evaluate_task(runner, ckpt, tok, task_data, progress=progress)
-            accuracy["data"] = (
-                f"packaged SST-2 dev sample ({len(task_data.examples)} rows; --data for the "
-                "full set)"
-                if data == SAMPLE_DATA
-                else Path(str(data)).name
-            )
+            accuracy["data"] = _data_label(data, len(task_data.examples))
             judge_accuracy(accuracy, target, precision)
     report = VerifyReport(
         artifact=str(art),
@@ -458,12 +460,7 @@ def verify_optimized(
         if task_data is not None and task_data.examples:
             tok = artifact_tokenizer(model, inter)
             accuracy = evaluate_against(runner, tok, given, task_data, progress=progress)
-            accuracy["data"] = (
-                f"packaged SST-2 dev sample ({len(task_data.examples)} rows; --data for the "
-                "full set)"
-                if data == SAMPLE_DATA
-                else Path(str(data)).name
-            )
+            accuracy["data"] = _data_label(data, len(task_data.examples))
             settings = (manifest.get("optimize") or {}).get("settings") or {}
             accuracy["passed"] = True  # reported: the user chose the budget it was built under
             accuracy["judged"] = (
