@@ -32,8 +32,11 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,8 @@ from benchmarks._setup import ROOT, log
 SEQ = 128  # tokens of the FLOP count
 QUIET = ["--overwrite", "-q"]
 RESUME = False  # main's --resume
+LEVERS = ("depth", "early-exit", "trim", "int8", "mixed", "prune")  # the table's order
+LONGEST = ("prune", "depth", "mixed", "early-exit", "int8", "trim")  # the order they start in
 
 
 def cli(out: Path, name: str, args: list[Any], threads: int) -> tuple[bool, str, float]:
@@ -131,7 +136,8 @@ class Scorer:
 
 
 def run(ckpt: Path, report: Path, out: Path, a: argparse.Namespace) -> list[dict[str, Any]]:
-    """Every lever in turn; one record each (``cost``: None where its command failed)."""
+    """Every lever, ``a.jobs`` at a time; one record each (``cost``: None where its command
+    failed), in a fixed order."""
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.early_exit.runner import PolicyRunner
     from albert_edge.evaluate import artifact_tokenizer
@@ -140,66 +146,75 @@ def run(ckpt: Path, report: Path, out: Path, a: argparse.Namespace) -> list[dict
     fit, rows, held, t, drop = out / "fit.tsv", a.rows, max(400, a.rows // 4), a.threads, a.max_drop
     cfg = model_config(ckpt) or {}
     full_f, full_b, L = flops(cfg), weight_bytes(ckpt), int(cfg["num_hidden_layers"])
-    sc, res = Scorer(ckpt, report, t), []
+    sc = Scorer(ckpt, report, t)
     a.reference = sc.ref
     split = ["--fit-rows", rows - held, "--held-out-rows", held]
 
-    def row(lever: str, ok: bool, msg: str, choice: str, cost: Any, **kw: Any) -> None:
+    def row(lever: str, ok: bool, msg: str, choice: str, cost: Any, **kw: Any) -> list[dict]:
         """One lever's record; ``cost`` (a thunk, not run where the command failed)."""
-        res.append({"lever": lever, "choice": choice if ok else f"failed: {msg}", **kw})
-        res[-1]["cost"] = cost() if ok else None
+        return [{"lever": lever, "choice": choice if ok else f"failed: {msg}", **kw,
+                 "cost": cost() if ok else None}]  # fmt: skip
 
-    ds, dc = out / "depth_search", out / "depth_ckpt"
-    args = ["depth", "search", ckpt, "--data", fit, "--report", report, "-o", ds, *split]
-    ok, msg, s = cli(out, "depth_search", [*args, "--max-point-loss", drop, *QUIET], t)
-    args = ["depth", "truncate", ckpt, "--depth", "auto", "--depth-search", ds, "-o", dc]
-    ok2, msg2, s2 = cli(out, "depth_truncate", [*args, "--max-point-loss", drop, *QUIET], t)
-    k = int(rd(dc / "config.json")["num_hidden_layers"]) if ok2 else L  # refused: full depth
-    per = {
-        str(d["depth"]): points(d["report"]["delta"], d["report"]["low"], d["report"]["high"])
-        for d in (rd(ds / "depth_search.json")["scores"] if ok else [])
-        if d.get("report")
-    }
-    choice = f"depth {k} of {L}" + ("" if ok2 else f" ({msg2})")
-    row("depth (`depth search`, `depth truncate --depth auto`)", ok, msg, choice,
-        lambda: per.get(str(k), points(0, 0, 0)), layers=k, flops=flops(cfg, k) / full_f,
-        bytes=weight_bytes(dc) / full_b if ok2 else 1.0, seconds=s + s2,
-        caps=f"fit {rows - held}, choose {held} rows", per_depth_report=per)  # fmt: skip
+    def depth() -> list[dict]:
+        ds, dc = out / "depth_search", out / "depth_ckpt"
+        args = ["depth", "search", ckpt, "--data", fit, "--report", report, "-o", ds, *split]
+        ok, msg, s = cli(out, "depth_search", [*args, "--max-point-loss", drop, *QUIET], t)
+        args = ["depth", "truncate", ckpt, "--depth", "auto", "--depth-search", ds, "-o", dc]
+        ok2, msg2, s2 = cli(out, "depth_truncate", [*args, "--max-point-loss", drop, *QUIET], t)
+        k = int(rd(dc / "config.json")["num_hidden_layers"]) if ok2 else L  # refused: full depth
+        per = {
+            str(d["depth"]): points(d["report"]["delta"], d["report"]["low"], d["report"]["high"])
+            for d in (rd(ds / "depth_search.json")["scores"] if ok else [])
+            if d.get("report")
+        }
+        choice = f"depth {k} of {L}" + ("" if ok2 else f" ({msg2})")
+        return row("depth (`depth search`, `depth truncate --depth auto`)", ok, msg, choice,
+            lambda: per.get(str(k), points(0, 0, 0)), layers=k, flops=flops(cfg, k) / full_f,
+            bytes=weight_bytes(dc) / full_b if ok2 else 1.0, seconds=s + s2,
+            caps=f"fit {rows - held}, choose {held} rows", per_depth_report=per)  # fmt: skip
 
-    ee = out / "early_exit"
-    args = ["early-exit", ckpt, "--data", fit, "-o", ee, *split, "--max-drop", drop, *QUIET]
-    ok, msg, s = cli(out, "early_exit", args, t)
-    if ok:
-        pr = PolicyRunner(ee, threads=t)
-        names = set(pr.input_names)
-        m, o = sc.score(artifact_tokenizer(ee), lambda f: pr.run({n: f[n] for n in names}))
-        mean = float(sum(o["exit_depth"])) / len(o["exit_depth"])
-    row("early exit (`early-exit --max-drop`)", ok, msg,
-        f"{pr.policy} (mean exit layer {mean:.2f})" if ok else "", lambda: sc.paired(m),
-        layers=round(mean, 2) if ok else None, flops=flops(cfg, mean) / full_f if ok else 1.0,
-        bytes=weight_bytes(ee) / full_b, seconds=s,
-        caps=f"fit {rows - held}, choose + report {held} rows")  # fmt: skip
+    def early() -> list[dict]:
+        ee = out / "early_exit"
+        args = ["early-exit", ckpt, "--data", fit, "-o", ee, *split, "--max-drop", drop, *QUIET]
+        ok, msg, s = cli(out, "early_exit", args, t)
+        if ok:
+            pr = PolicyRunner(ee, threads=t)
+            names = set(pr.input_names)
+            m, o = sc.score(artifact_tokenizer(ee), lambda f: pr.run({n: f[n] for n in names}))
+            mean = float(sum(o["exit_depth"])) / len(o["exit_depth"])
+        return row("early exit (`early-exit --max-drop`)", ok, msg,
+            f"{pr.policy} (mean exit layer {mean:.2f})" if ok else "", lambda: sc.paired(m),
+            layers=round(mean, 2) if ok else None, flops=flops(cfg, mean) / full_f if ok else 1.0,
+            bytes=weight_bytes(ee) / full_b, seconds=s,
+            caps=f"fit {rows - held}, choose + report {held} rows")  # fmt: skip
 
-    args = ["trim", ckpt, "--corpus", fit, "--held-out", report, "-o", out / "trim", *QUIET]
-    ok, msg, s = cli(out, "trim", args, t)
-    tr = rd(out / "trim" / "trim.json") if ok else {}
-    hm = tr.get("held_out", {}).get("metric", {})
-    choice = (
-        f"{tr.get('pieces_kept')} of {tr.get('of_pieces')} pieces; report token coverage "
-        f"{tr.get('held_out', {}).get('token_coverage', 0) * 100:.1f} %"
-    )
-    row("vocabulary (`trim --corpus FIT`)", ok, msg, choice,
-        lambda: {"metric": round(hm["trimmed"] * 100, 2), **points(hm["delta"], hm["low"], hm["high"])},
-        layers=L, flops=1.0, bytes=weight_bytes(out / "trim") / full_b, seconds=s,
-        caps=f"corpus {rows} rows")  # fmt: skip
+    def vocab() -> list[dict]:
+        args = ["trim", ckpt, "--corpus", fit, "--held-out", report, "-o", out / "trim", *QUIET]
+        ok, msg, s = cli(out, "trim", args, t)
+        tr = rd(out / "trim" / "trim.json") if ok else {}
+        hm = tr.get("held_out", {}).get("metric", {})
+        choice = (
+            f"{tr.get('pieces_kept')} of {tr.get('of_pieces')} pieces; report token coverage "
+            f"{tr.get('held_out', {}).get('token_coverage', 0) * 100:.1f} %"
+        )
+        return row("vocabulary (`trim --corpus FIT`)", ok, msg, choice,
+            lambda: {"metric": round(hm["trimmed"] * 100, 2), **points(hm["delta"], hm["low"], hm["high"])},
+            layers=L, flops=1.0, bytes=weight_bytes(out / "trim") / full_b, seconds=s,
+            caps=f"corpus {rows} rows")  # fmt: skip
 
-    cli(out, "fp32", ["convert", ckpt, "-o", out / "fp32", *QUIET], t)
-    fp32_b = weight_bytes(out / "fp32") or full_b
-    search = ["--max-drop", drop, "--data", fit, "--search-rows", min(1000, rows)]
-    for name, flags in (("int8-dynamic", []), ("auto", search)):
+    lock, memo = threading.Lock(), {"fp32": 0}
+
+    def precision(name: str) -> list[dict]:
+        with lock:  # the fp32 artifact, the bytes baseline, converted once
+            if not memo["fp32"]:
+                cli(out, "fp32", ["convert", ckpt, "-o", out / "fp32", *QUIET], t)
+                memo["fp32"] = weight_bytes(out / "fp32") or full_b
+        n = min(1000, rows)
+        flags = ["--max-drop", drop, "--data", fit, "--search-rows", n] if name == "auto" else []
         art = out / name
-        args = ["convert", ckpt, "-o", art, "--precision", name, *flags, *QUIET]
-        ok, msg, s = cli(out, name, args, t)
+        ok, msg, s = cli(
+            out, name, ["convert", ckpt, "-o", art, "--precision", name, *flags, *QUIET], t
+        )
         args = ["verify", art, "--reference", ckpt, "--data", report, "--threads", t, "--json"]
         ok2, msg, s2 = cli(out, f"{name}_verify", [*args, "-q"], t) if ok else (ok, msg, 0.0)
         acc = rd(out / f"{name}_verify.out")["accuracy"] if ok2 else {}
@@ -209,29 +224,40 @@ def run(ckpt: Path, report: Path, out: Path, a: argparse.Namespace) -> list[dict
             str(u.get("precision")) for u in (man.get("precision_plan") or {}).get("units", [])
         )
         plan = ", ".join(f"{n} weights {p}" for p, n in sorted(units.items()))
-        row(f"precision (`convert --precision {name}`)", ok2, msg,
+        return row(f"precision (`convert --precision {name}`)", ok2, msg,
             f"{man.get('precision')}" + (f" plan: {plan}" if plan else ""),
-            lambda acc=acc, iv=iv: {"metric": round(acc["metric_artifact"] * 100, 2),
+            lambda: {"metric": round(acc["metric_artifact"] * 100, 2),
                      **points(acc["delta_points"], iv.get("low"), iv.get("high"), 1.0)},
-            layers=L, flops=1.0, bytes=weight_bytes(art) / fp32_b, seconds=s + s2,
-            caps=f"search {min(1000, rows)} fit rows" if flags else "-")  # fmt: skip
+            layers=L, flops=1.0, bytes=weight_bytes(art) / memo["fp32"], seconds=s + s2,
+            caps=f"search {n} fit rows" if flags else "-")  # fmt: skip
 
-    pd = out / "prune"
-    args = ["prune", ckpt, "--data", fit, "-o", pd, "--max-drop", drop, "--threads", t, *QUIET]
-    ok, msg, s = cli(out, "prune", args, t)
-    rec = rd(pd / "prune.json") if ok else {}
-    kept = rec.get("kept", {})
-    choice = (
-        f"heads {kept.get('heads_per_layer')}/{kept.get('of_heads')}, "
-        f"FFN {kept.get('ffn_per_layer')}/{kept.get('of_ffn')} per shared layer"
-    )
-    row("pruning (`prune --max-drop`)", ok, msg, choice,
-        lambda: sc.paired(sc.torch(load_checkpoint(pd))[0]), layers=L,
-        flops=flops(model_config(pd) or cfg) / full_f if ok else 1.0,
-        bytes=weight_bytes(pd) / full_b if ok else 1.0, seconds=s,
-        caps=f"fit {rec.get('data', {}).get('fit_rows')}, choose "
-        f"{rec.get('data', {}).get('choose_rows')} rows, heal {rec.get('heal', {}).get('steps')} steps")  # fmt: skip
-    return res
+    def prune() -> list[dict]:
+        pd = out / "prune"
+        args = ["prune", ckpt, "--data", fit, "-o", pd, "--max-drop", drop, "--threads", t, *QUIET]
+        ok, msg, s = cli(out, "prune", args, t)
+        rec = rd(pd / "prune.json") if ok else {}
+        kept = rec.get("kept", {})
+        choice = (
+            f"heads {kept.get('heads_per_layer')}/{kept.get('of_heads')}, "
+            f"FFN {kept.get('ffn_per_layer')}/{kept.get('of_ffn')} per shared layer"
+        )
+        return row("pruning (`prune --max-drop`)", ok, msg, choice,
+            lambda: sc.paired(sc.torch(load_checkpoint(pd))[0]), layers=L,
+            flops=flops(model_config(pd) or cfg) / full_f if ok else 1.0,
+            bytes=weight_bytes(pd) / full_b if ok else 1.0, seconds=s,
+            caps=f"fit {rec.get('data', {}).get('fit_rows')}, choose "
+            f"{rec.get('data', {}).get('choose_rows')} rows, heal {rec.get('heal', {}).get('steps')} steps")  # fmt: skip
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    levers: dict[str, Callable[[], list[dict]]] = {
+        **{"depth": depth, "early-exit": early, "trim": vocab, "prune": prune},
+        **{"int8": partial(precision, "int8-dynamic"), "mixed": partial(precision, "auto")},
+    }
+    chosen = [k for k in LEVERS if k in (a.only or LEVERS)]
+    with ThreadPoolExecutor(a.jobs) as pool:  # the longest first
+        runs = {k: pool.submit(levers[k]) for k in sorted(chosen, key=LONGEST.index)}
+    return [r for k in chosen for r in runs[k].result()]
 
 
 def markdown(r: dict[str, Any]) -> str:
@@ -248,7 +274,8 @@ def markdown(r: dict[str, Any]) -> str:
         f"Chosen on the first {r['fit']['rows']} rows of {r['fit']['file']} (never trained on), "
         f"reported on {r['report']['rows']} rows of {r['report']['file']}; the model at full "
         f"depth in fp32 (PyTorch): {r['metric']} {r['reference_metric']:.2f} %. Budget "
-        f"{r['max_drop_points']} points. CPU {m['cpu']}, {r['threads']} threads, load "
+        f"{r['max_drop_points']} points. CPU {m['cpu']}, {r.get('jobs', 1)} commands at a time, "
+        f"{r['threads']} thread(s) each, load "
         f"{m['load_1min']:.1f} at the end (seconds are noise on a shared machine).",
         "",
         "| lever | choice | report % | Δ points [95 % paired] | layers run | FLOPs ×full "
@@ -276,8 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="work directory (created)")
     p.add_argument("--label", default=None, help="the model's name in the table")
     p.add_argument("--max-drop", type=float, default=0.5, help="budget in points (0.5)")
-    p.add_argument("--threads", type=int, default=2, help="threads per command (2)")
+    p.add_argument("--jobs", type=int, default=2, help="levers run at once (2)")
+    p.add_argument("--threads", type=int, default=1, help="threads per command (1)")
     p.add_argument("--resume", action="store_true", help="reuse DIR's finished commands")
+    p.add_argument("--only", type=lambda v: v.split(","), help=f"some of {','.join(LEVERS)}")
     a = p.parse_args(argv)
     global RESUME
     RESUME = a.resume
@@ -299,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         "reference_metric": round(a.reference.value * 100, 2),
         "max_drop_points": a.max_drop,
         "threads": a.threads,
+        "jobs": a.jobs,
         "levers": levers,
         "seconds": round(time.time() - t0, 1),
         "machine": {"cpu": cpu_flag(), "load_1min": round(os.getloadavg()[0], 2)},
