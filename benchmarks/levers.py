@@ -162,14 +162,17 @@ def run(ckpt: Path, report: Path, out: Path, a: argparse.Namespace) -> list[dict
         args = ["depth", "truncate", ckpt, "--depth", "auto", "--depth-search", ds, "-o", dc]
         ok2, msg2, s2 = cli(out, "depth_truncate", [*args, "--max-point-loss", drop, *QUIET], t)
         k = int(rd(dc / "config.json")["num_hidden_layers"]) if ok2 else L  # refused: full depth
-        per = {
-            str(d["depth"]): points(d["report"]["delta"], d["report"]["low"], d["report"]["high"])
-            for d in (rd(ds / "depth_search.json")["scores"] if ok else [])
-            if d.get("report")
-        }
+        per: dict[str, dict] = {"refit": {}, "own": {}}  # the head re-fitted after k / the model's
+        for d in rd(ds / "depth_search.json")["scores"] if ok else []:
+            r = d.get("report") or {}
+            if r and d.get("head") in per:
+                per[d["head"]][str(d["depth"])] = {
+                    "metric": round(r["accuracy"] * 100, 2),
+                    **points(r["delta"], r["low"], r["high"]),
+                }
         choice = f"depth {k} of {L}" + ("" if ok2 else f" ({msg2})")
         return row("depth (`depth search`, `depth truncate --depth auto`)", ok, msg, choice,
-            lambda: per.get(str(k), points(0, 0, 0)), layers=k, flops=flops(cfg, k) / full_f,
+            lambda: per["refit"].get(str(k), points(0, 0, 0)), layers=k, flops=flops(cfg, k) / full_f,
             bytes=weight_bytes(dc) / full_b if ok2 else 1.0, seconds=s + s2,
             caps=f"fit {rows - held}, choose {held} rows", per_depth_report=per)  # fmt: skip
 
@@ -183,7 +186,7 @@ def run(ckpt: Path, report: Path, out: Path, a: argparse.Namespace) -> list[dict
             m, o = sc.score(artifact_tokenizer(ee), lambda f: pr.run({n: f[n] for n in names}))
             mean = float(sum(o["exit_depth"])) / len(o["exit_depth"])
         return row("early exit (`early-exit --max-drop`)", ok, msg,
-            f"{pr.policy} (mean exit layer {mean:.2f})" if ok else "", lambda: sc.paired(m),
+            f"{rd(ee / 'early_exit.json')['policy']}, mean exit layer {mean:.2f}" if ok else "", lambda: sc.paired(m),
             layers=round(mean, 2) if ok else None, flops=flops(cfg, mean) / full_f if ok else 1.0,
             bytes=weight_bytes(ee) / full_b, seconds=s,
             caps=f"fit {rows - held}, choose + report {held} rows")  # fmt: skip
@@ -271,7 +274,9 @@ def markdown(r: dict[str, Any]) -> str:
     lines = [
         f"# Levers on {r['label']} ({r['checkpoint']})",
         "",
-        f"Chosen on the first {r['fit']['rows']} rows of {r['fit']['file']} (never trained on), "
+        f"Chosen on the first {r['fit']['rows']} rows of {r['fit']['file']} the model never "
+        f"trained on ({r['fit'].get('skipped_trained_rows', 0)} rows it records as trained on "
+        "skipped), "
         f"reported on {r['report']['rows']} rows of {r['report']['file']}; the model at full "
         f"depth in fp32 (PyTorch): {r['metric']} {r['reference_metric']:.2f} %. Budget "
         f"{r['max_drop_points']} points. CPU {m['cpu']}, {r.get('jobs', 1)} commands at a time, "
@@ -289,15 +294,30 @@ def markdown(r: dict[str, Any]) -> str:
             f"{x.get('layers') or '-'} | {x['flops']:.3f} | {x['bytes']:.3f} | {x['caps']} | "
             f"{x['seconds']:.0f} |"
         )
-    per = next(x.get("per_depth_report") for x in r["levers"] if x["lever"].startswith("depth"))
-    per_s = ", ".join(f"{k}: {iv(v)}" for k, v in (per or {}).items())
-    return "\n".join([*lines, "", f"Every searched depth on the report rows: {per_s}", ""])
+    per: dict = next(
+        (x.get("per_depth_report") for x in r["levers"] if x["lever"][:5] == "depth"), {}
+    )
+    for head, what in (
+        ("refit", "the head re-fitted after layer k"),
+        ("own", "the model's own head"),
+    ):
+        v = ", ".join(f"{k}: {iv(c)}" for k, c in (per or {}).get(head, {}).items())
+        lines += (
+            ["", f"Every searched depth k on the report rows, {what} (Δ points): {v}"] if v else []
+        )
+    return "\n".join([*lines, ""])
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.levers", description=__doc__)
     p.add_argument("checkpoint", type=Path, help="a sequence-classification HF directory")
-    p.add_argument("--fit", type=Path, required=True, help="labelled rows never trained on")
+    p.add_argument(
+        "--fit",
+        type=Path,
+        required=True,
+        help="labelled rows (GLUE .tsv) never trained on; rows the checkpoint records as "
+        "trained on (its trained_rows.bin) are skipped",
+    )
     p.add_argument("--fit-rows", type=int, default=4000, help="first N rows of --fit (4000)")
     p.add_argument("--report", type=Path, required=True, help="labelled rows never chosen on")
     p.add_argument("--out", type=Path, required=True, help="work directory (created)")
@@ -313,16 +333,21 @@ def main(argv: list[str] | None = None) -> int:
     for f in (a.fit, a.report, a.checkpoint / "config.json"):
         if not f.is_file():
             p.error(f"{f}: no such file")
+    from albert_edge.tasks.seen import read_seen, text_digest
+
     t0, ckpt = time.time(), a.checkpoint.resolve()
     a.out.mkdir(parents=True, exist_ok=True)
-    lines = a.fit.read_text().splitlines()[: a.fit_rows + 1]  # the header and N rows
-    (a.out / "fit.tsv").write_text("\n".join(lines) + "\n")
-    a.rows = len(lines) - 1
+    head, *body = a.fit.read_text().splitlines()  # a GLUE .tsv with a header
+    text = head.split("\t").index("sentence") if "sentence" in head.split("\t") else -1
+    seen = read_seen(ckpt) or frozenset()  # rows the checkpoint records it trained on
+    kept = [ln for ln in body if text_digest(ln.split("\t")[text]) not in seen][: a.fit_rows]
+    (a.out / "fit.tsv").write_text("\n".join([head, *kept]) + "\n")
+    a.rows, skipped = len(kept), sum(text_digest(ln.split("\t")[text]) in seen for ln in body)
     levers = run(ckpt, a.report.resolve(), a.out, a)
     r = {
         "label": a.label or ckpt.name,
         "checkpoint": ckpt.name,
-        "fit": {"file": a.fit.name, "rows": a.rows},
+        "fit": {"file": a.fit.name, "rows": a.rows, "skipped_trained_rows": skipped},
         "report": {"file": a.report.name, "rows": a.reference.examples},
         "metric": a.reference.primary,
         "reference_metric": round(a.reference.value * 100, 2),

@@ -44,7 +44,7 @@ def test_points_scales_fractions_and_keeps_a_missing_bound() -> None:
 
 def record(levers_: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "label": "m", "checkpoint": "ckpt", "fit": {"file": "f.tsv", "rows": 10},
+        "label": "m", "checkpoint": "ckpt", "fit": {"file": "f.tsv", "rows": 10, "skipped_trained_rows": 0},
         "report": {"file": "r.tsv", "rows": 5}, "metric": "accuracy", "reference_metric": 80.0,
         "max_drop_points": 0.5, "threads": 1, "levers": levers_,
         "machine": {"cpu": "avx2", "load_1min": 1.0},
@@ -53,15 +53,16 @@ def record(levers_: list[dict[str, Any]]) -> dict[str, Any]:
 
 def test_markdown_renders_a_failed_lever_without_a_cost() -> None:
     ok = {"lever": "depth (x)", "choice": "depth 2 of 4", "flops": 0.5, "bytes": 1.0,
-          "caps": "c", "seconds": 3.0, "layers": 2, "per_depth_report": {"2": {"delta": -0.4,
-          "low": -1.0, "high": 0.2}}, "cost": {"metric": 79.6, "delta": -0.4, "low": -1.0,
+          "caps": "c", "seconds": 3.0, "layers": 2, "per_depth_report": {"refit": {"2": {"delta": -0.4,
+          "low": -1.0, "high": 0.2}}, "own": {}}, "cost": {"metric": 79.6, "delta": -0.4, "low": -1.0,
           "high": 0.2}}  # fmt: skip
     bad = {"lever": "pruning", "choice": "failed: no level", "flops": 1.0, "bytes": 1.0,
            "caps": "c", "seconds": 1.0, "cost": None}  # fmt: skip
     md = levers.markdown(record([ok, bad]))
     assert "| depth (x) | depth 2 of 4 | 79.6 | -0.40 [-1.00, +0.20] | 2 | 0.500 |" in md
     assert "| pruning | failed: no level | - | - | - |" in md
-    assert "2: -0.40 [-1.00, +0.20]" in md
+    assert "re-fitted after layer k (Δ points): 2: -0.40 [-1.00, +0.20]" in md
+    assert "own head" not in md  # no depth scored with it
 
 
 @pytest.mark.slow  # seven commands on the embedded model (a few minutes on 2 cores)
