@@ -27,6 +27,7 @@ ONNX artifact's).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -44,7 +45,7 @@ from benchmarks._setup import ROOT, log
 
 SEQ = 128  # tokens of the FLOP count
 QUIET = ["--overwrite", "-q"]
-RESUME = False  # main's --resume
+RESUME = ""  # main's --resume: the inputs' digest a finished command must match
 LEVERS = ("depth", "early-exit", "trim", "int8", "mixed", "prune")  # the table's order
 LONGEST = ("prune", "depth", "mixed", "early-exit", "int8", "trim")  # the order they start in
 
@@ -55,7 +56,7 @@ def cli(out: Path, name: str, args: list[Any], threads: int) -> tuple[bool, str,
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     cmd = ["nice", "-n", "10", sys.executable, "-m", "albert_edge.cli", *map(str, args)]
     done = out / f"{name}.done.json"  # --resume: a finished command with the same arguments
-    if RESUME and done.is_file() and rd(done)["cmd"] == cmd[3:]:
+    if RESUME and done.is_file() and rd(done)["cmd"] == [RESUME, *cmd[3:]]:
         return rd(done)["ok"], rd(done)["last"], rd(done)["seconds"]
     t0 = time.time()
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -65,7 +66,7 @@ def cli(out: Path, name: str, args: list[Any], threads: int) -> tuple[bool, str,
     s = round(time.time() - t0, 1)
     log(f"{name}: rc {r.returncode}, {s:.0f} s")
     done.write_text(
-        json.dumps({"cmd": cmd[3:], "ok": r.returncode == 0, "last": last, "seconds": s})
+        json.dumps({"cmd": [RESUME, *cmd[3:]], "ok": r.returncode == 0, "last": last, "seconds": s})
     )
     return r.returncode == 0, last, s
 
@@ -328,8 +329,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resume", action="store_true", help="reuse DIR's finished commands")
     p.add_argument("--only", type=lambda v: v.split(","), help=f"some of {','.join(LEVERS)}")
     a = p.parse_args(argv)
-    global RESUME
-    RESUME = a.resume
     for f in (a.fit, a.report, a.checkpoint / "config.json"):
         if not f.is_file():
             p.error(f"{f}: no such file")
@@ -343,6 +342,11 @@ def main(argv: list[str] | None = None) -> int:
     kept = [ln for ln in body if text_digest(ln.split("\t")[text]) not in seen][: a.fit_rows]
     (a.out / "fit.tsv").write_text("\n".join([head, *kept]) + "\n")
     a.rows, skipped = len(kept), sum(text_digest(ln.split("\t")[text]) in seen for ln in body)
+    global RESUME  # the fit rows, the report rows, the checkpoint's files: what --resume keys on
+    h = hashlib.sha256((a.out / "fit.tsv").read_bytes() + a.report.read_bytes())
+    for f in sorted(ckpt.iterdir()) if a.resume else []:
+        h.update(f.name.encode() + (f.read_bytes() if f.is_file() else b""))
+    RESUME = h.hexdigest() if a.resume else ""
     levers = run(ckpt, a.report.resolve(), a.out, a)
     r = {
         "label": a.label or ckpt.name,

@@ -90,3 +90,17 @@ def test_every_lever_runs_on_the_embedded_model(
     int8 = next(x for x in r["levers"] if "int8" in x["lever"])
     assert int8["bytes"] < 0.5  # int8 weights against the fp32 artifact's
     assert (out / "levers.md").read_text().count("\n| ") == 1 + 6  # header + one row a lever
+
+
+def test_resume_reuses_a_finished_command_only_for_the_same_inputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(levers, "RESUME", "digest-a")
+    ok, _, _ = levers.cli(tmp_path, "v", ["--version"], 1)
+    assert ok and (tmp_path / "v.out").read_text().strip()
+    (tmp_path / "v.out").unlink()
+    assert levers.cli(tmp_path, "v", ["--version"], 1)[0]  # reused: nothing ran
+    assert not (tmp_path / "v.out").exists()
+    monkeypatch.setattr(levers, "RESUME", "digest-b")  # other fit/report rows or checkpoint
+    assert levers.cli(tmp_path, "v", ["--version"], 1)[0]
+    assert (tmp_path / "v.out").read_text().strip()
