@@ -227,7 +227,7 @@ def run(ckpt: Path, report: Path, out: Path, a: argparse.Namespace) -> list[dict
         units = Counter(
             str(u.get("precision")) for u in (man.get("precision_plan") or {}).get("units", [])
         )
-        plan = ", ".join(f"{n} weights {p}" for p, n in sorted(units.items()))
+        plan = ", ".join(f"{c} weights {p}" for p, c in sorted(units.items()))
         return row(f"precision (`convert --precision {name}`)", ok2, msg,
             f"{man.get('precision')}" + (f" plan: {plan}" if plan else ""),
             lambda: {"metric": round(acc["metric_artifact"] * 100, 2),
@@ -332,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     for f in (a.fit, a.report, a.checkpoint / "config.json"):
         if not f.is_file():
             p.error(f"{f}: no such file")
+    if set(a.only or ()) - set(LEVERS):
+        p.error(f"--only {','.join(a.only)}: choose among {','.join(LEVERS)}")
     from albert_edge.tasks.seen import read_seen, text_digest
 
     t0, ckpt = time.time(), a.checkpoint.resolve()
