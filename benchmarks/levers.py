@@ -276,8 +276,8 @@ def markdown(r: dict[str, Any]) -> str:
         f"# Levers on {r['label']} ({r['checkpoint']})",
         "",
         f"Chosen on the first {r['fit']['rows']} rows of {r['fit']['file']} the model never "
-        f"trained on ({r['fit'].get('skipped_trained_rows', 0)} rows it records as trained on "
-        "skipped), "
+        f"trained on ({r['fit'].get('skipped_trained_rows', 0)} trained rows skipped; "
+        f"{r['fit'].get('how', '-')}), "
         f"reported on {r['report']['rows']} rows of {r['report']['file']}; the model at full "
         f"depth in fp32 (PyTorch): {r['metric']} {r['reference_metric']:.2f} %. Budget "
         f"{r['max_drop_points']} points. CPU {m['cpu']}, {r.get('jobs', 1)} commands at a time, "
@@ -316,8 +316,8 @@ def main(argv: list[str] | None = None) -> int:
         "--fit",
         type=Path,
         required=True,
-        help="labelled rows (GLUE .tsv) never trained on; rows the checkpoint records as "
-        "trained on (its trained_rows.bin) are skipped",
+        help="labelled rows (GLUE .tsv); rows the checkpoint trained on are skipped (its "
+        "trained_rows.bin; or, given its own train file, all but its held-out split)",
     )
     p.add_argument("--fit-rows", type=int, default=4000, help="first N rows of --fit (4000)")
     p.add_argument("--report", type=Path, required=True, help="labelled rows never chosen on")
@@ -334,16 +334,12 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"{f}: no such file")
     if set(a.only or ()) - set(LEVERS):
         p.error(f"--only {','.join(a.only)}: choose among {','.join(LEVERS)}")
-    from albert_edge.tasks.seen import read_seen, text_digest
-
     t0, ckpt = time.time(), a.checkpoint.resolve()
     a.out.mkdir(parents=True, exist_ok=True)
-    head, *body = a.fit.read_text().splitlines()  # a GLUE .tsv with a header
-    text = head.split("\t").index("sentence") if "sentence" in head.split("\t") else -1
-    seen = read_seen(ckpt) or frozenset()  # rows the checkpoint records it trained on
-    kept = [ln for ln in body if text_digest(ln.split("\t")[text]) not in seen][: a.fit_rows]
+    head, unseen, skipped, how = never_trained(ckpt, a.fit)
+    kept = unseen[: a.fit_rows]
     (a.out / "fit.tsv").write_text("\n".join([head, *kept]) + "\n")
-    a.rows, skipped = len(kept), sum(text_digest(ln.split("\t")[text]) in seen for ln in body)
+    a.rows = len(kept)
     global RESUME  # the fit rows, the report rows, the checkpoint's files: what --resume keys on
     h = hashlib.sha256((a.out / "fit.tsv").read_bytes() + a.report.read_bytes())
     for f in sorted(ckpt.iterdir()) if a.resume else []:
@@ -353,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     r = {
         "label": a.label or ckpt.name,
         "checkpoint": ckpt.name,
-        "fit": {"file": a.fit.name, "rows": a.rows, "skipped_trained_rows": skipped},
+        "fit": {"file": a.fit.name, "rows": a.rows, "skipped_trained_rows": skipped, "how": how},
         "report": {"file": a.report.name, "rows": a.reference.examples},
         "metric": a.reference.primary,
         "reference_metric": round(a.reference.value * 100, 2),
@@ -368,6 +364,30 @@ def main(argv: list[str] | None = None) -> int:
     (a.out / "levers.md").write_text(markdown(r))
     print(markdown(r))
     return 0
+
+
+def never_trained(ckpt: Path, fit: Path) -> tuple[str, list[str], int, str]:
+    """The header and the rows of ``fit`` (a GLUE .tsv) the checkpoint never trained on, how
+    many were left out and how that was known: its ``trained_rows.bin`` lists them, or, where
+    ``fit`` is its own training file (same sha256) and it lists none, all but its held-out
+    split (``training.json``'s fraction and seed)."""
+    from albert_edge.learn.split import HeldOut
+    from albert_edge.tasks.seen import read_seen, text_digest
+
+    raw = fit.read_bytes()
+    head, *body = raw.decode("utf-8").splitlines()
+    text = head.split("\t").index("sentence") if "sentence" in head.split("\t") else -1
+    seen = read_seen(ckpt)
+    if seen is not None:
+        kept = [ln for ln in body if text_digest(ln.split("\t")[text]) not in seen]
+        return head, kept, len(body) - len(kept), "its trained_rows.bin"
+    rec = rd(ckpt / "training.json").get("data", {}) if (ckpt / "training.json").is_file() else {}
+    held = rec.get("held_out") or {}
+    same = (rec.get("train") or {}).get("sha256") == hashlib.sha256(raw).hexdigest()
+    if same and held.get("seed") is not None and rec["train"].get("rows") == len(body):
+        _, idx = HeldOut(held["fraction"], held["seed"]).split(len(body), fit.name)
+        return head, [body[i] for i in idx], len(body) - len(idx), "its held-out split"
+    return head, body, 0, "not checked: it records no trained rows, --fit is not its train file"
 
 
 def cpu_flag() -> str:

@@ -5,6 +5,7 @@ asserts a time or a figure that depends on the machine."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -104,3 +105,27 @@ def test_resume_reuses_a_finished_command_only_for_the_same_inputs(
     monkeypatch.setattr(levers, "RESUME", "digest-b")  # other fit/report rows or checkpoint
     assert levers.cli(tmp_path, "v", ["--version"], 1)[0]
     assert (tmp_path / "v.out").read_text().strip()
+
+
+def test_fit_rows_leave_out_what_the_checkpoint_trained_on(tmp_path: Path) -> None:
+    from albert_edge.learn.split import HeldOut
+    from albert_edge.tasks.seen import text_digest, write_seen
+
+    rows = [f"{i % 2}\tsentence number {i}" for i in range(400)]
+    fit = tmp_path / "train.tsv"
+    fit.write_text("\n".join(["label\tsentence", *rows]) + "\n")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    sha = hashlib.sha256(fit.read_bytes()).hexdigest()
+    data = {"train": {"sha256": sha, "rows": 400}, "held_out": {"fraction": 0.1, "seed": 27}}
+    (ckpt / "training.json").write_text(json.dumps({"data": data}))
+    _, held = HeldOut(0.1, 27).split(400, "train.tsv")
+    head, kept, skipped, how = levers.never_trained(ckpt, fit)  # its own train file
+    assert head == "label\tsentence" and kept == [rows[i] for i in held] and skipped == 360
+    assert how == "its held-out split"
+    other = tmp_path / "other.tsv"
+    other.write_text("\n".join(["label\tsentence", *rows[:50]]) + "\n")
+    assert levers.never_trained(ckpt, other)[1:3] == (rows[:50], 0)  # not checked: said so
+    assert levers.never_trained(ckpt, other)[3].startswith("not checked")
+    write_seen(ckpt, [text_digest(r.split("\t")[1]) for r in rows[:30]])  # trained_rows.bin
+    assert levers.never_trained(ckpt, other)[1:] == (rows[30:50], 30, "its trained_rows.bin")
