@@ -5,9 +5,10 @@
 
 Every lever runs through its own command as a user runs it (this tree's CLI in a
 subprocess, with the flags its ``--help`` gives), is chosen on the first ``--fit-rows``
-rows of ``--fit`` (rows the model never trained on) and is measured on ``--report`` rows
-(never chosen on) against the same model at full depth in fp32, with a paired 95 %
-bootstrap interval:
+rows of ``--fit`` the model never trained on (:func:`never_trained`) and is measured on
+``--report`` rows (never chosen on) against the same model at full depth in fp32, with a
+paired 95 % bootstrap interval. ``--jobs`` commands run at once (default 2 x 1 thread: two
+cores); ``--resume`` reuses DIR's finished commands; ``--only`` runs some levers:
 
 * depth: ``depth search --report R`` + ``depth truncate --depth auto`` (the shallowest
   depth the rule admits: point loss <= ``--max-drop``, lower bound >= -1.5 points);
