@@ -71,7 +71,7 @@ def labelled_rows(
     model loads, for a sequence-classification head (:func:`count_rows` serves every head).
     A head the search does not serve is refused in one line naming those it serves."""
     from albert_edge.checkpoint import DEFAULT_MODEL
-    from albert_edge.early_exit.command import read_rows
+    from albert_edge.early_exit.fit import read_rows
     from albert_edge.errors import UnsupportedError
 
     model = Path(checkpoint) if checkpoint is not None else DEFAULT_MODEL  # None: the embedded

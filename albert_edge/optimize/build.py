@@ -85,7 +85,7 @@ def _exit(ctx: Mapping[str, Any], spec: Mapping[str, Any], out: Path, scratch: P
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.early_exit import build_early_exit_artifact
     from albert_edge.early_exit.artifact import with_policy
-    from albert_edge.early_exit.command import choose_threshold, fit_heads_on, read_rows
+    from albert_edge.early_exit.fit import choose_threshold, fit_heads_on, read_rows
     from albert_edge.reference import torch_threads
     from albert_edge.sealed import made_from
 

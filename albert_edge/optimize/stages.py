@@ -305,7 +305,7 @@ def read_rows(data: Path, checkpoint: Path | None) -> Any:
                 f"needs {EXPECTED_FORMAT[want]}"
             )
         return task_data(data, checkpoint)
-    from albert_edge.early_exit.command import read_rows as read
+    from albert_edge.early_exit.fit import read_rows as read
 
     return read(data, checkpoint, command="optimize")
 
