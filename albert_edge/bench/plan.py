@@ -44,6 +44,9 @@ DEFAULT_POLICY: dict[str, Any] = {
 
 @dataclass
 class Job:
+    """One child's work: ``target`` on ``backend`` at ``threads``, every shape in turn;
+    ``skip_reason`` set when the backend cannot run here (the rows say why)."""
+
     target: Target
     backend: Backend
     threads: int
@@ -52,10 +55,12 @@ class Job:
 
 
 def as_target(t: str | Path | Target | None) -> Target:
+    """``t`` as a resolved :class:`Target` (None: the embedded SST-2 checkpoint)."""
     return t if isinstance(t, Target) else resolve_target(t)
 
 
 def check_positive(name: str, values: Iterable[int]) -> tuple[int, ...]:
+    """``values`` of flag ``--name`` as ints, refused in one line unless all positive."""
     vals = tuple(int(v) for v in values)
     if not vals or any(v <= 0 for v in vals):
         raise BenchmarkError(f"--{name} needs positive integers, got {vals}")
