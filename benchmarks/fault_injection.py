@@ -457,8 +457,8 @@ def signal_trials(
 
 
 def damage_trials(t: Tally, work: Path, artifacts: dict[str, Path], rng: random.Random) -> None:
-    from albert_edge.errors import AlbertEdgeError
-    from albert_edge.verify import verify
+    import albert_edge
+    from albert_edge import AlbertEdgeError
 
     for label, art in artifacts.items():
         for f in sorted(p for p in art.rglob("*") if p.is_file()):
@@ -480,7 +480,9 @@ def damage_trials(t: Tally, work: Path, artifacts: dict[str, Path], rng: random.
                 (case / rel).write_bytes(new)
                 passed, tb = False, False
                 try:
-                    passed = verify(case, seq_lens=(8,), batch_sizes=(1,), progress=False).passed
+                    passed = albert_edge.verify(
+                        case, seq_lens=(8,), batch_sizes=(1,), progress=False
+                    ).passed
                 except AlbertEdgeError:
                     pass
                 except Exception as exc:  # a traceback in the CLI
@@ -509,8 +511,8 @@ def _model_rel(art: Path) -> str:
 
 
 def manifest_trials(t: Tally, work: Path, art: Path) -> None:
-    from albert_edge.errors import AlbertEdgeError
-    from albert_edge.verify import verify
+    import albert_edge
+    from albert_edge import AlbertEdgeError
 
     good = json.loads((art / "manifest.json").read_text())
     other = work / "elsewhere.onnx"
@@ -536,7 +538,9 @@ def manifest_trials(t: Tally, work: Path, art: Path) -> None:
         (case / "manifest.json").write_text(text)
         passed, tb = False, False
         try:
-            passed = verify(case, seq_lens=(8,), batch_sizes=(1,), progress=False).passed
+            passed = albert_edge.verify(
+                case, seq_lens=(8,), batch_sizes=(1,), progress=False
+            ).passed
         except AlbertEdgeError:
             pass
         except Exception as exc:
