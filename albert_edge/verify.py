@@ -369,7 +369,7 @@ def _verify_converted(
     data = ask.data
     if data is None and ask.sample:
         data = default_sample(ref_path, ckpt)
-    if task_data is None:  # a checkpoint without config.json: judged once loaded
+    if task_data is None:  # the packaged sample, or a checkpoint without config.json
         task_data = _task_data(data, ref_path, ckpt, ask)
 
     def score(runner: Runner) -> dict[str, Any] | None:
