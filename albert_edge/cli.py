@@ -37,6 +37,7 @@ from albert_edge.options import (
     given_flag,
     thread_count,
 )
+from albert_edge.options import float_in as _float_in
 from albert_edge.options import int_at_least as _at_least
 
 
@@ -644,6 +645,21 @@ def _add_trim_flags_and_run(p: Any) -> None:
         help="--recommend: comma-separated vocabulary sizes to try besides every piece "
         "--trim-corpus uses (as `trim --keep`)",
     )
+    p.add_argument(
+        "--no-prune",
+        action="store_true",
+        default=None,
+        help="--recommend --data: skip the candidates pruned inside the shared layers "
+        "(heads and FFN neurons, chosen on the choose split; docs/recommend.md)",
+    )
+    p.add_argument(
+        "--prune-max-drop",
+        type=_float_in(0, 100, high_open=True, meaning="a drop of the task's metric in points"),
+        default=None,
+        metavar="P",
+        help="--recommend: the pruned candidates' level is the cheapest losing at most P "
+        "points on the choose split (default: 0.5)",
+    )
     p.set_defaults(run=_run_bench)
 
 
@@ -657,6 +673,8 @@ _RECOMMEND_ONLY = (
     ("exit_fit_rows", "--exit-fit-rows"),
     ("trim_corpus", "--trim-corpus"),
     ("trim_keep", "--trim-keep"),
+    ("no_prune", "--no-prune"),
+    ("prune_max_drop", "--prune-max-drop"),
 )
 _ADB_ONLY = (("serial", "--serial"), ("benchmark_model", "--benchmark-model"))
 

@@ -42,6 +42,24 @@ def add_parser(sub: Any, quiet: Any) -> None:
     p.add_argument(
         "-o", "--output", type=output_arg, required=True, help="checkpoint directory to write"
     )
+    _add_level_flags(p)
+    _add_heal_flags(p)
+    p.add_argument(
+        "--max-len",
+        type=int_at_least(8),
+        default=None,
+        help="tokens per row (default: the checkpoint's fine-tuned length, else positions)",
+    )
+    p.add_argument("--seed", type=seed_value, default=13, help="split, batches (default 13)")
+    p.add_argument("--threads", type=int_at_least(1), default=1, help="torch threads (default 1)")
+    p.add_argument("--overwrite", action="store_true", help="replace a previous pruned checkpoint")
+    p.add_argument("--json", action="store_true", help="print prune.json's record as JSON")
+    quiet(p)
+    p.set_defaults(run=run_prune)
+
+
+def _add_level_flags(p: Any) -> None:
+    """What is pruned, and how it is chosen: the level, the budget, the rows."""
     p.add_argument(
         "--heads-keep",
         type=int_at_least(1),
@@ -97,6 +115,10 @@ def add_parser(sub: Any, quiet: Any) -> None:
         default=None,
         help="rows scored once for the record (default: 10%% of --data, 32 to 2000)",
     )
+
+
+def _add_heal_flags(p: Any) -> None:
+    """The healing distillation's settings."""
     heal = p.add_argument_group("healing (a distillation of the unpruned model)")
     heal.add_argument(
         "--heal-steps",
@@ -119,18 +141,6 @@ def add_parser(sub: Any, quiet: Any) -> None:
     heal.add_argument(
         "--heal-batch-size", type=int_at_least(1), default=32, help="(default: %(default)s)"
     )
-    p.add_argument(
-        "--max-len",
-        type=int_at_least(8),
-        default=None,
-        help="tokens per row (default: the checkpoint's fine-tuned length, else positions)",
-    )
-    p.add_argument("--seed", type=seed_value, default=13, help="split, batches (default 13)")
-    p.add_argument("--threads", type=int_at_least(1), default=1, help="torch threads (default 1)")
-    p.add_argument("--overwrite", action="store_true", help="replace a previous pruned checkpoint")
-    p.add_argument("--json", action="store_true", help="print prune.json's record as JSON")
-    quiet(p)
-    p.set_defaults(run=run_prune)
 
 
 def options(a: argparse.Namespace) -> Any:
