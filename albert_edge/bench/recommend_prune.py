@@ -104,7 +104,9 @@ def choose_level(
         say(f"recommend: pruning importance on {len(choose[0].examples)} choose rows ...")
         scores = importance(model, choose[1], head, own=True)
         opts = PruneOptions(max_drop=max_drop, min_lower_bound=Rule().min_lower_bound)
-        level = search_level(model, head, scores, choose, opts, say=lambda _m: None)
+        level = search_level(
+            model, head, scores, choose, opts, say=lambda m: say(f"recommend: {m}")
+        )
     finally:
         torch.set_num_threads(before)
     plan = level.plan

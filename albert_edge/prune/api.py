@@ -484,3 +484,20 @@ def _write(
             )
         record["loaded_back"] = {"by": "transformers from_pretrained", "max_abs_diff": worst}
         (tmp / PRUNE_FILE).write_text(dumps_strict(record, indent=2) + "\n")
+
+
+def summary_lines(result: PruneResult) -> list[str]:
+    """What ``albert-edge prune`` prints: the level kept, its FLOPs factor, and the
+    report rows' metric before and after healing against the unpruned model."""
+    from albert_edge.prune.evaluate import describe
+
+    rec = result.record
+    kept = rec["kept"]
+    lines = [
+        f"{result.out}: heads {kept['heads_per_layer']}/{kept['of_heads']} and FFN "
+        f"{kept['ffn_per_layer']}/{kept['of_ffn']} per shared layer; encoder FLOPs x"
+        f"{rec['cost']['encoder_flops_128']['ratio']:.3f} (128 tokens)"
+    ]
+    for name, r in rec["report"].items():
+        lines.append(f"  report rows, {name.replace('_', ' ')}: {describe(r)}")
+    return lines

@@ -167,6 +167,7 @@ def options(a: argparse.Namespace) -> Any:
 
 def run_prune(a: argparse.Namespace) -> int:
     from albert_edge.prune import prune
+    from albert_edge.prune.api import summary_lines
 
     # prune() judges the output, the flags and --data against the head before any load
     result = prune(a.checkpoint, a.data, a.output, options(a))
@@ -175,15 +176,5 @@ def run_prune(a: argparse.Namespace) -> int:
 
         print(dumps_strict(result.record, indent=2))
         return 0
-    rec = result.record
-    kept = rec["kept"]
-    print(
-        f"{a.output}: heads {kept['heads_per_layer']}/{kept['of_heads']} and FFN "
-        f"{kept['ffn_per_layer']}/{kept['of_ffn']} per shared layer; encoder FLOPs x"
-        f"{rec['cost']['encoder_flops_128']['ratio']:.3f} (128 tokens)"
-    )
-    from albert_edge.prune.evaluate import describe
-
-    for name, r in rec["report"].items():
-        print(f"  report rows, {name.replace('_', ' ')}: {describe(r)}")
+    print("\n".join(summary_lines(result)))
     return 0
