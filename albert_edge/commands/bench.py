@@ -10,7 +10,7 @@ from typing import Any
 from albert_edge.commands.args import add_quiet, ints, thread_counts
 from albert_edge.errors import UnsupportedError
 from albert_edge.io import output_arg
-from albert_edge.options import DefaultInt, given_flag, int_at_least
+from albert_edge.options import DefaultInt, float_in, given_flag, int_at_least
 
 
 def add_parser(sub: Any) -> None:
@@ -144,6 +144,21 @@ def _add_trim_flags(p: Any) -> None:
         help="--recommend: comma-separated vocabulary sizes to try besides every piece "
         "--trim-corpus uses (as `trim --keep`)",
     )
+    p.add_argument(
+        "--no-prune",
+        action="store_true",
+        default=None,
+        help="--recommend --data: skip the candidates pruned inside the shared layers "
+        "(heads and FFN neurons, chosen on the choose split; docs/recommend.md)",
+    )
+    p.add_argument(
+        "--prune-max-drop",
+        type=float_in(0, 100, high_open=True, meaning="a drop of the task's metric in points"),
+        default=None,
+        metavar="P",
+        help="--recommend: the pruned candidates' level is the cheapest losing at most P "
+        "points on the choose split (default: 0.5)",
+    )
 
 
 # bench flags that only --recommend reads, and those that only --adb reads
@@ -156,6 +171,8 @@ _RECOMMEND_ONLY = (
     ("exit_fit_rows", "--exit-fit-rows"),
     ("trim_corpus", "--trim-corpus"),
     ("trim_keep", "--trim-keep"),
+    ("no_prune", "--no-prune"),
+    ("prune_max_drop", "--prune-max-drop"),
 )
 _ADB_ONLY = (("serial", "--serial"), ("benchmark_model", "--benchmark-model"))
 
