@@ -221,8 +221,7 @@ def evaluate_against(
     whole optimize's (fine-tune, depth, vocabulary, precision together)."""
     from albert_edge.errors import TooFewRowsError
     from albert_edge.progress import Counter, enabled
-    from albert_edge.tasks import TaskKind, encode, paired_metric_interval, score
-    from albert_edge.tasks.squad import best_spans, choose_null_threshold, held_out_split
+    from albert_edge.tasks import encode, paired_metric_interval, score, score_options
     from albert_edge.tasks.types import run_features
     from albert_edge.torch_model import trained_length
 
@@ -251,13 +250,7 @@ def evaluate_against(
     finally:
         if bar is not None:
             bar.close()
-    options: dict[str, Any] = {}
-    if data.kind is TaskKind.QUESTION_ANSWERING and data.format == "squad-v2.0":
-        choose, held = held_out_split(len(data.examples))
-        options["null_threshold"] = choose_null_threshold(
-            data, best_spans(data, feats_r, ref), choose
-        )
-        options["eval_on"] = held
+    options = score_options(data, feats_r, ref)  # SQuAD v2.0: the null threshold
     m_ref = score(data, feats_r, ref, **options)
     m_art = score(data, feats_a, art, **options)
     result: dict[str, Any] = {
