@@ -142,10 +142,11 @@ def search_depths(
     heads = {k: probe.fit(init[k], parts[0], fit, k) for k in depths}
     m_ref = probe.metrics(own, parts[1], shape[0])
     scores = [
-        _depth_score(probe, h, k, kind, parts, m_ref, split, shape)
+        _depth_score(
+            probe, heads[k] if kind == "refit" else own, k, kind, parts, m_ref, split, shape
+        )
         for kind in ("refit", "own")
         for k in depths
-        for h in [heads[k] if kind == "refit" else own]
     ]
     result = DepthSearch(
         source=_source(ckpt),

@@ -94,7 +94,10 @@ def test_token_head_search_records_entity_f1_and_truncates(
     text = _search(ckpt, data, tmp_path / "search", capsys)
     assert "held-out f1 %" in text and "f1 " in text.split("Reference:")[1]
     search = load_search(tmp_path / "search")
-    assert search.reference["held_out_metric"]["name"] == "f1" and search.data["task"] == "token-classification"
+    assert (
+        search.reference["held_out_metric"]["name"] == "f1"
+        and search.data["task"] == "token-classification"
+    )
     assert search.data["held_out_rows"] == 32 and search.data["fit_rows"] == 40
     refit = {s.depth: s for s in search.scores if s.head == "refit"}
     assert set(refit) == {1, 2, 3} and all(s.metric == "f1" for s in refit.values())
@@ -149,7 +152,10 @@ def test_token_head_search_records_entity_f1_and_truncates(
     assert main(["convert", str(out), "-o", str(art), "-q"]) == 0
     assert main(["verify", str(art), "--reference", str(out), "--data", str(data), "-q"]) == 0
     manifest = json.loads((art / "manifest.json").read_text())
-    assert manifest["depth"]["layers"] == 1 and manifest["depth"]["evidence"]["held_out_metric"]["name"] == "f1"
+    assert (
+        manifest["depth"]["layers"] == 1
+        and manifest["depth"]["evidence"]["held_out_metric"]["name"] == "f1"
+    )
 
 
 def test_span_head_search_records_squad_f1_and_truncates(
@@ -190,7 +196,10 @@ def test_a_truncated_span_model_converts_and_verifies_on_squad(
     assert main(["convert", str(out), "-o", str(art), "-q"]) == 0
     assert main(["verify", str(art), "--reference", str(out), "--data", str(data), "-q"]) == 0
     manifest = json.loads((art / "manifest.json").read_text())
-    assert manifest["depth"]["layers"] == 2 and manifest["depth"]["evidence"]["held_out_metric"]["name"] == "f1"
+    assert (
+        manifest["depth"]["layers"] == 2
+        and manifest["depth"]["evidence"]["held_out_metric"]["name"] == "f1"
+    )
 
 
 def one_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
