@@ -171,18 +171,14 @@ def _score_options(
     data: TaskData, feats: Any, ref: Any, null_threshold: float | None = None
 ) -> dict[str, Any]:
     """SQuAD v2.0's null threshold for scoring both models: the given one, or one chosen
-    on the reference's outputs for half the questions and applied on the other half."""
-    from albert_edge.tasks import TaskKind
-    from albert_edge.tasks.squad import best_spans, choose_null_threshold, held_out_split
+    on the reference's outputs for half the questions and applied on the other half
+    (:func:`albert_edge.tasks.score_options`)."""
+    from albert_edge.tasks import TaskKind, score_options
 
-    options: dict[str, Any] = {}
-    if data.kind is TaskKind.QUESTION_ANSWERING and data.format == "squad-v2.0":
-        choose, held = held_out_split(len(data.examples))
-        if null_threshold is None:
-            null_threshold = choose_null_threshold(data, best_spans(data, feats, ref), choose)
-            options["eval_on"] = held
-        options["null_threshold"] = null_threshold
-    return options
+    if null_threshold is None:
+        return score_options(data, feats, ref)
+    v2 = data.kind is TaskKind.QUESTION_ANSWERING and data.format == "squad-v2.0"
+    return {"null_threshold": null_threshold} if v2 else {}
 
 
 def _compared(
