@@ -16,7 +16,8 @@ Recipes (``precision`` → what is stored):
 - ``int8-full``: int8 weights (per tensor unless ``--per-channel``: same accuracy, no
   per-channel weight and bias scale tables; see ``ConvertOptions.weight_per_channel``)
   and int8 activations calibrated on real sentences through every signature (static
-  min/max), for NNAPI/NPU/DSP delegates.
+  min/max), for NNAPI/NPU/DSP delegates. The feeds: :mod:`~albert_edge.tflite.calibration`;
+  the calibrated ranges corrected before quantizing: :mod:`~albert_edge.tflite.calibrated_ranges`.
 
 The word table (V×E) is quantized by default (``--keep-embeddings-wide`` keeps it
 float), like the ONNX route, and per tensor: per-row scales would cost 12 bytes per row (a float32 scale
