@@ -167,7 +167,10 @@ class Prepared:
 
 
 def prepare(args: argparse.Namespace) -> Prepared:
-    """Read, check, split and encode; build the model. One line on bad input."""
+    """Read, check, split and encode; build the model (its new weights seeded by
+    ``--seed``). One line on bad input."""
+    import torch
+
     from albert_edge.learn.qat import qat_spec
     from albert_edge.learn.split import HeldOut
     from albert_edge.learn.teacher import is_foreign
@@ -175,6 +178,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
     data = _read_train(args)
     ckpt = _load_init(args)
     defaults = _defaults(args, data)
+    torch.manual_seed(args.seed)  # new weights (the model, or a new head) come from --seed
     built = build_from_init(ckpt, data) if ckpt is not None else build_scratch(args, data)
     dev = _read_dev(args, data, built)
     split = HeldOut(args.held_out, args.split_seed)
