@@ -103,6 +103,36 @@ class Candidate:
             return None
         return Candidate(self.vocab, self.depth, FIRST, "none", self.source).key
 
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any]) -> Candidate:
+        """The candidate a spec names (as ``plan.json`` or a report records it; a partial
+        one, naming only its ``vocab``, is that vocabulary's full-depth fp32 form)."""
+        return cls(
+            vocab=str(spec["vocab"]),
+            depth=int(spec.get("depth", 0)),
+            precision=str(spec.get("precision", FIRST)),
+            exit=str(spec.get("exit", "none")),
+            source=str(spec.get("source", "base")),
+        )
+
+
+@dataclass(frozen=True)
+class CandidateBuild:
+    """A candidate as a build worker gets it: ``budget_left``, the points of
+    ``--max-drop`` its fp32 form left (all of them for an fp32 form), which a precision
+    plan and an exit threshold are chosen under."""
+
+    candidate: Candidate
+    budget_left: float
+
+    @property
+    def key(self) -> str:
+        return self.candidate.key
+
+    def spec(self) -> dict[str, Any]:
+        """What a candidate record and its sealed inputs hold of it (JSON)."""
+        return {"key": self.key, **asdict(self.candidate), "budget_left": self.budget_left}
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -269,43 +299,24 @@ def all_candidates(shape: Shape, vocabs: Sequence[str], finetuned: bool) -> list
     return list({c.key: c for c in out}.values())
 
 
-def make_plan(
-    shape: Shape,
-    *,
-    budget_s: float,
-    finetune: bool,
-    trim: bool,
-    heal_available: bool,
-    workers: int = 1,
-    finetune_epochs: int = 1,
-    settings: Mapping[str, Any] | None = None,
-    reused: Collection[str] = (),
-) -> Plan:
-    """The stages and candidates that fit ``budget_s``, the rest listed with why.
+@dataclass
+class _Levers:
+    """Which optional stages a plan wants, and why not where it does not."""
 
-    Candidates build ``workers`` at a time (their estimates are divided by it). Stages
-    are dropped when the estimate exceeds the budget: the healed vocabulary (its heal and
-    its depth search), then the fine-tune (the most expensive), then the trimmed
-    vocabulary; candidates are cut from
-    the end of the build order (the dynamic exits, then the quantized forms of the
-    shallowest depths), never the baselines. ``reused``: stages an earlier run sealed in
-    the work directory that this run reads back (``Search.reuse_plan``): each costs
-    :data:`REUSED_S`, and a lever whose stages are all reused is never dropped, since
-    dropping it would save nothing.
-    """
-    est = stage_estimates(shape, finetune_epochs, budget_s)
-    done = set(reused)
+    finetune: bool
+    finetune_why: str
+    trim: bool
+    trim_why: str
+    heal: bool
+    heal_why: str
 
-    def stage(name: str, on: bool, why: str) -> Stage:
-        cost = REUSED_S if name in done else est[name.split("-")[0]]
-        return Stage(name, cost, on, "" if on else why, reused=on and name in done)
 
-    par = max(1, workers)
-    stages: list[Stage] = [stage("split", True, "")]
-    skipped: list[dict[str, str]] = []
-
-    want_ft = finetune
-    ft_why = ""
+def _wanted(
+    shape: Shape, finetune: bool, trim: bool, heal_available: bool, skipped: list[dict[str, str]]
+) -> _Levers:
+    """The levers the flags and the model's head allow, before the budget is looked at
+    (a token or span head also has no dynamic exit: said in ``skipped``)."""
+    want_ft, ft_why = finetune, ""
     if shape.task != CLASSIFICATION:
         no_exits = NO_EXITS.get(shape.task, f"a {shape.task} head has no exit heads")
         want_ft, ft_why = False, f"PABEE exits serve sequence classifiers; {no_exits}"
@@ -314,53 +325,102 @@ def make_plan(
         want_ft, ft_why = False, "PABEE exits train on single sentences only (docs/training.md)"
     elif not finetune:
         ft_why = "not asked (--no-finetune)"
-    want_trim, trim_why = trim, "" if trim else "not asked (--no-trim)"
     heal_why = ""
     span = shape.task == QUESTION_ANSWERING
     if span:
         heal_why = SPAN_HEAL
     elif not heal_available:
         heal_why = "no healing fine-tune in albert_edge.vocab in this build"
-    elif not want_trim:
+    elif not trim:
         heal_why = "no trimmed vocabulary to heal"
+    want_heal = trim and heal_available and not span
+    return _Levers(
+        want_ft, ft_why, trim, "" if trim else "not asked (--no-trim)", want_heal, heal_why
+    )
 
-    def build(ft: bool, tr: bool, hl: bool) -> tuple[list[Stage], list[Candidate], float, float]:
-        st = list(stages)
-        st.append(stage("finetune", ft, ft_why))
-        st.append(stage("depth", True, ""))
-        st.append(stage("trim", tr, trim_why))
-        st.append(stage("depth-trim", tr, "no trimmed vocabulary"))
-        heal = tr and hl
-        st.append(stage("heal", heal, heal_why))
-        st.append(stage("depth-heal", heal, "no healed vocabulary"))
-        vocabs = [v for v, on in zip(VOCABS, (True, tr, heal), strict=True) if on]
-        cands = all_candidates(shape, vocabs, ft)
-        # a stage is worth its time where the stages, the baselines and the fp32 form of
-        # every (vocabulary, depth) fit: the quantized forms are pruned by those verdicts
-        # as the run goes, and cut from the end of the build order where time is short
-        skeleton = [c for i, c in enumerate(cands) if i < BASELINES or c.parent is None]
-        fixed = POOL_START_S + sum(s.estimate_s for s in st if s.will_run) + TIMING_S * 4
-        total = fixed + sum(candidate_estimate(c, shape) for c in skeleton) / par
-        return st, cands, fixed, total
 
-    want_heal = want_trim and heal_available and not span
+@dataclass(frozen=True)
+class _Draft:
+    """One try at a plan: its stages and candidates, the fixed seconds (pool start,
+    stages, timing) and the total with the fp32 skeleton of the candidates."""
+
+    stages: list[Stage]
+    candidates: list[Candidate]
+    fixed: float
+    total: float
+
+
+def _draft(
+    shape: Shape, levers: _Levers, est: Mapping[str, float], done: set[str], par: int
+) -> _Draft:
+    """The stages and candidates of ``levers``, and what they cost. A stage is worth its
+    time where the stages, the baselines and the fp32 form of every (vocabulary, depth)
+    fit: the quantized forms are pruned by those verdicts as the run goes, and cut from
+    the end of the build order where time is short."""
+
+    def stage(name: str, on: bool, why: str) -> Stage:
+        cost = REUSED_S if name in done else est[name.split("-")[0]]
+        return Stage(name, cost, on, "" if on else why, reused=on and name in done)
+
+    tr, heal = levers.trim, levers.trim and levers.heal
+    st = [
+        stage("split", True, ""),
+        stage("finetune", levers.finetune, levers.finetune_why),
+        stage("depth", True, ""),
+        stage("trim", tr, levers.trim_why),
+        stage("depth-trim", tr, "no trimmed vocabulary"),
+        stage("heal", heal, levers.heal_why),
+        stage("depth-heal", heal, "no healed vocabulary"),
+    ]
+    vocabs = [v for v, on in zip(VOCABS, (True, tr, heal), strict=True) if on]
+    cands = all_candidates(shape, vocabs, levers.finetune)
+    skeleton = [c for i, c in enumerate(cands) if i < BASELINES or c.parent is None]
+    fixed = POOL_START_S + sum(s.estimate_s for s in st if s.will_run) + TIMING_S * 4
+    total = fixed + sum(candidate_estimate(c, shape) for c in skeleton) / par
+    return _Draft(st, cands, fixed, total)
+
+
+def _fit_levers(
+    shape: Shape,
+    levers: _Levers,
+    budget_s: float,
+    est: Mapping[str, float],
+    done: set[str],
+    par: int,
+) -> _Draft:
+    """Drop levers while the plan does not fit ``budget_s``, in this order: the healed
+    vocabulary (the unhealed trimmed one is still judged), the fine-tune, the trimmed
+    vocabulary; a lever an earlier run left sealed is kept (reading it back costs
+    nothing). ``levers`` records why each dropped one is not run."""
 
     def too_long(total: float) -> str:
         return f"does not fit --max-minutes {budget_s / 60:g} (plan ~{total / 60:.1f} min)"
 
-    st, cands, fixed, total = build(want_ft, want_trim, want_heal)
-    # dropped in this order while the plan does not fit: the healed vocabulary (the
-    # unhealed trimmed one is still judged), the fine-tune, the trimmed vocabulary; a
-    # lever an earlier run left sealed is kept (reading it back costs nothing)
-    if total > budget_s and want_heal and not {"heal", "depth-heal"} <= done:
-        want_heal, heal_why = False, too_long(total)
-        st, cands, fixed, total = build(want_ft, want_trim, want_heal)
-    if total > budget_s and want_ft and "finetune" not in done:
-        want_ft, ft_why = False, too_long(total)
-        st, cands, fixed, total = build(want_ft, want_trim, want_heal)
-    if total > budget_s and want_trim and not {"trim", "depth-trim"} <= done:
-        want_trim, trim_why = False, too_long(total)
-        st, cands, fixed, total = build(want_ft, want_trim, want_heal)
+    d = _draft(shape, levers, est, done, par)
+    if d.total > budget_s and levers.heal and not {"heal", "depth-heal"} <= done:
+        levers.heal, levers.heal_why = False, too_long(d.total)
+        d = _draft(shape, levers, est, done, par)
+    if d.total > budget_s and levers.finetune and "finetune" not in done:
+        levers.finetune, levers.finetune_why = False, too_long(d.total)
+        d = _draft(shape, levers, est, done, par)
+    if d.total > budget_s and levers.trim and not {"trim", "depth-trim"} <= done:
+        levers.trim, levers.trim_why = False, too_long(d.total)
+        d = _draft(shape, levers, est, done, par)
+    return d
+
+
+def _cut_to_budget(
+    shape: Shape,
+    cands: Sequence[Candidate],
+    fixed: float,
+    par: int,
+    budget_s: float,
+    skipped: list[dict[str, str]],
+) -> tuple[list[Candidate], float]:
+    """(the candidates kept in build order, the planned seconds): the precision plans
+    where the choose rows are too few for them are listed in ``skipped``, then the fp32
+    forms cut from the end of the build order where they do not fit, never the
+    baselines; a quantized form or an exit is kept wherever its fp32 form is."""
     if shape.choose_rows < shape.auto_min_rows:
         dropped = [c for c in cands if c.precision == "auto"]
         cands = [c for c in cands if c.precision != "auto"]
@@ -389,8 +449,41 @@ def make_plan(
             spent += cost
         else:
             skipped.append({"what": c.key, "why": "does not fit the time budget"})
+    return kept, spent
+
+
+def make_plan(
+    shape: Shape,
+    *,
+    budget_s: float,
+    finetune: bool,
+    trim: bool,
+    heal_available: bool,
+    workers: int = 1,
+    finetune_epochs: int = 1,
+    settings: Mapping[str, Any] | None = None,
+    reused: Collection[str] = (),
+) -> Plan:
+    """The stages and candidates that fit ``budget_s``, the rest listed with why.
+
+    Candidates build ``workers`` at a time (their estimates are divided by it). Stages
+    are dropped when the estimate exceeds the budget: the healed vocabulary (its heal and
+    its depth search), then the fine-tune (the most expensive), then the trimmed
+    vocabulary; candidates are cut from
+    the end of the build order (the dynamic exits, then the quantized forms of the
+    shallowest depths), never the baselines. ``reused``: stages an earlier run sealed in
+    the work directory that this run reads back (``Search.reuse_plan``): each costs
+    :data:`REUSED_S`, and a lever whose stages are all reused is never dropped, since
+    dropping it would save nothing.
+    """
+    est = stage_estimates(shape, finetune_epochs, budget_s)
+    par = max(1, workers)
+    skipped: list[dict[str, str]] = []
+    levers = _wanted(shape, finetune, trim, heal_available, skipped)
+    draft = _fit_levers(shape, levers, budget_s, est, set(reused), par)
+    kept, spent = _cut_to_budget(shape, draft.candidates, draft.fixed, par, budget_s, skipped)
     return Plan(
-        stages=st,
+        stages=draft.stages,
         candidates=kept,
         skipped=skipped,
         budget_s=budget_s,
@@ -418,7 +511,7 @@ def plan_budget_why(
     return None
 
 
-def prune(candidate: Candidate, verdicts: Mapping[str, str | None]) -> str | None:
+def cut_by_fp32(candidate: Candidate, verdicts: Mapping[str, str | None]) -> str | None:
     """Why ``candidate`` is not built, given the rule's verdicts so far (key -> None when
     admitted, else the reason), or None to build it. Its fp32 parent not admitted prunes
     it; a parent not judged (failed, or not reached) prunes it too."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from albert_edge.optimize.plan import (
@@ -11,8 +12,8 @@ from albert_edge.optimize.plan import (
     Plan,
     Shape,
     all_candidates,
+    cut_by_fp32,
     make_plan,
-    prune,
 )
 
 
@@ -144,12 +145,12 @@ def test_prune_by_the_fp32_verdict() -> None:
     exit_ = Candidate("trim", 4, "fp32", "confidence")
     assert child.parent == "base-full-d2-fp32"
     assert exit_.parent == "base-trim-d4-fp32"
-    assert prune(Candidate("full", 2, "fp32"), {}) is None
-    assert prune(child, {"base-full-d2-fp32": None}) is None
-    why = prune(child, {"base-full-d2-fp32": "point loss 0.80 > 0.5"})
+    assert cut_by_fp32(Candidate("full", 2, "fp32"), {}) is None
+    assert cut_by_fp32(child, {"base-full-d2-fp32": None}) is None
+    why = cut_by_fp32(child, {"base-full-d2-fp32": "point loss 0.80 > 0.5"})
     assert why is not None and why.startswith("pruned: at fp32") and "0.80" in why
-    assert prune(child, {}) == "base-full-d2-fp32 was not judged"
-    assert "was not built" in str(prune(child, {"base-full-d2-fp32": NOT_BUILT}))
+    assert cut_by_fp32(child, {}) == "base-full-d2-fp32 was not judged"
+    assert "was not built" in str(cut_by_fp32(child, {"base-full-d2-fp32": NOT_BUILT}))
 
 
 def test_the_plan_is_data() -> None:
@@ -276,13 +277,17 @@ def test_a_precision_plan_is_searched_on_every_choose_row(monkeypatch) -> None:
     from types import SimpleNamespace
 
     monkeypatch.setattr(mixed, "convert_auto", convert_auto)
-    ctx = {"objective": "latency", "choose": "choose.tsv", "choose_rows": 2000}
-    _auto(ctx, 0.15)(None, None, SimpleNamespace(precision="int8-dynamic"))
+    _auto(Path("choose.tsv"), 2000, 0.15)(None, None, SimpleNamespace(precision="int8-dynamic"))
     assert seen["base"] == "int8-dynamic"  # the plan narrows the recipe it is built with
     s = seen["settings"]
     # bytes whatever the run's objective: a latency plan follows timing noise, and a
     # resumed run must build the same bytes
-    assert (s.rows, s.max_drop, s.objective, seen["data"]) == (2000, 0.15, "bytes", "choose.tsv")
+    assert (s.rows, s.max_drop, s.objective, seen["data"]) == (
+        2000,
+        0.15,
+        "bytes",
+        Path("choose.tsv"),
+    )
 
 
 def test_a_precision_plan_builds_on_the_targets_weight_only_base() -> None:
@@ -290,11 +295,10 @@ def test_a_precision_plan_builds_on_the_targets_weight_only_base() -> None:
     plans narrow int8-dynamic's (an int4 request was refused for every TFLite plan)."""
     from albert_edge.optimize.build import precision_of
 
-    auto, int8 = {"precision": "auto"}, {"precision": "int8-dynamic"}
-    assert precision_of({"target": "onnx"}, auto) == "int4"
-    assert precision_of({"target": "tflite"}, auto) == "int8-dynamic"
-    assert precision_of({"target": "tflite"}, int8) == "int8-dynamic"
-    assert precision_of({"target": "onnx"}, {"precision": "fp32"}) == "fp32"
+    assert precision_of("onnx", "auto") == "int4"
+    assert precision_of("tflite", "auto") == "int8-dynamic"
+    assert precision_of("tflite", "int8-dynamic") == "int8-dynamic"
+    assert precision_of("onnx", "fp32") == "fp32"
 
 
 def test_stages_an_earlier_run_sealed_cost_nothing_and_are_never_dropped() -> None:

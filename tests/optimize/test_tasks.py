@@ -12,13 +12,9 @@ from pathlib import Path
 import pytest
 
 from albert_edge.optimize.plan import SPAN_HEAL, make_plan
-from albert_edge.optimize.stages import (
-    split_parts,
-    split_sizes,
-    write_conll_subset,
-    write_split,
-)
+from albert_edge.optimize.splits import split_parts, split_sizes, write_split
 from albert_edge.tasks import read_task_file
+from albert_edge.tasks.write import write_conll_subset
 from tests.depth.test_task_heads import WORDS, conll, one_line, tagger
 from tests.optimize.test_plan import shape
 

@@ -1,0 +1,105 @@
+"""What the stages hand the candidates: one frozen, typed record of a run's inputs.
+
+The split, the fine-tune, the depth searches and the trimmed vocabularies each leave
+files in the work directory; :class:`RunContext` names them (and the identity of the
+sealed record each came from, which keys every candidate built on them), with the
+flags a build needs. It crosses into the build workers (spawned processes, Ray tasks)
+as it is: plain paths, strings and numbers, picklable. :func:`candidate_source` finds a
+candidate's checkpoint and depth search in a work directory from what a report records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from albert_edge.optimize.plan import VOCAB_STAGES, Candidate
+
+
+@dataclass(frozen=True)
+class VocabSource:
+    """A trimmed vocabulary (``trim``: as the trim left it; ``heal``: after the healing
+    fine-tune): its checkpoint, its own depth search (its heads read its states), and the
+    identity of that search's sealed record."""
+
+    checkpoint: Path
+    search: Path
+    id: str
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """A run's inputs to every candidate build.
+
+    ``given``: the checkpoint the user gave (None: the embedded model), what every
+    candidate is scored against; ``fit`` / ``choose`` / ``report``: the split's files (in
+    ``--data``'s format), ``reference_choose`` / ``reference_report`` the given model's
+    saved outputs on the held ones; ``base``: the fine-tuned model (else ``given``) and
+    ``search`` its depth search; ``trim`` / ``heal``: the trimmed vocabularies that ran.
+    The ``*_id`` fields are the sealed records' identities (``inputs_sha256``)."""
+
+    given: Path | None
+    target: str
+    objective: str
+    seq_len: int
+    max_drop: float
+    min_lower_bound: float
+    layers: int
+    fit: Path
+    choose: Path
+    choose_rows: int
+    report: Path
+    reference_choose: Path
+    reference_report: Path
+    split: str
+    base: Path | None = None
+    base_id: str | None = None
+    search: Path | None = None
+    search_id: str | None = None
+    corpus: Path | None = None
+    trim: VocabSource | None = None
+    heal: VocabSource | None = None
+
+    def held(self, part: str) -> Path:
+        """The file of a held part: ``choose`` or ``report``."""
+        return {"choose": self.choose, "report": self.report}[part]
+
+    def reference(self, part: str) -> Path:
+        """The given model's saved outputs on a held part."""
+        return {"choose": self.reference_choose, "report": self.reference_report}[part]
+
+    def vocab(self, name: str) -> VocabSource | None:
+        """A trimmed vocabulary by its candidate name, None where its stages did not run."""
+        return {"trim": self.trim, "heal": self.heal}.get(name)
+
+    def identity(self) -> dict[str, Any]:
+        """What every candidate's sealed inputs hold of the run: the split, the searched
+        model and its depth search, and the flags the build reads."""
+        return {
+            "split": self.split,
+            "base_id": self.base_id,
+            "search_id": self.search_id,
+            "target": self.target,
+            "objective": self.objective,
+            "seq_len": self.seq_len,
+        }
+
+
+def candidate_source(
+    work: Path, spec: Candidate | Mapping[str, Any], given: Path | None
+) -> tuple[Path | None, Path]:
+    """(the checkpoint a candidate was converted from before any truncation, the depth
+    search that truncates it) in a work directory: what ``verify --reference`` and
+    ``depth truncate`` take to rebuild it. ``spec``: the candidate, or its spec as the
+    report records it (``vocab``, ``source``); ``given``: the checkpoint optimize was
+    given."""
+    c = spec if isinstance(spec, Candidate) else Candidate.from_spec(spec)
+    stages = Path(work) / "stages"
+    if c.vocab in VOCAB_STAGES:
+        model, search = VOCAB_STAGES[c.vocab]
+        return stages / model / "model", stages / search / "search"
+    tuned = stages / "finetune" / "model"
+    source = tuned if c.source == "base" and tuned.is_dir() else given
+    return source, stages / "depth" / "search"
