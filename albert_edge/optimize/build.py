@@ -50,10 +50,11 @@ def _auto(choose: Path, choose_rows: int, budget: float) -> Any:
 def source_of(ctx: RunContext, c: Candidate) -> tuple[Path | None, Path | None]:
     """(checkpoint, depth search) a candidate is built from: the given model or the
     searched one (fine-tuned where that ran) with its search, or a trimmed vocabulary
-    (healed or not), its own checkpoint with its own search: its heads read its states."""
-    vocab = ctx.vocab(c.vocab)
-    if vocab is not None:
-        return vocab.checkpoint, vocab.search
+    (healed or not) or the pruned checkpoint, its own checkpoint with its own search: its
+    heads read its states."""
+    derived = ctx.derived(c)
+    if derived is not None:
+        return derived.checkpoint, derived.search
     return (ctx.given if c.source == "given" else ctx.base), ctx.search
 
 
@@ -86,8 +87,8 @@ def _exit(ctx: RunContext, build: CandidateBuild, out: Path, scratch: Path) -> A
     from albert_edge.sealed import made_from
 
     c = build.candidate
-    vocab = ctx.vocab(c.vocab)
-    path = vocab.checkpoint if vocab is not None else ctx.base  # None: the embedded model
+    derived = ctx.derived(c)
+    path = derived.checkpoint if derived is not None else ctx.base  # None: the embedded model
     ckpt = load_checkpoint(path)
     fit = read_rows(ctx.fit, path, "optimize")  # in the split's seeded order
     fit = fit.subset(range(min(EXIT_FIT_ROWS, len(fit.examples))))
@@ -158,6 +159,8 @@ def build_candidate(ctx: RunContext, build: CandidateBuild, where: str) -> dict[
     scratch.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     rec: dict[str, Any] = {"key": build.key, "spec": build.spec()}
+    if build.candidate.pruned and ctx.prune is not None:  # what the report says it removed
+        rec["prune"] = ctx.prune.to_json()
     try:
         if build.candidate.exit != "none":
             rec["exit"] = _exit(ctx, build, out, scratch)

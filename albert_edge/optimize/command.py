@@ -14,13 +14,19 @@ def add_parser(sub: Any, quiet: Any) -> None:
     p = sub.add_parser(
         "optimize",
         help="one search from a checkpoint to the artifact to ship: fine-tune with exits, "
-        "depth, vocabulary, precision plan and exit policy under one budget (docs/optimize.md)",
+        "depth, vocabulary, pruning, precision plan and exit policy under one budget "
+        "(docs/optimize.md)",
     )
     _data_args(p)
     _budget_args(p)
     _run_args(p)
     p.add_argument("--no-finetune", action="store_true", help="skip the PABEE fine-tune stage")
     p.add_argument("--no-trim", action="store_true", help="skip the vocabulary trim stage")
+    p.add_argument(
+        "--no-prune",
+        action="store_true",
+        help="skip the prune stage (attention heads and FFN neurons of the shared layers)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace a previous artifact at -o")
     quiet(p)
     p.set_defaults(run=run_optimize)
@@ -138,6 +144,7 @@ def options_of(a: argparse.Namespace) -> Any:
         workers=a.workers,
         finetune=not a.no_finetune,
         trim=not a.no_trim,
+        prune=not a.no_prune,
         report_data=a.report_data,
         choose_data=a.choose_data,
     )

@@ -14,7 +14,8 @@ from pathlib import Path
 class Options:
     """One run's flags. ``max_drop``: points of the task's metric the artifact may lose
     against the given model; ``max_minutes``: the time budget the plan fits;
-    ``finetune`` / ``trim``: the levers ``--no-finetune`` / ``--no-trim`` turn off."""
+    ``finetune`` / ``trim`` / ``prune``: the levers ``--no-finetune`` / ``--no-trim`` /
+    ``--no-prune`` turn off."""
 
     checkpoint: Path | None
     data: Path
@@ -32,6 +33,7 @@ class Options:
     workers: int | None = None
     finetune: bool = True
     trim: bool = True
+    prune: bool = True
     min_lower_bound: float = -1.5
     report_data: Path | None = None  # the report rows (never fitted on, never chosen on)
     choose_data: Path | None = None  # the rows the rule admits on (never fitted on)

@@ -19,7 +19,6 @@ from albert_edge.optimize.context import RunContext
 from albert_edge.optimize.options import Options
 from albert_edge.optimize.plan import (
     NOT_BUILT,
-    VOCAB_STAGES,
     Candidate,
     CandidateBuild,
     Plan,
@@ -76,7 +75,7 @@ class Search(Protocol):
 
     def build_of(self, c: Candidate) -> CandidateBuild: ...
     def inputs(self, ctx: RunContext, build: CandidateBuild) -> dict[str, Any]: ...
-    def missing(self, vocab: str) -> str: ...
+    def missing(self, c: Candidate) -> str | None: ...
     def left(self) -> float: ...
     def reserve(self) -> float: ...
     def admitted(self) -> list[dict[str, Any]]: ...
@@ -140,10 +139,11 @@ class Scheduler:
 
     def cut(self, c: Candidate) -> str | None:
         """Why ``c`` is not built now that its turn came, else None: its fp32 verdict, or
-        a stage its vocabulary needs that did not run."""
+        a stage its checkpoint (a trimmed vocabulary, the pruned one) needs that did not
+        run."""
         why = cut_by_fp32(c, self.verdicts)
-        if why is None and c.vocab in VOCAB_STAGES and self.ctx.vocab(c.vocab) is None:
-            stage = self.search.missing(c.vocab)
+        if why is None and c.stages and self.ctx.derived(c) is None:
+            stage = self.search.missing(c) or c.stages[-1]
             why = f"the {stage} stage did not run ({self.search.stages.get(stage, {}).get('why')})"
         return why
 

@@ -41,9 +41,10 @@ from typing import Any
 
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.mixed.search import LATENCY_TIE
-from albert_edge.optimize.context import RunContext, VocabSource, candidate_source
+from albert_edge.optimize.context import PruneSummary, RunContext, VocabSource, candidate_source
 from albert_edge.optimize.options import Options
 from albert_edge.optimize.plan import (
+    PRUNE_SHARE,
     VOCAB_STAGES,
     Candidate,
     CandidateBuild,
@@ -53,6 +54,7 @@ from albert_edge.optimize.plan import (
     finetune_rows,
     heal_steps,
     make_plan,
+    prune_heal_steps,
 )
 from albert_edge.optimize.schedule import Scheduler
 from albert_edge.optimize.splits import reference_file, split_file
@@ -61,6 +63,8 @@ from albert_edge.optimize.stages import (
     finetune_stage,
     heal_settings,
     heal_stage,
+    prune_settings,
+    prune_stage,
     split_stage,
     trim_stage,
 )
@@ -137,6 +141,13 @@ def model_shape(
         auto_min_rows=min_rows(opts.max_drop),
         task=task,
         row_cost=ROW_COST.get(task, 1.0) * (opts.seq_len / 128 if task != "classification" else 1),
+        heads=int(cfg.get("num_attention_heads", 4)),
+        prune_why=(
+            "the model is pruned already (pruned_heads in its config.json): prune measures "
+            "importance on every head of the unpruned model"
+            if cfg.get("pruned_heads")
+            else ""
+        ),
     )
 
 
@@ -194,6 +205,7 @@ class Search:
             workers=self.workers,
             settings=self.settings(),
             reused=reused,
+            prune=self.opts.prune,
         )
 
     def reuse_plan(self) -> frozenset[str]:
@@ -304,7 +316,8 @@ class Search:
         ctx = self.split()
         ctx = self.finetune(ctx)
         ctx, extra = self.depth(ctx)
-        return self.vocabularies(ctx, extra)
+        ctx = self.vocabularies(ctx, extra)
+        return self.pruning(ctx, extra)
 
     def split(self) -> RunContext:
         """The split stage: the fit / choose / report files and the given model's outputs
@@ -330,8 +343,8 @@ class Search:
         )
         sdir = self.work.dir("stages", "split")
         self.rows_of = dict(split.get("provenance") or {})
-        if split.get("learned"):  # the split's judgement that --data's rows look learned
-            self.warn(str(split["learned"]))
+        if split.get("learned") and self._dry is None:  # --data's rows look learned
+            self.warn(str(split["learned"]))  # once: not in reuse_plan's dry passes
         return RunContext(
             given=Path(given) if given is not None else None,
             target=o.target,
@@ -428,6 +441,38 @@ class Search:
         _, source = self.vocabulary("heal", heal["inputs_sha256"], ctx.fit, extra)
         return replace(ctx, heal=source)
 
+    def pruning(self, ctx: RunContext, extra: Mapping[str, Any]) -> RunContext:
+        """The prune stage on the searched model at full depth (fit rows only, a share of
+        ``--max-drop``) and the pruned checkpoint's own depth search: the pruned
+        candidates build from them."""
+        steps = prune_heal_steps(self.shape, self.budget_s)
+        share = round(PRUNE_SHARE * self.opts.max_drop, 6)
+        settings = prune_settings(share, steps, self.opts.seq_len)
+        rec = self.stage(
+            "prune",
+            {"checkpoint": ctx.base_id, "fit": file_id(ctx.fit), "settings": settings},
+            prune_stage(ctx.base, ctx.fit, share, steps, self.opts.seq_len),
+        )
+        if rec is None:
+            self.stages["depth-prune"] = {"ran": False, "why": "no pruned checkpoint"}
+            return ctx
+        summary = PruneSummary.from_json(rec["pruned"])
+        if "prune" in self.stages:  # not in reuse_plan's dry passes
+            self.stages["prune"].update(pruned=summary.to_json(), describe=summary.describe())
+        checkpoint, where = candidate_source(
+            self.work.root, {"vocab": "full", "pruned": True}, None
+        )
+        assert checkpoint is not None  # the prune stage's checkpoint
+        search = self.stage(
+            "depth-prune",
+            {"checkpoint": rec["inputs_sha256"], "fit": file_id(ctx.fit), "seed": SEED, **extra},
+            depth_stage(checkpoint, ctx.fit, dict(extra) or None),
+        )
+        if search is None:
+            return ctx
+        source = VocabSource(checkpoint, where, str(search["inputs_sha256"]))
+        return replace(ctx, pruned=source, prune=summary)
+
     def warn(self, line: str) -> None:
         """A warning: on stderr whatever ``--quiet`` says, and in the report's notes."""
         print(f"albert-edge optimize: {line}", file=sys.stderr, flush=True)
@@ -469,6 +514,8 @@ class Search:
         vocab = ctx.vocab(c.vocab)
         if vocab is not None:  # the trimmed vocabulary's search, not the other's
             ids["vocab_id"] = vocab.id
+        if c.pruned and ctx.pruned is not None:  # the pruned checkpoint's search
+            ids["prune_id"] = ctx.pruned.id
         ids.update(max_drop=self.opts.max_drop, min_lower_bound=self.opts.min_lower_bound)
         if c.source == "given":
             ids["base_id"] = file_id(self.opts.checkpoint)
@@ -476,10 +523,10 @@ class Search:
             ids["records"] = "choose_exit_share"  # what the timing mixes by
         return {"spec": build.spec(), "context": ids}
 
-    def missing(self, vocab: str) -> str:
-        """The first stage a trimmed vocabulary needs that did not run."""
-        names = VOCAB_STAGES[vocab]
-        return next((n for n in names if not self.stages.get(n, {}).get("ran")), names[-1])
+    def missing(self, c: Candidate) -> str | None:
+        """The first stage ``c`` builds from (a trimmed vocabulary's, the pruned
+        checkpoint's) that did not run, None where all ran."""
+        return next((n for n in c.stages if not self.stages.get(n, {}).get("ran")), None)
 
     def run_candidates(self, ctx: RunContext, pool: Any) -> None:
         """Every planned candidate on ``pool`` (:class:`~albert_edge.optimize.schedule.Scheduler`)."""

@@ -4,7 +4,8 @@ Each ``*_stage`` returns the function :meth:`albert_edge.optimize.work.Work.run`
 with the stage's fresh directory: it writes its files there and returns its record
 (JSON). The split writes the parts and the given model's outputs on the held ones; the
 fine-tune (PABEE exits, distillation), the depth search, the vocabulary trim and its
-healing fine-tune each leave a checkpoint or a search the candidates build from.
+healing fine-tune, and the prune (heads and FFN neurons of the shared layers) each leave
+a checkpoint or a search the candidates build from.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from albert_edge.optimize.context import PrunedLayer, PruneSummary
 from albert_edge.optimize.scoring import reference_logits, reference_metrics
 from albert_edge.optimize.splits import (
     SplitPlan,
@@ -182,3 +184,72 @@ def heal_stage(
         return {"checkpoint": "model", "steps": steps}
 
     return run
+
+
+PRUNE_SEED = 13  # prune's own split of the fit rows (importance / its choose / its report)
+
+
+def prune_settings(max_drop: float, heal_steps: int, max_len: int) -> dict[str, Any]:
+    """The prune stage's settings as it runs them: part of its sealed inputs, so a run
+    that prunes differently prunes again instead of reusing another prune."""
+    return {
+        "max_drop": max_drop,
+        "heal_steps": heal_steps,
+        "max_len": max_len,
+        "seed": PRUNE_SEED,
+        "importance": "labels",
+    }
+
+
+def prune_stage(
+    checkpoint: Path | None, fit: Path, max_drop: float, heal_steps: int, max_len: int
+) -> Callable[[Path], dict[str, Any]]:
+    """``prune CKPT --data FIT --max-drop P --heal-steps N`` (:func:`albert_edge.prune.api.prune`)
+    on the fit rows only: prune splits them itself into the rows it measures importance
+    and heals on, the rows it chooses its level on and the rows it reports that level
+    on, so optimize's choose and report rows stay unseen by it (the rule then judges
+    every pruned candidate on the choose rows like any other). ``max_drop``: the share of
+    ``--max-drop`` the pruning may spend."""
+
+    def run(d: Path) -> dict[str, Any]:
+        from albert_edge.prune.api import PruneOptions, prune
+        from albert_edge.prune.heal import HealSettings
+
+        opts = PruneOptions(
+            max_drop=max_drop,
+            heal=HealSettings(steps=heal_steps),
+            max_len=max_len,
+            seed=PRUNE_SEED,
+            threads=THREADS,
+        )
+        result = prune(checkpoint, fit, d / "model", opts)
+        return {
+            "checkpoint": "model",
+            "pruned": pruned_summary(result).to_json(),
+            # the level's figures on prune's own held rows (inside optimize's fit rows)
+            "prune_report": result.record.get("report"),
+            "selection": (result.record.get("selection") or {}).get("rule"),
+        }
+
+    return run
+
+
+def pruned_summary(result: Any) -> PruneSummary:
+    """What the report says of a pruned checkpoint, from a
+    :class:`~albert_edge.prune.api.PruneResult`: the heads and FFN neurons kept per shared
+    layer of how many, the encoder FLOPs factor, whether the healed weights were kept."""
+    plan, record = result.plan, result.record
+    flops = ((record.get("cost") or {}).get("encoder_flops_128") or {}).get("ratio")
+    heal = record.get("heal") or {}
+    return PruneSummary(
+        heads_keep=int(plan.heads_keep),
+        of_heads=int(plan.num_heads),
+        ffn_keep=int(plan.ffn_keep),
+        of_ffn=int(plan.intermediate),
+        layers=tuple(
+            PrunedLayer(int(flat), tuple(int(h) for h in kept), len(plan.ffn[flat]))
+            for flat, kept in sorted(plan.heads.items())
+        ),
+        flops_ratio=None if flops is None else float(flops),
+        healed=str(heal.get("kept", "unhealed")),
+    )
