@@ -1,8 +1,8 @@
 """The search plan as data: stages, joint candidates and the time budget.
 
-A candidate is one point of depth × vocabulary × precision plan × exit policy; the plan
-lists them in the order they are built (the fp32 form of a (vocabulary, depth) before its
-quantized forms, so that the fp32 verdict can prune the rest: a model that already loses
+A candidate is one point of depth × vocabulary × pruning × precision plan × exit policy;
+the plan lists them in the order they are built (the fp32 form of a (vocabulary, depth) before its
+quantized forms, so that the fp32 verdict can cut the rest: a model that already loses
 more than the budget at fp32 cannot meet it at a narrower precision). The plan is written
 to the work directory as ``plan.json`` before any work, so what a run will and will not
 try is on disk, not only on stderr.
@@ -67,7 +67,7 @@ NO_EXITS = {
     "to train or stop at (the depth stage re-fits its span head per depth)",
 }
 # heal serves classifier and token heads; an unhealed trimmed vocabulary is judged like
-# every candidate: its fp32 form prunes the rest when it loses more than the budget
+# every candidate: its fp32 form cuts the rest when it loses more than the budget
 SPAN_HEAL = (
     "heal skipped: span heads (albert_edge.vocab.heal serves classifier and token heads); "
     "the trimmed vocabulary is judged unhealed by the same rule as every candidate"
@@ -602,8 +602,8 @@ def plan_budget_why(
 
 def cut_by_fp32(candidate: Candidate, verdicts: Mapping[str, str | None]) -> str | None:
     """Why ``candidate`` is not built, given the rule's verdicts so far (key -> None when
-    admitted, else the reason), or None to build it. Its fp32 parent not admitted prunes
-    it; a parent not judged (failed, or not reached) prunes it too."""
+    admitted, else the reason), or None to build it. Its fp32 parent not admitted cuts
+    it; a parent not judged (failed, or not reached) cuts it too."""
     parent = candidate.parent
     if parent is None:
         return None
@@ -613,5 +613,5 @@ def cut_by_fp32(candidate: Candidate, verdicts: Mapping[str, str | None]) -> str
     if why == NOT_BUILT:
         return f"not built: its fp32 form ({parent}) was not built"
     if why is not None:
-        return f"pruned: at fp32 ({parent}) already {why}"
+        return f"cut: its fp32 form ({parent}) already {why}"
     return None

@@ -8,7 +8,9 @@
    trim on the corpus (default: the fit rows' text, so the choose and report sentences
    stay unseen) and its depth search, and the healing fine-tune where
    :mod:`albert_edge.vocab` offers one and its depth search: the trimmed vocabulary
-   unhealed and healed are two vocabularies, each judged by the rule.
+   unhealed and healed are two vocabularies, each judged by the rule; then the prune
+   (:mod:`albert_edge.prune` on the fit rows: heads and FFN neurons of the shared layers)
+   and the pruned checkpoint's depth search, the source of the pruned candidates.
 2. **Candidates** (:mod:`albert_edge.optimize.plan`): the fp32 form of every (vocabulary,
    depth) first; only where the rule admits it are its int8, precision-plan and
    dynamic-exit forms built, each under the budget its fp32 form left.

@@ -49,7 +49,7 @@ def test_baselines_first_then_fp32_of_every_depth_before_any_quantized_form() ->
         (v, k) for v in ("full", "trim", "heal") for k in (1, 2, 3, 4)
     }
     assert all(cands.index(c) < first_quantized for c in fp32)
-    # every candidate's fp32 parent comes before it: its verdict can prune it
+    # every candidate's fp32 parent comes before it: its verdict can cut it
     order = {c.key: i for i, c in enumerate(cands)}
     for c in cands:
         if c.parent is not None:
@@ -150,7 +150,7 @@ def test_prune_by_the_fp32_verdict() -> None:
     assert cut_by_fp32(Candidate("full", 2, "fp32"), {}) is None
     assert cut_by_fp32(child, {"base-full-d2-fp32": None}) is None
     why = cut_by_fp32(child, {"base-full-d2-fp32": "point loss 0.80 > 0.5"})
-    assert why is not None and why.startswith("pruned: at fp32") and "0.80" in why
+    assert why is not None and why.startswith("cut: its fp32 form") and "0.80" in why
     assert cut_by_fp32(child, {}) == "base-full-d2-fp32 was not judged"
     assert "was not built" in str(cut_by_fp32(child, {"base-full-d2-fp32": NOT_BUILT}))
 
