@@ -7,6 +7,9 @@ Public API (the CLI is a thin layer over exactly these):
 - :func:`convert` — checkpoint → ONNX / TFLite artifact directory (``albert_edge.convert``
   is the module, callable as the function: the import system binds the submodule over
   the name, so one object serves ``from albert_edge import convert`` in any import order)
+- :func:`verify` — an artifact against its PyTorch reference: the output grid and, with
+  data, the task's metric on both (``albert_edge.verify`` is the module, callable as the
+  function, as ``convert`` is)
 - :class:`AlbertTokenizer` — ALBERT tokenization over sentencepiece
 """
 
@@ -25,6 +28,7 @@ __all__ = [
     "account",
     "convert",
     "load_checkpoint",
+    "verify",
 ]
 
 from albert_edge.errors import AlbertEdgeError
@@ -35,6 +39,7 @@ if TYPE_CHECKING:
     from albert_edge.checkpoint import Checkpoint, load_checkpoint
     from albert_edge.convert import convert
     from albert_edge.tokenizer import AlbertTokenizer
+    from albert_edge.verify import verify
 
 _LAZY = {
     "account": "albert_edge.accounting",
@@ -42,12 +47,13 @@ _LAZY = {
     "load_checkpoint": "albert_edge.checkpoint",
     "convert": "albert_edge.convert",
     "AlbertTokenizer": "albert_edge.tokenizer",
+    "verify": "albert_edge.verify",
 }
 
 
 # Public names that are also submodules: the module itself (callable as the function) is
 # what the name means, before and after the import system binds it.
-_SUBMODULES = {"convert"}
+_SUBMODULES = {"convert", "verify"}
 
 
 def __getattr__(name: str) -> Any:

@@ -2,12 +2,16 @@
 
 Each subcommand parses its flags, makes exactly one API call, and prints the result.
 Errors the user can fix are :class:`AlbertEdgeError`: printed as one line, exit non-zero.
+``convert``, ``quantize`` and ``train`` are defined here; a package's subcommand in its
+``command.py``, the others (verify, inspect, kernels, bench, export-triton) in
+:mod:`albert_edge.commands`. This module assembles them and checks what can be checked
+before anything loads.
 """
 
 from __future__ import annotations
 
 if __name__ == "__main__":  # first thing: a signal during the imports below waits for main
-    from albert_edge.io import hold_stop_signals
+    from albert_edge.signals import hold_stop_signals
 
     hold_stop_signals()
 
@@ -19,57 +23,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from albert_edge.commands.args import add_quiet, ints, print_json
 from albert_edge.environment import (
     check_thread_env,
     describe_resource_error,
     native_stderr_filtered,
     quiet_frameworks,
 )
-from albert_edge.errors import AlbertEdgeError, UnsupportedError
+from albert_edge.errors import AlbertEdgeError
 from albert_edge.io import output_arg
-from albert_edge.options import (
-    INT32_MAX,
-    INT64_MAX,
-    ONNX_PRECISIONS,
-    STATIC_PRECISIONS,
-    TFLITE_PRECISIONS,
-    DefaultInt,
-    given_flag,
-    thread_count,
-)
+from albert_edge.options import ONNX_PRECISIONS, STATIC_PRECISIONS, TFLITE_PRECISIONS
 from albert_edge.options import int_at_least as _at_least
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
-    if not values or min(values) < 1:  # sizes, lengths and thread counts: >= 1 each
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
-    if max(values) > INT64_MAX:  # no tensor dimension holds more
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers <= {INT64_MAX}, got {text[:40]!r}"
-        )
-    return values
-
-
-def _thread_counts(text: str) -> tuple[int, ...]:
-    """bench --threads: comma-separated counts, each within :func:`thread_count`'s cap."""
-    values = _ints(text)
-    for v in values:
-        thread_count(str(v))
-    return values
-
-
-def _print_json(data: Any) -> None:
-    """Strict JSON (no NaN/Infinity: ``null``, and ``non_finite`` says why)."""
-    from albert_edge.manifest import dumps_strict
-
-    print(dumps_strict(data, indent=2, default=str))
-
 
 # --- convert -------------------------------------------------------------------------
 
@@ -166,7 +130,7 @@ def _report_manifest(a: argparse.Namespace, manifest: dict[str, Any]) -> int:
     from albert_edge.report import print_convert_report
 
     if a.json:
-        _print_json(manifest)
+        print_json(manifest)
     else:
         print_convert_report(a.output, manifest)
     return 0
@@ -216,7 +180,7 @@ def _add_convert(sub: Any) -> None:
     )
     p.add_argument(
         "--seq-lens",
-        type=_ints,
+        type=ints,
         default=(),
         help="tflite: comma-separated sequence-length buckets, one signature each; the "
         "runner takes the smallest that fits (default: 16,32,64,128, capped at max positions; "
@@ -240,7 +204,7 @@ def _add_convert(sub: Any) -> None:
     from albert_edge.mixed.command import add_mixed_flags
 
     add_mixed_flags(p)  # --precision auto --max-drop --data / --precision-plan
-    _add_quiet(p)
+    add_quiet(p)
     p.set_defaults(run=_run_convert)
 
 
@@ -311,7 +275,7 @@ def _add_quantize(sub: Any) -> None:
         "--overwrite", action="store_true", help="replace the output directory if it exists"
     )
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
-    _add_quiet(p)
+    add_quiet(p)
     p.set_defaults(run=_run_quantize)
 
 
@@ -329,367 +293,7 @@ def _run_quantize(a: argparse.Namespace) -> int:
     return _report_manifest(a, quantize_artifact(a.model, a.output, options, reference=a.reference))
 
 
-# --- verify --------------------------------------------------------------------------
-
-
-def _add_verify(sub: Any) -> None:
-    p = sub.add_parser(
-        "verify",
-        help="compare an artifact with its PyTorch reference; --data: the task's metric on "
-        "both (docs/tasks.md)",
-    )
-    p.add_argument("artifact", type=Path, help="artifact directory or model file")
-    p.add_argument(
-        "--reference",
-        default=None,
-        help="checkpoint to compare against (default: the manifest's source)",
-    )
-    p.add_argument(
-        "--data",
-        type=Path,
-        default=None,
-        help="labelled data for the head's task metric: a GLUE .tsv (single sentences or "
-        "pairs), CoNLL-2003 (NER), SQuAD .json (QA), SWAG/RACE (multiple choice), text "
-        "(masked LM); default for the embedded model: the packaged SST-2 dev sample",
-    )
-    p.add_argument(
-        "--task",
-        default=None,
-        choices=(
-            "classification",
-            "token-classification",
-            "question-answering",
-            "multiple-choice",
-            "masked-lm",
-        ),
-        help="the task of --data, only where the file cannot tell (default: from the file "
-        "and the model's head)",
-    )
-    p.add_argument(
-        "--batch-sizes",
-        type=_ints,
-        default=None,
-        help="comma-separated batch sizes of the output grid (default: 1,2)",
-    )
-    p.add_argument(
-        "--seq-lens",
-        type=_ints,
-        default=(),
-        help="comma-separated sequence lengths of the output grid (default: 1, 16, max)",
-    )
-    p.add_argument(
-        "--threads",
-        type=thread_count,
-        default=2,
-        help="runtime and PyTorch threads (default: 2; at most 4 per usable CPU)",
-    )
-    p.add_argument(
-        "--max-examples",
-        type=_at_least(1),
-        default=None,
-        help="use only the first N rows of --data",
-    )
-    p.add_argument(
-        "--on",
-        default=None,
-        choices=("x86-avx2", "x86-vnni", "arm64", "wasm"),
-        help="run the artifact on another CPU kernel family (emulated: ONNX Runtime or LiteRT "
-        "under qemu-user, onnxruntime-web for wasm; set up once with `albert-edge kernels setup "
-        "NAME`)",
-    )
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    _add_quiet(p)
-    p.set_defaults(run=_run_verify)
-
-
-def _run_verify(a: argparse.Namespace) -> int:
-    from albert_edge.early_exit.index import is_early_exit
-    from albert_edge.early_exit.verify import run_verify_cli
-    from albert_edge.report import print_verify_report
-    from albert_edge.verify import verify
-
-    if is_early_exit(a.artifact):  # several graphs stepped by a loop: checked per exit
-        return run_verify_cli(
-            a.artifact,
-            a.reference,
-            a.threads,
-            a.json,
-            data=a.data,
-            task=a.task,
-            max_examples=a.max_examples,
-            on=a.on,
-            batch_sizes=a.batch_sizes,
-            seq_lens=a.seq_lens,
-        )
-    report = verify(
-        a.artifact,
-        reference=a.reference,
-        data=a.data,
-        batch_sizes=a.batch_sizes or (1, 2),
-        seq_lens=a.seq_lens or None,
-        threads=a.threads,
-        max_examples=a.max_examples,
-        on=a.on,
-        task=a.task,
-    )
-    if a.json:
-        _print_json(report.to_dict())
-    else:
-        print_verify_report(report)
-    if not report.passed:
-        print("verify: FAILED: " + "; ".join(report.failures()), file=sys.stderr)
-        return 1
-    return 0
-
-
-# --- kernels -------------------------------------------------------------------------
-
-
-def _add_kernels(sub: Any) -> None:
-    p = sub.add_parser(
-        "kernels", help="the CPU kernel families int8 artifacts meet, and their set-up"
-    )
-    ksub = p.add_subparsers(
-        dest="kernels_command",
-        required=True,
-        metavar="ACTION",
-        help="list: what verify --on can reach from here; setup NAME: install it",
-    )
-    ls = ksub.add_parser("list", help="each kernel family and whether verify --on can use it")
-    ls.set_defaults(run=_run_kernels_list)
-    st = ksub.add_parser("setup", help="install what verify --on NAME needs (apt, pip, npm)")
-    st.add_argument(
-        "name", choices=("x86-avx2", "x86-vnni", "arm64", "wasm"), help="kernel family to set up"
-    )
-    st.set_defaults(run=_run_kernels_setup)
-
-
-def _run_kernels_list(a: argparse.Namespace) -> int:
-    from albert_edge.kernels import KERNELS, host_kernel
-    from albert_edge.kernels.setup import status
-
-    host = host_kernel()
-    for name, fam in KERNELS.items():
-        why = status(name)
-        state = "this machine" if name == host else ("ready" if why is None else why)
-        print(f"{name:9s} {fam.description}\n          via {fam.how}: {state}")
-    return 0
-
-
-def _run_kernels_setup(a: argparse.Namespace) -> int:
-    from albert_edge.kernels.setup import setup
-
-    setup(a.name, log=lambda m: print(f"kernels setup {a.name}: {m}", file=sys.stderr))
-    return 0
-
-
-# --- inspect -------------------------------------------------------------------------
-
-
-def _add_inspect(sub: Any) -> None:
-    p = sub.add_parser(
-        "inspect",
-        help="ALBERT structure and size accounting of a checkpoint; an artifact's bytes "
-        "against its floor and the runtimes it runs on",
-    )
-    p.add_argument(
-        "path",
-        nargs="?",
-        default=None,
-        help="checkpoint, model.onnx, model.tflite or artifact dir (default: embedded)",
-    )
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.set_defaults(run=_run_inspect)
-
-
-def _run_inspect(a: argparse.Namespace) -> int:
-    from albert_edge.early_exit.index import is_early_exit
-    from albert_edge.early_exit.verify import format_inspect, inspect_early_exit
-    from albert_edge.inspect import inspect_path
-    from albert_edge.report import print_inspect_report
-
-    if a.path is not None and is_early_exit(a.path):  # a directory of stepped graphs
-        info = inspect_early_exit(a.path)
-        _print_json(info) if a.json else print(format_inspect(info))
-        return 0
-    info = inspect_path(a.path)
-    if a.json:
-        _print_json(info)
-    else:
-        print_inspect_report(info)
-    return 0
-
-
-# --- bench ---------------------------------------------------------------------------
-
-
-def _add_bench(sub: Any) -> None:
-    from albert_edge.bench.recommend import CANDIDATES
-    from albert_edge.bench.targets import BACKENDS
-
-    p = sub.add_parser("bench", help="size, latency and memory of artifacts and checkpoints")
-    p.add_argument("targets", nargs="*", help="artifacts or checkpoints (default: embedded)")
-    p.add_argument(
-        "--backend",
-        action="append",
-        default=None,
-        # not argparse choices: an unknown name gets bench's own one-line error
-        help=f"repeatable, one of {{{', '.join(BACKENDS)}}} (default: every backend that can "
-        "run each target)",
-    )
-    p.add_argument(
-        "--batch", type=_ints, default=(1,), help="comma-separated batch sizes (default: 1)"
-    )
-    p.add_argument(
-        "--seq-lens",
-        type=_ints,
-        default=(128,),
-        help="comma-separated sequence lengths (default: 128)",
-    )
-    p.add_argument(
-        "--threads",
-        type=_thread_counts,
-        default=(2,),
-        help="comma-separated thread counts (default: 2; each at most 4 per usable CPU)",
-    )
-    p.add_argument("--runs", type=_at_least(1), default=None, help="timed runs per shape")
-    p.add_argument(
-        "--rounds",
-        type=_at_least(1),
-        default=1,
-        help="split --runs into this many interleaved passes: every artifact stays loaded "
-        "and they are timed in turn, shape by shape (noisy machines: load then hits every "
-        "artifact alike); needs --runs",
-    )
-    p.add_argument(
-        "--warmup", type=_at_least(0), default=None, help="untimed warm-up runs per shape"
-    )
-    p.add_argument(
-        "--json", dest="json_out", type=Path, default=None, help="write results as JSON here"
-    )
-    p.add_argument("--markdown", type=Path, default=None, help="write a Markdown table here")
-    p.add_argument("--plot", type=Path, default=None, help="write a PNG plot here")
-    p.add_argument("--adb", action="store_true", help="run on a connected Android device")
-    p.add_argument("--serial", default=None, help="adb serial of the device (with --adb)")
-    _add_quiet(p)
-    p.add_argument("--benchmark-model", default=None, help="path of TFLite's benchmark_model")
-    p.add_argument(
-        "--recommend",
-        action="store_true",
-        help="convert the checkpoint to every candidate, verify, time them interleaved "
-        "(--rounds, default 12; --runs per candidate and length, default 8 a round) and say "
-        "which to ship",
-    )
-    p.add_argument(
-        "--data",
-        type=Path,
-        default=None,
-        help="--recommend: a task file for the model's head (SST-2 style or GLUE pair .tsv, "
-        "CoNLL, SQuAD .json), judged in its metric; half (seeded) chooses, the other half reports",
-    )
-    p.add_argument(
-        "--report-data",
-        type=Path,
-        default=None,
-        help="--recommend: report on this file of the same task instead (all of --data then "
-        "chooses)",
-    )
-    p.add_argument(
-        "--candidates",
-        default=None,
-        help="--recommend: comma-separated, from {"
-        + ", ".join(f"{t}:{q}" for t, q in CANDIDATES)
-        + "} (default: all); opt-in: onnx:auto (a precision per weight searched on the "
-        "choose split; with --depth-search also at each admitted depth, docs/mixed-precision.md)",
-    )
-    p.add_argument(
-        "--work-dir", type=output_arg, default=None, help="--recommend: keep artifacts here"
-    )
-    p.add_argument(
-        "--depth-search",
-        type=Path,
-        default=None,
-        help="--recommend: a directory `albert-edge depth search` wrote; adds every depth it "
-        "admits as candidates (needs --data; docs/recommend.md)",
-    )
-    p.add_argument(
-        "--exit-data",
-        type=Path,
-        default=None,
-        help="--recommend: labelled .tsv to fit exit heads on; adds dynamic-exit candidates, "
-        "policy chosen on the choose split (needs --data)",
-    )
-    p.add_argument(
-        "--exit-fit-rows",
-        type=_at_least(1),
-        default=DefaultInt(2000),
-        help="--recommend: rows of --exit-data (seeded shuffle) for the exit heads "
-        "(default: %(default)s)",
-    )
-    _add_trim_flags_and_run(p)
-
-
-def _add_trim_flags_and_run(p: Any) -> None:
-    """``bench --recommend``'s vocabulary axis (docs/recommend.md), and what bench runs."""
-    p.add_argument(
-        "--trim-corpus",
-        type=Path,
-        default=None,
-        help="--recommend: the deployment's text (as `trim --corpus`); adds every candidate "
-        "converted from the checkpoint trimmed for it (needs --data; docs/recommend.md)",
-    )
-    p.add_argument(
-        "--trim-keep",
-        default=None,
-        help="--recommend: comma-separated vocabulary sizes to try besides every piece "
-        "--trim-corpus uses (as `trim --keep`)",
-    )
-    p.set_defaults(run=_run_bench)
-
-
-# bench flags that only --recommend reads, and those that only --adb reads
-_RECOMMEND_ONLY = (
-    ("report_data", "--report-data"),
-    ("candidates", "--candidates"),
-    ("work_dir", "--work-dir"),
-    ("depth_search", "--depth-search"),
-    ("exit_data", "--exit-data"),
-    ("exit_fit_rows", "--exit-fit-rows"),
-    ("trim_corpus", "--trim-corpus"),
-    ("trim_keep", "--trim-keep"),
-)
-_ADB_ONLY = (("serial", "--serial"), ("benchmark_model", "--benchmark-model"))
-
-
-def _check_bench_flags(a: argparse.Namespace) -> None:
-    """Refuse, in one line, a bench flag this run would ignore: a ``--recommend`` flag
-    without ``--recommend``, an ``--adb`` flag without ``--adb``."""
-
-    def typed(name: str) -> bool:
-        value = getattr(a, name, None)
-        return given_flag(value)
-
-    if not a.recommend:
-        for name, flag in _RECOMMEND_ONLY:
-            if typed(name):
-                raise UnsupportedError(
-                    f"{flag} applies to bench --recommend; add --recommend or drop {flag}"
-                )
-    if not a.adb:
-        for name, flag in _ADB_ONLY:
-            if typed(name):
-                raise UnsupportedError(f"{flag} applies to bench --adb; add --adb or drop {flag}")
-
-
-def _run_bench(a: argparse.Namespace) -> int:
-    from albert_edge.bench import run_bench_cli
-
-    if a.recommend:
-        from albert_edge.bench.recommend import run_recommend_cli
-
-        return run_recommend_cli(a)
-
-    return run_bench_cli(a)
+# --- the parser ----------------------------------------------------------------------
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -697,69 +301,6 @@ class _OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> Any:
         self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
-
-
-# --- progress / export-triton ---------------------------------------------------------
-
-
-def _add_quiet(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")
-
-
-def _add_export_triton(sub: Any) -> None:
-    p = sub.add_parser(
-        "export-triton",
-        help="ONNX artifact -> Triton Inference Server model repository (onnxruntime backend)",
-    )
-    p.add_argument("artifact", type=Path, help="ONNX artifact directory (albert-edge convert)")
-    p.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        type=output_arg,
-        help="model repository directory; writes <repo>/<name>/config.pbtxt and "
-        "<repo>/<name>/<version>/model.onnx",
-    )
-    p.add_argument("--name", default=None, help="model name (default: the artifact's folder name)")
-    p.add_argument(
-        "--version",
-        dest="model_version",
-        type=_at_least(1),
-        default=1,
-        help="model version (default: 1)",
-    )
-    p.add_argument(
-        "--max-batch-size",
-        type=_at_least(0, INT32_MAX),  # config.pbtxt's max_batch_size is a protobuf int32
-        default=8,
-        help="Triton max_batch_size with dynamic batching; 0 disables batching (default: 8)",
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace <repo>/<name> if it exists")
-    p.add_argument("--json", action="store_true", help="print what was written as JSON")
-    p.set_defaults(run=_run_export_triton)
-
-
-def _run_export_triton(a: argparse.Namespace) -> int:
-    from albert_edge.triton import export_triton
-
-    info = export_triton(
-        a.artifact,
-        a.output,
-        name=a.name,
-        version=a.model_version,
-        max_batch_size=a.max_batch_size,
-        overwrite=a.overwrite,
-    )
-    if a.json:
-        _print_json(info)
-    else:
-        batching = (
-            f"dynamic batching up to {info['max_batch_size']}"
-            if info["dynamic_batching"]
-            else "no batching (fixed first axis)"
-        )
-        print(f"{Path(a.output) / info['model']}: config.pbtxt + {info['files'][1]} ({batching})")
-    return 0
 
 
 def _add_train(sub: Any) -> None:
@@ -797,25 +338,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"albert-edge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_convert, _add_quantize, _add_verify, _add_kernels, _add_inspect, _add_bench):
+    from albert_edge.commands import bench, inspect, triton, verify
+
+    for add in (
+        _add_convert,
+        _add_quantize,
+        verify.add_parser,
+        inspect.add_kernels,
+        inspect.add_inspect,
+        bench.add_parser,
+        triton.add_parser,
+        _add_train,
+    ):
         add(sub)
-    _add_export_triton(sub)
-    _add_train(sub)
     from albert_edge.depth.command import add_parser as _add_depth
 
-    _add_depth(sub, _add_quiet)
+    _add_depth(sub, add_quiet)
     from albert_edge.early_exit.command import add_parser as _add_early_exit
 
-    _add_early_exit(sub, _add_quiet)
+    _add_early_exit(sub, add_quiet)
     from albert_edge.vocab.command import add_parser as _add_trim
 
-    _add_trim(sub, _add_quiet)
+    _add_trim(sub, add_quiet)
     from albert_edge.prune.command import add_parser as _add_prune
 
-    _add_prune(sub, _add_quiet)
+    _add_prune(sub, add_quiet)
     from albert_edge.optimize.command import add_parser as _add_optimize
 
-    _add_optimize(sub, _add_quiet)
+    _add_optimize(sub, add_quiet)
     return parser
 
 
@@ -885,7 +435,9 @@ def _preflight(args: argparse.Namespace) -> None:
     elif args.command == "export-triton":
         check_name_fits(args.output / (args.name or "model"), "-o / --name")
     elif args.command == "bench":
-        _check_bench_flags(args)
+        from albert_edge.commands.bench import check_flags
+
+        check_flags(args)
         for flag, path in (
             ("--json", args.json_out),
             ("--markdown", args.markdown),
@@ -955,7 +507,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw = list(sys.argv[1:] if argv is None else argv)
     # named before parsing, so a signal during start-up names the subcommand too
     command = f" {raw[0]}" if raw and raw[0].replace("-", "").isalnum() else ""
-    from albert_edge.io import release_stop_signals, signals_interrupt
+    from albert_edge.signals import release_stop_signals, signals_interrupt
 
     with signals_interrupt():
         try:
@@ -966,14 +518,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = f" {args.command}"
             return _run(args)
         except KeyboardInterrupt as exc:
-            from albert_edge.io import report_stopped
+            from albert_edge.signals import report_stopped
 
             return report_stopped(f"albert-edge{command}", exc)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from albert_edge.io import run_scratch
     from albert_edge.progress import set_enabled
+    from albert_edge.scratch import run_scratch
 
     set_enabled(not getattr(args, "quiet", False))
     try:

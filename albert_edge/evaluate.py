@@ -110,72 +110,113 @@ def evaluate_task(
     chosen on the reference's outputs for half the questions and applied to both models
     on the other half (:func:`albert_edge.tasks.squad.held_out_split`).
     """
-    from albert_edge.errors import TooFewRowsError
     from albert_edge.progress import Counter, enabled
-    from albert_edge.tasks import TaskKind, encode, paired_metric_interval, score
-    from albert_edge.tasks.squad import best_spans, choose_null_threshold, held_out_split
-    from albert_edge.torch_model import trained_length
+    from albert_edge.tasks import encode, score
 
-    max_len = min(int(runner.max_seq_len), int(ckpt.config.max_position_embeddings))
-    max_len = min(max_len, trained_length(ckpt) or max_len)
+    max_len = _max_len(runner, ckpt)
     feats = encode(data, tokenizer, max_len)
-    names = list(ckpt.head.outputs)
-    art: dict[str, list[Any]] = {n: [None] * len(feats) for n in names}
-    ref: dict[str, list[Any]] = {n: [None] * len(feats) for n in names}
-    energies = [0.0, 0.0]  # Σref², Σ(ref−out)² of the head's outputs over every example
     label = f"{data.kind.value} (artifact vs PyTorch)"
     bar = Counter(len(feats), label) if progress and enabled() else None
     try:
-        for idx in feats.batches(batch_size):
-            feeds = adapt_feeds(feats.feeds(idx), runner)
-            got = feats.split_outputs(idx, _pick(runner.run(feeds), names))
-            want = feats.split_outputs(idx, _pick(run_reference(ckpt, feeds), names))
-            for n in names:
-                for f, a, r in zip(idx, got[n], want[n], strict=True):
-                    art[n][f], ref[n][f] = a, r
-                    m = compare_arrays(r, a)
-                    energies[0] += m["signal"]
-                    energies[1] += m["noise"]
-            if bar is not None:
-                bar.advance(len(idx))
+        art, ref, energies = _run_both(runner, ckpt, feats, batch_size, bar)
     finally:
         if bar is not None:
             bar.close()
-    options: dict[str, Any] = {}
-    if data.kind is TaskKind.QUESTION_ANSWERING and data.format == "squad-v2.0":
-        choose, held = held_out_split(len(data.examples))
-        if null_threshold is None:
-            null_threshold = choose_null_threshold(data, best_spans(data, feats, ref), choose)
-            options["eval_on"] = held
-        options["null_threshold"] = null_threshold
+    options = _score_options(data, feats, ref, null_threshold)
     m_ref = score(data, feats, ref, **options)
     m_art = score(data, feats, art, **options)
-    metric = m_ref.primary
-    delta = m_art.value - m_ref.value
+    measured = {
+        "logits_sqnr_db": sqnr_db(*energies),
+        "tokenizer": str(tokenizer.path),
+        "max_len": max_len,
+    }
+    notes = {k: v for k, v in m_ref.notes.items() if k.startswith("null_threshold")}
+    return _compared(data, m_art, m_ref, ckpt, measured, notes)
+
+
+def _max_len(runner: Runner, ckpt: Checkpoint) -> int:
+    """The longest feature both sides take: the artifact's, the position table's and
+    the length the checkpoint was trained at, whichever is shortest."""
+    from albert_edge.torch_model import trained_length
+
+    max_len = min(int(runner.max_seq_len), int(ckpt.config.max_position_embeddings))
+    return min(max_len, trained_length(ckpt) or max_len)
+
+
+def _run_both(
+    runner: Runner, ckpt: Checkpoint, feats: Any, batch_size: int, bar: Any
+) -> tuple[dict[str, list[Any]], dict[str, list[Any]], list[float]]:
+    """The head's outputs of the artifact and of PyTorch on the same feeds, per feature,
+    and the pooled energies Σref², Σ(ref−out)² over every example."""
+    names = list(ckpt.head.outputs)
+    art: dict[str, list[Any]] = {n: [None] * len(feats) for n in names}
+    ref: dict[str, list[Any]] = {n: [None] * len(feats) for n in names}
+    energies = [0.0, 0.0]
+    for idx in feats.batches(batch_size):
+        feeds = adapt_feeds(feats.feeds(idx), runner)
+        got = feats.split_outputs(idx, _pick(runner.run(feeds), names))
+        want = feats.split_outputs(idx, _pick(run_reference(ckpt, feeds), names))
+        for n in names:
+            for f, a, r in zip(idx, got[n], want[n], strict=True):
+                art[n][f], ref[n][f] = a, r
+                m = compare_arrays(r, a)
+                energies[0] += m["signal"]
+                energies[1] += m["noise"]
+        if bar is not None:
+            bar.advance(len(idx))
+    return art, ref, energies
+
+
+def _score_options(
+    data: TaskData, feats: Any, ref: Any, null_threshold: float | None = None
+) -> dict[str, Any]:
+    """SQuAD v2.0's null threshold for scoring both models: the given one, or one chosen
+    on the reference's outputs for half the questions and applied on the other half
+    (:func:`albert_edge.tasks.score_options`)."""
+    from albert_edge.tasks import TaskKind, score_options
+
+    if null_threshold is None:
+        return score_options(data, feats, ref)
+    v2 = data.kind is TaskKind.QUESTION_ANSWERING and data.format == "squad-v2.0"
+    return {"null_threshold": null_threshold} if v2 else {}
+
+
+def _compared(
+    data: TaskData,
+    m_art: Any,
+    m_ref: Any,
+    ckpt: Checkpoint,
+    measured: dict[str, Any],
+    notes: dict[str, Any],
+) -> dict[str, Any]:
+    """The metric record both evaluations return: both metrics, the difference with its
+    paired bootstrap interval (or why there is none), their agreement, and ``measured``
+    (how the outputs compared) and ``notes`` in their places."""
+    from albert_edge.errors import TooFewRowsError
+    from albert_edge.tasks import paired_metric_interval
+
     result: dict[str, Any] = {
         "task": data.kind.value,
         "format": data.format,
         "examples": m_ref.examples,
-        "metric": metric,
+        "metric": m_ref.primary,
         "metric_artifact": m_art.value,
         "metric_reference": m_ref.value,
         "metrics_artifact": m_art.values,
         "metrics_reference": m_ref.values,
-        "delta_points": round(delta * 100.0, 6),
+        "delta_points": round((m_art.value - m_ref.value) * 100.0, 6),
         "agreement": float(
             sum(a == b for a, b in zip(m_art.predictions, m_ref.predictions, strict=True))
             / max(1, len(m_ref.predictions))
         ),
-        "logits_sqnr_db": sqnr_db(*energies),
-        "tokenizer": str(tokenizer.path),
-        "max_len": max_len,
+        **measured,
     }
     if "accuracy" in m_ref.values:
         result["accuracy_artifact"] = m_art.values["accuracy"]
         result["accuracy_reference"] = m_ref.values["accuracy"]
     if data.pair:
         result["pair"] = "/".join(data.columns)
-    result.update({k: v for k, v in m_ref.notes.items() if k.startswith("null_threshold")})
+    result.update(notes)
     _note_learned_nothing(result, m_ref, ckpt)
     try:
         iv = paired_metric_interval(m_art, m_ref)
@@ -219,15 +260,11 @@ def evaluate_against(
     numbers its pieces differently), so the two cannot share feeds; they share the
     examples, and the interval pairs them example by example. The cost it measures is the
     whole optimize's (fine-tune, depth, vocabulary, precision together)."""
-    from albert_edge.errors import TooFewRowsError
     from albert_edge.progress import Counter, enabled
-    from albert_edge.tasks import TaskKind, encode, paired_metric_interval, score
-    from albert_edge.tasks.squad import best_spans, choose_null_threshold, held_out_split
+    from albert_edge.tasks import encode, score
     from albert_edge.tasks.types import run_features
-    from albert_edge.torch_model import trained_length
 
-    max_len = min(int(runner.max_seq_len), int(given.config.max_position_embeddings))
-    max_len = min(max_len, trained_length(given) or max_len)
+    max_len = _max_len(runner, given)
     names = list(given.head.outputs)
     feats_a = encode(data, tokenizer, max_len)
     feats_r = encode(data, given.tokenizer(), max_len)
@@ -251,51 +288,15 @@ def evaluate_against(
     finally:
         if bar is not None:
             bar.close()
-    options: dict[str, Any] = {}
-    if data.kind is TaskKind.QUESTION_ANSWERING and data.format == "squad-v2.0":
-        choose, held = held_out_split(len(data.examples))
-        options["null_threshold"] = choose_null_threshold(
-            data, best_spans(data, feats_r, ref), choose
-        )
-        options["eval_on"] = held
+    options = _score_options(data, feats_r, ref)
     m_ref = score(data, feats_r, ref, **options)
     m_art = score(data, feats_a, art, **options)
-    result: dict[str, Any] = {
-        "task": data.kind.value,
-        "format": data.format,
-        "examples": m_ref.examples,
-        "metric": m_ref.primary,
-        "metric_artifact": m_art.value,
-        "metric_reference": m_ref.value,
-        "metrics_artifact": m_art.values,
-        "metrics_reference": m_ref.values,
-        "delta_points": round((m_art.value - m_ref.value) * 100.0, 6),
-        "agreement": float(
-            sum(a == b for a, b in zip(m_art.predictions, m_ref.predictions, strict=True))
-            / max(1, len(m_ref.predictions))
-        ),
+    measured = {
         "logits_sqnr_db": math.nan,  # other feeds: no output-by-output comparison
         "max_len": max_len,
         "against": against,
     }
-    if "accuracy" in m_ref.values:
-        result["accuracy_artifact"] = m_art.values["accuracy"]
-        result["accuracy_reference"] = m_ref.values["accuracy"]
-    if data.pair:
-        result["pair"] = "/".join(data.columns)
-    _note_learned_nothing(result, m_ref, given)
-    try:
-        iv = paired_metric_interval(m_art, m_ref)
-        result["interval_points"] = {
-            "low": round(iv.low * 100.0, 6),
-            "high": round(iv.high * 100.0, 6),
-            "level": iv.level,
-            "method": "paired bootstrap over examples",
-        }
-    except TooFewRowsError as exc:
-        result["interval_points"] = None
-        result["interval_note"] = str(exc)
-    return result
+    return _compared(data, m_art, m_ref, given, measured, {})
 
 
 def _pick(outputs: dict[str, np.ndarray], names: Sequence[str]) -> dict[str, np.ndarray]:

@@ -203,53 +203,69 @@ def run_grid(
             out = runner.run(feeds)
             point: dict[str, Any] = {"batch": batch, "seq": seq, "outputs": {}}
             for name in ckpt.head.outputs:
-                problem = None
-                if name not in out:
-                    problem = "missing from the artifact's outputs"
-                elif out[name].shape != ref[name].shape:
-                    problem = f"shape {out[name].shape} != reference {ref[name].shape}"
-                if problem:
-                    m: dict[str, Any] = {
-                        "max_abs_err": math.nan,
-                        "mean_abs_err": math.nan,
-                        "sqnr_db": math.nan,
-                        "signal": 0.0,
-                        "noise": math.nan,
-                        "problem": problem,
-                    }
-                else:
-                    m = compare_arrays(ref[name], out[name])
+                m = _compare_output(name, ref, out)
                 signal, noise = m.pop("signal"), m.pop("noise")
                 point["outputs"][name] = m
-                s = summary.setdefault(
-                    name,
-                    {
-                        "max_abs_err": 0.0,
-                        "mean_abs_err": 0.0,
-                        "sqnr_db": math.inf,
-                        "sqnr_db_min": math.inf,
-                        "worst_at": {},
-                    },
-                )
                 energies = pooled.setdefault(name, [0.0, 0.0])
                 energies[0] += signal
                 energies[1] += noise
-                for key, src, larger in (
-                    ("max_abs_err", "max_abs_err", True),
-                    ("mean_abs_err", "mean_abs_err", True),
-                    ("sqnr_db_min", "sqnr_db", False),
-                ):
-                    prev = s[key]
-                    s[key] = worse(prev, m[src], larger_is_worse=larger)
-                    changed = (not math.isnan(prev)) if math.isnan(s[key]) else s[key] != prev
-                    if changed or key not in s["worst_at"]:
-                        s["worst_at"][key] = {"batch": batch, "seq": seq}
-                if problem and "problem" not in s:
-                    s["problem"] = f"{problem} (batch {batch}, seq {seq})"
+                _summarize(summary, name, m, batch, seq)
             grid.append(point)
     for name, (signal, noise) in pooled.items():
         summary[name]["sqnr_db"] = sqnr_db(signal, noise)
     return grid, summary
+
+
+def _compare_output(
+    name: str, ref: dict[str, np.ndarray], out: dict[str, np.ndarray]
+) -> dict[str, Any]:
+    """One output at one grid point against the reference; NaN metrics and a ``problem``
+    where the artifact lacks it or gives it another shape."""
+    problem = None
+    if name not in out:
+        problem = "missing from the artifact's outputs"
+    elif out[name].shape != ref[name].shape:
+        problem = f"shape {out[name].shape} != reference {ref[name].shape}"
+    if problem is None:
+        return compare_arrays(ref[name], out[name])
+    return {
+        "max_abs_err": math.nan,
+        "mean_abs_err": math.nan,
+        "sqnr_db": math.nan,
+        "signal": 0.0,
+        "noise": math.nan,
+        "problem": problem,
+    }
+
+
+def _summarize(
+    summary: dict[str, dict[str, Any]], name: str, m: dict[str, Any], batch: int, seq: int
+) -> None:
+    """Fold one grid point's metrics ``m`` of output ``name`` into its worst-case summary,
+    remembering where each worst value was met."""
+    s = summary.setdefault(
+        name,
+        {
+            "max_abs_err": 0.0,
+            "mean_abs_err": 0.0,
+            "sqnr_db": math.inf,
+            "sqnr_db_min": math.inf,
+            "worst_at": {},
+        },
+    )
+    for key, src, larger in (
+        ("max_abs_err", "max_abs_err", True),
+        ("mean_abs_err", "mean_abs_err", True),
+        ("sqnr_db_min", "sqnr_db", False),
+    ):
+        prev = s[key]
+        s[key] = worse(prev, m[src], larger_is_worse=larger)
+        changed = (not math.isnan(prev)) if math.isnan(s[key]) else s[key] != prev
+        if changed or key not in s["worst_at"]:
+            s["worst_at"][key] = {"batch": batch, "seq": seq}
+    problem = m.get("problem")
+    if problem and "problem" not in s:
+        s["problem"] = f"{problem} (batch {batch}, seq {seq})"
 
 
 def judge_outputs(summary: dict[str, dict[str, Any]], precision: str) -> list[str]:

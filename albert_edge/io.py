@@ -24,7 +24,10 @@ The promises, and how each is kept:
   files go under one per-run scratch directory (:func:`run_scratch`) that the next run
   removes when its owner is dead.
 * **One-line errors.** ``OSError`` (EACCES, ENOSPC, EROFS, ...) becomes an
-  :class:`OutputError` naming the output and the fix.
+  :class:`OutputError` naming the output and the fix (:mod:`albert_edge.fs_errors`).
+
+Stop signals live in :mod:`albert_edge.signals`, the run's scratch directory in
+:mod:`albert_edge.scratch`.
 """
 
 from __future__ import annotations
@@ -37,165 +40,56 @@ import hashlib
 import os
 import re
 import shutil
-import signal
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from albert_edge.errors import AlbertEdgeError, Interrupted, OutputError, OutputExistsError
+from albert_edge.errors import AlbertEdgeError, OutputError, OutputExistsError
 
-_RUN_PREFIX = "albert-edge-run-"
+# hold_stop_signals ... signals_interrupt, require_model_file, run_scratch: public names
+# that moved to their own modules and are still imported from here by their users.
+from albert_edge.fs_errors import describe_os_error, os_error_in, require_model_file
+from albert_edge.scratch import pid_alive, run_scratch
+from albert_edge.signals import (
+    hold_stop_signals,
+    release_stop_signals,
+    report_stopped,
+    signals_held,
+    signals_interrupt,
+)
 
-
-# --- errors --------------------------------------------------------------------------
-
-
-def describe_os_error(exc: OSError, path: Path, action: str = "write") -> OutputError:
-    """One line for an ``OSError`` met while writing ``path``: what failed and the fix."""
-    code = exc.errno
-    if code in (errno.ENOSPC, errno.EDQUOT) and _tmpdir_is_the_full_one(exc, path):
-        return OutputError(
-            f"temporary directory {_tmp_base()} is full (no space left on device; "
-            f"albert-edge writes its scratch files there, not into {path}); free space "
-            "there or point TMPDIR at a roomier directory; nothing was written"
-        )
-    if code == errno.ENAMETOOLONG:
-        return OutputError(f"{path}: file name too long; choose a shorter -o; nothing was written")
-    if code == errno.ENOSPC or code == errno.EDQUOT:
-        why = "disk quota exceeded" if code == errno.EDQUOT else "no space left on device"
-        where = _mount_point(path.parent)  # the output's own disk, named
-        disk = f"the disk mounted at {where}" if where is not None else "its disk"
-        fix = f"free space on {disk} or choose an -o on another disk"
-        inodes = _few_inodes(where) if code == errno.ENOSPC and where is not None else None
-        if inodes is not None:  # df shows room: say what else runs out
-            why = f"no space left on device; only {inodes} file entries (inodes) are free there"
-            fix = f"remove files on {disk} (df -i {where} counts them) or choose another -o"
-    elif code in (errno.EACCES, errno.EPERM):
-        why, fix = "permission denied", "choose a directory you can write to as -o"
-    elif code == errno.EROFS:
-        why, fix = "read-only file system", "choose a writable location as -o"
-    elif code == errno.ENOENT:
-        why, fix = "a parent directory does not exist", "create it or choose another -o"
-    elif code == errno.ENOTDIR:
-        why, fix = "a parent path is a file, not a directory", "choose another -o"
-    elif code == errno.EFBIG:
-        why, fix = _file_size_limit()
-    else:
-        why, fix = exc.strerror or type(exc).__name__, "choose another -o"
-    return OutputError(f"{path}: cannot {action} ({why}); {fix}; nothing was written")
-
-
-def _few_inodes(mount: Path) -> int | None:
-    """The free file entries (inodes) of ``mount`` when bytes are to spare but entries are
-    (almost) gone, else ``None``: ``df`` then shows room, and "free space" alone would send
-    the user the wrong way. Counted after the run removed its own temp files."""
-    try:
-        st = os.statvfs(mount)
-    except OSError:
-        return None
-    few = bool(st.f_files) and st.f_favail < 1000 and st.f_bavail * st.f_frsize >= 1 << 20
-    return st.f_favail if few else None
-
-
-def _file_size_limit() -> tuple[str, str]:
-    """Why a write met EFBIG, and the fix: this process's file-size limit (``ulimit -f``)
-    when one is set, else the file system's largest file (FAT32: 4 GiB)."""
-    import resource
-
-    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
-    if soft != resource.RLIM_INFINITY:
-        return (
-            f"a file would pass this shell's file-size limit, ulimit -f, of {soft} bytes",
-            "raise it (ulimit -f unlimited) or run from another shell",
-        )
-    return "a file would pass the largest the file system allows", "choose an -o on another disk"
-
-
-def require_model_file(path: Path, what: str) -> None:
-    """Refuse ``path`` unless it is a non-empty regular file, naming what it is instead
-    (missing, a directory, a FIFO or device, zero bytes): "no such file" for a FIFO sends
-    a user looking in the wrong place, and an empty file would read as an empty model."""
-    if not path.exists():
-        raise AlbertEdgeError(f"{path}: no such {what} file")
-    if path.is_dir():
-        raise AlbertEdgeError(f"{path}: is a directory, not a {what} file")
-    if not path.is_file():
-        raise AlbertEdgeError(
-            f"{path}: not a regular file (a FIFO, socket or device); give the {what} file itself"
-        )
-    if path.stat().st_size == 0:
-        raise AlbertEdgeError(f"{path}: empty file (0 bytes); re-convert the {what} model")
-
-
-def _tmp_base() -> str:
-    """The TMPDIR the user set (the run's scratch directory lives inside it)."""
-    scratch = Path(tempfile.gettempdir())
-    if scratch.name.startswith(_RUN_PREFIX):
-        return str(scratch.parent)
-    return str(scratch)
-
-
-def _free_bytes(path: str | Path) -> int | None:
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return None
-    return st.f_bavail * st.f_frsize
-
-
-def _device(path: Path) -> int | None:
-    """The file system (``st_dev``) of ``path``, or of its nearest existing ancestor: a
-    failing temp file may already be removed when the error is described."""
-    anc = path
-    while True:
-        try:
-            return os.stat(anc).st_dev
-        except FileNotFoundError:
-            if anc == anc.parent:
-                return None
-            anc = anc.parent
-        except OSError:
-            return None
-
-
-def _mount_point(path: Path) -> Path | None:
-    """The mount point of the file system holding ``path`` (or its nearest existing
-    ancestor), so a full-disk message names the disk that is full."""
-    anc = Path(os.path.abspath(path))
-    dev = _device(anc)
-    if dev is None:
-        return None
-    while not anc.exists() and anc != anc.parent:
-        anc = anc.parent
-    while anc != anc.parent and _device(anc.parent) == dev:
-        anc = anc.parent
-    return anc
-
-
-def _tmpdir_is_the_full_one(exc: OSError, out: Path) -> bool:
-    """Whether a full disk is TMPDIR's rather than the output's (issue 26: a full TMPDIR
-    was reported as "cannot write -o"). Judged by file system, never by path prefix: an
-    output on a small disk mounted under /tmp is the output's disk. The file written when
-    it failed says it when known; otherwise the file system with (almost) no room left is
-    the full one."""
-    tmp = Path(_tmp_base())
-    dev_tmp, dev_out = _device(tmp), _device(out.parent)
-    if dev_tmp is None or dev_tmp == dev_out:
-        return False  # one file system: the output's message covers both
-    # A copy names both ends (shutil.copyfile: filename = the source, filename2 = the file
-    # written): the written one is the one on the full disk, not the scratch directory a
-    # file is copied from.
-    written = exc.filename2 or exc.filename
-    if written:
-        return _device(Path(os.fsdecode(written))) == dev_tmp
-    anc = out.parent
-    while not anc.exists() and anc != anc.parent:
-        anc = anc.parent
-    free_tmp, free_out = _free_bytes(tmp), _free_bytes(anc)
-    return free_tmp is not None and free_tmp < 1 << 20 and (free_out or 0) >= 1 << 20
-
+__all__ = [
+    "ARTIFACT",
+    "OutputKind",
+    "artifact_foreign_reason",
+    "atomic_output_dir",
+    "atomic_write_bytes",
+    "check_name_fits",
+    "check_output",
+    "check_output_file",
+    "clean_stale_siblings",
+    "describe_os_error",
+    "hold_stop_signals",
+    "is_albert_edge_artifact",
+    "lock_path",
+    "name_max",
+    "named_output",
+    "os_error_in",
+    "output_arg",
+    "output_lock",
+    "portable_command",
+    "preflight_output",
+    "release_stop_signals",
+    "replaced_cwd",
+    "report_stopped",
+    "require_model_file",
+    "run_scratch",
+    "shown_path",
+    "sibling_stem",
+    "signals_held",
+    "signals_interrupt",
+]
 
 # --- names ---------------------------------------------------------------------------
 
@@ -552,157 +446,6 @@ def _check_writable(out: Path) -> None:
         raise describe_os_error(OSError(code, os.strerror(code)), out)
 
 
-# --- signals -------------------------------------------------------------------------
-
-# A stop signal (SIGINT, SIGTERM, SIGHUP) that arrives while a temp directory or lock is
-# being created is held until the name is under a ``finally`` that removes it: otherwise a
-# signal between ``mkdir`` and ``try:`` leaves the name behind (issue 26: a SIGTERM sent
-# as the lock appeared left ``.OUT.tmp-<pid>-*``). The CLI's handlers call
-# :func:`stop_or_defer`; library callers keep Python's own SIGINT behaviour.
-_held = {"depth": 0, "pending": 0, "startup": 0, "recheck": 0}
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-# The handlers that were in place before :func:`hold_stop_signals` (restored on exit).
-_saved: dict[int, object] = {}
-# How soon a signal that arrived mid-import is looked at again (seconds).
-_IMPORT_RECHECK_S = 0.02
-
-
-def stop_or_defer(signum: int) -> None:
-    """The stop signals' handler body: raise :class:`Interrupted` now, or, inside
-    :func:`signals_held`, when the held section ends."""
-    if _held["depth"]:
-        _held["pending"] = _held["pending"] or signum
-        return
-    for sig in (signal.SIGTERM, signal.SIGHUP):  # one message, one unwinding
-        with contextlib.suppress(ValueError, OSError):
-            signal.signal(sig, signal.SIG_IGN)
-    raise Interrupted(signum)
-
-
-def _importing(frame: object) -> bool:
-    """Whether the interrupted code runs inside an ``import`` (the import machinery's
-    frames are on the stack). An exception raised there leaves a half-initialised module
-    in ``sys.modules``: torch, half imported, then fails the clean-up's own imports with
-    errors that name neither the signal nor the run (a RecursionError was seen)."""
-    f: Any = frame
-    while f is not None:
-        if f.f_code.co_filename.startswith("<frozen importlib"):
-            return True
-        f = f.f_back
-    return False
-
-
-def _resend(signum: int) -> None:
-    _held["recheck"] = 0
-    os.kill(os.getpid(), signum)
-
-
-def _on_stop(signum: int, frame: object) -> None:
-    """The stop handler: mid-import, the signal is kept and looked at again shortly
-    (re-sent to this process until the import has finished); otherwise
-    :func:`stop_or_defer`."""
-    if not _held["depth"] and _importing(frame):
-        _held["pending"] = _held["pending"] or signum
-        if not _held["recheck"]:  # one re-send in flight at a time
-            import threading
-
-            _held["recheck"] = 1
-            timer = threading.Timer(_IMPORT_RECHECK_S, _resend, (signum,))
-            timer.daemon = True
-            timer.start()
-        return
-    if _held["pending"] and not _held["depth"]:
-        signum, _held["pending"] = _held["pending"], 0
-    stop_or_defer(signum)
-
-
-def hold_stop_signals() -> None:
-    """First thing an entry point does (before its own imports): SIGINT, SIGTERM and SIGHUP
-    get the stop handler and are held until :func:`release_stop_signals`, so that a signal
-    during start-up ends the run with the same one line and exit status as one during the
-    work, never half-way through an import. A signal the caller ignores (``nohup``, a
-    background job's SIGINT) stays ignored. Idempotent."""
-    if _held["startup"]:
-        return
-    for sig in STOP_SIGNALS:
-        with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
-            previous = signal.getsignal(sig)
-            if previous != signal.SIG_IGN and previous is not _on_stop:
-                _saved[int(sig)] = previous
-                signal.signal(sig, _on_stop)
-    _held["startup"] = 1
-    _held["depth"] += 1
-
-
-def release_stop_signals() -> None:
-    """The end of start-up: from here a stop signal raises :class:`Interrupted` where the
-    run is; one that came during start-up is raised now (call it inside the ``try`` that
-    reports it)."""
-    if _held["startup"] != 1:
-        return
-    _held["startup"] = 2
-    _held["depth"] -= 1
-    if not _held["depth"] and _held["pending"]:
-        signum, _held["pending"] = _held["pending"], 0
-        stop_or_defer(signum)
-
-
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """Hold stop signals for a short section (creating a name and handing it to its
-    clean-up); one that came meanwhile is raised at the end, where the caller's ``try``
-    already covers the name."""
-    _held["depth"] += 1
-    try:
-        yield
-    finally:
-        _held["depth"] -= 1
-        if not _held["depth"] and _held["pending"]:
-            signum, _held["pending"] = _held["pending"], 0
-            stop_or_defer(signum)
-
-
-@contextlib.contextmanager
-def signals_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP stop a run as Ctrl-C does (issue 26): all three raise
-    :class:`Interrupted` (a ``KeyboardInterrupt``), so every ``finally`` removes its temp
-    directory, lock and scratch and kills bench children; one that arrives while such a
-    name is being created waits until its clean-up covers it (:func:`signals_held`), and
-    one that arrives mid-import waits until the import is done. A signal the caller
-    ignores stays ignored; repeated SIGTERM/SIGHUP during the clean-up are ignored. The
-    CLI and ``python -m albert_edge.train`` both run under it.
-
-    Signals are held from entry (or from an earlier :func:`hold_stop_signals`) until the
-    body calls :func:`release_stop_signals` inside the ``try`` that reports them."""
-    hold_stop_signals()
-    try:
-        yield
-    finally:
-        if _held["startup"] == 1:  # never released: the body failed before its try
-            _held["depth"] -= 1
-        _held["startup"] = 0
-        _held["pending"] = 0
-        for sig, previous in _saved.items():
-            with contextlib.suppress(ValueError, OSError):
-                signal.signal(sig, previous)  # type: ignore[arg-type]
-        _saved.clear()
-
-
-def report_stopped(prog: str, exc: KeyboardInterrupt) -> int:
-    """The one line a stopped run prints (``prog``: ``albert-edge convert``, ...) and its
-    exit status, 128 + the signal: the same for the CLI and ``python -m albert_edge.train``."""
-    import sys
-
-    signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
-    with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
-        print(
-            f"{prog}: stopped by {signal.Signals(signum).name}; temp files and lock removed, "
-            "nothing half-written (the output is as it was, or complete)",
-            file=sys.stderr,
-        )
-    return 128 + signum
-
-
 # --- lock ----------------------------------------------------------------------------
 
 
@@ -764,18 +507,6 @@ def _acquire_lock(path: Path, out: Path) -> int:
 # --- leftovers of killed runs ----------------------------------------------------------
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _clean_stale_lock(out: Path) -> list[Path]:
     """Remove ``.OUT.lock`` when nobody holds it (a ``kill -9`` leaves the file; the kernel
     has already dropped the lock). Unlinked while we hold it, so :func:`output_lock`'s
@@ -812,7 +543,7 @@ def clean_stale_siblings(out: Path) -> list[Path]:
     cleaned = _clean_stale_lock(out)
     for entry in out.parent.iterdir():
         m = pattern.match(entry.name)
-        if not m or _pid_alive(int(m.group(2))):
+        if not m or pid_alive(int(m.group(2))):
             continue
         if m.group(1) == "old" and not (out.exists() or out.is_symlink()):
             with contextlib.suppress(OSError):
@@ -823,58 +554,6 @@ def clean_stale_siblings(out: Path) -> list[Path]:
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
             cleaned.append(entry)
     return cleaned
-
-
-def clean_stale_scratch(base: str | Path | None = None) -> list[Path]:
-    """Remove ``albert-edge-run-<pid>-*`` scratch directories of dead processes."""
-    base = Path(base or tempfile.gettempdir())
-    cleaned = []
-    with contextlib.suppress(OSError):
-        for entry in base.iterdir():
-            m = re.match(rf"^{_RUN_PREFIX}(\d+)-", entry.name)
-            if m and not _pid_alive(int(m.group(1))) and entry.is_dir():
-                shutil.rmtree(entry, ignore_errors=True)
-                cleaned.append(entry)
-    return cleaned
-
-
-@contextlib.contextmanager
-def run_scratch() -> Iterator[Path]:
-    """Route every temp file of this run (ours, torch's, ORT's) into one directory.
-
-    ``tempfile`` and child processes (``TMPDIR``) put their files under
-    ``/tmp/albert-edge-run-<pid>-*``, removed on every exit path Python sees; a run killed
-    with SIGKILL leaves it for the next run, which removes it because its pid is dead.
-    """
-    clean_stale_scratch()
-    base = tempfile.gettempdir()
-    saved_env, saved_dir = os.environ.get("TMPDIR"), tempfile.tempdir
-    scratch: Path | None = None
-    try:
-        with signals_held():  # the name is ours to remove from the moment it exists
-            scratch = _make_scratch(base)
-            os.environ["TMPDIR"] = str(scratch)
-            tempfile.tempdir = str(scratch)
-        yield scratch
-    finally:
-        tempfile.tempdir = saved_dir
-        if saved_env is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = saved_env
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _make_scratch(base: str) -> Path:
-    try:
-        return Path(tempfile.mkdtemp(prefix=f"{_RUN_PREFIX}{os.getpid()}-", dir=base))
-    except OSError as exc:  # TMPDIR full, read-only or closed: say so, not "-o"
-        why = exc.strerror or type(exc).__name__
-        raise OutputError(
-            f"temporary directory {base}: cannot create albert-edge's scratch directory "
-            f"({why}); free space there or point TMPDIR at a writable directory"
-        ) from None
 
 
 # --- writing -------------------------------------------------------------------------
@@ -996,19 +675,6 @@ def atomic_output_dir(
         if embedded is not None:
             raise describe_os_error(embedded, out) from None
         raise
-
-
-def os_error_in(exc: BaseException) -> OSError | None:
-    """The ``OSError`` a Rust library (safetensors, tokenizers) reports only as text,
-    ``"... (os error 28)"``: a full disk while writing the output then reads as every
-    other write error, not as a traceback."""
-    if isinstance(exc, OSError | AlbertEdgeError) or not isinstance(exc, Exception):
-        return None
-    m = re.search(r"\(os error (\d+)\)", str(exc))
-    if m is None:
-        return None
-    code = int(m.group(1))
-    return OSError(code, os.strerror(code))
 
 
 # The directory the last swap replaced while it was this process's working directory (or

@@ -91,9 +91,16 @@ def depth_lines(depth: Any) -> list[str]:
     ev = depth.get("evidence")
     if isinstance(ev, dict):
         data = ev.get("data") or {}
+        # held_out_metric {name, value}; before it, held_out_accuracy + metric (old artifacts)
+        held = ev.get("held_out_metric") or {
+            "name": ev.get("metric", "accuracy"),
+            "value": ev.get("held_out_accuracy"),
+        }
+        full_ref = ev.get("full_depth_held_out_metric") or {}
+        full = float(full_ref.get("value", ev.get("full_depth_held_out_accuracy")) or 0.0)
         lines.append(
-            f"- held-out {ev.get('metric', 'accuracy')} {100 * ev['held_out_accuracy']:.2f} % vs "
-            f"{100 * ev['full_depth_held_out_accuracy']:.2f} % at full depth: "
+            f"- held-out {held['name']} {100 * held['value']:.2f} % vs "
+            f"{100 * full:.2f} % at full depth: "
             f"{100 * ev['delta']:+.2f} points [{100 * ev['delta_low']:+.2f}, "
             f"{100 * ev['delta_high']:+.2f}] ({ev.get('interval')}), on "
             f"{data.get('held_out_rows')} rows of `{data.get('file')}` (sha256 "

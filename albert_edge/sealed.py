@@ -95,11 +95,11 @@ def _checkpoint_files(path: Path) -> list[Path]:
 
 def _tf1_directory_files(path: Path) -> list[Path]:
     """An original TF1 directory's ``albert_config.json`` and the ``.index`` / ``.data-*``
-    files of the checkpoint the loader takes from it (:func:`converters.tf1_checkpoint.
+    files of the checkpoint the loader takes from it (:func:`converters.tf1_files.
     locate_tf1_files`: the ``checkpoint`` file's choice or the highest step, a TF-Hub
     module's ``variables/``); none when it is not one."""
     from albert_edge.errors import CheckpointError
-    from converters.tf1_checkpoint import locate_tf1_files
+    from converters.tf1_files import locate_tf1_files
 
     try:
         tf1 = locate_tf1_files(path)

@@ -53,38 +53,22 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.errors import AlbertEdgeError, ConfigError
-from albert_edge.io import output_arg
+from albert_edge.heads import EXIT_HEADS_FILE
+from albert_edge.learn.command import add_arguments
+from albert_edge.learn.record import TRAINING_OUTPUT, TRAINING_RECORD, is_training_output
 from albert_edge.learn.scratch import (  # re-exported: the public names of train
     DEFAULT_SPIECE,
     DEFAULTS,
-    EXIT_HEADS_FILE,
     EXIT_LOSSES,
-    TRAINING_OUTPUT,
-    TRAINING_RECORD,
-    _batches,
-    _check_finite_hyperparameters,
-    _check_finite_step,
-    _collate,
-    _encode,
-    _fit,
-    _given_args,
-    _overrides,
-    _own_files,
-    _save_model,
-    _summary,
-    _write_output,
     evaluate,
     evaluate_exits,
     exit_logits,
-    is_training_output,
     make_exit_classifiers,
     make_optimizer,
     pabee_loss,
     pabee_weights,
 )
 from albert_edge.learn.scratch import train as train_from_scratch
-from albert_edge.options import float_in, seed_value, thread_count
-from albert_edge.options import int_at_least as _at_least
 
 __all__ = [
     "DEFAULTS",
@@ -93,18 +77,6 @@ __all__ = [
     "EXIT_LOSSES",
     "TRAINING_OUTPUT",
     "TRAINING_RECORD",
-    "_batches",
-    "_check_finite_hyperparameters",
-    "_check_finite_step",
-    "_collate",
-    "_encode",
-    "_fit",
-    "_given_args",
-    "_overrides",
-    "_own_files",
-    "_save_model",
-    "_summary",
-    "_write_output",
     "add_arguments",
     "check_data",
     "evaluate",
@@ -134,8 +106,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     legacy_defaults(args)
     if getattr(args, "init", None) is not None:
         from albert_edge.learn.finetune import fine_tune
+        from albert_edge.learn.record import given_args
 
-        return fine_tune(from_args(args, " ".join(["albert-edge train", *_given_args()])))
+        return fine_tune(from_args(args, " ".join(["albert-edge train", *given_args()])))
     check_scratch(args)
     return train_from_scratch(args)
 
@@ -162,99 +135,6 @@ def check_data(args: argparse.Namespace) -> None:
         "--dev FILE is required to train from scratch on an SST-2 style file: the labelled "
         "file the accuracy is reported on, e.g. GLUE's SST-2/dev.tsv"
     )
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The flags of ``albert-edge train`` (and ``python -m albert_edge.train``)."""
-    p.add_argument(
-        "--train",
-        type=Path,
-        default=None,
-        help="the labelled file to train on (required); it decides the head: a GLUE-style "
-        ".tsv of single sentences (SST-2/train.tsv: a header row, then label<TAB>sentence) "
-        "or pairs (RTE, MRPC, ...), a CoNLL-2003 file (a tagger) or a SQuAD .json (QA)",
-    )
-    p.add_argument(
-        "--dev",
-        type=Path,
-        default=None,
-        help="labelled file to report accuracy on, e.g. GLUE's SST-2/dev.tsv (required from "
-        "scratch on an SST-2 style --train; with --init: optional, printed only)",
-    )
-    p.add_argument(
-        "--spiece",
-        type=Path,
-        default=DEFAULT_SPIECE,
-        help="ALBERT SentencePiece model (default: the embedded model's spiece.model, "
-        "ALBERT's 30k-clean.model, shipped in the package)",
-    )
-    p.add_argument(
-        "-o",
-        "--out",
-        type=output_arg,
-        required=True,
-        help="checkpoint directory to write (replaced atomically)",
-    )
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace --out if it is a previous albert-edge training output (nothing else)",
-    )
-    p.add_argument("--epochs", type=_at_least(1), default=3, help="passes over --train")
-    p.add_argument(
-        "--batch-size",
-        type=_at_least(1),
-        default=None,
-        help="examples per step (default per task: 64 single sentences, 32 pairs, 16 NER/QA)",
-    )
-    p.add_argument(
-        "--lr",
-        type=float_in(0, low_open=True, meaning="the peak AdamW learning rate"),
-        default=None,
-        help="peak AdamW learning rate, > 0 (1e-3; --init: 1e-4)",
-    )
-    p.add_argument(
-        "--warmup",
-        type=float_in(0, 1, meaning="the fraction of all steps warmed up"),
-        default=0.06,
-        help="linear warmup, as a fraction of all steps in [0, 1] (default: %(default)s)",
-    )
-    p.add_argument(
-        "--weight-decay",
-        type=float_in(0, 1, meaning="the AdamW weight decay"),
-        default=0.01,
-        help="AdamW weight decay in [0, 1] (default: %(default)s)",
-    )
-    p.add_argument(
-        "--max-len",
-        type=_at_least(2),
-        default=None,
-        help="tokens per example (default per task: 64 single sentences, 128 pairs/NER, 256 QA)",
-    )
-    p.add_argument("--seed", type=seed_value, default=13, help="data order and initial weights")
-    p.add_argument(
-        "--threads",
-        type=thread_count,
-        default=1,
-        help="torch threads (default: %(default)s; at most 4 per usable CPU)",
-    )
-    p.add_argument("--config", default="", help="JSON overrides of the model config")
-    p.add_argument(
-        "--exit-loss",
-        choices=EXIT_LOSSES,
-        default="none",
-        help="pabee: a classifier after every layer (the model's pooler shared), trained "
-        "jointly with PABEE's weighted loss sum_j j*L_j / sum_j j; the exits are written to "
-        f"{EXIT_HEADS_FILE}, which `albert-edge depth search` starts its heads from "
-        "(default: %(default)s)",
-    )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")
-    from albert_edge.learn.command import add_arguments as add_learn_arguments
-
-    add_learn_arguments(p)
-    from albert_edge.learn.tasks import add_arguments as add_task_arguments
-
-    add_task_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -40,6 +40,8 @@ pieces, 12.3 dB over 12 full-length SST-2 dev texts).
 from __future__ import annotations
 
 import math
+import sys
+import types
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,10 +67,11 @@ from albert_edge.reference import (
 from albert_edge.tasks import checkpoint_config, model_config, read_task_data
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from albert_edge.checkpoint import Checkpoint
     from albert_edge.runtime import Runner
+    from albert_edge.tasks import TaskData
 
 # Largest allowed |accuracy(artifact) − accuracy(PyTorch fp32)| in points, from the issue.
 # "Within N points" is read literally (both directions): an artifact that is much *better*
@@ -272,6 +275,34 @@ def _data_label(data: Any, rows: int) -> str:
     return Path(str(data)).name
 
 
+@dataclass(frozen=True)
+class _Ask:
+    """What a verify run was asked for, beyond the artifact and its reference."""
+
+    data: str | Path | None
+    batch_sizes: Sequence[int]
+    seq_lens: Sequence[int] | None
+    threads: int
+    max_examples: int | None
+    progress: bool
+    sample: bool
+    on: str | None
+    task: str | None
+
+
+@dataclass
+class _Measured:
+    """What running the artifact found: the output grid against a PyTorch model (empty
+    when there was none to run) and the task metric (``None`` without data)."""
+
+    runtime: str
+    kernel: str
+    grid: list[dict[str, Any]] = field(default_factory=list)
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    grid_ids: str = "random pieces"
+    accuracy: dict[str, Any] | None = None
+
+
 def verify(
     artifact: str | Path,
     *,
@@ -300,8 +331,6 @@ def verify(
     on instead of this machine's own: emulated, so the same figures come from AVX2, ARM64
     or wasm kernels (see :mod:`albert_edge.kernels`).
     """
-    from albert_edge.checkpoint import load_checkpoint
-    from albert_edge.facts import artifact_facts
     from albert_edge.runtime import model_file
 
     art = Path(artifact)
@@ -313,31 +342,22 @@ def verify(
     model = model_file(art)
     if not model.is_file():
         raise AlbertEdgeError(f"{model}: model file named by manifest.json is missing")
+    ask = _Ask(data, batch_sizes, seq_lens, threads, max_examples, progress, sample, on, task)
     given = given_checkpoint(art, manifest, reference)
     if given is not None:  # an optimize output: the metric against what the user gave
-        return verify_optimized(
-            art,
-            manifest or {},
-            model,
-            given,
-            data=data,
-            batch_sizes=batch_sizes,
-            seq_lens=seq_lens,
-            threads=threads,
-            max_examples=max_examples,
-            progress=progress,
-            sample=sample,
-            on=on,
-            task=task,
-        )
-    ref_path = resolve_reference(art, manifest, reference)
-    precision = str((manifest or {}).get("precision") or guess_precision(model))
-    target = str((manifest or {}).get("target") or model.suffix.lstrip("."))
-    tol = tolerance_for(precision)
-    config = model_config(ref_path)
-    task_data = None
-    if data is not None and config is not None:  # judged before the model loads
-        task_data = read_task_data(data, ref_path, config, task=task, max_examples=max_examples)
+        return _verify_optimized(art, manifest or {}, model, given, ask)
+    return _verify_converted(art, manifest, model, resolve_reference(art, manifest, reference), ask)
+
+
+def _verify_converted(
+    art: Path, manifest: dict[str, Any] | None, model: Path, ref_path: Path, ask: _Ask
+) -> VerifyReport:
+    """A ``convert`` / ``quantize`` output against the checkpoint it was converted from:
+    the output grid and, with data, the task metric judged against the precision's bar."""
+    from albert_edge.checkpoint import load_checkpoint
+
+    precision, target = _precision_target(manifest or {}, model)
+    task_data = _task_data(ask.data, ref_path, None, ask)  # judged before the model loads
     ckpt = load_checkpoint(ref_path)
     m_head = (manifest or {}).get("head")
     if m_head and m_head != ckpt.head.name:
@@ -346,47 +366,24 @@ def verify(
             "pass the checkpoint the artifact was converted from as --reference"
         )
     check_reference_hash(ref_path, ckpt, manifest)
-    if data is None and sample:
+    data = ask.data
+    if data is None and ask.sample:
         data = default_sample(ref_path, ckpt)
-    if data is not None and task_data is None:
-        task_data = read_task_data(
-            data, ref_path, checkpoint_config(ckpt), task=task, max_examples=max_examples
-        )
-    runner, kernel = _open_on(model, on, threads)
-    pool = grid_token_pool(ckpt, precision)
-    with torch_threads(threads):
-        grid, summary = run_grid(
-            runner, ckpt, batch_sizes=batch_sizes, seq_lens=seq_lens, token_pool=pool
-        )
-        judge_outputs(summary, precision)
-        accuracy = None
-        if task_data is not None and task_data.examples:
-            tok = artifact_tokenizer(model, ckpt)
-            accuracy = evaluate_task(runner, ckpt, tok, task_data, progress=progress)
-            accuracy["data"] = _data_label(data, len(task_data.examples))
-            judge_accuracy(accuracy, target, precision)
-    report = VerifyReport(
-        artifact=str(art),
-        reference=str(ref_path),
-        precision=precision,
-        target=target,
-        head=ckpt.head.name,
-        runtime=_runtime_name(runner),
-        grid=grid,
-        outputs=summary,
-        accuracy=accuracy,
-        tolerance=tol,
-        grid_ids="text" if pool is not None else "random pieces",
-        kernel=kernel,
-        facts=artifact_facts(model),
-    )
-    if accuracy and accuracy.get("reference_note"):
-        report.notes.append(str(accuracy["reference_note"]))
-    report.passed = not report.failures()
-    close = getattr(runner, "close", None)
-    if close is not None:
-        close()
-    return report
+    if task_data is None:  # the packaged sample, or a checkpoint without config.json
+        task_data = _task_data(data, ref_path, ckpt, ask)
+
+    def score(runner: Runner) -> dict[str, Any] | None:
+        if task_data is None or not task_data.examples:
+            return None
+        tok = artifact_tokenizer(model, ckpt)
+        accuracy = evaluate_task(runner, ckpt, tok, task_data, progress=ask.progress)
+        accuracy["data"] = _data_label(data, len(task_data.examples))
+        judge_accuracy(accuracy, target, precision)
+        return accuracy
+
+    measured = _measure(model, ckpt, precision, ask, score)
+    notes = _reference_note(measured.accuracy)
+    return _report(art, ref_path, ckpt.head.name, model, (precision, target), measured, notes)
 
 
 def verify_optimized(
@@ -411,14 +408,19 @@ def verify_optimized(
     converted from where that model can still be reached (named in ``parity``), skipped
     in one line where it cannot. Everything that can be judged is judged before a model
     loads."""
-    from albert_edge.checkpoint import DEFAULT_MODEL, load_checkpoint
-    from albert_edge.facts import artifact_facts
+    ask = _Ask(data, batch_sizes, seq_lens, threads, max_examples, progress, sample, on, task)
+    return _verify_optimized(art, manifest, model, given_path, ask)
 
-    precision = str(manifest.get("precision") or guess_precision(model))
-    target = str(manifest.get("target") or model.suffix.lstrip("."))
-    tol = tolerance_for(precision)
-    embedded = given_path.resolve() == DEFAULT_MODEL.resolve()
-    if data is None and sample and embedded:
+
+def _verify_optimized(
+    art: Path, manifest: dict[str, Any], model: Path, given_path: Path, ask: _Ask
+) -> VerifyReport:
+    """:func:`verify_optimized`, with the run's asks gathered."""
+    from albert_edge.checkpoint import DEFAULT_MODEL, load_checkpoint
+
+    precision, target = _precision_target(manifest, model)
+    data = ask.data
+    if data is None and ask.sample and given_path.resolve() == DEFAULT_MODEL.resolve():
         data = SAMPLE_DATA
     inter_path, parity = intermediate_checkpoint(art, manifest, given_path)
     if data is None and inter_path is None:
@@ -427,10 +429,7 @@ def verify_optimized(
             "reachable, so there is no output grid to run; pass --data FILE (labelled rows of "
             "its task) to measure it against the checkpoint given to optimize"
         )
-    config = model_config(given_path)
-    task_data = None
-    if data is not None and config is not None:
-        task_data = read_task_data(data, given_path, config, task=task, max_examples=max_examples)
+    task_data = _task_data(data, given_path, None, ask)  # judged before the model loads
     given = load_checkpoint(given_path)
     m_head = manifest.get("head")
     if m_head and m_head != given.head.name:
@@ -438,70 +437,150 @@ def verify_optimized(
             f"{given_path}: the given checkpoint is a {given.head.name} model but {art} is "
             f"{m_head}; pass the checkpoint given to optimize as --reference"
         )
-    if data is not None and task_data is None:
-        task_data = read_task_data(
-            data, given_path, checkpoint_config(given), task=task, max_examples=max_examples
-        )
+    if task_data is None:  # a checkpoint without config.json: judged once loaded
+        task_data = _task_data(data, given_path, given, ask)
     inter = None
     if inter_path is not None:
         same = inter_path.resolve() == given_path.resolve()
         inter = given if same else load_checkpoint(inter_path)
-    runner, kernel = _open_on(model, on, threads)
-    pool = grid_token_pool(inter, precision) if inter is not None else None
-    grid: list[dict[str, Any]] = []
-    summary: dict[str, dict[str, Any]] = {}
-    accuracy = None
-    with torch_threads(threads):
-        if inter is not None:
-            grid, summary = run_grid(
-                runner, inter, batch_sizes=batch_sizes, seq_lens=seq_lens, token_pool=pool
-            )
-            judge_outputs(summary, precision)
-        if task_data is not None and task_data.examples:
-            tok = artifact_tokenizer(model, inter)
-            accuracy = evaluate_against(runner, tok, given, task_data, progress=progress)
-            accuracy["data"] = _data_label(data, len(task_data.examples))
-            settings = (manifest.get("optimize") or {}).get("settings") or {}
-            accuracy["passed"] = True  # reported: the user chose the budget it was built under
-            accuracy["judged"] = (
-                "reported, not judged against a bar: the cost of the whole optimize "
-                f"(its --max-drop {settings.get('max_drop_points', '?')} points was judged on its "
-                "own choose rows)"
-            )
-    report = VerifyReport(
-        artifact=str(art),
-        reference=str(given_path),
-        precision=precision,
-        target=target,
-        head=given.head.name,
-        runtime=_runtime_name(runner),
-        grid=grid,
-        outputs=summary,
-        accuracy=accuracy,
-        tolerance=tol,
-        grid_ids="text" if pool is not None else "random pieces",
-        kernel=kernel,
-        facts=artifact_facts(model),
-        given=str(given_path),
+
+    def score(runner: Runner) -> dict[str, Any] | None:
+        if task_data is None or not task_data.examples:
+            return None
+        tok = artifact_tokenizer(model, inter)
+        accuracy = evaluate_against(runner, tok, given, task_data, progress=ask.progress)
+        accuracy["data"] = _data_label(data, len(task_data.examples))
+        settings = (manifest.get("optimize") or {}).get("settings") or {}
+        accuracy["passed"] = True  # reported: the user chose the budget it was built under
+        accuracy["judged"] = (
+            "reported, not judged against a bar: the cost of the whole optimize "
+            f"(its --max-drop {settings.get('max_drop_points', '?')} points was judged on its "
+            "own choose rows)"
+        )
+        return accuracy
+
+    measured = _measure(model, inter, precision, ask, score)
+    notes = [parity, *_optimized_notes(measured.accuracy, given_path)]
+    return _report(
+        art,
+        given_path,
+        given.head.name,
+        model,
+        (precision, target),
+        measured,
+        notes,
+        given=given_path,
         parity=parity,
     )
-    report.notes.append(parity)
-    if accuracy is not None:
-        report.notes.append(
-            f"{accuracy['metric']} against the checkpoint given to optimize ({given_path.name}): "
-            "the cost of the whole optimize, not judged against a bar"
-        )
-        if accuracy.get("reference_note"):
-            report.notes.append(str(accuracy["reference_note"]))
-    else:
-        report.notes.append(
+
+
+def _optimized_notes(accuracy: dict[str, Any] | None, given_path: Path) -> list[str]:
+    """The lines an ``optimize`` output's report prints about its metric (or its absence)."""
+    if accuracy is None:
+        return [
             "no metric: pass --data FILE to measure the artifact against the checkpoint given "
             "to optimize"
-        )
+        ]
+    notes = [
+        f"{accuracy['metric']} against the checkpoint given to optimize ({given_path.name}): "
+        "the cost of the whole optimize, not judged against a bar"
+    ]
+    return notes + _reference_note(accuracy)
+
+
+def _reference_note(accuracy: dict[str, Any] | None) -> list[str]:
+    """The metric's note on the reference itself (it learned nothing), if any: one line."""
+    note = (accuracy or {}).get("reference_note")
+    return [str(note)] if note else []
+
+
+def _precision_target(manifest: dict[str, Any], model: Path) -> tuple[str, str]:
+    """The artifact's precision and target: its manifest's, else read from the model file."""
+    precision = str(manifest.get("precision") or guess_precision(model))
+    target = str(manifest.get("target") or model.suffix.lstrip("."))
+    return precision, target
+
+
+def _task_data(data: Any, path: Path, ckpt: Checkpoint | None, ask: _Ask) -> TaskData | None:
+    """``data`` read and checked against the model's head: from its ``config.json`` before
+    the model loads (``ckpt`` None; ``None`` where the checkpoint has none), from the
+    loaded checkpoint after."""
+    if data is None:
+        return None
+    config = model_config(path) if ckpt is None else checkpoint_config(ckpt)
+    if config is None:  # no config.json: read once the checkpoint is loaded
+        return None
+    return read_task_data(data, path, config, task=ask.task, max_examples=ask.max_examples)
+
+
+def _measure(
+    model: Path,
+    ckpt: Checkpoint | None,
+    precision: str,
+    ask: _Ask,
+    score: Callable[[Runner], dict[str, Any] | None],
+) -> _Measured:
+    """Open the artifact (on ``ask.on``'s kernels), run the output grid against ``ckpt``
+    (none to run without one) and ``score`` the task; the runner is closed after."""
+    runner, kernel = _open_on(model, ask.on, ask.threads)
+    try:
+        measured = _Measured(runtime=_runtime_name(runner), kernel=kernel)
+        pool = grid_token_pool(ckpt, precision) if ckpt is not None else None
+        measured.grid_ids = "text" if pool is not None else "random pieces"
+        with torch_threads(ask.threads):
+            if ckpt is not None:
+                measured.grid, measured.outputs = run_grid(
+                    runner,
+                    ckpt,
+                    batch_sizes=ask.batch_sizes,
+                    seq_lens=ask.seq_lens,
+                    token_pool=pool,
+                )
+                judge_outputs(measured.outputs, precision)
+            measured.accuracy = score(runner)
+        return measured
+    finally:
+        close = getattr(runner, "close", None)
+        if close is not None:
+            close()
+
+
+def _report(
+    art: Path,
+    reference: Path,
+    head: str,
+    model: Path,
+    precision_target: tuple[str, str],
+    measured: _Measured,
+    notes: list[str],
+    *,
+    given: Path | None = None,
+    parity: str | None = None,
+) -> VerifyReport:
+    """The one place a :class:`VerifyReport` is built: ``passed`` follows its failures;
+    ``given`` and ``parity`` for an ``optimize`` output."""
+    from albert_edge.facts import artifact_facts
+
+    precision, target = precision_target
+    report = VerifyReport(
+        artifact=str(art),
+        reference=str(reference),
+        precision=precision,
+        target=target,
+        head=head,
+        runtime=measured.runtime,
+        grid=measured.grid,
+        outputs=measured.outputs,
+        accuracy=measured.accuracy,
+        tolerance=tolerance_for(precision),
+        grid_ids=measured.grid_ids,
+        kernel=measured.kernel,
+        facts=artifact_facts(model),
+        given=str(given) if given is not None else None,
+        parity=parity,
+        notes=notes,
+    )
     report.passed = not report.failures()
-    close = getattr(runner, "close", None)
-    if close is not None:
-        close()
     return report
 
 
@@ -517,3 +596,19 @@ def _open_on(model: Path, on: str | None, threads: int) -> tuple[Runner, str]:
     from albert_edge.kernels.remote import RemoteRunner
 
     return RemoteRunner(model, on, threads=threads), on
+
+
+class _VerifyModule(types.ModuleType):
+    """This module, callable as :func:`verify`.
+
+    Why: the package lists ``verify`` (the function) as public API
+    (``from albert_edge import verify``), and the import system binds the submodule
+    ``albert_edge.verify`` over that name as soon as anything imports it; a callable
+    module is the one object both spellings can name, in any import order (as
+    :mod:`albert_edge.convert` is for ``convert``)."""
+
+    def __call__(self, artifact: str | Path, **options: Any) -> VerifyReport:
+        return verify(artifact, **options)
+
+
+sys.modules[__name__].__class__ = _VerifyModule

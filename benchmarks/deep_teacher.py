@@ -15,7 +15,7 @@ here, so this module pretrains one, small, on what we have:
    sentences of the SST-2 train rows OUTSIDE the held-out split of
    :class:`albert_edge.learn.HeldOut` (labels never read; a sentence equal to a held-out
    one is dropped; dev never read). No SOP: SST-2 rows are single phrases, not pairs.
-   The model is written through :func:`albert_edge.learn.scratch.write_model_files` as an
+   The model is written through :func:`albert_edge.learn.record.write_model_files` as an
    ordinary ``AlbertForSequenceClassification`` directory (classifier freshly initialised,
    seeded) every ``--save-every`` steps, so an interrupted run keeps what it learned; its
    record is ``pretraining.json`` beside it.
@@ -130,7 +130,7 @@ def _write_classifier(out: Path, mlm: Any, config: Any, seed: int) -> None:
     import torch
     from transformers import AlbertForSequenceClassification
 
-    from albert_edge.learn.scratch import write_model_files
+    from albert_edge.learn.record import write_model_files
 
     cfg = config.__class__(**config.to_dict())
     cfg.architectures = ["AlbertForSequenceClassification"]

@@ -164,6 +164,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def markdown(rep: dict[str, Any]) -> str:
+    """fault_injection.md: the run, the totals per case, then the kill section."""
     t, k = rep["totals"], rep["kill"]
     la, ln = rep["load_average_start"], rep["load_average_now"]
     status = "complete" if rep["complete"] else "**partial: the run was still going or stopped**"
@@ -214,7 +215,12 @@ def markdown(rep: dict[str, Any]) -> str:
         lines += ["", f"Discarded: {rep['discarded']}"]
     if rep.get("remarks"):
         lines += ["", f"Remarks: {rep['remarks']}"]
-    lines += [
+    return "\n".join(lines + _kill_markdown(k))
+
+
+def _kill_markdown(k: dict[str, Any]) -> list[str]:
+    """The report's kill -9 / SIGTERM / SIGHUP section: per command, and what a trial checks."""
+    lines = [
         "",
         "## kill -9, SIGTERM, SIGHUP",
         "",
@@ -250,7 +256,7 @@ def markdown(rep: dict[str, Any]) -> str:
         "the next run) and per-case notes are in fault_injection.json.",
         "",
     ]
-    return "\n".join(lines)
+    return lines
 
 
 # --- kill -9 ---------------------------------------------------------------------------
@@ -288,6 +294,39 @@ def _commands(work: Path, artifacts: dict[str, Path], prefix: str) -> list[KillC
     ]
 
 
+def _calibrate_windows(
+    t: Tally, work: Path, commands: list[KillCommand], calibration_runs: int
+) -> None:
+    """Each command's uninterrupted run times (the window a kill lands in): measured now,
+    or on ``--resume`` the window as the last invocation left it."""
+    for cmd in commands:
+        done = [k["next_run_s"] for k in t.kills if k["command"] == cmd.name]
+        if cmd.name in t.calibration:  # resumed: the window as the last run left it
+            cmd.durations = [*t.calibration[cmd.name], *done]
+            continue
+        tmp = work / "calib-tmp"
+        tmp.mkdir(exist_ok=True)
+        cal = calibrate(cmd, work, tmp, calibration_runs)
+        t.calibration[cmd.name] = [round(x, 2) for x in cal]
+        print(f"calibrated {cmd.name}: {t.calibration[cmd.name]} s", flush=True)
+    t.save()
+
+
+def _record_kill(t: Tally, name: str, n: int, r: Any) -> None:
+    """Count one kill trial under its case (a command that exited first apart)."""
+    case = f"kill -9 {name}" + ("" if r.killed else ": exited before the kill")
+    if r.left_after_next_run or r.next_run_failed:
+        t.note(case, f"trial {n}: left {r.left_after_next_run} {r.next_run_error}")
+    t.add(
+        case,
+        inputs_lost=r.inputs_lost,
+        half_written=r.half_written,
+        tracebacks=r.tracebacks,
+        leftovers=r.leftovers,
+        next_run_failed=r.next_run_failed,
+    )
+
+
 def kill_trials(
     t: Tally,
     work: Path,
@@ -306,17 +345,7 @@ def kill_trials(
     runs they recorded instead of a new calibration.
     """
     commands = _commands(work, artifacts, "kill")
-    for cmd in commands:
-        done = [k["next_run_s"] for k in t.kills if k["command"] == cmd.name]
-        if cmd.name in t.calibration:  # resumed: the window as the last run left it
-            cmd.durations = [*t.calibration[cmd.name], *done]
-            continue
-        tmp = work / "calib-tmp"
-        tmp.mkdir(exist_ok=True)
-        cal = calibrate(cmd, work, tmp, calibration_runs)
-        t.calibration[cmd.name] = [round(x, 2) for x in cal]
-        print(f"calibrated {cmd.name}: {t.calibration[cmd.name]} s", flush=True)
-    t.save()
+    _calibrate_windows(t, work, commands, calibration_runs)
     per = math.ceil(target / len(commands))
     kills = {c.name: sum(k["killed"] for k in t.kills if k["command"] == c.name) for c in commands}
     tried = {c.name: sum(k["command"] == c.name for k in t.kills) for c in commands}
@@ -349,17 +378,7 @@ def kill_trials(
                 running[cmd.name] -= 1
                 kills[cmd.name] += int(r.killed)
                 t.kills.append({"trial": n, "worker": w, **r.as_dict()})
-                case = f"kill -9 {cmd.name}" + ("" if r.killed else ": exited before the kill")
-                if r.left_after_next_run or r.next_run_failed:
-                    t.note(case, f"trial {n}: left {r.left_after_next_run} {r.next_run_error}")
-                t.add(
-                    case,
-                    inputs_lost=r.inputs_lost,
-                    half_written=r.half_written,
-                    tracebacks=r.tracebacks,
-                    leftovers=r.leftovers,
-                    next_run_failed=r.next_run_failed,
-                )
+                _record_kill(t, cmd.name, n, r)
                 print(
                     f"kill {n} {cmd.name}{' --overwrite' if overwrite else ''} at "
                     f"{r.delay_s:.1f}s ({fraction:.0%}): killed={r.killed} "
@@ -457,8 +476,8 @@ def signal_trials(
 
 
 def damage_trials(t: Tally, work: Path, artifacts: dict[str, Path], rng: random.Random) -> None:
-    from albert_edge.errors import AlbertEdgeError
-    from albert_edge.verify import verify
+    import albert_edge
+    from albert_edge import AlbertEdgeError
 
     for label, art in artifacts.items():
         for f in sorted(p for p in art.rglob("*") if p.is_file()):
@@ -480,7 +499,9 @@ def damage_trials(t: Tally, work: Path, artifacts: dict[str, Path], rng: random.
                 (case / rel).write_bytes(new)
                 passed, tb = False, False
                 try:
-                    passed = verify(case, seq_lens=(8,), batch_sizes=(1,), progress=False).passed
+                    passed = albert_edge.verify(
+                        case, seq_lens=(8,), batch_sizes=(1,), progress=False
+                    ).passed
                 except AlbertEdgeError:
                     pass
                 except Exception as exc:  # a traceback in the CLI
@@ -509,8 +530,8 @@ def _model_rel(art: Path) -> str:
 
 
 def manifest_trials(t: Tally, work: Path, art: Path) -> None:
-    from albert_edge.errors import AlbertEdgeError
-    from albert_edge.verify import verify
+    import albert_edge
+    from albert_edge import AlbertEdgeError
 
     good = json.loads((art / "manifest.json").read_text())
     other = work / "elsewhere.onnx"
@@ -536,7 +557,9 @@ def manifest_trials(t: Tally, work: Path, art: Path) -> None:
         (case / "manifest.json").write_text(text)
         passed, tb = False, False
         try:
-            passed = verify(case, seq_lens=(8,), batch_sizes=(1,), progress=False).passed
+            passed = albert_edge.verify(
+                case, seq_lens=(8,), batch_sizes=(1,), progress=False
+            ).passed
         except AlbertEdgeError:
             pass
         except Exception as exc:
@@ -793,7 +816,8 @@ def _resume(t: Tally, a: argparse.Namespace) -> set[str]:
     return done
 
 
-def main() -> int:
+def _parse_args() -> argparse.Namespace:
+    """The benchmark's flags: how many trials, which sections, resuming."""
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--kill-target", type=int, default=200, help="real kill -9s, all commands")
     ap.add_argument("--max-kill-trials", type=int, default=0, help="cap (default 1.5 x target)")
@@ -825,14 +849,12 @@ def main() -> int:
         default=10,
         help="SIGTERM and SIGHUP trials per command per signal (issue 26)",
     )
-    a = ap.parse_args()
-    signals = tuple(signal.Signals[x.strip().upper()] for x in a.signals.split(","))
-    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
-        # Under nohup the CLI children would inherit SIGHUP ignored (and rightly keep it
-        # so): a handler here is reset to the default in every child at exec, while this
-        # process still outlives a hang-up.
-        signal.signal(signal.SIGHUP, lambda signum, frame: None)
-    meta = {
+    return ap.parse_args()
+
+
+def _meta(a: argparse.Namespace) -> dict[str, Any]:
+    """What the record says of this invocation: command, CPU, seed, start, load, commit."""
+    return {
         "command": "python -m benchmarks.fault_injection " + " ".join(sys.argv[1:]),
         "cpu": cpu_info(),
         "seed": a.seed,
@@ -842,7 +864,17 @@ def main() -> int:
         "commit": _commit(),
         "sections_done": [],
     }
-    t = Tally(a.results, meta)
+
+
+def main() -> int:
+    a = _parse_args()
+    signals = tuple(signal.Signals[x.strip().upper()] for x in a.signals.split(","))
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        # Under nohup the CLI children would inherit SIGHUP ignored (and rightly keep it
+        # so): a handler here is reset to the default in every child at exec, while this
+        # process still outlives a hang-up.
+        signal.signal(signal.SIGHUP, lambda signum, frame: None)
+    t = Tally(a.results, _meta(a))
     done = _resume(t, a) if a.resume else set()
     t.meta["sections_done"] = sorted(done)
     # a resumed run draws from its own stream: seed and how many kill trials came before

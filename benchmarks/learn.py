@@ -139,7 +139,7 @@ def part_a(work: Path, rows: int, held: list[tuple[int, str]]) -> dict[str, Any]
     per_depth = [
         {
             "depth": sc.depth,
-            "held_out_accuracy": sc.held_out_accuracy,
+            "held_out_accuracy": sc.value,
             "delta": sc.delta,
             "low": sc.delta_low,
             "high": sc.delta_high,
@@ -154,7 +154,7 @@ def part_a(work: Path, rows: int, held: list[tuple[int, str]]) -> dict[str, Any]
         "wall_s": s["bench_wall_s"],
         "from_scratch_pabee_s": FROM_SCRATCH_PABEE_S,
         "depths": per_depth,
-        "dev_full_depth": search.reference.get("report", {}).get("accuracy"),
+        "dev_full_depth": search.reference.get("report", {}).get("value"),
         "rule": result["rule"],
         "admitted_depth": chosen["depth"] if chosen else None,
     }
@@ -823,7 +823,8 @@ def _md_a(p: dict[str, Any]) -> list[str]:
         out.append(
             f"| {d['depth']} | {100 * d['held_out_accuracy']:.2f} | "
             f"{_dpts({'delta': d['delta'], 'low': d['low'], 'high': d['high']})} | "
-            f"{100 * dev.get('accuracy', float('nan')):.2f} | {_dpts(dev) if dev else '—'} |"
+            f"{100 * dev.get('value', dev.get('accuracy', float('nan'))):.2f} | "
+            f"{_dpts(dev) if dev else '—'} |"
         )
     out += [
         "",

@@ -12,9 +12,11 @@ Through the public face (:func:`albert_edge.prune.prune`, ``convert``, ``bench``
 4. int8 ONNX (``int8-dynamic``) at full depth of the unpruned and the pruned checkpoint:
    bytes and W1 (batch 1, 128 tokens, 2 threads, ``bench()``: one child process per
    artifact); where the conversion of a pruned checkpoint fails, the error is recorded;
-5. TextPruner (PyPI ``textpruner``) at the same level on the same fit rows, where it runs
-   (``--textpruner DIR``: a folder it was installed into with ``pip install --no-deps
-   --target DIR textpruner``: its pinned numpy 1.21 would replace the environment's).
+5. TextPruner (PyPI ``textpruner``) at the same level on the same fit rows, where it is
+   installed; else one line says how to add it and the peer row is skipped (its pinned
+   dependencies, numpy 1.21 among them, would change this environment's: install it with
+   albert-edge into a separate virtual environment, ``pip install textpruner``, and run
+   this benchmark with that environment's python). ``--no-textpruner`` skips it.
 
 Timing on a shared machine is noise-prone: the load average is recorded beside it.
 Outputs: ``benchmarks/results/prune.json`` and ``prune.md``. Run:
@@ -214,16 +216,25 @@ def onnx_dev(src: Path, work: Path, dev: Path) -> dict[str, Any]:
     return out
 
 
-def textpruner_peer(src: Path, rec: dict[str, Any], data: Path, dev: Path, folder: Path) -> dict:
+TEXTPRUNER_MISSING = (
+    "TextPruner is not installed here: `pip install textpruner` into a separate virtual "
+    "environment with albert-edge (its pinned numpy would replace this one's) and rerun "
+    "with that environment's python; skipping the peer row"
+)
+
+
+def textpruner_peer(src: Path, rec: dict[str, Any], data: Path, dev: Path) -> dict:
     """TextPruner's iterative first-order pruning (one iteration, its loss) at the level
     prune chose, on the same 2,048 fit rows; what it changed per shared layer, whether
     transformers loads what it saves, and its accuracy (unhealed, as prune's search
     judged) on prune's report rows and SST-2 dev."""
-    sys.path.insert(0, str(folder))
     try:
         import textpruner  # type: ignore[import-not-found]
         from textpruner import GeneralConfig, TransformerPruner, TransformerPruningConfig
-    except Exception as exc:
+    except ImportError:
+        log(TEXTPRUNER_MISSING)
+        return {"ran": False, "why": "not installed (pip install textpruner: a separate venv)"}
+    except Exception as exc:  # installed, but its own imports fail against this environment
         return {"ran": False, "why": f"not importable: {type(exc).__name__}: {exc}"[:300]}
     import tempfile
 
@@ -232,7 +243,7 @@ def textpruner_peer(src: Path, rec: dict[str, Any], data: Path, dev: Path, folde
     import albert_edge.tasks as tasks
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.learn.tasks import collate
-    from albert_edge.prune.api import PruneOptions, _split
+    from albert_edge.prune.api import PruneOptions, split_indices
     from albert_edge.prune.evaluate import metrics, versus
     from albert_edge.tasks import model_config, read_task_data
     from albert_edge.vocab.heldout import max_len_of
@@ -241,7 +252,7 @@ def textpruner_peer(src: Path, rec: dict[str, Any], data: Path, dev: Path, folde
     head, tok, max_len = ckpt.head.name, ckpt.tokenizer(), max_len_of(ckpt)
     rows = read_task_data(data, src, model_config(src) or {})
     opts = PruneOptions(max_drop=0.5)  # the benchmark's prune used the default split
-    fit, _, report = _split(len(rows.examples), opts, str(data))
+    fit, _, report = split_indices(len(rows.examples), opts, str(data))
     feats = tasks.encode(rows.subset(fit[: opts.importance_rows]), tok, max_len)
     batches = [collate(feats, idx) for idx in feats.batches(32)]
     model = getattr(transformers, ckpt.head.hf_class).from_pretrained(str(src)).eval()
@@ -568,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pruned", type=Path, default=None, help="reuse this prune output")
     p.add_argument("--no-onnx", action="store_true")
     p.add_argument("--runs", type=int, default=None, help="bench() runs per artifact")
-    p.add_argument("--textpruner", type=Path, default=None, help="folder TextPruner is in")
+    p.add_argument("--no-textpruner", action="store_true", help="skip the TextPruner peer row")
     p.add_argument("--rounds", type=int, default=500, help="interleaved W1 rounds")
     p.add_argument("--note", action="append", default=[], help="a line for the Notes section")
     p.add_argument("--render", action="store_true", help="re-render the Markdown from the JSON")
@@ -629,9 +640,9 @@ def main(argv: list[str] | None = None) -> int:
         r["onnx"]["interleaved"] = interleaved_w1(a.model, a.work, a.dev, a.rounds)
         log("int8 ONNX: SST-2 dev")
         r["onnx"]["dev"] = onnx_dev(a.model, a.work, a.dev)
-    if a.textpruner is not None:
+    if not a.no_textpruner:
         log("TextPruner")
-        r["textpruner"] = textpruner_peer(a.model, r["prune"], a.data, a.dev, a.textpruner)
+        r["textpruner"] = textpruner_peer(a.model, r["prune"], a.data, a.dev)
     save(r)
     log(f"wrote {RESULTS / 'prune.json'} and prune.md")
     return 0

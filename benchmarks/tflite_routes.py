@@ -53,10 +53,12 @@ ROUTES = ("litert-torch", "tf-converter", "litert-torch-pt2e")
 
 def _passes(data: bytes, ckpt: Any) -> bytes:
     from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite.prefix_slices import share_prefix_slices
+    from albert_edge.tflite.scaled_copies import unfold_scaled_copies
 
     m = fb.read_model(data)
-    fb.unfold_scaled_copies(m)
-    fb.share_prefix_slices(m)
+    unfold_scaled_copies(m)
+    share_prefix_slices(m)
     fb.dedup_buffers(m)
     fb.compact_names(
         m, fb.param_hashes((n, p.detach().numpy()) for n, p in ckpt.model.named_parameters())
@@ -251,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.configs import make_random_checkpoint
     from albert_edge.data import load_calibration_texts, read_sst2
-    from albert_edge.tflite.quantize import calibration_feeds
+    from albert_edge.tflite.calibration import calibration_feeds
     from albert_edge.torch_model import CONFIG_KEYS
 
     torch.set_num_threads(a.threads)

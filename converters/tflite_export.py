@@ -4,7 +4,7 @@ One ``litert_torch.signature(...)`` per sequence bucket, chained, then one ``.co
 litert-torch lowers every signature into one MLIR module whose constants are uniqued
 across signatures, so the shared ALBERT layer weights are stored once for all buckets
 and all L layer applications (measured: 3 buckets add 6 KB of folded position-embedding
-slices to a 2 MB model, which :func:`albert_edge.tflite.flatbuffer.share_prefix_slices`
+slices to a 2 MB model, which :func:`albert_edge.tflite.prefix_slices.share_prefix_slices`
 then removes).
 
 Signatures take int32 ``input_ids``/``attention_mask``/``token_type_ids`` of shape

@@ -35,6 +35,31 @@ if TYPE_CHECKING:
 SUPPORTED_HEADS = ("base", "sequence-classification")
 
 
+def _albert_layer(module: Any, h: Any, n: str, adder: Any, L: int, dh: int) -> Any:
+    """One ALBERT layer of the TF module (its weights under ``n``): self-attention over
+    the heads it kept, then the FFN."""
+    import tensorflow as tf
+
+    # the heads this shared layer kept (all of them unless pruned_heads)
+    width = int(module.w[n + "attention.query.weight"].shape[-1])
+    nh = width // dh
+
+    def heads(x: Any) -> Any:
+        return tf.transpose(tf.reshape(x, [1, L, nh, dh]), [0, 2, 1, 3])
+
+    q = heads(module.dense(h, n + "attention.query"))
+    kk = heads(module.dense(h, n + "attention.key"))
+    v = heads(module.dense(h, n + "attention.value"))
+    s = tf.matmul(q, kk, transpose_b=True) / math.sqrt(dh) + adder
+    ctx = tf.matmul(tf.nn.softmax(s, axis=-1), v)
+    ctx = tf.reshape(tf.transpose(ctx, [0, 2, 1, 3]), [1, L, width])
+    attn = module.layer_norm(
+        h + module.dense(ctx, n + "attention.dense"), n + "attention.LayerNorm"
+    )
+    f = tf.nn.gelu(module.dense(attn, n + "ffn"), approximate=True)
+    return module.layer_norm(module.dense(f, n + "ffn_output") + attn, n + "full_layer_layer_norm")
+
+
 def _build_module(model: torch.nn.Module, head: HeadSpec, seq_lens: Sequence[int]) -> Any:
     import tensorflow as tf
 
@@ -61,13 +86,13 @@ def _build_module(model: torch.nn.Module, head: HeadSpec, seq_lens: Sequence[int
                 )
                 self.w[k] = tf.Variable(arr, trainable=False, name=k.replace(".", "/"))
 
-        def _ln(self, x: Any, name: str) -> Any:
+        def layer_norm(self, x: Any, name: str) -> Any:
             mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
             return (x - mean) * tf.math.rsqrt(var + cfg.layer_norm_eps) * self.w[
                 name + ".weight"
             ] + self.w[name + ".bias"]
 
-        def _dense(self, x: Any, name: str) -> Any:
+        def dense(self, x: Any, name: str) -> Any:
             return tf.matmul(x, self.w[name + ".weight"]) + self.w[name + ".bias"]
 
         def forward(
@@ -78,8 +103,9 @@ def _build_module(model: torch.nn.Module, head: HeadSpec, seq_lens: Sequence[int
             e = tf.gather(self.w[p + "embeddings.word_embeddings.weight"], input_ids)
             e += tf.gather(self.w[p + "embeddings.token_type_embeddings.weight"], token_type_ids)
             e += self.w[p + "embeddings.position_embeddings.weight"][:L][None]
-            h = self._dense(
-                self._ln(e, p + "embeddings.LayerNorm"), p + "encoder.embedding_hidden_mapping_in"
+            h = self.dense(
+                self.layer_norm(e, p + "embeddings.LayerNorm"),
+                p + "encoder.embedding_hidden_mapping_in",
             )
             dh = cfg.hidden_size // cfg.num_attention_heads
             adder = (1.0 - tf.cast(attention_mask, tf.float32))[:, None, None, :] * np.finfo(
@@ -90,30 +116,11 @@ def _build_module(model: torch.nn.Module, head: HeadSpec, seq_lens: Sequence[int
                 g = int(i / (NL / G))
                 for k in range(K):
                     n = f"{p}encoder.albert_layer_groups.{g}.albert_layers.{k}."
-                    # the heads this shared layer kept (all of them unless pruned_heads)
-                    width = int(self.w[n + "attention.query.weight"].shape[-1])
-                    nh = width // dh
-
-                    def heads(x: Any, nh: int = nh) -> Any:
-                        return tf.transpose(tf.reshape(x, [1, L, nh, dh]), [0, 2, 1, 3])
-
-                    q = heads(self._dense(h, n + "attention.query"))
-                    kk = heads(self._dense(h, n + "attention.key"))
-                    v = heads(self._dense(h, n + "attention.value"))
-                    s = tf.matmul(q, kk, transpose_b=True) / math.sqrt(dh) + adder
-                    ctx = tf.matmul(tf.nn.softmax(s, axis=-1), v)
-                    ctx = tf.reshape(tf.transpose(ctx, [0, 2, 1, 3]), [1, L, width])
-                    attn = self._ln(
-                        h + self._dense(ctx, n + "attention.dense"), n + "attention.LayerNorm"
-                    )
-                    f = tf.nn.gelu(self._dense(attn, n + "ffn"), approximate=True)
-                    h = self._ln(
-                        self._dense(f, n + "ffn_output") + attn, n + "full_layer_layer_norm"
-                    )
-            pooled = tf.tanh(self._dense(h[:, 0], p + "pooler"))
+                    h = _albert_layer(self, h, n, adder, L, dh)
+            pooled = tf.tanh(self.dense(h[:, 0], p + "pooler"))
             if head.name == "base":
                 return {"last_hidden_state": h, "pooler_output": pooled}
-            return {"logits": self._dense(pooled, "classifier")}
+            return {"logits": self.dense(pooled, "classifier")}
 
     module = TFAlbert()
     signatures = {}

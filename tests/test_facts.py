@@ -59,7 +59,7 @@ def test_every_reader_reports_the_same_facts(
 ) -> None:
     import json
 
-    from albert_edge.bench.harness import _size_fields
+    from albert_edge.bench.rows import size_fields
     from albert_edge.bench.targets import Backend, resolve_target
     from albert_edge.inspect import inspect_path
     from albert_edge.verify import guess_precision, verify
@@ -104,7 +104,7 @@ def test_every_reader_reports_the_same_facts(
 
     # bench's size fields
     target = resolve_target(out)
-    sizes = _size_fields(target, Backend(name="ort", format=target.format, device="cpu"), {})
+    sizes = size_fields(target, Backend(name="ort", format=target.format, device="cpu"), {})
     assert sizes["file_bytes"] == facts["file_bytes"]
     assert sizes["floor_bytes"] == facts["floor_bytes"]
     assert sizes["ratio_to_floor"] == pytest.approx(facts["ratio_to_floor"], abs=1e-4)

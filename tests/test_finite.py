@@ -158,16 +158,16 @@ def test_a_loss_going_non_finite_stops_training_naming_the_step() -> None:
     import torch
 
     from albert_edge.errors import AlbertEdgeError
-    from albert_edge.train import _check_finite_step
+    from albert_edge.learn.checks import check_finite_step
 
     model = torch.nn.Linear(2, 2)
-    _check_finite_step(torch.tensor(0.5), model, 1, 3)
+    check_finite_step(torch.tensor(0.5), model, 1, 3)
     with pytest.raises(AlbertEdgeError, match="epoch 2, step 7"):
-        _check_finite_step(torch.tensor(math.nan), model, 2, 7)
+        check_finite_step(torch.tensor(math.nan), model, 2, 7)
     with torch.no_grad():
         model.weight[0, 0] = math.inf
     with pytest.raises(AlbertEdgeError, match="weight weight is not finite after step 9"):
-        _check_finite_step(None, model, 1, 9)
+        check_finite_step(None, model, 1, 9)
 
 
 def test_strict_json_nulls_non_finite_numbers_and_says_why(tmp_path: Path) -> None:

@@ -84,11 +84,11 @@ def test_default_spiece_may_live_in_the_output_it_is_copied_into() -> None:
     """Retraining the embedded model into its own directory (docs/inputs.md) reads the
     packaged spiece.model there: it is not an input the output would lose (it is copied
     into the new output before the old one is replaced); any other --spiece still is."""
-    from albert_edge.learn.scratch import DEFAULT_SPIECE, _spiece_input
+    from albert_edge.learn.scratch import DEFAULT_SPIECE, spiece_input
 
-    assert _spiece_input(DEFAULT_SPIECE) == []
+    assert spiece_input(DEFAULT_SPIECE) == []
     other = Path("elsewhere") / "spiece.model"
-    assert _spiece_input(other) == [other]
+    assert spiece_input(other) == [other]
 
 
 def test_int8_static_without_calibration_uses_the_packaged_train_sample(

@@ -20,14 +20,13 @@ from albert_edge.errors import OutputError, OutputExistsError
 from albert_edge.io import (
     atomic_output_dir,
     check_output,
-    clean_stale_scratch,
     clean_stale_siblings,
     is_albert_edge_artifact,
     lock_path,
     output_lock,
-    run_scratch,
 )
 from albert_edge.manifest import write_manifest
+from albert_edge.scratch import clean_stale_scratch, run_scratch
 
 
 def make_artifact(path: Path, payload: bytes = b"model") -> Path:

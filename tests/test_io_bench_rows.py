@@ -86,7 +86,7 @@ def test_bench_streams_rows_and_a_rerun_measures_only_what_is_missing(
 
 
 def test_roofline_is_measured_at_the_length_a_bucket_runs(tmp_path: Path) -> None:
-    from albert_edge.bench.harness import run_length
+    from albert_edge.bench.plan import run_length
     from albert_edge.bench.targets import Target
     from albert_edge.manifest import write_manifest
 

@@ -1,4 +1,5 @@
-"""Original TF1 ALBERT checkpoints in: converters/tf1_checkpoint.py.
+"""Original TF1 ALBERT checkpoints in: converters/tf1_checkpoint.py (and tf1_files, tf1_config,
+tf1_variables).
 
 Checkpoints are written by TensorFlow (tf.compat.v1 graph + Saver, see tf1_utils.py) with
 the original variable names and [in, out] kernels, from random transformers models. Each
@@ -34,12 +35,8 @@ from albert_edge.errors import (
     TokenizerError,
     UnsupportedError,
 )
-from converters.tf1_checkpoint import (
-    config_from_albert_json,
-    group_sources,
-    hf_activation,
-    load_tf1_checkpoint,
-)
+from converters.tf1_checkpoint import load_tf1_checkpoint
+from converters.tf1_config import config_from_albert_json, group_sources, hf_activation
 
 ROOT = Path(__file__).resolve().parents[1]
 

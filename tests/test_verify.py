@@ -558,3 +558,37 @@ def test_a_grid_no_machine_can_hold_is_refused_before_it_runs() -> None:
     check_grid_memory(xxlarge, (1, 2), (16, 128), "model.onnx")  # the default grid fits
     assert grid_memory_bytes(tiny, 2, 128) == 2 * grid_memory_bytes(tiny, 1, 128)
     assert grid_memory_bytes(tiny, 1, 128) == 2 * grid_memory_bytes(tiny, 1, 128, models=1)
+
+
+_VERIFY_NAME = """
+import sys
+import albert_edge
+{first}
+from albert_edge import verify
+import albert_edge.verify as module
+from albert_edge.verify import verify as function
+assert verify is module is albert_edge.verify, (verify, module)
+assert callable(verify) and function is not verify
+try:
+    verify(sys.argv[1], progress=False)
+except albert_edge.AlbertEdgeError as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.parametrize("first", ["", "import albert_edge.verify", "import albert_edge.cli"])
+def test_verify_is_one_callable_object_in_any_import_order(tmp_path: Path, first: str) -> None:
+    """``from albert_edge import verify`` is the package's public face for verification
+    (the benchmarks call it so): the import system binds the submodule over the lazy
+    name, so the name must mean one object whatever was imported first, and calling it
+    must reach :func:`albert_edge.verify.verify` (here: a missing artifact, one line)."""
+    missing = tmp_path / "no-such-artifact"
+    run = subprocess.run(
+        [sys.executable, "-c", _VERIFY_NAME.format(first=first), str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.startswith("AlbertEdgeError") and str(missing) in run.stdout

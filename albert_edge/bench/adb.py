@@ -288,6 +288,39 @@ def _device_info(serial: str) -> dict[str, Any]:
     }
 
 
+def _failure(parsed: Mapping[str, Any], delegate: str, returncode: int) -> dict[str, Any]:
+    """``status`` and ``reason`` of a run that printed no timings: the line that says why
+    (an op the delegate does not support is a ``skipped`` row, anything else ``failed``)."""
+    errors = [e for e in parsed.get("errors") or [] if e.rstrip(".") != "Benchmarking failed"]
+    words = ("unsupported", "not supported", "failed to apply", "could not create")
+    telling = [e for e in errors if any(w in e.lower() for w in words)]
+    why = (telling or errors or [f"benchmark_model exited with status {returncode}"])[-1]
+    unsupported = bool(telling)
+    return {
+        "status": "skipped" if unsupported and delegate != "android-xnnpack" else "failed",
+        "reason": f"benchmark_model: {why}",
+    }
+
+
+def _latency(parsed: Mapping[str, Any]) -> dict[str, Any]:
+    """The schema's ``latency_ms`` from ``benchmark_model``'s microsecond statistics
+    (it prints no p90/p99: those stay null)."""
+    stats = parsed.get("stats_us") or {}
+    p50 = stats.get("median")
+    return {
+        "p50": p50 / 1e3 if p50 is not None else None,
+        "p90": None,
+        "p99": None,
+        "p5": stats["p5"] / 1e3 if "p5" in stats else None,
+        "p95": stats["p95"] / 1e3 if "p95" in stats else None,
+        "mean": parsed["inference_avg_ms"],
+        "std": stats["std"] / 1e3 if "std" in stats else None,
+        "min": stats["min"] / 1e3 if "min" in stats else None,
+        "max": stats["max"] / 1e3 if "max" in stats else None,
+        "runs": parsed.get("runs") or 0,
+    }
+
+
 def result_from_output(
     parsed: Mapping[str, Any],
     *,
@@ -330,30 +363,9 @@ def result_from_output(
         if key in parsed:
             r[key] = parsed[key]
     if "inference_avg_ms" not in parsed:
-        errors = [e for e in parsed.get("errors") or [] if e.rstrip(".") != "Benchmarking failed"]
-        words = ("unsupported", "not supported", "failed to apply", "could not create")
-        telling = [e for e in errors if any(w in e.lower() for w in words)]
-        why = (telling or errors or [f"benchmark_model exited with status {returncode}"])[-1]
-        unsupported = bool(telling)
-        r.update(
-            status="skipped" if unsupported and delegate != "android-xnnpack" else "failed",
-            reason=f"benchmark_model: {why}",
-        )
+        r.update(_failure(parsed, delegate, returncode))
         return r
-    stats = parsed.get("stats_us") or {}
-    p50 = stats.get("median")
-    lat = {
-        "p50": p50 / 1e3 if p50 is not None else None,
-        "p90": None,
-        "p99": None,
-        "p5": stats["p5"] / 1e3 if "p5" in stats else None,
-        "p95": stats["p95"] / 1e3 if "p95" in stats else None,
-        "mean": parsed["inference_avg_ms"],
-        "std": stats["std"] / 1e3 if "std" in stats else None,
-        "min": stats["min"] / 1e3 if "min" in stats else None,
-        "max": stats["max"] / 1e3 if "max" in stats else None,
-        "runs": parsed.get("runs") or 0,
-    }
+    lat = _latency(parsed)
     basis_ms = lat["p50"] if lat["p50"] is not None else lat["mean"]
     r.update(
         status="ok",

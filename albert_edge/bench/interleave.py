@@ -68,6 +68,7 @@ def measure_interleaved(
     """
     children: list[Resident | None] = []
     results: list[dict[str, Any]] = []
+    shapes = [[(s["batch"], s["seq_len"]) for s in spec["shapes"]] for spec, _ in jobs]
     try:
         for spec, threads in jobs:
             started = Resident(
@@ -79,53 +80,73 @@ def measure_interleaved(
             if header.get("status") != "ok":
                 started.close()
                 children[-1] = None
-
-        def shapes_of(i: int) -> list[tuple[int, int]]:
-            return [(s["batch"], s["seq_len"]) for s in jobs[i][0]["shapes"]]
-
-        order = sorted(
-            {s for i in range(len(jobs)) for s in shapes_of(i)}, key=lambda s: (s[0] * s[1], s)
-        )
-        visits: dict[tuple[int, tuple[int, int]], list[dict[str, Any]]] = {}
-        turn = 0
-        for _ in range(rounds):
-            for shape in order:
-                live = [
-                    i for i, c in enumerate(children) if c is not None and shape in shapes_of(i)
-                ]
-                if not live:
-                    continue
-                shift = turn % len(live)
-                turn += 1
-                for i in live[shift:] + live[:shift]:
-                    c = children[i]
-                    if c is None or c.failure is not None:
-                        continue
-                    time.sleep(gap_s)
-                    row = c.measure(shapes_of(i).index(shape), policy)
-                    if row is not None:
-                        visits.setdefault((i, shape), []).append(row)
-                    if on_visit is not None:
-                        on_visit(i)
+        visits = _visit(children, shapes, rounds, policy, gap_s, on_visit)
         for i, c in enumerate(children):
-            if c is None:
-                continue
-            rows = results[i]["shapes"]
-            for shape in shapes_of(i):
-                seen = visits.get((i, shape), [])
-                if len(seen) == rounds:
-                    rows.append(_pool(seen, keep_samples))
-                else:  # the child died on the way: no partial statistics
-                    rows.append(
-                        {
-                            "batch": shape[0],
-                            "seq_len": shape[1],
-                            "status": "failed",
-                            "reason": c.failure or "the worker stopped answering",
-                        }
-                    )
+            if c is not None:
+                results[i]["shapes"] += _pooled(visits, i, shapes[i], rounds, c, keep_samples)
     finally:
         for c in children:
             if c is not None:
                 c.close()
     return results
+
+
+def _visit(
+    children: Sequence[Resident | None],
+    shapes: Sequence[Sequence[tuple[int, int]]],
+    rounds: int,
+    policy: Mapping[str, Any],
+    gap_s: float,
+    on_visit: Callable[[int], None] | None,
+) -> dict[tuple[int, tuple[int, int]], list[dict[str, Any]]]:
+    """The ``rounds`` passes: each visits the shapes in ascending order and, for each
+    shape, every live child that has it, the order rotating by one from visit to visit.
+    Returns every visit's row keyed (child index, shape)."""
+    order = sorted({s for job in shapes for s in job}, key=lambda s: (s[0] * s[1], s))
+    visits: dict[tuple[int, tuple[int, int]], list[dict[str, Any]]] = {}
+    turn = 0
+    for _ in range(rounds):
+        for shape in order:
+            live = [i for i, c in enumerate(children) if c is not None and shape in shapes[i]]
+            if not live:
+                continue
+            shift = turn % len(live)
+            turn += 1
+            for i in live[shift:] + live[:shift]:
+                c = children[i]
+                if c is None or c.failure is not None:
+                    continue
+                time.sleep(gap_s)
+                row = c.measure(list(shapes[i]).index(shape), policy)
+                if row is not None:
+                    visits.setdefault((i, shape), []).append(row)
+                if on_visit is not None:
+                    on_visit(i)
+    return visits
+
+
+def _pooled(
+    visits: Mapping[tuple[int, tuple[int, int]], list[dict[str, Any]]],
+    i: int,
+    shapes: Sequence[tuple[int, int]],
+    rounds: int,
+    child: Resident,
+    keep_samples: bool,
+) -> list[dict[str, Any]]:
+    """Child ``i``'s rows: each shape's visits pooled, or ``failed`` when the child died
+    on the way (no partial statistics)."""
+    rows = []
+    for shape in shapes:
+        seen = visits.get((i, shape), [])
+        if len(seen) == rounds:
+            rows.append(_pool(seen, keep_samples))
+        else:
+            rows.append(
+                {
+                    "batch": shape[0],
+                    "seq_len": shape[1],
+                    "status": "failed",
+                    "reason": child.failure or "the worker stopped answering",
+                }
+            )
+    return rows

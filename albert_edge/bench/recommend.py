@@ -28,34 +28,74 @@ every asked length ran, and — with data — its accuracy on the *choose* split
 candidate is shown to beat are the contenders; the smallest file among them ships, then
 the more accurate, then the lower latency. With data, accuracy is reported on a split
 the choice never saw (issue 20).
+
+More candidate kinds, each converted as ``convert`` converts any checkpoint and judged
+like the rest: depths a depth search admits and dynamic exits
+(:mod:`albert_edge.bench.recommend_depth`), vocabulary-trimmed checkpoints
+(:mod:`albert_edge.bench.recommend_vocab`) and, with data and a task head, the checkpoint
+pruned inside its shared layers (:mod:`albert_edge.bench.recommend_prune`). The parts:
+the pure ranking (:mod:`.recommend_rank`), the splits (:mod:`.recommend_data`), the
+printout (:mod:`.recommend_format`), the work directory (:mod:`.recommend_workdir`), task
+files (:mod:`.recommend_tasks`); this module builds, scores, times and decides.
 """
 
 from __future__ import annotations
 
-import math
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from albert_edge.bench.evidence import (
-    N_BOOT,
-    SEED,
-    latency_stat,
-    paired_delta,
-    per_row_outputs,
-    round_matrix,
-    split_visits,
-    timed_rounds,
-    visit_minima,
+from albert_edge.bench.evidence import latency_stat, paired_delta, per_row_outputs, split_visits
+from albert_edge.bench.recommend_data import (
+    SPLIT_SEED,
+    precheck_data,
+    read_splits,
+    split_rows,
+    write_choose,
 )
+from albert_edge.bench.recommend_format import format_recommendation
+from albert_edge.bench.recommend_rank import (
+    MARGIN,
+    MAX_DROP_POINTS,
+    RULE,
+    choose,
+    compare,
+    max_drop,
+    name_of,
+    why_not,
+    wilson,
+)
+from albert_edge.bench.recommend_workdir import WORK_DIR, check_work_dir, rebase, seal_work_dir
 from albert_edge.errors import AlbertEdgeError, BenchmarkError
 from albert_edge.options import STATIC_PRECISIONS
-from albert_edge.sealed import EvidenceKind
 
 if TYPE_CHECKING:
     import numpy as np
+
+# the names this module has always offered, now kept in its parts
+__all__ = [
+    "CANDIDATES",
+    "MARGIN",
+    "MAX_DROP_POINTS",
+    "OPT_IN",
+    "RULE",
+    "SPLIT_SEED",
+    "WORK_DIR",
+    "check_work_dir",
+    "choose",
+    "compare",
+    "format_recommendation",
+    "max_drop",
+    "name_of",
+    "paired_delta",
+    "parse_candidates",
+    "precheck_data",
+    "recommend",
+    "run_recommend_cli",
+    "split_rows",
+    "wilson",
+]
 
 # (target, precision) candidates; static precisions need calibration text (``data``).
 CANDIDATES: tuple[tuple[str, str], ...] = (
@@ -71,27 +111,11 @@ CANDIDATES: tuple[tuple[str, str], ...] = (
 # Opt-in candidates (``--candidates onnx:auto``): a precision per weight searched on the
 # choose split (albert_edge.mixed) with int8's bar as its budget.
 OPT_IN: tuple[tuple[str, str], ...] = (("onnx", "auto"),)
-# Accuracy a precision may lose against the checkpoint, in points (issue 17's bars).
-MAX_DROP_POINTS = {"fp32": 0.1, "fp16": 0.2, "int8": 0.5, "int4": 1.5, "auto": 0.5}
 BACKEND = {"onnx": "ort-cpu", "tflite": "litert-xnnpack"}
-MARGIN = 0.03  # a latency difference the data must exceed (whole 95 % interval) to count
 ROUNDS = 12  # default interleaved passes
 RUNS_PER_VISIT = 8  # default timed runs per candidate, length and pass
 WARMUP = 2  # default untimed runs at the start of each visit
-SPLIT_SEED = 20  # the choose/report split of --data (issue 20)
 RECOMMEND_SCHEMA = "albert-edge-recommend/1"  # the --json result's schema (a re-run replaces it)
-RULE = (
-    "ranked on each visit's fastest run (mean over the asked lengths), compared round by "
-    "round (median ratio); a pair ties unless the 95 % bootstrap interval (over rounds) of "
-    "its latency ratio lies wholly beyond "
-    f"±{MARGIN * 100:g} %; among candidates no other is shown to beat, the smallest file ships, "
-    "then the more accurate"
-)
-
-
-def max_drop(precision: str) -> float:
-    """Allowed accuracy loss in points for ``precision`` (int8-* share int8's bar)."""
-    return MAX_DROP_POINTS["int8" if precision.startswith("int8") else precision]
 
 
 def parse_candidates(text: str) -> tuple[tuple[str, str], ...]:
@@ -106,152 +130,6 @@ def parse_candidates(text: str) -> tuple[tuple[str, str], ...]:
     if not out:
         raise BenchmarkError("--candidates is empty; name at least one, e.g. onnx:int8-dynamic")
     return tuple(out)
-
-
-def name_of(row: Mapping[str, Any]) -> str:
-    """A candidate's display name: its own ``name``, else "target precision"."""
-    return str(row.get("name") or f"{row.get('target')} {row.get('precision')}")
-
-
-# --- latency statistics (pure) ---------------------------------------------------------
-
-
-def compare(
-    a: Mapping[str, Any],
-    b: Mapping[str, Any],
-    *,
-    margin: float = MARGIN,
-    n_boot: int = N_BOOT,
-    seed: int = SEED,
-) -> dict[str, Any]:
-    """``a`` against ``b``: latency ratio a/b, its 95 % interval, and the verdict.
-
-    Round by round: round k of both ran in the same interleaved pass, so the ratio of
-    their visit minima in that round cancels what a phase of the machine did to both.
-    The estimate is the median of those per-round ratios, its interval the 2.5-97.5 %
-    percentiles of that median over ``n_boot`` resamples of the rounds. ``verdict`` is
-    "a" (a is faster), "b", or "tie" when the interval reaches into [1/(1+margin),
-    1+margin]. ``runs`` counts the timed runs behind each side.
-    """
-    import numpy as np
-
-    ta, tb = timed_rounds(a), timed_rounds(b)
-    lengths = sorted(set(ta) & set(tb), key=int)
-    if not lengths:
-        raise BenchmarkError(f"{name_of(a)} and {name_of(b)} share no timed length")
-    n_rounds = min(min(len(ta[k]), len(tb[k])) for k in lengths)
-    per_round = visit_minima(a, lengths, n_rounds) / visit_minima(b, lengths, n_rounds)
-    idx = np.random.default_rng([seed, n_rounds]).integers(0, n_rounds, (n_boot, n_rounds))
-    medians = np.median(per_round[idx], axis=1)
-    low, high = (float(x) for x in np.percentile(medians, [2.5, 97.5]))
-    if high < 1.0 / (1.0 + margin):
-        verdict = "a"
-    elif low > 1.0 + margin:
-        verdict = "b"
-    else:
-        verdict = "tie"
-    runs = sum(int(np.isfinite(round_matrix(ta[k][:n_rounds])).sum()) for k in lengths)
-    return {
-        "a": name_of(a),
-        "b": name_of(b),
-        "ratio": float(np.median(per_round)),
-        "low": low,
-        "high": high,
-        "verdict": verdict,
-        "a_faster_rounds": int((per_round < 1.0).sum()),
-        "rounds": n_rounds,
-        "lengths": [int(k) for k in lengths],
-        "runs": runs,
-    }
-
-
-def _tie_key(row: Mapping[str, Any]) -> tuple[float, float, float, str]:
-    size = row.get("file_bytes")
-    acc = row.get("accuracy")
-    return (
-        float(size) if isinstance(size, int | float) and size > 0 else math.inf,
-        -float(acc) if isinstance(acc, float) else 0.0,
-        latency_stat(row),
-        name_of(row),
-    )
-
-
-def choose(
-    rows: Sequence[Mapping[str, Any]],
-    *,
-    margin: float = MARGIN,
-    n_boot: int = N_BOOT,
-    seed: int = SEED,
-) -> dict[str, Any]:
-    """The decision among candidate records ``rows``: what ships, and on which comparisons.
-
-    A row takes part when ``eligible`` is true and it has ``rounds_ms`` (per length, the
-    samples of each interleaved round; the rows should come from one interleaved
-    measurement, since round k of each is paired with round k of the others);
-    ``file_bytes`` and ``accuracy`` break ties. Every pair is compared (:func:`compare`);
-    a row some other row is shown to beat drops out; of the rest (mutual ties) the
-    smallest file ships, then the more accurate, then the lower :func:`latency_stat`.
-    Returns ``{"pick": row | None, "contenders": [names],
-    "comparisons": [...], "relied_on": [the comparisons that involve the pick], "rule"}``.
-    """
-    ok = [r for r in rows if r.get("eligible") and timed_rounds(r)]
-    decision: dict[str, Any] = {"pick": None, "contenders": [], "comparisons": [], "rule": RULE}
-    decision["relied_on"] = []
-    if not ok:
-        return decision
-    comps = [compare(a, b, margin=margin, n_boot=n_boot, seed=seed) for a, b in combinations(ok, 2)]
-    beaten = {c["b"] if c["verdict"] == "a" else c["a"] for c in comps if c["verdict"] != "tie"}
-    contenders = [r for r in ok if name_of(r) not in beaten] or [min(ok, key=latency_stat)]
-    pick = min(contenders, key=_tie_key)
-    decision.update(
-        pick=dict(pick),
-        contenders=[name_of(r) for r in contenders],
-        comparisons=comps,
-        relied_on=[c for c in comps if name_of(pick) in (c["a"], c["b"])],
-    )
-    return decision
-
-
-# --- accuracy statistics (pure) --------------------------------------------------------
-
-
-def wilson(correct: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson 95 % interval of an accuracy of ``correct``/``n`` (fractions)."""
-    if n <= 0:
-        return (0.0, 1.0)
-    p = correct / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
-def split_rows(rows: Sequence[Any], seed: int = SPLIT_SEED) -> tuple[list[Any], list[Any]]:
-    """``rows`` shuffled with ``seed`` and halved: (choose split, report split)."""
-    import numpy as np
-
-    order = np.random.default_rng(seed).permutation(len(rows))
-    half = (len(rows) + 1) // 2
-    return [rows[i] for i in order[:half]], [rows[i] for i in order[half:]]
-
-
-def _why_not(row: Mapping[str, Any], ref_acc: float | None) -> str | None:
-    if row.get("error"):
-        return str(row["error"])
-    if row.get("verified") is False:
-        return "failed verification against the checkpoint"
-    if not timed_rounds(row):
-        return "did not run at every asked length"
-    acc = row.get("accuracy")
-    # a task file's checkpoint figure is taken at the candidate's own input length
-    ref_acc = row.get("reference_accuracy", ref_acc)
-    if ref_acc is not None and isinstance(acc, float):
-        drop = (ref_acc - acc) * 100.0
-        if drop > max_drop(str(row["precision"])):
-            return (
-                f"loses {drop:.2f} {row.get('metric', 'accuracy')} points on the choose split "
-                f"(> {max_drop(str(row['precision']))} allowed for {row['precision']})"
-            )
-    return None
 
 
 # --- measuring ---------------------------------------------------------------------------
@@ -354,13 +232,15 @@ def _build(
     *,
     at_depth: tuple[Any, int] | None = None,
     at_vocab: tuple[Any, int, Mapping[str, Any]] | None = None,
+    at_prune: tuple[Any, str, Mapping[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], Path]]]:
     """Convert ``ckpt`` into each candidate (with the checks ``convert`` runs).
 
     ``at_depth``: (depth search, k) converts the truncated checkpoint at depth k instead
     (:func:`albert_edge.depth.convert_at_depth`, the path ``convert --depth`` takes);
     ``at_vocab``: (trimmed checkpoint, pieces, row fields) converts the vocabulary-trimmed
-    checkpoint (:mod:`albert_edge.bench.recommend_vocab`)."""
+    checkpoint (:mod:`albert_edge.bench.recommend_vocab`); ``at_prune``: (pruned
+    checkpoint, tag, level record) the pruned one (:mod:`albert_edge.bench.recommend_prune`)."""
     from albert_edge.convert import convert
     from albert_edge.options import ConvertOptions
 
@@ -375,6 +255,10 @@ def _build(
         if at_vocab is not None:
             suffix = f"-vocab{at_vocab[1]}"
             row.update(kind="vocab", name=f"{target} {precision} vocab{at_vocab[1]}", **at_vocab[2])
+        if at_prune is not None:
+            suffix = f"-{at_prune[1]}"
+            row.update(kind="prune", name=f"{target} {precision} {at_prune[1]}")
+            row["prune"] = dict(at_prune[2])
         rows.append(row)
         if (precision in STATIC_PRECISIONS or precision == "auto") and calibration is None:
             row["error"] = f"{precision} needs labelled text: pass --data"
@@ -389,10 +273,11 @@ def _build(
         )
         say(f"recommend: converting {target} {precision}{suffix} ...")
         try:
+            variant = at_vocab or at_prune  # another checkpoint, converted as any is
             if precision == "auto":
-                manifest = _build_auto(ckpt, out, opts, calibration, at_depth, at_vocab)
+                manifest = _build_auto(ckpt, out, opts, calibration, at_depth, variant)
             elif at_depth is None:
-                manifest = convert(ckpt if at_vocab is None else at_vocab[0], out, opts)
+                manifest = convert(ckpt if variant is None else variant[0], out, opts)
             else:
                 from albert_edge.depth import convert_at_depth
 
@@ -413,10 +298,10 @@ def _build_auto(
     opts: Any,
     data: Path | None,
     at_depth: tuple[Any, int] | None,
-    at_vocab: tuple[Any, int, Any] | None = None,
+    at_vocab: tuple[Any, Any, Any] | None = None,
 ) -> dict[str, Any]:
     """The auto plan on the choose split (``data``), budget int8's bar, then its artifact
-    (of the trimmed checkpoint, ``at_vocab``: its plan searched on its own tokenizer; of
+    (of the trimmed or pruned checkpoint, ``at_vocab``: its plan searched on it; of
     the truncated checkpoint, ``at_depth``: its plan searched on the truncated model, as
     ``convert --depth k --precision auto`` does)."""
     from albert_edge.mixed import Settings, convert_auto
@@ -515,59 +400,35 @@ def recommend(
     exit_fit_rows: int = 2000,
     trim_corpus: str | Path | None = None,
     trim_keep: Sequence[int] = (),
+    prune: bool = True,
+    prune_max_drop: float | None = None,
 ) -> dict[str, Any]:
     """Convert ``checkpoint`` into each candidate, verify, score, time; return the answer.
 
-    ``trim_corpus`` (the deployment's text) adds each candidate converted from the
-    checkpoint vocabulary-trimmed for it (every piece it uses, and each ``trim_keep``
-    size): scored with its own tokenizer, judged by the same rule; needs ``data``
-    (:mod:`albert_edge.bench.recommend_vocab`).
-
-    ``depth_search`` (a directory ``albert-edge depth search`` wrote) adds the depths it
-    admits, ``exit_data`` (labelled rows to fit exit heads on, ``exit_fit_rows`` of them)
-    the dynamic-exit artifacts; both need ``data``, and then every candidate must also
-    pass the depth package's rule on the choose split
-    (:mod:`albert_edge.bench.recommend_depth`).
-
-    ``data``: labelled sentences (SST-2 .tsv). Without ``report_data`` they are split in
-    two halves (seeded, :func:`split_rows`): the choose half decides eligibility and
-    calibrates the static precisions, the report half gives the accuracy printed for
-    the pick. With ``report_data``, all of ``data`` chooses and ``report_data`` reports.
-    Returns ``{"recommendation": row | None, "decision": ..., "candidates": [row, ...],
-    "accuracy": {...} | None, "bench": report, ...}``. Artifacts are built in
-    ``work_dir`` (default: a temporary directory, removed after): a new directory (or one
-    a previous run sealed), written atomically and sealed (:data:`WORK_DIR`), with the
-    result as ``recommend.json``.
+    ``data``: labelled rows of the model's task, halved (seeded, :func:`split_rows`) into
+    the choose half (eligibility, calibration) and the report half (the pick's printed
+    metric); with ``report_data`` all of ``data`` chooses. More candidates, each needing
+    ``data``: ``depth_search`` / ``exit_data`` (:mod:`.recommend_depth`), ``trim_corpus``
+    / ``trim_keep`` (:mod:`.recommend_vocab`), and, unless ``prune`` is False, the
+    checkpoint pruned within ``prune_max_drop`` points (:mod:`.recommend_prune`).
+    Returns ``{"recommendation": row | None, "decision", "candidates", "accuracy",
+    "bench", ...}``. Artifacts are built in ``work_dir`` (default: a temporary directory,
+    removed after): new, or one a previous run sealed; written atomically and sealed
+    (:data:`WORK_DIR`) with the result as ``recommend.json``.
     """
-    from albert_edge.bench import recommend_vocab
-    from albert_edge.bench.recommend_depth import check_flags
     from albert_edge.checkpoint import load_checkpoint
 
     if rounds < 2:
         raise BenchmarkError("--rounds must be at least 2: the intervals are over rounds")
-    # a file too small, or wrong for the head, is refused before the model loads
-    splits = _splits(data, report_data, checkpoint)
-    if splits is not None and splits.get("task") and exit_data is not None:
-        raise BenchmarkError(
-            f"--exit-data fits exit heads for single-sentence classifiers; {data} is "
-            f"{splits['task']} data: drop --exit-data (depth candidates: --depth-search)"
-        )
-    check_flags(
-        *(Path(x) if x is not None else None for x in (depth_search, exit_data, data)),
-        exit_fit_rows=exit_fit_rows,
-        candidates=candidates,
-    )
-    corpus = Path(trim_corpus) if trim_corpus is not None else None
-    recommend_vocab.check_flags(corpus, trim_keep, Path(data) if data else None, checkpoint)
     inputs = {"data": data, "report_data": report_data, "exit_data": exit_data}
     inputs["trim_corpus"] = trim_corpus
-    if work_dir is not None:
-        check_work_dir(Path(work_dir), [checkpoint, depth_search, *inputs.values()])
-    if depth_search is not None:  # its seal and its checkpoint, before anything loads
-        from albert_edge.depth import load_search
-        from albert_edge.depth.truncate import check_same_source
+    given_dirs = (checkpoint, depth_search)
+    splits = _precheck(
+        checkpoint, inputs, candidates, work_dir, depth_search, exit_fit_rows, trim_keep
+    )
+    from albert_edge.bench.recommend_prune import check_flags as check_prune_flags
 
-        check_same_source(checkpoint, load_search(depth_search))
+    check_prune_flags(not prune, prune_max_drop, Path(data) if data else None)
     ckpt = load_checkpoint(checkpoint)
     if (
         splits is not None
@@ -587,6 +448,7 @@ def recommend(
         "say": log or (lambda _msg: None),
         "depth_exit": (depth_search, exit_data, exit_fit_rows),
         "vocab": (trim_corpus, tuple(trim_keep)),
+        "prune": (not prune, prune_max_drop),
     }
     if work_dir is None:
         with tempfile.TemporaryDirectory(prefix="albert-edge-recommend-") as tmp:
@@ -594,11 +456,50 @@ def recommend(
     from albert_edge.io import atomic_output_dir
 
     out = Path(work_dir)
-    given = [Path(p) for p in (checkpoint, depth_search, *inputs.values()) if p is not None]
+    given = [Path(p) for p in (*given_dirs, *inputs.values()) if p is not None]
     with atomic_output_dir(out, overwrite=True, inputs=given, kind=WORK_DIR.output_kind()) as tmp:
-        result = _rebase(_recommend_in(tmp, ckpt, splits, data, settings), str(tmp), str(out))
-        _seal_work_dir(tmp, result, ckpt.path, inputs)
+        result = rebase(_recommend_in(tmp, ckpt, splits, data, settings), str(tmp), str(out))
+        seal_work_dir(tmp, result, ckpt.path, inputs)
     return result
+
+
+def _precheck(
+    checkpoint: str | Path | None,
+    inputs: Mapping[str, str | Path | None],
+    candidates: Sequence[tuple[str, str]],
+    work_dir: str | Path | None,
+    depth_search: str | Path | None,
+    exit_fit_rows: int,
+    trim_keep: Sequence[int],
+) -> dict[str, Any] | None:
+    """Everything :func:`recommend` refuses before the model loads (the data against the
+    head, each axis's flags, the work directory, the depth search's seal); the splits."""
+    from albert_edge.bench import recommend_vocab
+    from albert_edge.bench.recommend_depth import check_flags
+
+    data, exit_data, trim_corpus = inputs["data"], inputs["exit_data"], inputs["trim_corpus"]
+    # a file too small, or wrong for the head, is refused before the model loads
+    splits = read_splits(data, inputs["report_data"], checkpoint)
+    if splits is not None and splits.get("task") and exit_data is not None:
+        raise BenchmarkError(
+            f"--exit-data fits exit heads for single-sentence classifiers; {data} is "
+            f"{splits['task']} data: drop --exit-data (depth candidates: --depth-search)"
+        )
+    check_flags(
+        *(Path(x) if x is not None else None for x in (depth_search, exit_data, data)),
+        exit_fit_rows=exit_fit_rows,
+        candidates=candidates,
+    )
+    corpus = Path(trim_corpus) if trim_corpus is not None else None
+    recommend_vocab.check_flags(corpus, trim_keep, Path(data) if data else None, checkpoint)
+    if work_dir is not None:
+        check_work_dir(Path(work_dir), [checkpoint, depth_search, *inputs.values()])
+    if depth_search is not None:  # its seal and its checkpoint, before anything loads
+        from albert_edge.depth import load_search
+        from albert_edge.depth.truncate import check_same_source
+
+        check_same_source(checkpoint, load_search(depth_search))
+    return splits
 
 
 def _recommend_in(
@@ -615,7 +516,7 @@ def _recommend_in(
     candidates = settings["candidates"]
     rounds, runs_per_visit, warmup = settings["timing"]
     depth_search, exit_data, exit_fit_rows = settings["depth_exit"]
-    calibration = _write_choose(splits, work) if splits else None
+    calibration = write_choose(splits, work) if splits else None
     rows, built = _build(ckpt, candidates, seq_lens, work, calibration, say)
     ref_acc: float | None = None
     scorer: Any = None
@@ -637,8 +538,10 @@ def _recommend_in(
         say=say,
     )
     vocab = _add_vocab(ckpt, settings, work, calibration)
-    timed = built + extra["timed"] + vocab["built"]
-    rows, built = rows + extra["rows"] + vocab["rows"], built + extra["built"] + vocab["built"]
+    pruned = _add_prune(ckpt, settings, work, calibration, splits)
+    timed = built + extra["timed"] + vocab["built"] + pruned["built"]
+    rows = rows + extra["rows"] + vocab["rows"] + pruned["rows"]
+    built = built + extra["built"] + vocab["built"] + pruned["built"]
     extra["rule"] = extra["rule"] or vocab["rule"]
     if scorer is not None:
         say("recommend: scoring on the choose split ...")
@@ -665,6 +568,7 @@ def _recommend_in(
         "candidates": rows,
         "depth_exit": extra["info"],
         "vocabulary": vocab["info"],
+        "pruning": pruned["info"],
         "bench": report,
     }
 
@@ -688,201 +592,50 @@ def _add_vocab(
     )
 
 
-# ``--work-dir``: what bench --recommend leaves for the user (the artifacts it built, the
-# choose split it calibrated on, its answer), sealed like every evidence directory.
-WORK_DIR = EvidenceKind(
-    "recommend work directory", "recommend.json", "run `albert-edge bench --recommend` again"
-)
+def _add_prune(
+    ckpt: Any,
+    settings: Mapping[str, Any],
+    work: Path,
+    calibration: Path | None,
+    splits: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The pruned candidates (none, and why, without ``--data`` or a task head, or with
+    ``--no-prune``)."""
+    from albert_edge.bench.recommend_prune import add_prune
 
-
-def check_work_dir(out: Path, inputs: Sequence[str | Path | None]) -> None:
-    """Refuse, before any work, a ``--work-dir`` that holds anything but a previous sealed
-    recommend work directory (a user's files are never written over), or an input."""
-    from albert_edge.io import check_output
-    from albert_edge.sealed import SEAL_NAME, sealed_reason
-
-    try:
-        there = out.is_dir() and any(out.iterdir())
-    except OSError:
-        there = False
-    if there and not out.is_symlink():
-        why = sealed_reason(out, WORK_DIR)
-        if why is not None:
-            if not (out / SEAL_NAME).exists():
-                why = f"no {SEAL_NAME}: no previous `bench --recommend` sealed it"
-            raise BenchmarkError(
-                f"{out}: holds files albert-edge did not write, or changed since "
-                f"({why.split(';')[0]}); --work-dir writes only into a new directory or one "
-                "a previous `bench --recommend` sealed; choose another --work-dir"
-            )
-    given = [Path(p) for p in inputs if p is not None]
-    check_output(out, overwrite=True, inputs=given, kind=WORK_DIR.output_kind())
-
-
-def _rebase(value: Any, old: str, new: str) -> Any:
-    """``value`` with every string path under ``old`` moved to ``new`` (the temp work
-    directory's paths, as the user will find them after the swap)."""
-    if isinstance(value, str):
-        return new + value[len(old) :] if value.startswith(old) else value
-    if isinstance(value, dict):
-        return {k: _rebase(v, old, new) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(_rebase(v, old, new) for v in value)
-    return value
-
-
-def _seal_work_dir(
-    work: Path, result: Mapping[str, Any], checkpoint: Any, data: Mapping[str, Any]
-) -> None:
-    """``recommend.json`` (the answer) and the seal over everything in ``work``."""
-    import json
-
-    from albert_edge.sealed import made_from, seal
-
-    text = json.dumps(result, indent=2, default=str) + "\n"
-    (work / WORK_DIR.primary).write_text(text)
-    seal(work, WORK_DIR, made_from(checkpoint, data))
+    say, seq_lens = settings["say"], settings["seq_lens"]
+    skip, max_drop_points = settings["prune"]
+    return add_prune(
+        ckpt,
+        skip=skip,
+        max_drop=max_drop_points,
+        splits=splits,
+        calibration=calibration,
+        candidates=settings["candidates"],
+        build=lambda c, **kw: _build(ckpt, c, seq_lens, work, calibration, say, **kw),
+        work=work,
+        threads=settings["threads"],
+        say=say,
+    )
 
 
 def _judge_rows(
     rows: Sequence[dict[str, Any]], ref_acc: float | None, extra: Mapping[str, Any]
 ) -> None:
     """``why_not`` and ``eligible`` on every row: built, verified, timed, within its
-    precision's bar; with depth or exit candidates, also the depth package's rule."""
+    precision's bar; with depth or exit candidates, also the depth package's rule; a
+    pruned candidate also the rule its level was chosen by."""
     from albert_edge.bench.recommend_depth import mix_timing, rule_why_not
+    from albert_edge.bench.recommend_prune import why_not as prune_why_not
 
     for row, mix in extra["mixes"]:
         mix_timing(row, mix)
     for row in rows:
-        row["why_not"] = _why_not(row, ref_acc)
+        row["why_not"] = why_not(row, ref_acc) or prune_why_not(row)
         if row["why_not"] is None and extra["rule"] is not None:
             reason = rule_why_not(row, extra["rule"])
             row["why_not"] = f"rule: {reason}" if reason else None
         row["eligible"] = row["why_not"] is None
-
-
-def _splits(
-    data: str | Path | None,
-    report_data: str | Path | None,
-    checkpoint: str | Path | None = None,
-) -> dict[str, Any] | None:
-    """The choose and report rows (a task file other than single sentences: its
-    examples, :mod:`albert_edge.bench.recommend_tasks`), and how they were made (printed
-    with the answer). Read and checked against the checkpoint's head before it loads."""
-    from albert_edge.bench import recommend_tasks
-    from albert_edge.data import read_sst2
-
-    if data is None:
-        if report_data is not None:
-            raise BenchmarkError("--report-data needs --data (the rows to choose on)")
-        return None
-    for path, flag in ((data, "--data"), (report_data, "--report-data")):
-        if path is not None and not Path(path).is_file():
-            raise BenchmarkError(
-                f"{path}: no such file; pass a task file for the model's head (an SST-2 "
-                f"style .tsv, a GLUE pair .tsv, CoNLL, SQuAD .json) as {flag}"
-            )
-    task = recommend_tasks.read_data(Path(data), checkpoint, "--data")
-    rep = None
-    if report_data is not None:
-        rep = recommend_tasks.read_data(Path(report_data), checkpoint, "--report-data")
-    if task is not None and not recommend_tasks.is_sentences(task):
-        return _task_splits(task, rep, data, report_data)
-    rows = read_sst2(data)
-    if report_data is not None:
-        report = read_sst2(report_data)
-        how = f"chose on all {len(rows)} rows of {data}; reporting on {report_data}"
-        choose_rows = rows
-    else:
-        if len(rows) < 2:
-            raise BenchmarkError(f"{data}: needs at least 2 labelled rows to split in two")
-        choose_rows, report = split_rows(rows)
-        how = (
-            f"{data} split in two halves (seed {SPLIT_SEED}): chose on {len(choose_rows)} "
-            f"rows, reporting on the other {len(report)}"
-        )
-    from albert_edge.depth.stats import MIN_BOOTSTRAP_ROWS
-    from albert_edge.errors import TooFewRowsError
-
-    for name, part in (("choose", choose_rows), ("report", report)):
-        if len(part) < MIN_BOOTSTRAP_ROWS:  # every accuracy delta has a bootstrap interval
-            raise TooFewRowsError(
-                f"{data if name == 'choose' or report_data is None else report_data}: the "
-                f"{name} split has {len(part)} rows; each split needs at least "
-                f"{MIN_BOOTSTRAP_ROWS} (the bootstrap interval's minimum): give at least "
-                + (
-                    f"{2 * MIN_BOOTSTRAP_ROWS} labelled rows"
-                    if report_data is None
-                    else f"{MIN_BOOTSTRAP_ROWS} labelled rows in each file"
-                )
-            )
-    return {"choose": choose_rows, "report": report, "how": how}
-
-
-def precheck_data(a: Any) -> None:
-    """``bench --recommend --data``: the files read and judged against the checkpoint's
-    head now, before anything loads (:func:`_splits`)."""
-    target = a.targets[0] if getattr(a, "targets", None) else None
-    _splits(a.data, getattr(a, "report_data", None), target)
-
-
-def _task_splits(
-    task: Any, rep: Any, data: str | Path, report_data: str | Path | None
-) -> dict[str, Any]:
-    """:func:`_splits` for a task file: its examples halved (or all of them choosing and
-    ``rep`` reporting), each split at least the bootstrap's minimum."""
-    from albert_edge.depth.stats import MIN_BOOTSTRAP_ROWS
-    from albert_edge.errors import TooFewRowsError
-
-    unit = {"token-classification": "sentences", "question-answering": "questions"}
-    what = unit.get(task.kind.value, "rows")
-    n = len(task.examples)
-    if rep is not None:
-        choose, report = task, rep
-        how = f"chose on all {n} {what} of {data}; reporting on {report_data}"
-    else:
-        first, second = split_rows(list(range(n)))
-        choose, report = task.subset(first), task.subset(second)
-        how = (
-            f"{data} split in two halves (seed {SPLIT_SEED}): chose on {len(first)} {what}, "
-            f"reporting on the other {len(second)}"
-        )
-    # SQuAD v2.0 scores half of each split (the other half chooses its null threshold)
-    need = MIN_BOOTSTRAP_ROWS * (2 if task.format == "squad-v2.0" else 1)
-    for name, part, where in (("choose", choose, data), ("report", report, report_data or data)):
-        if len(part.examples) < need:
-            raise TooFewRowsError(
-                f"{where}: the {name} split has {len(part.examples)} {what}; each split needs "
-                f"at least {need} (the bootstrap interval's minimum"
-                + (", scored on half: SQuAD v2.0" if need > MIN_BOOTSTRAP_ROWS else "")
-                + f"): give at least {2 * need if rep is None else need} {what}"
-            )
-    metric = {"token-classification": "f1", "question-answering": "f1"}.get(task.kind.value)
-    return {
-        "choose": choose,
-        "report": report,
-        "how": how,
-        "task": task.kind.value,
-        "metric": metric or "accuracy",
-        "describe": task.describe(),
-    }
-
-
-def _write_choose(splits: Mapping[str, Any], work: Path) -> Path:
-    """The choose split as a file in its own format: what the static precisions (and
-    the auto plan) calibrate on."""
-    if splits.get("task"):
-        from albert_edge.bench.recommend_tasks import write_split
-
-        return write_split(splits["choose"], work / "choose")
-    return _write_split(splits["choose"], work / "choose.tsv")
-
-
-def _write_split(rows: Sequence[tuple[int, str]], path: Path) -> Path:
-    """The choose split as a .tsv: what the static precisions calibrate on."""
-    lines = ["label\tsentence"] + [f"{label}\t{text}" for label, text in rows]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def _report_accuracy(
@@ -903,169 +656,6 @@ def _report_accuracy(
         tok = scorer.tokenizer_of(pick)
         out["pick"] = scorer.candidate_fields(Path(pick["artifact"]), "report", tok)
     return out
-
-
-# --- printing ----------------------------------------------------------------------------
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.2f} %"
-
-
-def _acc_cell(row: Mapping[str, Any]) -> str:
-    if not isinstance(row.get("accuracy"), float):
-        return "-"
-    d = row.get("delta_vs_checkpoint") or {}
-    return f"{_pct(row['accuracy'])} ({d.get('points', 0.0):+.2f})"
-
-
-def _mark(row: Mapping[str, Any], decision: Mapping[str, Any]) -> str:
-    pick = decision.get("pick")
-    if pick is not None and name_of(row) == name_of(pick):
-        return "SHIP"
-    if row.get("why_not"):
-        return f"({row['why_not']})"
-    for c in decision.get("relied_on", []):
-        if name_of(row) in (c["a"], c["b"]):
-            if c["verdict"] != "tie":
-                return "slower"
-            smaller = _tie_key(pick or {})[0] < _tie_key(row)[0]
-            return "tie (ship is smaller)" if smaller else "tie (ship wins the tie-break)"
-    return ""
-
-
-def format_recommendation(result: Mapping[str, Any]) -> str:
-    """The human answer: the table (min, p10, p50 per candidate, ties marked), the pairwise
-    comparisons the pick rests on, the accuracy split, then the pick (or why none)."""
-    cpu = (result.get("machine") or {}).get("cpu", "this CPU")
-    t = result.get("timing") or {}
-    decision = result.get("decision") or {}
-    w = max([20, *(len(name_of(r)) for r in result["candidates"])])
-    lines = [
-        f"recommend: {result['checkpoint']} at seq {result['seq_lens']}, "
-        f"{result['threads']} threads, on {cpu}",
-        f"  timed interleaved: {t.get('rounds')} rounds x {t.get('runs_per_visit')} runs per "
-        f"candidate and length (warm-up {t.get('warmup')} per visit); ms: mean over lengths; "
-        "typ.: median over rounds of each visit's fastest run",
-        f"  {'candidate':{w}} {'size':>9} {'min ms':>8} {'typ. ms':>8} "
-        f"{'p50 ms':>8} {_metric_name(result) + ' (Δ pts)':>18}",
-    ]
-    for r in result["candidates"]:
-        size = f"{r['file_bytes'] / 1e6:.2f} MB" if r.get("file_bytes") else "-"
-        cells = [f"{r[k]:.3f}" if r.get(k) is not None else "-" for k in ("min_ms", "stat_ms")]
-        p50 = f"{r['mean_p50_ms']:.3f}" if r.get("mean_p50_ms") is not None else "-"
-        lines.append(
-            f"  {name_of(r):{w}} {size:>9} {cells[0]:>8} {cells[1]:>8} {p50:>8} "
-            f"{_acc_cell(r):>18}  {_mark(r, decision)}"
-        )
-    lines += _comparison_lines(decision)
-    if result.get("depth_exit"):
-        from albert_edge.bench.recommend_depth import format_depth_exit
-
-        lines += format_depth_exit(result)
-    if result.get("vocabulary"):
-        from albert_edge.bench.recommend_vocab import format_vocab
-
-        lines += format_vocab(result)
-    acc = result.get("accuracy")
-    if acc:
-        lines += _accuracy_lines(acc)
-        ruled = result.get("depth_exit") or result.get("vocabulary")
-        if ruled:
-            lines.append(f"  and the rule: {ruled['rule_text']}")
-    pick = decision.get("pick")
-    if pick is None:
-        lines.append("ship: none of the candidates ran and kept accuracy (see the reasons)")
-    else:
-        lines.append(
-            f"ship: {name_of(pick)} — {pick['file_bytes'] / 1e6:.2f} MB, "
-            f"typical {pick['stat_ms']:.3f} ms (min {pick['min_ms']:.3f}, "
-            f"p50 {pick['mean_p50_ms']:.3f}), verified against the checkpoint" + _shape_note(pick)
-        )
-    return "\n".join(lines)
-
-
-def _shape_note(pick: Mapping[str, Any]) -> str:
-    """What the pick is beyond its precision: a depth, or a dynamic exit (not one file)."""
-    if pick.get("kind") == "depth":
-        return f"; depth {pick['depth']} (a truncated checkpoint, converted as usual)"
-    if pick.get("kind") == "vocab":
-        v = pick["vocab"]
-        return (
-            f"; vocabulary trimmed to {v['pieces_kept']} of {v['of_pieces']} pieces for "
-            f"{v['corpus']['file']} (ship its own tokenizer: the artifact's spiece.model)"
-        )
-    if pick.get("kind") == "early-exit":
-        from albert_edge.bench.recommend_depth import NOT_STANDARD
-
-        return (
-            f"; dynamic exit, policy {pick.get('policy')} (mean depth "
-            f"{pick.get('mean_depth', 0):.2f} on the choose split); {NOT_STANDARD}"
-        )
-    return ""
-
-
-def _comparison_lines(decision: Mapping[str, Any]) -> list[str]:
-    relied = decision.get("relied_on") or []
-    pick = decision.get("pick")
-    if pick is None or not relied:
-        return []
-    me = name_of(pick)
-    lines = [f"comparisons the pick rests on (rule: {decision.get('rule', RULE)}):"]
-    for c in relied:
-        other = c["b"] if c["a"] == me else c["a"]
-        flip = c["a"] != me  # show as pick / other
-        ratio, low, high = c["ratio"], c["low"], c["high"]
-        if flip:
-            ratio, low, high = 1 / ratio, 1 / high, 1 / low
-        if c["verdict"] == "tie" and low <= 1.0 <= high:
-            why = "TIE: the data cannot separate them"
-        elif c["verdict"] == "tie":
-            why = f"TIE: not shown to differ by more than {MARGIN * 100:g} %"
-        else:
-            why = (
-                f"{'faster' if ratio < 1 else 'slower'}, decided by {c['rounds']} rounds, "
-                f"{c['runs']} timed runs each"
-            )
-        lines.append(f"  {me} / {other}: {ratio:.3f} [95 % {low:.3f}, {high:.3f}] — {why}")
-    return lines
-
-
-def _metric_name(result: Mapping[str, Any]) -> str:
-    """The metric the accuracy column holds: accuracy, or a task file's (entity F1,
-    SQuAD F1)."""
-    task, metric = result.get("task"), result.get("metric") or "accuracy"
-    if task == "token-classification":
-        return "entity F1"
-    if task == "question-answering":
-        return "SQuAD F1"
-    return str(metric)
-
-
-def _accuracy_lines(acc: Mapping[str, Any]) -> list[str]:
-    metric = acc.get("metric", "accuracy")
-    lines = [
-        f"{metric if metric == 'accuracy' else metric + ' (the task metric)'}: {acc['split']}",
-        "  eligible: built, verified, timed at every length, and on the choose split within "
-        "the precision's bar of the checkpoint (fp32 0.1, fp16 0.2, int8 0.5, int4 1.5 points)",
-    ]
-    ck = acc["checkpoint"]
-    lo, hi = ck["accuracy_interval"]
-    lines.append(
-        f"  report split ({ck['examples']} {'rows' if metric == 'accuracy' else 'examples'}, "
-        "not used to choose): checkpoint "
-        f"{_pct(ck['accuracy'])} [95 % {_pct(lo)}, {_pct(hi)}]"
-    )
-    pick = acc.get("pick")
-    if pick:
-        lo, hi = pick["accuracy_interval"]
-        d = pick["delta_vs_checkpoint"]
-        lines.append(
-            f"  report split: pick {_pct(pick['accuracy'])} [95 % {_pct(lo)}, {_pct(hi)}], "
-            f"{d['points']:+.2f} points vs checkpoint [paired 95 % {d['low']:+.2f}, "
-            f"{d['high']:+.2f}]"
-        )
-    return lines
 
 
 def _trim_keep(a: Any) -> tuple[int, ...]:
@@ -1108,6 +698,8 @@ def run_recommend_cli(a: Any) -> int:
         exit_fit_rows=getattr(a, "exit_fit_rows", None) or 2000,
         trim_corpus=getattr(a, "trim_corpus", None),
         trim_keep=_trim_keep(a),
+        prune=not getattr(a, "no_prune", False),
+        prune_max_drop=getattr(a, "prune_max_drop", None),
         progress=not quiet,
         log=None if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)),
     )

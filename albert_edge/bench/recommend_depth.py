@@ -177,7 +177,7 @@ def exit_candidates(
     """(rows, built: the artifacts to score, timing variants: (row, [(p_k, variant row)],
     [(variant row, dir)])) for each ONNX precision dynamic exit supports."""
     from albert_edge.early_exit.artifact import PRECISIONS, build_early_exit_artifact
-    from albert_edge.early_exit.command import fit_heads_on, fit_rows_of
+    from albert_edge.early_exit.fit import fit_heads_on, fit_rows_of
     from albert_edge.sealed import made_from
 
     precisions = [p for t, p in candidates if t == "onnx" and p in PRECISIONS]
@@ -290,7 +290,7 @@ def check_flags(
         )
     if exit_data is not None:
         from albert_edge.early_exit.artifact import PRECISIONS
-        from albert_edge.early_exit.command import fit_rows_of, read_rows
+        from albert_edge.early_exit.fit import fit_rows_of, read_rows
 
         if candidates is not None and not any(
             t == "onnx" and p in PRECISIONS for t, p in candidates

@@ -133,8 +133,7 @@ def tokenizer_of(ckpt: Any, row: Mapping[str, Any]) -> Any:
 
 def metric_fields(m: Metrics, ref: Metrics) -> dict[str, Any]:
     """A candidate's fields from its metrics and the checkpoint's on the same examples."""
-    from albert_edge.depth.task_heads import metric_interval
-    from albert_edge.tasks import paired_metric_interval
+    from albert_edge.tasks import metric_interval, paired_metric_interval
 
     iv = paired_metric_interval(m, ref, resamples=N_BOOT, seed=SEED)
     low, high = metric_interval(m, resamples=N_BOOT, seed=SEED)
@@ -164,8 +163,7 @@ class TaskScorer:
         self.options: dict[tuple[str, int], dict[str, Any]] = {}
 
     def _metrics(self, fn: Any, split: str, max_len: int, tokenizer: Any = None) -> Metrics:
-        from albert_edge.depth.task_heads import score_options
-        from albert_edge.tasks import encode, run_features, score
+        from albert_edge.tasks import encode, run_features, score, score_options
 
         data = self.splits[split]
         feats = encode(data, tokenizer if tokenizer is not None else self.ckpt.tokenizer(), max_len)

@@ -301,38 +301,66 @@ def load_litert_gpu(
     (``max_abs_diff_vs_cpu``), so a fallback is never reported as GPU speed. A machine
     with no GPU adapter is ``skipped`` with LiteRT's error and the likely cause.
     """
-    import numpy as np
-    from ai_edge_litert.compiled_model import CompiledModel
-    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
-
     from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite.delegates import gpu_coverage
 
     path = job["target_path"]
-    err: Exception | None = None
-    with _CaptureStderr() as cap:
-        try:
-            # "cpu" runs this same CompiledModel path without a GPU (tests use it).
-            accel = {
-                "gpu": HardwareAccelerator.GPU | HardwareAccelerator.CPU,
-                "cpu": HardwareAccelerator.CPU,
-            }[job.get("litert_accelerators", "gpu")]
-            cm = CompiledModel.from_file(path, hardware_accel=accel)
-        except Exception as exc:
-            err = exc
-    if err is not None:
-        lines = [ln.strip() for ln in cap.text.splitlines() if "plugin" not in ln.lower()]
-        gpu = [ln for ln in lines if "gpu" in ln.lower() and ("ERROR" in ln or "Failed" in ln)]
-        errs = [ln for ln in lines if ln.startswith(("ERROR", "E0"))]
-        detail = (gpu or errs or [_first_line(err)])[0]
-        hint = _no_gpu_hint() if "adapter" in cap.text or "WebGPU" in cap.text else ""
-        raise Skip(
-            f"LiteRT GPU accelerator unavailable: {detail[:200]}" + (f" ({hint})" if hint else "")
-        )
+    cm = _compiled_model(path, job.get("litert_accelerators", "gpu"))
     buckets: dict[int, tuple[str, dict[str, Any]]] = {}
     for key in cm.get_signature_list():
         details = cm.get_input_tensor_details(key)
         buckets[int(details["input_ids"]["shape"][-1])] = (key, details)
+    invoke, prepare, run = _compiled_calls(cm, buckets)
+    cov = gpu_coverage(fb.read_model(Path(path).read_bytes()))
+    info = {
+        "prepare": prepare,
+        "max_seq_len": max(buckets),
+        "accelerators": {"gpu": "GPU|CPU", "cpu": "CPU"}[job.get("litert_accelerators", "gpu")],
+        "fully_accelerated": bool(cm.is_fully_accelerated()),
+        "gpu_coverage": {
+            k: cov[k] for k in ("ops", "gpu_ops", "cpu_ops", "max_boundaries", "expected_to_build")
+        },
+        "max_abs_diff_vs_cpu": _diff_vs_cpu_interpreter(path, buckets, invoke),
+    }
+    return run, info
+
+
+def _compiled_model(path: str, accelerators: str) -> Any:
+    """LiteRT's ``CompiledModel`` of ``path`` on ``accelerators`` ("gpu": GPU with CPU
+    fallback; "cpu" runs this same path without a GPU, tests use it). A machine where the
+    GPU accelerator cannot start is a :class:`Skip` naming LiteRT's error line and the
+    likely cause."""
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+
+    err: Exception | None = None
+    with _CaptureStderr() as cap:
+        try:
+            accel = {
+                "gpu": HardwareAccelerator.GPU | HardwareAccelerator.CPU,
+                "cpu": HardwareAccelerator.CPU,
+            }[accelerators]
+            return CompiledModel.from_file(path, hardware_accel=accel)
+        except Exception as exc:
+            err = exc
+    lines = [ln.strip() for ln in cap.text.splitlines() if "plugin" not in ln.lower()]
+    gpu = [ln for ln in lines if "gpu" in ln.lower() and ("ERROR" in ln or "Failed" in ln)]
+    errs = [ln for ln in lines if ln.startswith(("ERROR", "E0"))]
+    detail = (gpu or errs or [_first_line(err)])[0]
+    hint = _no_gpu_hint() if "adapter" in cap.text or "WebGPU" in cap.text else ""
+    raise Skip(
+        f"LiteRT GPU accelerator unavailable: {detail[:200]}" + (f" ({hint})" if hint else "")
+    )
+
+
+def _compiled_calls(
+    cm: Any, buckets: Mapping[int, tuple[str, dict[str, Any]]]
+) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+    """``invoke(signature, row)`` (one example through ``cm``'s buffers), ``prepare(feeds)``
+    (each example padded to the smallest signature that holds it) and ``run(prepared)``
+    (every example in turn, outputs concatenated): the CompiledModel API takes one
+    example at a time through named buffers."""
+    import numpy as np
 
     def invoke(key: str, row: Mapping[str, Any]) -> dict[str, Any]:
         ins = {n: cm.create_input_buffer_by_name(key, n) for n in row}
@@ -370,18 +398,7 @@ def load_litert_gpu(
         outs = [invoke(key, row) for row in items]
         return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
 
-    cov = gpu_coverage(fb.read_model(Path(path).read_bytes()))
-    info = {
-        "prepare": prepare,
-        "max_seq_len": max(buckets),
-        "accelerators": {"gpu": "GPU|CPU", "cpu": "CPU"}[job.get("litert_accelerators", "gpu")],
-        "fully_accelerated": bool(cm.is_fully_accelerated()),
-        "gpu_coverage": {
-            k: cov[k] for k in ("ops", "gpu_ops", "cpu_ops", "max_boundaries", "expected_to_build")
-        },
-        "max_abs_diff_vs_cpu": _diff_vs_cpu_interpreter(path, buckets, invoke),
-    }
-    return run, info
+    return invoke, prepare, run
 
 
 def _diff_vs_cpu_interpreter(

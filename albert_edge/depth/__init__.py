@@ -3,9 +3,10 @@
 ALBERT shares one layer (or a few groups) across its depth, so running k of L layers
 stores nothing new and drops (L − k)/L of the encoder's work. This package finds, on
 held-out data, how shallow a classifier, token classifier or extractive QA model can run
-with a head re-fitted after layer k, scored in the task's metric (:func:`search_depths`;
-token and span heads: :mod:`albert_edge.depth.task_search`), writes the truncated model as an ordinary checkpoint
-that the ``convert`` pipeline ships unchanged (:func:`write_truncated`,
+with a head re-fitted after layer k, scored in the task's metric (:func:`search_depths`,
+one search for every head: accuracy, entity F1, SQuAD F1, named by each score's
+:class:`HeldOutMetric`), writes the truncated model as an ordinary checkpoint that the
+``convert`` pipeline ships unchanged (:func:`write_truncated`,
 :func:`convert_at_depth`), and picks among depth × precision candidates by a rule that
 respects the interval (:func:`choose`). ``docs/depth.md`` says where this pays and where
 it does not.
@@ -21,7 +22,13 @@ from albert_edge.depth.groups import (
     representable_depths,
     truncated_num_groups,
 )
-from albert_edge.depth.search import DepthScore, DepthSearch, SplitSettings, search_depths
+from albert_edge.depth.search import (
+    DepthScore,
+    DepthSearch,
+    HeldOutMetric,
+    SplitSettings,
+    search_depths,
+)
 from albert_edge.depth.stats import Interval, accuracy_interval, paired_bootstrap
 from albert_edge.depth.store import load_search, save_search
 from albert_edge.depth.truncate import (
@@ -36,6 +43,7 @@ __all__ = [
     "DepthScore",
     "DepthSearch",
     "FitSettings",
+    "HeldOutMetric",
     "Interval",
     "Rule",
     "SplitSettings",

@@ -113,8 +113,7 @@ def search_candidates(search: DepthSearch, precision: str = "fp32") -> list[dict
         {
             "depth": s.depth,
             "precision": precision,
-            "held_out_accuracy": s.held_out_accuracy,
-            **({"metric": s.metric} if s.metric != "accuracy" else {}),
+            "held_out_metric": asdict(s.held_out_metric),
             "delta": s.delta,
             "delta_low": s.delta_low,
             "delta_high": s.delta_high,
@@ -124,12 +123,22 @@ def search_candidates(search: DepthSearch, precision: str = "fp32") -> list[dict
     ]
 
 
+def held_out(row: Mapping[str, Any]) -> tuple[str, Any]:
+    """(metric name, held-out value) of a candidate record: ``held_out_metric``
+    (``{"name", "value"}``), or, in records written before the metric was named (and in
+    hand-written candidate lists), ``held_out_accuracy`` with an optional ``metric``."""
+    held = row.get("held_out_metric")
+    if isinstance(held, Mapping):
+        return str(held.get("name", "accuracy")), held.get("value")
+    return str(row.get("metric", "accuracy")), row.get("held_out_accuracy")
+
+
 def format_choice(result: Mapping[str, Any], title: str = "depth × precision") -> str:
     """The evidence table and the verdict, as printed by ``albert-edge depth``."""
     rule = Rule(**result["rule"])
     key = result.get("speed_key")
     lines = [f"{title}: rule: {rule.describe()}", ""]
-    metrics = {r.get("metric", "accuracy") for r in result["evidence"]}
+    metrics = {held_out(r)[0] for r in result["evidence"]}
     metric = metrics.pop() if len(metrics) == 1 else "accuracy"
     head = [
         "depth",
@@ -143,7 +152,7 @@ def format_choice(result: Mapping[str, Any], title: str = "depth × precision") 
     lines.append("|" + "---|" * len(head))
     chosen = result.get("chosen")
     for r in result["evidence"]:
-        acc = r.get("held_out_accuracy")
+        acc = held_out(r)[1]
         cells = [
             str(r.get("depth")),
             str(r.get("precision")),

@@ -108,20 +108,8 @@ def _rule(a: argparse.Namespace) -> Any:
     return Rule(max_point_loss=float(a.max_point_loss), min_lower_bound=float(a.min_lower_bound))
 
 
-def add_parser(sub: Any, quiet: Any) -> None:
-    p = sub.add_parser(
-        "depth",
-        help="how shallow a classifier, tagger or QA model can run: search, truncate, choose "
-        "(docs/depth.md)",
-    )
-    dsub = p.add_subparsers(
-        dest="depth_command",
-        required=True,
-        metavar="ACTION",
-        help="search: exit heads + held-out evidence; truncate: the truncated checkpoint; "
-        "choose: the rule over candidate records",
-    )
-    s = dsub.add_parser("search", help="fit a head per depth, score each on held-out rows")
+def _add_search(s: argparse.ArgumentParser, quiet: Any) -> None:
+    """``depth search``'s flags."""
     s.add_argument("checkpoint", nargs="?", default=None, help="HF directory (default: embedded)")
     s.add_argument(
         "--data",
@@ -174,6 +162,24 @@ def add_parser(sub: Any, quiet: Any) -> None:
     add_rule_flags(s)
     quiet(s)
     s.set_defaults(run=run_search)
+
+
+def add_parser(sub: Any, quiet: Any) -> None:
+    p = sub.add_parser(
+        "depth",
+        help="how shallow a classifier, tagger or QA model can run: search, truncate, choose "
+        "(docs/depth.md)",
+    )
+    dsub = p.add_subparsers(
+        dest="depth_command",
+        required=True,
+        metavar="ACTION",
+        help="search: exit heads + held-out evidence; truncate: the truncated checkpoint; "
+        "choose: the rule over candidate records",
+    )
+    _add_search(
+        dsub.add_parser("search", help="fit a head per depth, score each on held-out rows"), quiet
+    )
     t = dsub.add_parser("truncate", help="write the truncated checkpoint (an HF directory)")
     t.add_argument("checkpoint", nargs="?", default=None, help="HF directory (default: embedded)")
     t.add_argument(
@@ -208,8 +214,8 @@ def run_search(a: argparse.Namespace) -> int:
 
     given = [Path(p) for p in (a.checkpoint, a.data, a.report) if p is not None]
     check_output(a.output, overwrite=a.overwrite, inputs=given, kind=SEARCH_OUTPUT)  # first
+    from albert_edge.depth.data import default_max_length
     from albert_edge.depth.search import check_served
-    from albert_edge.depth.task_search import default_max_length
 
     head = check_served(a.checkpoint)  # a head the search does not serve: one line, first
     max_length = a.max_length or default_max_length(a.checkpoint, head)
@@ -243,6 +249,8 @@ def _say_split(data: Path, split: Any, checkpoint: str | Path | None) -> None:
 def evidence_lines(search: Any) -> str:
     """The reference and the no-re-fit baseline (the model's own head after layer k), so
     the table says what re-fitting bought."""
+    from albert_edge.tasks import task_for
+
     ref = search.reference
     own = ", ".join(
         f"{s.depth}: {100 * s.delta:+.2f} [{100 * s.delta_low:+.2f}, {100 * s.delta_high:+.2f}]"
@@ -250,15 +258,14 @@ def evidence_lines(search: Any) -> str:
         if s.head == "own"
     )
     d = search.data
-    metric = ref.get("metric", "accuracy")
+    metric = ref["held_out_metric"]["name"]
     what = "" if metric == "accuracy" else f"{metric} "
-    unit = {"token-classification": "sentences", "question-answering": "questions"}
-    rows = unit.get(str(d.get("task")), "rows")
+    rows = task_for(d["task"]).unit if d.get("task") else "rows"
     extra = ""
     if ref.get("report"):
         rep = ref["report"]
         extra = (
-            f"Report only (never chosen on): the full-depth model {what}{100 * rep['accuracy']:.2f}"
+            f"Report only (never chosen on): the full-depth model {what}{100 * rep['value']:.2f}"
             f" % [{100 * rep['low']:.2f}, {100 * rep['high']:.2f}] on {rep['rows']} {rows} of "
             f"{rep['file']}; per depth (Δ points): "
             + ", ".join(
@@ -270,7 +277,8 @@ def evidence_lines(search: Any) -> str:
             + "\n"
         )
     return (
-        f"\nReference: the unchanged model at full depth, {what}{100 * ref['held_out_accuracy']:.2f}"
+        f"\nReference: the unchanged model at full depth, "
+        f"{what}{100 * ref['held_out_metric']['value']:.2f}"
         f" % [{100 * ref['low']:.2f}, {100 * ref['high']:.2f}] on {d['held_out_rows']} held-out "
         f"{rows} of {d['file']} (heads fitted on {d['fit_rows']} others).\n"
         f"The model's own head after layer k, no re-fit (Δ points): {own}\n"

@@ -1,8 +1,11 @@
 """The depth search's record: its split, its per-depth evidence and its heads.
 
-Shared by the classification search (:mod:`albert_edge.depth.search`) and the token /
-span search (:mod:`albert_edge.depth.task_search`), so both write one layout that the
-rule, ``depth truncate`` and ``convert --depth`` read.
+One layout for every head the search serves (:mod:`albert_edge.depth.search`): each
+depth's evidence names the metric it was scored in (:class:`HeldOutMetric`: accuracy for
+a sequence classifier, entity F1 for a token head, SQuAD F1 for a span head), so the
+rule, ``depth truncate`` and ``convert --depth`` read one layout. Records written before
+the metric was named (``held_out_accuracy`` and ``metric`` fields, ``accuracy`` in the
+report) are read by :func:`score_from_dict` and :func:`upgrade_reference`.
 """
 
 from __future__ import annotations
@@ -30,22 +33,80 @@ class SplitSettings:
     resamples: int = DEFAULT_RESAMPLES
 
 
+@dataclass(frozen=True)
+class HeldOutMetric:
+    """A metric on the held-out split: its name (the task's primary metric, or accuracy
+    for a sequence classifier) and its value (a fraction: 0.01 = 1 point)."""
+
+    name: str
+    value: float
+
+
 @dataclass
 class DepthScore:
-    """One depth's evidence on the held-out split (fractions; 0.01 = 1 point)."""
+    """One depth's evidence on the held-out split (fractions; 0.01 = 1 point), in the
+    metric ``held_out_metric`` names."""
 
     depth: int
     head: str  # "refit": a head fitted after this layer; "own": the model's own head
     groups_kept: int
-    held_out_accuracy: float
-    delta: float  # accuracy − full-depth model's accuracy, same rows
+    held_out_metric: HeldOutMetric
+    delta: float  # the metric − the full-depth model's, same examples
     delta_low: float
     delta_high: float
-    fit_accuracy: float | None = None
-    report: dict[str, Any] | None = None  # on report data: accuracy + intervals (never chosen on)
-    # the metric the held_out_accuracy / fit_accuracy / delta fields hold: accuracy for a
-    # classifier, the task's primary metric (entity F1, SQuAD F1) for a token or span head
-    metric: str = "accuracy"
+    fit_metric: float | None = None  # the same metric on the fit split
+    report: dict[str, Any] | None = None  # on report data: metric + intervals (never chosen on)
+
+    @property
+    def metric(self) -> str:
+        """The name of the metric every number of this score is in."""
+        return self.held_out_metric.name
+
+    @property
+    def value(self) -> float:
+        """The held-out metric's value."""
+        return self.held_out_metric.value
+
+
+def score_from_dict(d: dict[str, Any]) -> DepthScore:
+    """A :class:`DepthScore` from its JSON, also as written before the metric was named
+    (``held_out_accuracy`` + ``metric``, ``fit_accuracy``; a report's ``accuracy``)."""
+    d = dict(d)
+    if "held_out_accuracy" in d:
+        d["held_out_metric"] = {
+            "name": d.pop("metric", "accuracy"),
+            "value": d.pop("held_out_accuracy"),
+        }
+    if "fit_accuracy" in d:
+        d["fit_metric"] = d.pop("fit_accuracy")
+    held = d["held_out_metric"]
+    d["held_out_metric"] = HeldOutMetric(str(held["name"]), float(held["value"]))
+    if isinstance(d.get("report"), dict):
+        d["report"] = _upgrade_report(d["report"], d["held_out_metric"].name)
+    return DepthScore(**d)
+
+
+def upgrade_reference(ref: dict[str, Any]) -> dict[str, Any]:
+    """A search's ``reference`` in this layout, also as written before the metric was
+    named (``held_out_accuracy`` + ``metric``; a report's ``accuracy``)."""
+    ref = dict(ref)
+    if "held_out_accuracy" in ref:
+        ref["held_out_metric"] = {
+            "name": ref.pop("metric", "accuracy"),
+            "value": ref.pop("held_out_accuracy"),
+        }
+    if isinstance(ref.get("report"), dict):
+        ref["report"] = _upgrade_report(ref["report"], ref["held_out_metric"]["name"])
+    return ref
+
+
+def _upgrade_report(rep: dict[str, Any], metric: str) -> dict[str, Any]:
+    if "accuracy" not in rep or "value" in rep:
+        return rep
+    rep = dict(rep)
+    rep["value"] = rep.pop("accuracy")
+    rep.setdefault("metric", metric)
+    return rep
 
 
 @dataclass

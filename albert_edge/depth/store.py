@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.depth.features import DepthError
-from albert_edge.depth.search import DepthScore, DepthSearch
+from albert_edge.depth.record import DepthSearch, score_from_dict, upgrade_reference
 from albert_edge.manifest import dumps_strict
 from albert_edge.sealed import EvidenceKind, open_sealed, seal
 
@@ -88,7 +88,8 @@ def load_search(path: str | Path) -> DepthSearch:
         lacking = [k for k in _KEYS if k not in data]
         if lacking:
             raise KeyError(f"no {', '.join(lacking)}")
-        scores = [DepthScore(**s) for s in data["scores"]]
+        scores = [score_from_dict(s) for s in data["scores"]]
+        reference = upgrade_reference(data["reference"])
         from safetensors.torch import load_file
 
         tensors = load_file(str(heads_file))
@@ -105,7 +106,7 @@ def load_search(path: str | Path) -> DepthSearch:
         config=data["config"],
         data=data["data"],
         settings=data["settings"],
-        reference=data["reference"],
+        reference=reference,
         scores=scores,
         representable=list(data["representable"]),
         heads=heads,

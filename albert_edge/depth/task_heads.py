@@ -26,16 +26,37 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from albert_edge.depth.features import DepthError, FitSettings
+
+# The task layer's, importable from here as before: SQuAD v2.0's null threshold chosen on
+# a reference's outputs; the bootstrap interval of a metric.
+from albert_edge.tasks import metric_interval, score_options
+
+__all__ = [
+    "LINEAR",
+    "SERVED",
+    "SPAN_HEAD",
+    "TASK_HEADS",
+    "TOKEN_HEAD",
+    "TokenStates",
+    "fit_task_head",
+    "head_outputs",
+    "metric_interval",
+    "own_any_head",
+    "own_linear",
+    "score_options",
+    "served_line",
+    "token_states",
+]
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
     from albert_edge.checkpoint import Checkpoint
-    from albert_edge.tasks import Features, Metrics, TaskData
+    from albert_edge.tasks import Features
 
 TOKEN_HEAD = "token-classification"
 SPAN_HEAD = "question-answering"
@@ -273,32 +294,3 @@ def fit_task_head(
         ) / 2
 
     return _fit(init, len(feats), loss, settings, depth)
-
-
-def score_options(
-    data: TaskData, feats: Features, reference: dict[str, list[np.ndarray]]
-) -> dict[str, Any]:
-    """SQuAD v2.0: the null threshold chosen on the reference's outputs for the
-    even-numbered questions, every head scored on the odd ones (as ``verify`` does);
-    nothing for other tasks."""
-    from albert_edge.tasks import TaskKind
-    from albert_edge.tasks.squad import best_spans, choose_null_threshold, held_out_split
-
-    if data.kind is not TaskKind.QUESTION_ANSWERING or data.format != "squad-v2.0":
-        return {}
-    choose, held = held_out_split(len(data.examples))
-    thr = choose_null_threshold(data, best_spans(data, feats, reference), choose)
-    return {"null_threshold": thr, "eval_on": held}
-
-
-def metric_interval(m: Metrics, *, resamples: int, seed: int) -> tuple[float, float]:
-    """The 95 % percentile bootstrap interval of ``m``'s primary metric over examples."""
-    import numpy as np
-
-    from albert_edge.tasks.stats import resample_indices
-
-    values = np.concatenate(
-        [m.resample(idx)[m.primary] for idx in resample_indices(m.examples, resamples, seed)]
-    )
-    low, high = np.percentile(values, [2.5, 97.5])
-    return float(low), float(high)

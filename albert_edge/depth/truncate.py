@@ -89,9 +89,8 @@ def provenance(
         s = search.score(depth, head)
         rec["evidence"] = {
             "data": search.data,
-            "metric": s.metric,
-            "held_out_accuracy": s.held_out_accuracy,
-            "full_depth_held_out_accuracy": search.reference["held_out_accuracy"],
+            "held_out_metric": {"name": s.metric, "value": s.value},
+            "full_depth_held_out_metric": dict(search.reference["held_out_metric"]),
             "delta": s.delta,
             "delta_low": s.delta_low,
             "delta_high": s.delta_high,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +121,52 @@ def byte_facts(
     }
 
 
+def _check_heads(ckpt: Checkpoint, heads: ExitHeads) -> None:
+    """Refuse, before anything converts, a checkpoint dynamic exit does not serve or exit
+    heads fitted for another depth or width."""
+    from albert_edge.early_exit.heads import check_checkpoint
+
+    check_checkpoint(ckpt)
+    layers = int(ckpt.config.num_hidden_layers)
+    if heads.num_exits != layers or heads.weight.shape[2] != int(ckpt.config.hidden_size):
+        raise UnsupportedError(
+            f"{ckpt.path}: the exit heads are for {heads.num_exits} layers of width "
+            f"{heads.weight.shape[2]}; this checkpoint has {layers} of {ckpt.config.hidden_size}"
+        )
+
+
+def _index(
+    ckpt: Checkpoint,
+    heads: ExitHeads,
+    precision: str,
+    per_position: Sequence[str],
+    policy: ExitPolicy | None,
+    made_from: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The artifact's index: one step graph per depth, the exit heads, the labels, what it
+    was made from and the default ``policy`` (none recorded: off)."""
+    from albert_edge.early_exit.onnx_graphs import layer_group
+    from albert_edge.early_exit.policy import policy_text
+    from albert_edge.sealed import made_from as origin
+
+    layers, groups = int(ckpt.config.num_hidden_layers), int(ckpt.config.num_hidden_groups)
+    index = {
+        "format": FORMAT,
+        "precision": precision,
+        "num_exits": layers,
+        "num_labels": int(heads.weight.shape[1]),
+        "steps": [f"onnx/{name}.onnx" for name in per_position],
+        "layer_groups": [layer_group(k, layers, groups) for k in range(1, layers + 1)],
+        "weights": WEIGHTS,
+        "heads": heads.record,
+        "id2label": {str(k): v for k, v in (ckpt.config.id2label or {}).items()},
+        "made_from": {**origin(ckpt.path), **(made_from or {})},
+    }
+    if policy is not None:
+        index["policy"] = policy_text(policy)
+    return index
+
+
 def build_early_exit_artifact(
     checkpoint: str | Path | Checkpoint | None,
     output: str | Path,
@@ -145,27 +191,18 @@ def build_early_exit_artifact(
 
     from albert_edge.checkpoint import Checkpoint, load_checkpoint
     from albert_edge.convert import convert
-    from albert_edge.early_exit.heads import check_checkpoint
-    from albert_edge.early_exit.onnx_graphs import find_cuts, fold_steps, layer_group, split_graph
-    from albert_edge.early_exit.policy import policy_text
+    from albert_edge.early_exit.onnx_graphs import find_cuts, fold_steps, split_graph
     from albert_edge.io import atomic_output_dir
     from albert_edge.layout import reanchor
     from albert_edge.manifest import write_manifest
     from albert_edge.options import ConvertOptions
-    from albert_edge.sealed import made_from as origin
 
     if precision not in PRECISIONS:
         raise UnsupportedError(
             f"dynamic exit is built for --precision {' or '.join(PRECISIONS)}, not {precision!r}"
         )
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
-    check_checkpoint(ckpt)
-    layers = int(ckpt.config.num_hidden_layers)
-    if heads.num_exits != layers or heads.weight.shape[2] != int(ckpt.config.hidden_size):
-        raise UnsupportedError(
-            f"{ckpt.path}: the exit heads are for {heads.num_exits} layers of width "
-            f"{heads.weight.shape[2]}; this checkpoint has {layers} of {ckpt.config.hidden_size}"
-        )
+    _check_heads(ckpt, heads)
     with atomic_output_dir(output, overwrite=overwrite, inputs=[ckpt.path]) as tmp:
         with tempfile.TemporaryDirectory() as scratch:
             ref_dir = Path(scratch) / "reference"
@@ -181,20 +218,7 @@ def build_early_exit_artifact(
             if keep_reference:
                 shutil.copytree(ref_dir, tmp / "reference")
         written = write_shared_weights({f"onnx/{n}.onnx": m for n, m in parts.items()}, tmp)
-        index = {
-            "format": FORMAT,
-            "precision": precision,
-            "num_exits": layers,
-            "num_labels": int(heads.weight.shape[1]),
-            "steps": [f"onnx/{name}.onnx" for name in per_position],
-            "layer_groups": [layer_group(k, layers, groups) for k in range(1, layers + 1)],
-            "weights": WEIGHTS,
-            "heads": heads.record,
-            "id2label": {str(k): v for k, v in (ckpt.config.id2label or {}).items()},
-            "made_from": {**origin(ckpt.path), **(made_from or {})},
-        }
-        if policy is not None:
-            index["policy"] = policy_text(policy)
+        index = _index(ckpt, heads, precision, per_position, policy, made_from)
         (tmp / INDEX).write_text(dumps_strict(index, indent=2) + "\n")
         manifest = {
             "target": "onnx-early-exit",

@@ -19,6 +19,7 @@ with the project's int8-dynamic recipe (weights int8 once, activations float).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,19 +95,11 @@ def build_litert_early_exit(
     tflite --precision int8-dynamic`` uses: per-channel int8 fully-connected weights, the
     embedding table int8) over every signature at once, so each weight is quantized once
     and still stored once."""
-    import contextlib
-    import io
-    import logging
-
-    import litert_torch
-    import torch
-
     from albert_edge.early_exit.heads import check_checkpoint
     from albert_edge.early_exit.onnx_graphs import layer_group
     from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite.inspect import analyze_model
     from albert_edge.tflite.pipeline import default_buckets
-    from converters.onnx_export import eager_attention
 
     check_checkpoint(ckpt)
     if seq_lens is None:
@@ -115,6 +108,37 @@ def build_litert_early_exit(
         raise UnsupportedError(
             f"LiteRT dynamic exit is built at fp32 or int8-dynamic, not {precision!r}"
         )
+    data = _convert(ckpt, heads, seq_lens)
+    if precision == "int8-dynamic":
+        data = _quantize(data)
+    path = Path(path)
+    path.write_bytes(data)
+    layers = int(ckpt.config.num_hidden_layers)
+    groups = int(ckpt.config.num_hidden_groups)
+    index = {
+        "num_exits": layers,
+        "precision": precision,
+        "seq_lens": sorted(seq_lens),
+        "layers": [f"layer_{layer_group(j, layers, groups)}" for j in range(1, layers + 1)],
+    }
+    path.with_suffix(".json").write_text(dumps_strict(index, indent=2) + "\n")
+    report = analyze_model(fb.read_model(data), len(data), data=data)
+    keys = ("file_bytes", "unique_tensor_bytes", "duplicate_tensor_bytes")
+    return {**{k: report[k] for k in keys if k in report}, "index": index}
+
+
+def _convert(ckpt: Checkpoint, heads: ExitHeads, seq_lens: Sequence[int]) -> bytes:
+    """One flatbuffer of every module (:func:`_modules`) as a signature per sequence
+    bucket: LiteRT stores a weight the signatures share once."""
+    import contextlib
+    import io
+    import logging
+
+    import litert_torch
+    import torch
+
+    from converters.onnx_export import eager_attention
+
     hsize = int(ckpt.config.hidden_size)
     converter = None
     with eager_attention(ckpt.model), torch.no_grad():
@@ -143,22 +167,7 @@ def build_litert_early_exit(
         logging.getLogger("litert_torch").setLevel(logging.ERROR)
         with contextlib.redirect_stdout(io.StringIO()):
             data = bytes(converter.convert().model_content())
-    if precision == "int8-dynamic":
-        data = _quantize(data)
-    path = Path(path)
-    path.write_bytes(data)
-    layers = int(ckpt.config.num_hidden_layers)
-    groups = int(ckpt.config.num_hidden_groups)
-    index = {
-        "num_exits": layers,
-        "precision": precision,
-        "seq_lens": sorted(seq_lens),
-        "layers": [f"layer_{layer_group(j, layers, groups)}" for j in range(1, layers + 1)],
-    }
-    path.with_suffix(".json").write_text(dumps_strict(index, indent=2) + "\n")
-    report = analyze_model(fb.read_model(data), len(data), data=data)
-    keys = ("file_bytes", "unique_tensor_bytes", "duplicate_tensor_bytes")
-    return {**{k: report[k] for k in keys if k in report}, "index": index}
+    return data
 
 
 def _quantize(data: bytes) -> bytes:

@@ -145,30 +145,13 @@ def verify_early_exit(
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.compare import tolerance_for
     from albert_edge.early_exit.runner import read_index
-    from albert_edge.reference import (
-        check_reference_hash,
-        given_checkpoint,
-        intermediate_checkpoint,
-        resolve_reference,
-    )
+    from albert_edge.reference import check_reference_hash
     from albert_edge.tasks import checkpoint_config, model_config, read_task_data
 
     root, index = read_index(artifact)
     manifest = _checked_manifest(root)
     notes: list[str] = []
-    given = given_checkpoint(root, manifest, reference)
-    if given is not None:  # an optimize output: the metric against what the user gave
-        metric_ref: Path = given
-        ref_path, parity = intermediate_checkpoint(root, manifest, given)
-        notes.append(parity)
-        if ref_path is None and data is None:
-            raise UnsupportedError(
-                f"{root}: the intermediate this optimize output was converted from is not "
-                "reachable, so there are no exits to check; pass --data FILE (labelled rows "
-                "of its task) to measure it against the checkpoint given to optimize"
-            )
-    else:
-        ref_path = metric_ref = resolve_reference(root, manifest, reference)
+    given, ref_path, metric_ref = _references(root, manifest, reference, data, notes)
     config = model_config(metric_ref)
     task_data = None
     if data is not None and config is not None:  # judged before a model loads
@@ -209,6 +192,35 @@ def verify_early_exit(
             notes.append(str(note))
     report["passed"] = not report["failures"]
     return report
+
+
+def _references(
+    root: Path,
+    manifest: dict[str, Any],
+    reference: str | Path | None,
+    data: str | Path | None,
+    notes: list[str],
+) -> tuple[Path | None, Path | None, Path]:
+    """(given, exits reference, metric reference) of ``root``. An ``optimize`` output's
+    metric is against the checkpoint given to optimize, its exits against the
+    intermediate it was converted from (None, noted, when that is gone: then ``data``
+    must be given, or there is nothing to check); any other artifact's are both its
+    reference checkpoint."""
+    from albert_edge.reference import given_checkpoint, intermediate_checkpoint, resolve_reference
+
+    given = given_checkpoint(root, manifest, reference)
+    if given is None:
+        ref = resolve_reference(root, manifest, reference)
+        return None, ref, ref
+    ref_path, parity = intermediate_checkpoint(root, manifest, given)
+    notes.append(parity)
+    if ref_path is None and data is None:
+        raise UnsupportedError(
+            f"{root}: the intermediate this optimize output was converted from is not "
+            "reachable, so there are no exits to check; pass --data FILE (labelled rows "
+            "of its task) to measure it against the checkpoint given to optimize"
+        )
+    return given, ref_path, given
 
 
 def _exit_checks(

@@ -7,7 +7,12 @@ checkpoint the user already has (``albert-edge train --init CKPT``).
 * :mod:`.qat` — convert's weight and table quantizers as fake quantization in the loop
   (:mod:`.qat_static`: int8-static's activations);
 * :mod:`.source` — what a run starts from (init, student at ``--depth``, teacher checks);
-* :mod:`.split` — the seeded held-out split the epoch is chosen on.
+* :mod:`.split` — the seeded held-out split the epoch is chosen on;
+* :mod:`.tasks` — training on any task file (pairs, NER, QA): its data and model
+  (:mod:`.task_prepare`, :mod:`.task_model`) and record (:mod:`.task_record`);
+* :mod:`.scratch` — the from-scratch SST-2 recipe; what every run shares: batches
+  (:mod:`.batching`), refusals (:mod:`.checks`), the training output (:mod:`.record`);
+* :mod:`.command` — every flag of ``albert-edge train``, defined once.
 
 ``docs/training.md`` has the commands and the measured trade.
 """

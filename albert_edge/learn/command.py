@@ -1,8 +1,9 @@
-"""The flags ``albert-edge train`` gains for fine-tuning (``--init`` and what needs it).
+"""The flags of ``albert-edge train``: every one defined here, once.
 
-Wiring only: :func:`add_arguments` registers them, :func:`from_args` turns the parsed
-namespace into a :class:`~albert_edge.learn.finetune.FineTune`. Flags that only make sense
-with ``--init`` are refused without it (one line) rather than silently ignored.
+Wiring only: :func:`add_arguments` registers them (``albert-edge train`` and ``python -m
+albert_edge.train`` alike), :func:`from_args` turns a parsed ``--init`` run into a
+:class:`~albert_edge.learn.finetune.FineTune`. Flags that only make sense with ``--init``
+are refused without it (one line) rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -55,10 +56,125 @@ def check_ignored(args: argparse.Namespace) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Register the fine-tune flags on ``p`` (``albert-edge train``)."""
+    """The flags of ``albert-edge train`` (and ``python -m albert_edge.train``), defined
+    here once: the data and output, the optimizer, then the fine-tune group (``--init``
+    and what needs it), then ``--task``."""
+    _data_flags(p)
+    _optimizer_flags(p)
+    g = p.add_argument_group("fine-tune, distil, QAT (from a checkpoint; docs/training.md)")
+    _init_flags(g)
+    _distil_flags(g)
+    _qat_device_flags(g)
+    p.add_argument(
+        "--task",
+        default=None,
+        help="the task of --train where the file cannot tell (classification, "
+        "token-classification, question-answering); default: from the file",
+    )
+
+
+def _data_flags(p: Any) -> None:
+    """``--train``, ``--dev``, ``--spiece``, ``-o`` and ``--overwrite``."""
+    from albert_edge.io import output_arg
+    from albert_edge.learn.scratch import DEFAULT_SPIECE
+
+    p.add_argument(
+        "--train",
+        type=Path,
+        default=None,
+        help="the labelled file to train on (required); it decides the head: a GLUE-style "
+        ".tsv of single sentences (SST-2/train.tsv: a header row, then label<TAB>sentence) "
+        "or pairs (RTE, MRPC, ...), a CoNLL-2003 file (a tagger) or a SQuAD .json (QA)",
+    )
+    p.add_argument(
+        "--dev",
+        type=Path,
+        default=None,
+        help="labelled file to report accuracy on, e.g. GLUE's SST-2/dev.tsv (required from "
+        "scratch on an SST-2 style --train; with --init: optional, printed only)",
+    )
+    p.add_argument(
+        "--spiece",
+        type=Path,
+        default=DEFAULT_SPIECE,
+        help="ALBERT SentencePiece model (default: the embedded model's spiece.model, "
+        "ALBERT's 30k-clean.model, shipped in the package)",
+    )
+    p.add_argument(
+        "-o",
+        "--out",
+        type=output_arg,
+        required=True,
+        help="checkpoint directory to write (replaced atomically)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --out if it is a previous albert-edge training output (nothing else)",
+    )
+
+
+def _optimizer_flags(p: Any) -> None:
+    """The schedule, sizes, seed, threads, ``--config``, ``--exit-loss`` and ``--quiet``."""
+    from albert_edge.heads import EXIT_HEADS_FILE
+    from albert_edge.learn.scratch import EXIT_LOSSES
+    from albert_edge.options import float_in, int_at_least, seed_value, thread_count
+
+    p.add_argument("--epochs", type=int_at_least(1), default=3, help="passes over --train")
+    p.add_argument(
+        "--batch-size",
+        type=int_at_least(1),
+        default=None,
+        help="examples per step (default per task: 64 single sentences, 32 pairs, 16 NER/QA)",
+    )
+    p.add_argument(
+        "--lr",
+        type=float_in(0, low_open=True, meaning="the peak AdamW learning rate"),
+        default=None,
+        help="peak AdamW learning rate, > 0 (1e-3; --init: 1e-4)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=float_in(0, 1, meaning="the fraction of all steps warmed up"),
+        default=0.06,
+        help="linear warmup, as a fraction of all steps in [0, 1] (default: %(default)s)",
+    )
+    p.add_argument(
+        "--weight-decay",
+        type=float_in(0, 1, meaning="the AdamW weight decay"),
+        default=0.01,
+        help="AdamW weight decay in [0, 1] (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-len",
+        type=int_at_least(2),
+        default=None,
+        help="tokens per example (default per task: 64 single sentences, 128 pairs/NER, 256 QA)",
+    )
+    p.add_argument("--seed", type=seed_value, default=13, help="data order and initial weights")
+    p.add_argument(
+        "--threads",
+        type=thread_count,
+        default=1,
+        help="torch threads (default: %(default)s; at most 4 per usable CPU)",
+    )
+    p.add_argument("--config", default="", help="JSON overrides of the model config")
+    p.add_argument(
+        "--exit-loss",
+        choices=EXIT_LOSSES,
+        default="none",
+        help="pabee: a classifier after every layer (the model's pooler shared), trained "
+        "jointly with PABEE's weighted loss sum_j j*L_j / sum_j j; the exits are written to "
+        f"{EXIT_HEADS_FILE}, which `albert-edge depth search` starts its heads from "
+        "(default: %(default)s)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")
+
+
+def _init_flags(g: Any) -> None:
+    """``--init`` and the held-out split the epoch is chosen on."""
     from albert_edge.options import float_in, int_at_least, seed_value
 
-    g = p.add_argument_group("fine-tune, distil, QAT (from a checkpoint; docs/training.md)")
     g.add_argument(
         "--init",
         type=Path,
@@ -80,6 +196,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="train on at most this many of the rows outside the held-out split",
     )
+
+
+def _distil_flags(g: Any) -> None:
+    """The teacher, its transfer set and weights; the student's depth and groups."""
+    from albert_edge.options import float_in, int_at_least
+
     g.add_argument(
         "--teacher",
         type=Path,
@@ -138,6 +260,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="student: only the first G layer groups of --init (fewer than it has)",
     )
+
+
+def _qat_device_flags(g: Any) -> None:
+    """``--qat`` and its target, the device and autocast, ``--resume``."""
     g.add_argument(
         "--qat",
         choices=("int8", "int4", "int8-static", "fp16"),
@@ -216,7 +342,7 @@ def _check_max_len_early(init: Path, max_len: int) -> None:
     one; the loaded model's config is checked again before training)."""
     import json
 
-    from albert_edge.learn.scratch import check_max_len
+    from albert_edge.learn.checks import check_max_len
 
     for name in ("config.json", "albert_config.json"):
         try:

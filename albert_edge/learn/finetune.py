@@ -10,7 +10,7 @@ held-out split, prints the ``--dev`` report, and writes a checkpoint directory t
 (``exit_classifiers.safetensors``) with ``--exit-loss pabee``, and ``training.json``
 recording the identities (sha256) of the init, teacher and data files, the split, the
 flags and the evidence, as every ``albert-edge train`` output does
-(:func:`albert_edge.learn.scratch.is_training_output`).
+(:func:`albert_edge.learn.record.is_training_output`).
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def fine_tune(ft: FineTune) -> dict[str, Any]:
     from albert_edge.io import atomic_output_dir, check_output
     from albert_edge.learn import ddp, resume
     from albert_edge.learn.loop import train_loop
-    from albert_edge.learn.scratch import TRAINING_OUTPUT
+    from albert_edge.learn.record import TRAINING_OUTPUT
 
     t0 = time.time()
     device = ddp.resolve_device(ft.device)
@@ -160,10 +160,7 @@ def fine_tune(ft: FineTune) -> dict[str, Any]:
 
 def _summary(prep: Prepared, result: Any, w: Any, device: str, t0: float) -> dict[str, Any]:
     """``training.json``'s record (the files' sha256 are added at the write)."""
-    import platform
-
-    import torch
-
+    from albert_edge.learn.record import machine
     from albert_edge.learn.source import identity
 
     ft, st = prep.ft, prep.student
@@ -188,11 +185,7 @@ def _summary(prep: Prepared, result: Any, w: Any, device: str, t0: float) -> dic
         "parameters": sum(p.numel() for p in st.model.parameters()),
         "device": device,
         "processes": w.size,
-        "machine": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "processor": platform.processor() or platform.machine(),
-        },
+        "machine": machine(),
         "command": ft.command,
         "log": result.log,
     }
@@ -217,7 +210,8 @@ def _summary(prep: Prepared, result: Any, w: Any, device: str, t0: float) -> dic
             int(held["rows"]), int(only), float(held["accuracy"]), id2label
         )
     if st.exits is not None:
-        from albert_edge.learn.scratch import EXIT_HEADS_FILE, pabee_weights
+        from albert_edge.heads import EXIT_HEADS_FILE
+        from albert_edge.learn.scratch import pabee_weights
 
         s["exit_loss"] = {
             "kind": "pabee",
@@ -232,8 +226,7 @@ def _summary(prep: Prepared, result: Any, w: Any, device: str, t0: float) -> dic
 def _write(tmp: Path, prep: Prepared, result: Any, summary: dict[str, Any]) -> None:
     """The checkpoint directory; ``training.json`` last (the sha256 of every other file)."""
     from albert_edge.data import input_record_of
-    from albert_edge.learn.scratch import TRAINING_RECORD, _own_files, write_model_files
-    from albert_edge.manifest import dumps_strict
+    from albert_edge.learn.record import write_model_files, write_record
     from albert_edge.sealed import TRAINED, made_from, seal
 
     st = prep.student
@@ -249,6 +242,5 @@ def _write(tmp: Path, prep: Prepared, result: Any, summary: dict[str, Any]) -> N
     from albert_edge.tasks.seen import write_seen
 
     summary["trained_rows"] = write_seen(tmp, prep.trained)
-    summary["sha256"] = _own_files(tmp)
-    (tmp / TRAINING_RECORD).write_text(dumps_strict(summary, indent=2) + "\n")
+    write_record(tmp, summary)
     seal(tmp, TRAINED, made_from(prep.ft.init, data={"train": prep.ft.train, "dev": prep.ft.dev}))

@@ -1,7 +1,7 @@
 """The fine-tune loop: seeded batches, the loss, held-out selection, resumable state.
 
 Deterministic given ``--seed`` and ``--threads`` on CPU (``torch.use_deterministic_algorithms``):
-batches come from :func:`albert_edge.learn.scratch._batches` with a seeded generator, dropout
+batches come from :func:`albert_edge.learn.batching.batches` with a seeded generator, dropout
 from the seeded global RNG. Each step runs with the stop signals held
 (:func:`albert_edge.io.signals_held`), so SIGINT/SIGTERM land between steps, where
 :mod:`albert_edge.learn.resume` saves a consistent state before the run stops.
@@ -50,10 +50,11 @@ def _loss(trainee: Any, teacher: Any, batch: Any, prep: Prepared, device: str) -
     import torch
     import torch.nn.functional as F
 
+    from albert_edge.learn.batching import collate
     from albert_edge.learn.distil import hidden_term, kd_term
-    from albert_edge.learn.scratch import _collate, pabee_weights
+    from albert_edge.learn.scratch import pabee_weights
 
-    ids, mask, labels = (t.to(device) for t in _collate(batch))
+    ids, mask, labels = (t.to(device) for t in collate(batch))
     s = prep.ft.distil_settings
     with _autocast(device, prep.ft.amp):
         logits, hs = trainee(ids, mask)
@@ -81,33 +82,25 @@ def correct_vectors(trainee: Any, examples: list[Any], device: str) -> list[Any]
     import numpy as np
     import torch
 
-    from albert_edge.learn.scratch import _batches, _collate
+    from albert_edge.learn.batching import bucketed, collate
 
     trainee.eval()
+    # in length-sorted chunks (as batches(shuffle=False) visits them); mapped back below
+    idx = bucketed(len(examples), lambda j: len(examples[j][0]), 128, None, False)
     out: list[list[bool]] = []
     with torch.no_grad():
-        for batch in _batches(examples, 128, None, shuffle=False):
-            ids, mask, labels = (t.to(device) for t in _collate(batch))
+        for rows in idx:
+            ids, mask, labels = (t.to(device) for t in collate([examples[j] for j in rows]))
             logits, _ = trainee(ids, mask)
             hits = [(lg.argmax(-1) == labels).cpu().tolist() for lg in logits]
             out = [a + b for a, b in zip(out, hits, strict=True)] if out else hits
-    # _batches(shuffle=False) sorts by length inside chunks: restore the input order
-    order = [i for ch in _chunks(examples) for i in ch]
+    order = [i for rows in idx for i in rows]
     res = []
     for col in out:
         v = np.zeros(len(examples), dtype=bool)
         v[order] = col
         res.append(v)
     return res
-
-
-def _chunks(examples: list[Any]) -> list[list[int]]:
-    """The row order :func:`albert_edge.learn.scratch._batches` visits without shuffling."""
-    chunk = 128 * 50
-    return [
-        sorted(range(i, min(i + chunk, len(examples))), key=lambda j: len(examples[j][0]))
-        for i in range(0, len(examples), chunk)
-    ]
 
 
 def _snapshot(trainee: Any) -> dict[str, Any]:
@@ -139,7 +132,8 @@ def train_loop(prep: Prepared, w: World, device: str) -> LoopResult:
     import torch
 
     from albert_edge.learn import ddp
-    from albert_edge.learn.scratch import check_max_len, make_optimizer
+    from albert_edge.learn.checks import check_max_len
+    from albert_edge.learn.scratch import make_optimizer
     from albert_edge.learn.trainee import Trainee
 
     ft, st = prep.ft, prep.student
@@ -262,12 +256,14 @@ class _Run:
 
     def one_epoch(self, epoch: int) -> None:
         from albert_edge.io import signals_held
-        from albert_edge.learn.scratch import _batches
+        from albert_edge.learn.batching import batches as bucketed_batches
 
         if epoch != self.epoch or self.in_epoch == 0:
             self.epoch, self.in_epoch, self.gen_state = epoch, 0, self.gen.get_state()
         self.gen.set_state(self.gen_state)
-        batches = _batches(self.prep.train_ex, self.prep.ft.batch_size, self.gen, shuffle=True)
+        batches = bucketed_batches(
+            self.prep.train_ex, self.prep.ft.batch_size, self.gen, shuffle=True
+        )
         t_start, done0 = time.time(), self.in_epoch
         every = max(1, len(batches) // 10)
         for i in range(self.in_epoch, len(batches)):

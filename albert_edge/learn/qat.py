@@ -246,7 +246,7 @@ def fake_quantized(model: Any, spec: QatSpec) -> dict[str, Any]:
 
 # --- the embedding tables, as albert-edge's own table passes store them -----------------
 #
-# The formulas are :func:`albert_edge.onnx.quant.tables._quantize_blocks` (word table,
+# The formulas are :func:`albert_edge.onnx.quant.tables.quantize_blocks` (word table,
 # 4-bit side tables), :func:`albert_edge.onnx.quant.embed._qdq_table` (int8-static word
 # table) and :func:`albert_edge.onnx.quant.embed.quantize_side_tables` (int8 per column),
 # written again in torch so that they run on the training device every step; a test

@@ -268,7 +268,7 @@ class StaticActs(torch.nn.Module):
         """Freeze the ranges at the recipe's MinMax over ``examples``: as
         ``quantize_static`` calibrates, on the float model (current weights, neither
         weights nor activations fake-quantized), in eval mode."""
-        from albert_edge.learn.scratch import _batches, _collate
+        from albert_edge.learn.batching import batches, collate
 
         was = trainee.training
         trainee.eval()
@@ -276,8 +276,8 @@ class StaticActs(torch.nn.Module):
         trainee.float_pass = True
         try:
             with torch.no_grad():
-                for batch in _batches(examples, 32, None, shuffle=False):
-                    ids, mask, _ = (t.to(device) for t in _collate(batch))
+                for batch in batches(examples, 32, None, shuffle=False):
+                    ids, mask, _ = (t.to(device) for t in collate(batch))
                     trainee(ids, mask)
         finally:
             trainee.float_pass = False

@@ -1,36 +1,40 @@
-"""Training from scratch: the embedded model's recipe, and the primitives every run shares.
+"""Training from scratch: the embedded model's recipe, and the parts every run shares.
 
 ``albert-edge train`` without ``--init`` (see :mod:`albert_edge.train` for the command and
 its guarantees): a small ALBERT classifier on SST-2, deterministic given ``--seed`` and
-``--threads``. The batching, PABEE exit loss and exit classifiers, optimizer and the
-training-output record defined here are also what a fine-tune
-(:mod:`albert_edge.learn.finetune`) uses.
+``--threads``. The default config (:data:`DEFAULTS`, ``--config`` on top), the PABEE exit
+loss and exit classifiers and the optimizer defined here are also what a fine-tune
+(:mod:`albert_edge.learn.finetune`) and the task trainer (:mod:`albert_edge.learn.tasks`)
+use; the batches are :mod:`albert_edge.learn.batching`'s, the output and its record
+:mod:`albert_edge.learn.record`'s, the refusals :mod:`albert_edge.learn.checks`'.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import hashlib
 import json
 import math
-import os
-import platform
-import re
-import shutil
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from albert_edge.checkpoint import DEFAULT_MODEL
-from albert_edge.errors import AlbertEdgeError, ConfigError
+from albert_edge.errors import ConfigError
 from albert_edge.heads import EXIT_HEADS_FILE
-from albert_edge.io import OutputKind, atomic_output_dir, check_output
-from albert_edge.sealed import SEAL_NAME, TRAINED, made_from, seal, sealed_reason
+from albert_edge.io import atomic_output_dir, check_output
+from albert_edge.learn.batching import batches, collate
+from albert_edge.learn.checks import check_finite_hyperparameters, check_finite_step, check_max_len
+from albert_edge.learn.record import (
+    TRAINING_OUTPUT,
+    TRAINING_RECORD,
+    given_args,
+    machine,
+    own_files,
+    write_model_files,
+)
+from albert_edge.sealed import TRAINED, made_from, seal
 
-TRAINING_RECORD = TRAINED.primary  # "training.json"
 # ``--spiece``'s default: the SentencePiece model the embedded model ships, ALBERT's
 # 30k-clean.model byte for byte, so that training needs no file from outside the package.
 DEFAULT_SPIECE = DEFAULT_MODEL / "spiece.model"
@@ -52,51 +56,14 @@ DEFAULTS: dict[str, Any] = dict(
 )
 
 
-def _batches(
-    examples: list[tuple[list[int], int]], batch_size: int, generator: Any, shuffle: bool
-) -> list[list[tuple[list[int], int]]]:
-    """Length-bucketed batches: sort within shuffled chunks so padding stays small."""
-    import torch
-
-    order = (
-        torch.randperm(len(examples), generator=generator).tolist()
-        if shuffle
-        else list(range(len(examples)))
-    )
-    chunk = batch_size * 50
-    batches = []
-    for i in range(0, len(order), chunk):
-        part = sorted(order[i : i + chunk], key=lambda j: len(examples[j][0]))
-        batches += [
-            [examples[j] for j in part[k : k + batch_size]] for k in range(0, len(part), batch_size)
-        ]
-    if shuffle:
-        perm = torch.randperm(len(batches), generator=generator).tolist()
-        batches = [batches[j] for j in perm]
-    return batches
-
-
-def _collate(batch: list[tuple[list[int], int]]) -> tuple[Any, Any, Any]:
-    import torch
-
-    width = max(len(ids) for ids, _ in batch)
-    ids = torch.zeros(len(batch), width, dtype=torch.long)
-    mask = torch.zeros(len(batch), width, dtype=torch.long)
-    for r, (x, _) in enumerate(batch):
-        ids[r, : len(x)] = torch.tensor(x)
-        mask[r, : len(x)] = 1
-    labels = torch.tensor([y for _, y in batch])
-    return ids, mask, labels
-
-
 def evaluate(model: Any, examples: list[tuple[list[int], int]], batch_size: int = 128) -> float:
     import torch
 
     model.eval()
     correct = 0
     with torch.no_grad():
-        for batch in _batches(examples, batch_size, None, shuffle=False):
-            ids, mask, labels = _collate(batch)
+        for batch in batches(examples, batch_size, None, shuffle=False):
+            ids, mask, labels = collate(batch)
             logits = model(input_ids=ids, attention_mask=mask).logits
             correct += int((logits.argmax(-1) == labels).sum())
     return correct / len(examples)
@@ -109,57 +76,10 @@ def predicted_classes(model: Any, examples: list[tuple[list[int], int]]) -> set[
     model.eval()
     seen: set[int] = set()
     with torch.no_grad():
-        for batch in _batches(examples, 128, None, shuffle=False):
-            ids, mask, _ = _collate(batch)
+        for batch in batches(examples, 128, None, shuffle=False):
+            ids, mask, _ = collate(batch)
             seen.update(int(c) for c in model(input_ids=ids, attention_mask=mask).logits.argmax(-1))
     return seen
-
-
-def _own_files(out_dir: Path) -> dict[str, str] | None:
-    """sha256 of every file under ``out_dir`` but the record; None if a symlink is there
-    (a training output holds none: a link could point at anything)."""
-    sums = {}
-    for root, dirs, files in os.walk(out_dir):
-        for name in files + dirs:
-            path = Path(root, name)
-            if path.is_symlink():
-                return None
-            rel = path.relative_to(out_dir).as_posix()
-            if name in files and rel != TRAINING_RECORD:
-                h = hashlib.sha256()
-                with open(path, "rb") as f:
-                    for chunk in iter(lambda: f.read(1 << 20), b""):
-                        h.update(chunk)
-                sums[rel] = h.hexdigest()
-    return dict(sorted(sums.items()))
-
-
-def is_training_output(path: Path) -> bool:
-    """True when ``path`` holds exactly what ``albert-edge train`` wrote there, unchanged.
-
-    The test is ``training.json``'s ``sha256``: it must name every other file the directory
-    holds (walked, not taken from the record) with its current hash. A checkpoint trained
-    elsewhere, one fine-tuned in place since, or a directory with a file of the user's fails
-    it, so ``--overwrite`` cannot delete their work.
-    """
-    if not path.is_dir() or path.is_symlink():
-        return False
-    if (path / SEAL_NAME).exists():  # sealed (albert_edge.sealed): the seal decides
-        return sealed_reason(path, TRAINED) is None
-    try:
-        record = json.loads((path / TRAINING_RECORD).read_text())
-        recorded = record.get("sha256") if isinstance(record, dict) else None
-        return isinstance(recorded, dict) and bool(recorded) and _own_files(path) == recorded
-    except (OSError, ValueError):
-        return False
-
-
-TRAINING_OUTPUT = OutputKind(
-    "training output",
-    is_training_output,
-    f"no {TRAINING_RECORD} recording the sha256 of each of them: a checkpoint albert-edge "
-    "did not train, or files changed since",
-)
 
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
@@ -171,9 +91,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     if args.lr is None:
         args.lr = 1e-3
     out = Path(args.out)
-    inputs = [Path(args.train), Path(args.dev), *_spiece_input(Path(args.spiece))]
-    overrides = _overrides(args)  # a bad --config fails before any work
-    _check_finite_hyperparameters(args)
+    inputs = [Path(args.train), Path(args.dev), *spiece_input(Path(args.spiece))]
+    overrides = config_overrides(args)  # a bad --config fails before any work
+    check_finite_hyperparameters(args)
     positions = {**DEFAULTS, **overrides}["max_position_embeddings"]
     check_max_len(args.max_len, int(positions), "the model (--config and its defaults)")
     check_output(out, overwrite=args.overwrite, inputs=inputs, kind=TRAINING_OUTPUT)
@@ -185,7 +105,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
-def _spiece_input(spiece: Path) -> list[Path]:
+def spiece_input(spiece: Path) -> list[Path]:
     """``--spiece`` as an input the output must not replace, except the packaged default:
     retraining the embedded model into its own directory (the documented regeneration)
     reads it at the start and copies it into the new output before the old one is
@@ -195,28 +115,6 @@ def _spiece_input(spiece: Path) -> list[Path]:
     return [spiece]
 
 
-def _check_finite_hyperparameters(args: argparse.Namespace) -> None:
-    """``--lr inf`` trains every tensor to NaN and used to exit 0: refuse it up front."""
-    for flag in ("lr", "warmup", "weight_decay"):
-        value = getattr(args, flag, None)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(
-                f"--{flag.replace('_', '-')} {value}: not a finite number; pass a finite value"
-            )
-
-
-def check_max_len(max_len: int, positions: int, model: str) -> None:
-    """Refuse ``--max-len`` past the model's ``max_position_embeddings``: a longer
-    sentence would index past the position table and end the run in a traceback, and the
-    output's ``tokenizer_config.json`` would promise lengths the model cannot take.
-    Within it every sentence is truncated to ``--max-len`` tokens when encoded."""
-    if max_len > positions:
-        raise ConfigError(
-            f"--max-len {max_len}: {model} has {positions} positions "
-            f"(max_position_embeddings); pass --max-len {positions} or less"
-        )
-
-
 def optimizer_step(
     loss: Any, model: Any, opt: Any, sched: Any, params: Any, epoch: int, step: int
 ) -> None:
@@ -224,7 +122,7 @@ def optimizer_step(
     gradients clipped to norm 1 over ``params`` (name, tensor pairs), then the schedule."""
     import torch
 
-    _check_finite_step(loss, model, epoch, step)
+    check_finite_step(loss, model, epoch, step)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_([p for _, p in params], 1.0)
@@ -232,26 +130,7 @@ def optimizer_step(
     sched.step()
 
 
-def _check_finite_step(loss: Any, model: Any, epoch: int, step: int) -> None:
-    """Stop at the first non-finite loss (or, after the last step, weight), naming the
-    step: a diverged run must not be saved as a model that predicts NaN."""
-    import torch
-
-    if loss is not None and not bool(torch.isfinite(loss.detach()).all()):
-        raise ConfigError(
-            f"training diverged: the loss is {float(loss.detach())} at epoch {epoch}, step "
-            f"{step}; lower --lr or check the data; nothing was written"
-        )
-    if loss is None:
-        for name, param in model.named_parameters():
-            if not bool(torch.isfinite(param.detach()).all()):
-                raise ConfigError(
-                    f"training diverged: weight {name} is not finite after step {step}; "
-                    "lower --lr or check the data; nothing was written"
-                )
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """``--config`` as a dict of config keys, or one line saying why not."""
     try:
         overrides = json.loads(args.config) if args.config else {}
@@ -378,7 +257,7 @@ def _fit(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     torch.use_deterministic_algorithms(True)
     t0 = time.time()
     train_ex, dev_ex = _encode(args)
-    overrides = _overrides(args)
+    overrides = config_overrides(args)
     config = AlbertConfig(**{**DEFAULTS, **overrides, "num_labels": 2})
     config.architectures = ["AlbertForSequenceClassification"]
     config.id2label = {0: "negative", 1: "positive"}
@@ -396,14 +275,14 @@ def _fit(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     for epoch in range(args.epochs):
         model.train()
         running, seen = 0.0, 0
-        batches = list(_batches(train_ex, args.batch_size, gen, shuffle=True))
+        epoch_batches = batches(train_ex, args.batch_size, gen, shuffle=True)
         for batch in track(
-            batches,
-            total=len(batches),
+            epoch_batches,
+            total=len(epoch_batches),
             description=f"epoch {epoch + 1}",
             status=lambda: f"loss {running / max(1, seen):.4f}",  # noqa: B023 - read live
         ):
-            ids, mask, labels = _collate(batch)
+            ids, mask, labels = collate(batch)
             if exits is None:
                 loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
             else:
@@ -425,7 +304,7 @@ def _fit(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
         if progress_enabled():  # progress, like the bars: --quiet leaves stderr to errors
             print(json.dumps(entry), file=sys.stderr)
 
-    _check_finite_step(None, model, args.epochs, step)
+    check_finite_step(None, model, args.epochs, step)
     model.eval()
     summary = _summary(args, model, exits, overrides, (len(train_ex), len(dev_ex)), log, t0)
     classes = predicted_classes(model, dev_ex)
@@ -447,8 +326,8 @@ def evaluate_exits(model: Any, exits: Any, examples: list[tuple[list[int], int]]
     model.eval()
     correct: list[int] = []
     with torch.no_grad():
-        for batch in _batches(examples, 128, None, shuffle=False):
-            ids, mask, labels = _collate(batch)
+        for batch in batches(examples, 128, None, shuffle=False):
+            ids, mask, labels = collate(batch)
             hits = [
                 int((lg.argmax(-1) == labels).sum()) for lg in exit_logits(model, exits, ids, mask)
             ]
@@ -466,8 +345,6 @@ def _summary(
     t0: float,
 ) -> dict[str, Any]:
     """What ``training.json`` records (beside the files' sha256, added at the write)."""
-    import torch
-
     summary: dict[str, Any] = {
         "task": "SST-2 (GLUE), binary sentiment",
         "dev_accuracy": log[-1]["dev_accuracy"],
@@ -482,12 +359,8 @@ def _summary(
         },
         "config_overrides": overrides,
         "parameters": sum(p.numel() for p in model.parameters()),
-        "machine": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "processor": platform.processor() or platform.machine(),
-        },
-        "command": " ".join(["albert-edge train", *_given_args()]),
+        "machine": machine(),
+        "command": " ".join(["albert-edge train", *given_args()]),
         "log": log,
     }
     if exits is not None:
@@ -507,80 +380,6 @@ def _summary(
     return summary
 
 
-def _given_args() -> list[str]:
-    """The arguments of this run as typed (``albert-edge train ...`` or ``python -m``),
-    each path shown relative to the output's parent directory (or by its name): a record
-    names no directory of the machine it was made on (:func:`albert_edge.io.portable_command`)."""
-    from albert_edge.io import portable_command
-
-    argv = sys.argv[1:]
-    return portable_command(argv[1:] if argv[:1] == ["train"] else argv)
-
-
-@contextlib.contextmanager
-def _safetensors_os_errors(path: Path) -> Iterator[None]:
-    """safetensors' I/O errors as the ``OSError`` they are.
-
-    safetensors (Rust) raises a bare ``SafetensorError`` on a full disk ("... (os error
-    28)") or past ``ulimit -f`` (27); as an ``OSError`` it becomes the one-line "no space
-    left" of every other write.
-    """
-    try:
-        yield
-    except Exception as exc:
-        if isinstance(exc, OSError | AlbertEdgeError):
-            raise
-        m = re.search(r"os error (\d+)", str(exc))
-        if m is None:
-            raise
-        code = int(m.group(1))
-        raise OSError(code, os.strerror(code), str(path)) from None
-
-
-def _save_model(model: Any, out_dir: Path) -> None:
-    """``save_pretrained`` (safetensors), a failed write as its ``OSError``."""
-    with _safetensors_os_errors(out_dir / "model.safetensors"):
-        model.save_pretrained(str(out_dir), safe_serialization=True)
-
-
-def write_model_files(
-    tmp: Path,
-    model: Any,
-    exits: Any,
-    spiece: Path,
-    do_lower_case: bool,
-    max_len: int,
-    reads: str | None = None,
-) -> None:
-    """What every training output holds before its record: the model, the exit
-    classifiers (PABEE; beside the model, which stays an ordinary checkpoint), the
-    SentencePiece model and ``tokenizer_config.json``. From scratch and ``--init`` alike.
-    ``reads``: the input the classifier was trained on, recorded as config.json's
-    ``finetuning_task`` (:func:`albert_edge.data.input_record_of`), so every command that
-    scores data refuses the other input before the model loads."""
-    if reads is not None:
-        model.config.finetuning_task = reads
-    _save_model(model, tmp)
-    if exits is not None:
-        from safetensors.torch import save_file
-
-        tensors = {
-            f"depth{k + 1}.classifier.{name}": t.detach().cpu().contiguous()
-            for k, lin in enumerate(exits)
-            for name, t in (("weight", lin.weight), ("bias", lin.bias))
-        }
-        with _safetensors_os_errors(tmp / EXIT_HEADS_FILE):
-            save_file(tensors, str(tmp / EXIT_HEADS_FILE))
-    shutil.copyfile(spiece, tmp / "spiece.model")
-    tok = {
-        "tokenizer_class": "AlbertTokenizer",
-        "do_lower_case": do_lower_case,
-        "keep_accents": False,
-        "model_max_length": max_len,
-    }
-    (tmp / "tokenizer_config.json").write_text(json.dumps(tok, indent=2) + "\n")
-
-
 def _write_output(
     tmp: Path, model: Any, summary: dict[str, Any], args: argparse.Namespace, exits: Any = None
 ) -> None:
@@ -598,7 +397,7 @@ def _write_output(
     # every row of --train is trained on (the epoch is chosen on --dev here)
     rows = read_sst2(args.train, labels=range(2))
     summary["trained_rows"] = write_seen(tmp, (text_digest(t) for _, t in rows))
-    summary["sha256"] = _own_files(tmp)
+    summary["sha256"] = own_files(tmp)
     (tmp / TRAINING_RECORD).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     data = {"train": args.train, "dev": args.dev, "spiece": args.spiece}
     seal(tmp, TRAINED, made_from(data=data, with_checkpoint=False))

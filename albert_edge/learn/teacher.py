@@ -536,12 +536,60 @@ def transfer_set(
     each labelled by the teacher (its argmax is the hard label of a row that had none)."""
     import dataclasses
 
-    import numpy as np
+    kind = fit.kind.value
+    rows, new, n_aug = _transfer_rows(teacher, fit, aug, transfer)
+    every = rows + new
+    settings = {"augment": dataclasses.asdict(aug), "kind": kind}
+    data_sha = hashlib.sha256(
+        json.dumps([_row_text(r) for r in every], ensure_ascii=False).encode()
+    ).hexdigest()
+    key = cache_key(teacher, data_sha, settings)
+    done = label(teacher, every, kind, cache, key)
+    extra = _teacher_labelled(new, len(rows), done, kind, list(fit.label_names))
+    full = dataclasses.replace(fit, examples=list(fit.examples) + extra)
+    feats = encode(full)
+    targets = _feature_targets(feats, done, teacher.head, len(fit.label_names))
+    record = {
+        **teacher.record(),
+        "transfer_set": {
+            "labelled_rows": len(rows),
+            "augmented_rows": n_aug,
+            "transfer_file_rows": len(new) - n_aug,
+            "rows": len(every),
+            "features": len(feats),
+            "augment": aug.record(),
+        },
+        "teacher_cost": {
+            "seconds": round(done.seconds, 2),
+            "rows": 0 if done.cached else done.rows,
+            "cached": done.cached,
+            "cache_key": key,
+        },
+        "mapping": MAPPING[teacher.head],
+    }
+    return full, feats, Distilled(teacher, targets, record)
 
-    from albert_edge.tasks.types import ClassificationExample, TokenExample
+
+# How the teacher's outputs become the student's targets, per head (training.json says it).
+MAPPING = {
+    "sequence-classification": "the teacher's logits per row (its own tokenization)",
+    "token-classification": "the teacher's logits at its first piece of each word, "
+    "on the student's first piece of the word",
+    "question-answering": "start/end probabilities per context character (teacher "
+    "pieces' start/end characters), summed per word, on the student's first/last "
+    "piece of the word per window; mass outside a window on its [CLS]",
+}
+
+
+def _transfer_rows(
+    teacher: Teacher, fit: Any, aug: Augment, transfer: Path | None
+) -> tuple[list[Any], list[Any], int]:
+    """(the labelled rows, the new rows, how many of those are augmented copies): text
+    (and pair) per classification row, words per NER sentence; a QA teacher distils on
+    the labelled questions only (refused with ``--augment``/``--transfer``)."""
+    import dataclasses
 
     kind = fit.kind.value
-    head = teacher.head
     mask = str(getattr(teacher.tokenizer, "mask_token", None) or "[MASK]")
     if kind == "question-answering" and (aug.copies or transfer is not None):
         raise LearnError(
@@ -577,58 +625,42 @@ def transfer_set(
             new += [tuple(t.split()) for t, _ in read_transfer(transfer, False)]
     else:
         rows, n_aug = list(fit.examples), 0
-    every = rows + new
-    settings = {"augment": dataclasses.asdict(aug), "kind": kind}
-    data_sha = hashlib.sha256(
-        json.dumps([_row_text(r) for r in every], ensure_ascii=False).encode()
-    ).hexdigest()
-    key = cache_key(teacher, data_sha, settings)
-    done = label(teacher, every, kind, cache, key)
-    names = list(fit.label_names)
+    return rows, new, n_aug
+
+
+def _teacher_labelled(
+    new: list[Any], start: int, done: Any, kind: str, names: list[str]
+) -> list[Any]:
+    """The new rows as examples, each labelled by the teacher's argmax (its outputs for
+    row ``start + j``)."""
+    import numpy as np
+
+    from albert_edge.tasks.types import ClassificationExample, TokenExample
+
     extra: list[Any] = []
-    for j, r in enumerate(new, start=len(rows)):
+    for j, r in enumerate(new, start=start):
         o = done.outputs[j]
         if kind == "classification":
             extra.append(ClassificationExample(r[0], r[1], int(np.argmax(o)), 0))
         else:
             extra.append(TokenExample(r, tuple(names[int(k)] for k in np.argmax(o, -1)), 0))
-    full = dataclasses.replace(fit, examples=list(fit.examples) + extra)
-    feats = encode(full)
+    return extra
+
+
+def _feature_targets(feats: Any, done: Any, head: str, n_labels: int) -> list[Any]:
+    """Per student feature, the teacher's outputs mapped onto its pieces (:data:`MAPPING`)."""
+    import numpy as np
+
     targets: list[Any] = []
     for f in range(len(feats)):
         o = done.outputs[feats.example_index[f]]
         if head == "sequence-classification":
             targets.append(np.asarray(o, dtype=np.float32))
         elif head == "token-classification":
-            targets.append(word_targets(feats.word_ids[f], o, len(names)))
+            targets.append(word_targets(feats.word_ids[f], o, n_labels))
         else:
             targets.append(span_targets(feats.word_ids[f], o[0], o[1]))
-    record = {
-        **teacher.record(),
-        "transfer_set": {
-            "labelled_rows": len(rows),
-            "augmented_rows": n_aug,
-            "transfer_file_rows": len(new) - n_aug,
-            "rows": len(every),
-            "features": len(feats),
-            "augment": aug.record(),
-        },
-        "teacher_cost": {
-            "seconds": round(done.seconds, 2),
-            "rows": 0 if done.cached else done.rows,
-            "cached": done.cached,
-            "cache_key": key,
-        },
-        "mapping": {
-            "sequence-classification": "the teacher's logits per row (its own tokenization)",
-            "token-classification": "the teacher's logits at its first piece of each word, "
-            "on the student's first piece of the word",
-            "question-answering": "start/end probabilities per context character (teacher "
-            "pieces' start/end characters), summed per word, on the student's first/last "
-            "piece of the word per window; mass outside a window on its [CLS]",
-        }[head],
-    }
-    return full, feats, Distilled(teacher, targets, record)
+    return targets
 
 
 def _row_text(r: Any) -> Any:

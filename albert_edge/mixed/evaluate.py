@@ -173,7 +173,7 @@ class _Pool:
     def map(self, assignments: Sequence[Assignment]) -> list[Outcome]:
         if self.kind == "ray":
             return list(self.pool.map(_run, list(assignments)))
-        from albert_edge.io import signals_held
+        from albert_edge.signals import signals_held
 
         # Submitting starts the workers; a spawned worker reads its set-up from a pipe
         # the parent is writing. A stop signal there would cut the write short and the
@@ -263,7 +263,7 @@ def executor(
     import tempfile
     from concurrent.futures import ProcessPoolExecutor
 
-    from albert_edge.io import signals_held
+    from albert_edge.signals import signals_held
 
     # The set-up (the graph, every row's feeds: megabytes) goes to the workers in a file,
     # not down the spawn pipe: a write that size blocks until the worker reads it, and a

@@ -126,17 +126,9 @@ class TaskScorer:
     options: dict[str, Any] = field(default_factory=dict)
 
     def reference(self, out: Outcome) -> Metrics:
-        from albert_edge.tasks import TaskKind
+        from albert_edge.tasks import score_options
 
-        if self.data.kind is TaskKind.QUESTION_ANSWERING and self.data.format == "squad-v2.0":
-            from albert_edge.tasks.squad import best_spans, choose_null_threshold, held_out_split
-
-            choose, held = held_out_split(len(self.data.examples))
-            spans = best_spans(self.data, self.features, out.outputs)
-            self.options = {
-                "null_threshold": choose_null_threshold(self.data, spans, choose),
-                "eval_on": held,
-            }
+        self.options = score_options(self.data, self.features, out.outputs)
         return self(out)
 
     def __call__(self, out: Outcome) -> Metrics:

@@ -251,7 +251,43 @@ def search(
     misses the budget, though those trials all share the loss of the integer ops around
     the units (measured: 8 of 9 TFLite int8-full units in float at 0.15 points)."""
     start = time.perf_counter()
-    rule = settings.rule
+    sens, reference, singles = _sensitivity(units, run, settings.rule, judge, progress)
+    plan = (
+        {u.tensor: u.candidates[-1] for u in units}
+        if from_narrowest
+        else _greedy(units, sens, settings.objective)
+    )
+    loop = _RevertLoop(units, run, reference, settings.rule, judge, progress)
+    trial = loop.revert_until_admitted(plan, sens, from_narrowest)
+    result = SearchResult(
+        list(units),
+        sens,
+        plan,
+        trial,
+        loop.reverted,
+        loop.combined,
+        metric=reference.primary,
+        reference_value=float(reference.value),
+        rows=int(reference.examples),
+        evaluations=singles + len(loop.combined) + loop.rank_evals,
+        seconds=time.perf_counter() - start,
+        executor={"kind": run.kind, "workers": run.workers},
+    )
+    if trial.why_not is not None or all(p == "fp32" for p in plan.values()):
+        raise NoPlanError(_no_plan_message(result, settings))
+    return result
+
+
+def _sensitivity(
+    units: Sequence[Unit],
+    run: Executor,
+    rule: Rule,
+    judge: Judge,
+    progress: Callable[[str], None],
+) -> tuple[dict[str, dict[str, Trial]], Metrics, int]:
+    """Every unit alone at each of its quantized candidates, the rest fp32, against the
+    fp32 graph: the trials by unit and candidate, the fp32 graph's metrics (the
+    reference every later trial is judged against) and how many evaluations it took."""
     fp32 = {u.tensor: "fp32" for u in units}
     jobs: list[tuple[str, str]] = [
         (u.tensor, c) for u in units for c in u.candidates if c != "fp32"
@@ -264,38 +300,62 @@ def search(
     sens: dict[str, dict[str, Trial]] = {u.tensor: {"fp32": base} for u in units}
     for (t, c), a, out in zip(jobs, assignments[1:], outcomes[1:], strict=True):
         sens[t][c] = _trial(a, out, reference, rule, judge)
-    plan = (
-        {u.tensor: u.candidates[-1] for u in units}
-        if from_narrowest
-        else _greedy(units, sens, settings.objective)
-    )
-    combined: list[Trial] = []
-    reverted: list[dict[str, Any]] = []
-    ranking: list[tuple[str, Trial]] | None = None
-    rank_evals = 0
-    while True:
-        a = _assign(units, plan)
-        trial = _trial(a, run.map([a])[0], reference, rule, judge)
-        combined.append(trial)
-        progress(
-            f"combined plan: {trial.loss_text(reference.primary)}"
-            + (f" ({trial.why_not})" if trial.why_not else "")
-        )
-        if trial.why_not is None:
-            break
-        if from_narrowest and ranking is None:
-            ranking = _revert_ranking(units, plan, run, reference, rule, judge)
-            rank_evals = len(ranking)
-            progress(
-                "revert order: "
-                + ", ".join(f"{t} ({r.loss_text(reference.primary)})" for t, r in ranking)
+    return sens, reference, len(assignments)
+
+
+@dataclass
+class _RevertLoop:
+    """The combined plan validated, and while it fails the rule its worst offender moved
+    one step wider; what it evaluated is kept for the result."""
+
+    units: Sequence[Unit]
+    run: Executor
+    reference: Metrics
+    rule: Rule
+    judge: Judge
+    progress: Callable[[str], None]
+    combined: list[Trial] = field(default_factory=list)
+    reverted: list[dict[str, Any]] = field(default_factory=list)
+    rank_evals: int = 0
+
+    def revert_until_admitted(
+        self, plan: dict[str, str], sens: dict[str, dict[str, Trial]], from_narrowest: bool
+    ) -> Trial:
+        """Validate ``plan`` (changed in place) until the rule admits it or no unit can
+        move wider; the last combined trial. ``from_narrowest``: revert in NNCF's order
+        (:func:`_revert_ranking`), else the worst single-unit offender first."""
+        units, reference = self.units, self.reference
+        ranking: list[tuple[str, Trial]] | None = None
+        while True:
+            a = _assign(units, plan)
+            trial = _trial(a, self.run.map([a])[0], reference, self.rule, self.judge)
+            self.combined.append(trial)
+            self.progress(
+                f"combined plan: {trial.loss_text(reference.primary)}"
+                + (f" ({trial.why_not})" if trial.why_not else "")
             )
-        ranked = [t for t, _ in ranking or () if t in {u.tensor for u in _movable(units, plan)}]
-        worst = ranked[0] if ranked else _worst(units, plan, sens)
-        if worst is None:
-            break
-        alone = dict(ranking or ()).get(worst)
-        reverted.append(
+            if trial.why_not is None:
+                return trial
+            if from_narrowest and ranking is None:
+                ranking = _revert_ranking(units, plan, self.run, reference, self.rule, self.judge)
+                self.rank_evals = len(ranking)
+                self.progress(
+                    "revert order: "
+                    + ", ".join(f"{t} ({r.loss_text(reference.primary)})" for t, r in ranking)
+                )
+            movable = {u.tensor for u in _movable(units, plan)}
+            ranked = [t for t, _ in ranking or () if t in movable]
+            worst = ranked[0] if ranked else _worst(units, plan, sens)
+            if worst is None:
+                return trial
+            self._revert(plan, worst, trial, dict(ranking or ()).get(worst))
+            if ranking is not None:  # a unit moves one step per ranking (int8 -> fp32 here)
+                ranking = [(t, r) for t, r in ranking if t != worst]
+
+    def _revert(self, plan: dict[str, str], worst: str, trial: Trial, alone: Trial | None) -> None:
+        """Move ``worst`` one step wider in ``plan`` and record it (with the loss of
+        reverting it alone, where the ranking measured that)."""
+        self.reverted.append(
             {
                 "tensor": worst,
                 "from": plan[worst],
@@ -307,25 +367,6 @@ def search(
             }
         )
         plan[worst] = WIDER[plan[worst]]
-        if ranking is not None:  # a unit moves one step per ranking (int8 -> fp32 here)
-            ranking = [(t, r) for t, r in ranking if t != worst]
-    result = SearchResult(
-        list(units),
-        sens,
-        plan,
-        trial,
-        reverted,
-        combined,
-        metric=reference.primary,
-        reference_value=float(reference.value),
-        rows=int(reference.examples),
-        evaluations=len(assignments) + len(combined) + rank_evals,
-        seconds=time.perf_counter() - start,
-        executor={"kind": run.kind, "workers": run.workers},
-    )
-    if trial.why_not is not None or all(p == "fp32" for p in plan.values()):
-        raise NoPlanError(_no_plan_message(result, settings))
-    return result
 
 
 def _no_plan_message(result: SearchResult, settings: Settings) -> str:

@@ -38,9 +38,9 @@ ROLE_CORRELATION = 0.9
 
 def seq_lens_of(ckpt: Checkpoint, options: ConvertOptions) -> tuple[int, ...]:
     """The signature buckets convert would build (``--seq-lens`` or the defaults)."""
-    from albert_edge.tflite.pipeline import _check_seq_lens, default_seq_lens
+    from albert_edge.tflite.pipeline import check_seq_lens, default_seq_lens
 
-    return _check_seq_lens(ckpt, tuple(options.seq_lens) or default_seq_lens(ckpt))
+    return check_seq_lens(ckpt, tuple(options.seq_lens) or default_seq_lens(ckpt))
 
 
 def float_graph(ckpt: Checkpoint, options: ConvertOptions) -> bytes:
@@ -154,9 +154,9 @@ def run_outputs(setup: Setup, model: bytes) -> tuple[dict[str, list[np.ndarray]]
 
 def calibration_feeds(ckpt: Checkpoint, options: ConvertOptions) -> Any:
     """int8-full: convert's calibration feeds (per signature), else None."""
-    from albert_edge.tflite.pipeline import _calibration
+    from albert_edge.tflite.pipeline import calibration_feeds_and_record
 
-    feeds, _ = _calibration(ckpt, options, seq_lens_of(ckpt, options))
+    feeds, _ = calibration_feeds_and_record(ckpt, options, seq_lens_of(ckpt, options))
     return feeds
 
 

@@ -19,15 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.errors import AlbertEdgeError
-from albert_edge.optimize.search import REQUIRED, Options, Search, default_work_dir
-from albert_edge.optimize.stages import DiskFullError, OptimizeError, Work, disk_full
+from albert_edge.optimize.options import Options
+from albert_edge.optimize.search import REQUIRED, Search
+from albert_edge.optimize.work import DiskFullError, OptimizeError, Work, disk_full
 
 
 def check(opts: Options) -> Any:
     """Everything that can be refused before a model loads, one line each; the rows."""
     from albert_edge.extras import require
     from albert_edge.io import check_name_fits, check_output
-    from albert_edge.optimize.stages import check_rows, read_rows
+    from albert_edge.optimize.splits import check_rows, read_rows
 
     if not (math.isfinite(opts.max_drop) and opts.max_drop >= 0):
         raise OptimizeError(f"--max-drop must be a number of points >= 0, got {opts.max_drop}")
@@ -51,7 +52,7 @@ def check(opts: Options) -> Any:
         require("tflite", "--target tflite")
     check_seq_len(opts)
     check_name_fits(opts.output)
-    work = opts.work_dir or default_work_dir(opts.output)
+    work = opts.work()
     inputs = [opts.checkpoint, opts.data, opts.corpus, opts.report_data, opts.choose_data]
     check_output(opts.output, overwrite=opts.overwrite, inputs=[*inputs, work])
     for given in inputs:
@@ -135,7 +136,7 @@ def check_plan(search: Search) -> None:
 
 def _median_length(opts: Options, report: Path) -> int:
     from albert_edge.checkpoint import load_checkpoint
-    from albert_edge.optimize.stages import read_rows
+    from albert_edge.optimize.splits import read_rows
     from albert_edge.tasks import encode
 
     rows = read_rows(report, opts.checkpoint)
@@ -147,7 +148,7 @@ def check_intact(work: Work, keys: list[str]) -> None:
     """Every candidate of ``keys`` as it was sealed when built: a file changed in the
     work directory since (by hand, or another program) is named in one line with what
     optimize does about it, before it is timed or shipped."""
-    from albert_edge.optimize.stages import STAGE
+    from albert_edge.optimize.work import STAGE
     from albert_edge.sealed import sealed_reason
 
     for key in keys:
@@ -207,7 +208,7 @@ NO_PLOT = (
 def optimize(opts: Options) -> dict[str, Any]:
     """Run the search (resuming a work directory), ship the pick into ``opts.output``;
     return the report (what report.json holds)."""
-    from albert_edge.optimize.stages import learned_lines, plan_split
+    from albert_edge.optimize.splits import learned_lines, plan_split
 
     rows = check(opts)
     # the held rows judged before any model loads: trained-on rows out, given files read
@@ -272,8 +273,8 @@ def _run(search: Search, plot: bool) -> dict[str, Any]:
     finally:
         builds.close()
     check_intact(search.work, [str(r["key"]) for r in search.admitted()])
-    w2 = _median_length(opts, Path(ctx["report"]))
-    search.time_finalists(w2, Path(ctx["report"]))
+    w2 = _median_length(opts, ctx.report)
+    search.time_finalists(w2, ctx.report)
     pick = search.pick()
 
     baseline = search.records.get(search.baseline_key())

@@ -14,8 +14,26 @@ def add_parser(sub: Any, quiet: Any) -> None:
     p = sub.add_parser(
         "optimize",
         help="one search from a checkpoint to the artifact to ship: fine-tune with exits, "
-        "depth, vocabulary, precision plan and exit policy under one budget (docs/optimize.md)",
+        "depth, vocabulary, pruning, precision plan and exit policy under one budget "
+        "(docs/optimize.md)",
     )
+    _data_args(p)
+    _budget_args(p)
+    _run_args(p)
+    p.add_argument("--no-finetune", action="store_true", help="skip the PABEE fine-tune stage")
+    p.add_argument("--no-trim", action="store_true", help="skip the vocabulary trim stage")
+    p.add_argument(
+        "--no-prune",
+        action="store_true",
+        help="skip the prune stage (attention heads and FFN neurons of the shared layers)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace a previous artifact at -o")
+    quiet(p)
+    p.set_defaults(run=run_optimize)
+
+
+def _data_args(p: argparse.ArgumentParser) -> None:
+    """The model and the rows it is fitted, chosen and reported on."""
     p.add_argument("checkpoint", nargs="?", default=None, help="HF directory (default: embedded)")
     p.add_argument(
         "--data",
@@ -39,6 +57,10 @@ def add_parser(sub: Any, quiet: Any) -> None:
         help="the rows the budget's rule admits candidates on, never fitted on (default: "
         "a quarter of --data, at most 2,000)",
     )
+
+
+def _budget_args(p: argparse.ArgumentParser) -> None:
+    """What the artifact may lose, what it is for, and what the pick minimises."""
     p.add_argument(
         "--max-drop",
         type=points_value,
@@ -67,6 +89,10 @@ def add_parser(sub: Any, quiet: Any) -> None:
         default=None,
         help="the deployment's text for the vocabulary trim (default: the fit rows' text)",
     )
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    """Where the run writes, where its builds run, and how long it may take."""
     p.add_argument("-o", "--output", type=output_arg, required=True, help="artifact to write")
     p.add_argument(
         "--work-dir",
@@ -96,15 +122,10 @@ def add_parser(sub: Any, quiet: Any) -> None:
         help="time budget: the plan fits it, and when it runs out the best candidate measured "
         "so far ships (default 45)",
     )
-    p.add_argument("--no-finetune", action="store_true", help="skip the PABEE fine-tune stage")
-    p.add_argument("--no-trim", action="store_true", help="skip the vocabulary trim stage")
-    p.add_argument("--overwrite", action="store_true", help="replace a previous artifact at -o")
-    quiet(p)
-    p.set_defaults(run=run_optimize)
 
 
 def options_of(a: argparse.Namespace) -> Any:
-    from albert_edge.optimize.search import Options
+    from albert_edge.optimize.options import Options
 
     return Options(
         checkpoint=Path(a.checkpoint) if a.checkpoint is not None else None,
@@ -123,6 +144,7 @@ def options_of(a: argparse.Namespace) -> Any:
         workers=a.workers,
         finetune=not a.no_finetune,
         trim=not a.no_trim,
+        prune=not a.no_prune,
         report_data=a.report_data,
         choose_data=a.choose_data,
     )

@@ -1,8 +1,8 @@
 """The search plan as data: stages, joint candidates and the time budget.
 
-A candidate is one point of depth × vocabulary × precision plan × exit policy; the plan
-lists them in the order they are built (the fp32 form of a (vocabulary, depth) before its
-quantized forms, so that the fp32 verdict can prune the rest: a model that already loses
+A candidate is one point of depth × vocabulary × pruning × precision plan × exit policy;
+the plan lists them in the order they are built (the fp32 form of a (vocabulary, depth) before its
+quantized forms, so that the fp32 verdict can cut the rest: a model that already loses
 more than the budget at fp32 cannot meet it at a narrower precision). The plan is written
 to the work directory as ``plan.json`` before any work, so what a run will and will not
 try is on disk, not only on stderr.
@@ -46,6 +46,15 @@ MIN_FINETUNE_ROWS = 2000
 HEAL_STEP_S = 0.25  # one healing step (batch 32, teacher logits, re-segmented student)
 HEAL_SHARE = 0.15  # of the budget, at most, for the healing fine-tune
 HEAL_STEPS = (30, 600)  # fewest, most (albert_edge.vocab.heal's default)
+# The prune stage (albert_edge.prune on the fit rows): importance over at most this many
+# rows (prune's --importance-rows default), its level judged on a tenth of the fit rows
+# (32 to 2,000) about five times per head count (every head count, FFN widths bisected in
+# sixteenths), its healing fine-tune sized like the vocabulary's
+PRUNE_IMPORTANCE_ROWS = 2048
+PRUNE_SHARE = 0.5  # of --max-drop, at most, that the pruned level may lose on prune's rows
+PRUNE_HEAL_SHARE = 0.1  # of the budget, at most, for prune's healing fine-tune
+PRUNE_HEAL_STEPS = (30, 300)  # fewest, most (prune's --heal-steps default)
+PRUNE_MIN_FIT = 3 * 32  # prune's importance, choose and report rows: 32 each at least
 
 
 CLASSIFICATION = "classification"
@@ -58,7 +67,7 @@ NO_EXITS = {
     "to train or stop at (the depth stage re-fits its span head per depth)",
 }
 # heal serves classifier and token heads; an unhealed trimmed vocabulary is judged like
-# every candidate: its fp32 form prunes the rest when it loses more than the budget
+# every candidate: its fp32 form cuts the rest when it loses more than the budget
 SPAN_HEAL = (
     "heal skipped: span heads (albert_edge.vocab.heal serves classifier and token heads); "
     "the trimmed vocabulary is judged unhealed by the same rule as every candidate"
@@ -74,6 +83,8 @@ SPAN_HEAL = (
 VOCABS = ("full", "trim", "heal")
 # the stage whose checkpoint each trimmed vocabulary is, and its own depth search
 VOCAB_STAGES = {"trim": ("trim", "depth-trim"), "heal": ("heal", "depth-heal")}
+# the pruned checkpoint's stage and its own depth search (its heads read its states)
+PRUNE_STAGES = ("prune", "depth-prune")
 
 
 @dataclass(frozen=True)
@@ -81,17 +92,21 @@ class Candidate:
     """One joint candidate. ``vocab``: ``full``, ``trim`` (trimmed, not healed) or
     ``heal`` (trimmed, then healed); ``precision``: fp32,
     int8-dynamic or ``auto`` (a precision plan under the budget left by its fp32 form);
-    ``exit``: ``none`` or ``confidence`` (threshold chosen on the choose rows)."""
+    ``exit``: ``none`` or ``confidence`` (threshold chosen on the choose rows);
+    ``pruned``: built from the prune stage's checkpoint (heads and FFN neurons of the
+    searched model's shared layers removed, then healed), with its own depth search."""
 
     vocab: str
     depth: int
     precision: str
     exit: str = "none"
     source: str = "base"  # "base": the fine-tuned (or given) model; "given": as given
+    pruned: bool = False
 
     @property
     def key(self) -> str:
-        parts = [self.source, self.vocab, f"d{self.depth}", self.precision]
+        vocab = f"{self.vocab}-pruned" if self.pruned else self.vocab
+        parts = [self.source, vocab, f"d{self.depth}", self.precision]
         if self.exit != "none":
             parts.append(f"exit-{self.exit}")
         return "-".join(parts)
@@ -101,7 +116,46 @@ class Candidate:
         """The candidate whose fp32 verdict decides whether this one is built."""
         if self.precision == FIRST and self.exit == "none":
             return None
-        return Candidate(self.vocab, self.depth, FIRST, "none", self.source).key
+        return Candidate(self.vocab, self.depth, FIRST, "none", self.source, self.pruned).key
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """The stages whose checkpoint and depth search this candidate builds from
+        (beyond the split, the fine-tune and the depth search every candidate needs)."""
+        if self.pruned:
+            return PRUNE_STAGES
+        return VOCAB_STAGES.get(self.vocab, ())
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any]) -> Candidate:
+        """The candidate a spec names (as ``plan.json`` or a report records it; a partial
+        one, naming only its ``vocab``, is that vocabulary's full-depth fp32 form)."""
+        return cls(
+            vocab=str(spec["vocab"]),
+            depth=int(spec.get("depth", 0)),
+            precision=str(spec.get("precision", FIRST)),
+            exit=str(spec.get("exit", "none")),
+            source=str(spec.get("source", "base")),
+            pruned=bool(spec.get("pruned", False)),
+        )
+
+
+@dataclass(frozen=True)
+class CandidateBuild:
+    """A candidate as a build worker gets it: ``budget_left``, the points of
+    ``--max-drop`` its fp32 form left (all of them for an fp32 form), which a precision
+    plan and an exit threshold are chosen under."""
+
+    candidate: Candidate
+    budget_left: float
+
+    @property
+    def key(self) -> str:
+        return self.candidate.key
+
+    def spec(self) -> dict[str, Any]:
+        """What a candidate record and its sealed inputs hold of it (JSON)."""
+        return {"key": self.key, **asdict(self.candidate), "budget_left": self.budget_left}
 
 
 @dataclass(frozen=True)
@@ -175,6 +229,9 @@ class Shape:
     # the cost of one example against one classification sentence (a SQuAD question runs
     # several windows of --seq-len tokens)
     row_cost: float = 1.0
+    heads: int = 4  # attention heads per layer: the prune stage judges ~5 levels per head
+    # why the model cannot be pruned again (a checkpoint with pruned_heads); "" where it can
+    prune_why: str = ""
 
 
 # A token or span head's depth search keeps the states of every position its head reads
@@ -207,6 +264,25 @@ def heal_steps(shape: Shape, budget_s: float) -> int:
     return int(min(hi, max(lo, HEAL_SHARE * budget_s / (HEAL_STEP_S * scale(shape)))))
 
 
+def prune_heal_steps(shape: Shape, budget_s: float) -> int:
+    """Prune's healing steps that fit :data:`PRUNE_HEAL_SHARE` of the budget, from the
+    flags and the model's shape alone, so a resumed run heals the same steps."""
+    lo, hi = PRUNE_HEAL_STEPS
+    return int(min(hi, max(lo, PRUNE_HEAL_SHARE * budget_s / (HEAL_STEP_S * scale(shape)))))
+
+
+def prune_estimate(shape: Shape, budget_s: float) -> float:
+    """Seconds of the prune stage: importance (a forward and a backward pass per row),
+    about five levels per head count judged on prune's choose rows, its healing
+    fine-tune, its report rows, and loading and writing the checkpoint."""
+    row_pass = FORWARD_ROW_LAYER_S * shape.layers * scale(shape) * shape.row_cost
+    held = min(2000, max(32, round(0.1 * shape.fit_rows)))
+    importance = 3 * row_pass * min(shape.fit_rows, PRUNE_IMPORTANCE_ROWS)
+    levels = 5 * shape.heads * row_pass * held
+    heal = HEAL_STEP_S * scale(shape) * prune_heal_steps(shape, budget_s)
+    return 15.0 + importance + levels + heal + 3 * row_pass * held
+
+
 def finetune_row_s(shape: Shape) -> float:
     """Seconds per row of the fine-tune (teacher and student), from the shape alone."""
     return FINETUNE_ROW_S * scale(shape) * shape.layers / 4 * shape.row_cost
@@ -229,6 +305,7 @@ def stage_estimates(shape: Shape, finetune_epochs: int, budget_s: float) -> dict
         "depth": 10.0 + row_pass * min(shape.fit_rows, sum(DEPTH_ROWS)) * 1.5,
         "trim": 5.0 + 0.002 * shape.fit_rows,
         "heal": 10.0 + HEAL_STEP_S * s * heal_steps(shape, budget_s),
+        "prune": prune_estimate(shape, budget_s),
     }
 
 
@@ -242,70 +319,77 @@ def candidate_estimate(c: Candidate, shape: Shape) -> float:
     return CONVERT_S * s + score
 
 
-def all_candidates(shape: Shape, vocabs: Sequence[str], finetuned: bool) -> list[Candidate]:
+def all_candidates(
+    shape: Shape, vocabs: Sequence[str], finetuned: bool, pruned: bool = False
+) -> list[Candidate]:
     """Every candidate in build order: the given model's full-depth fp32 and int8 (the
     baselines, always built first: something to ship however early time runs out), then
-    per vocabulary the fp32 of every depth (deepest first), then their quantized forms
-    (shallowest first), then the dynamic exits. Without a fine-tune the searched model is
-    the given one."""
+    per vocabulary (and the pruned checkpoint, where ``pruned``: the full vocabulary with
+    heads and FFN neurons removed) the fp32 of every depth (deepest first), then their
+    quantized forms (shallowest first), then the dynamic exits. Without a fine-tune the
+    searched model is the given one."""
     src = "base" if finetuned else "given"
+    forms = [(v, False) for v in vocabs] + ([("full", True)] if pruned else [])
     out = [
         Candidate("full", shape.layers, FIRST, source="given"),
         Candidate("full", shape.layers, "int8-dynamic", source="given"),
     ]
-    for v in vocabs:
-        out += [Candidate(v, k, FIRST, source=src) for k in reversed(shape.depths)]
-    # the quantized forms shallowest first, the trimmed vocabularies before the full one at
-    # each depth: the smallest and fastest are built first, so when time runs out what is
-    # cut is the deepest, largest forms, which the baselines already bound
+    for v, pr in forms:
+        out += [Candidate(v, k, FIRST, source=src, pruned=pr) for k in reversed(shape.depths)]
+    # the quantized forms shallowest first, the pruned and trimmed forms before the full
+    # one at each depth: the smallest and fastest are built first, so when time runs out
+    # what is cut is the deepest, largest forms, which the baselines already bound
     for k in shape.depths:
-        for v in reversed(vocabs):
-            out += [Candidate(v, k, p, source=src) for p in QUANTIZED]
+        for v, pr in reversed(forms):
+            out += [Candidate(v, k, p, source=src, pruned=pr) for p in QUANTIZED]
     if shape.target == "onnx" and shape.layers > 1 and shape.task == CLASSIFICATION:
-        for v in vocabs:
+        for v, pr in forms:
             out += [
-                Candidate(v, shape.layers, p, "confidence", source=src) for p in EXIT_PRECISIONS
+                Candidate(v, shape.layers, p, "confidence", source=src, pruned=pr)
+                for p in EXIT_PRECISIONS
             ]
     return list({c.key: c for c in out}.values())
 
 
-def make_plan(
+@dataclass
+class _Levers:
+    """Which optional stages a plan wants, and why not where it does not."""
+
+    finetune: bool
+    finetune_why: str
+    trim: bool
+    trim_why: str
+    heal: bool
+    heal_why: str
+    prune: bool = False
+    prune_why: str = "not asked (--no-prune)"
+
+
+def _prune_why(shape: Shape, prune: bool) -> str:
+    """Why the prune stage is not wanted before the budget is looked at; "" if it is."""
+    if not prune:
+        return "not asked (--no-prune)"
+    if shape.prune_why:
+        return shape.prune_why
+    if shape.fit_rows < PRUNE_MIN_FIT:
+        return (
+            f"{shape.fit_rows} fit rows; prune splits them into importance, choose and "
+            f"report rows, 32 each at least ({PRUNE_MIN_FIT})"
+        )
+    return ""
+
+
+def _wanted(
     shape: Shape,
-    *,
-    budget_s: float,
     finetune: bool,
     trim: bool,
     heal_available: bool,
-    workers: int = 1,
-    finetune_epochs: int = 1,
-    settings: Mapping[str, Any] | None = None,
-    reused: Collection[str] = (),
-) -> Plan:
-    """The stages and candidates that fit ``budget_s``, the rest listed with why.
-
-    Candidates build ``workers`` at a time (their estimates are divided by it). Stages
-    are dropped when the estimate exceeds the budget: the healed vocabulary (its heal and
-    its depth search), then the fine-tune (the most expensive), then the trimmed
-    vocabulary; candidates are cut from
-    the end of the build order (the dynamic exits, then the quantized forms of the
-    shallowest depths), never the baselines. ``reused``: stages an earlier run sealed in
-    the work directory that this run reads back (``Search.reuse_plan``): each costs
-    :data:`REUSED_S`, and a lever whose stages are all reused is never dropped, since
-    dropping it would save nothing.
-    """
-    est = stage_estimates(shape, finetune_epochs, budget_s)
-    done = set(reused)
-
-    def stage(name: str, on: bool, why: str) -> Stage:
-        cost = REUSED_S if name in done else est[name.split("-")[0]]
-        return Stage(name, cost, on, "" if on else why, reused=on and name in done)
-
-    par = max(1, workers)
-    stages: list[Stage] = [stage("split", True, "")]
-    skipped: list[dict[str, str]] = []
-
-    want_ft = finetune
-    ft_why = ""
+    skipped: list[dict[str, str]],
+    prune: bool = False,
+) -> _Levers:
+    """The levers the flags and the model's head allow, before the budget is looked at
+    (a token or span head also has no dynamic exit: said in ``skipped``)."""
+    want_ft, ft_why = finetune, ""
     if shape.task != CLASSIFICATION:
         no_exits = NO_EXITS.get(shape.task, f"a {shape.task} head has no exit heads")
         want_ft, ft_why = False, f"PABEE exits serve sequence classifiers; {no_exits}"
@@ -314,53 +398,116 @@ def make_plan(
         want_ft, ft_why = False, "PABEE exits train on single sentences only (docs/training.md)"
     elif not finetune:
         ft_why = "not asked (--no-finetune)"
-    want_trim, trim_why = trim, "" if trim else "not asked (--no-trim)"
     heal_why = ""
     span = shape.task == QUESTION_ANSWERING
     if span:
         heal_why = SPAN_HEAL
     elif not heal_available:
         heal_why = "no healing fine-tune in albert_edge.vocab in this build"
-    elif not want_trim:
+    elif not trim:
         heal_why = "no trimmed vocabulary to heal"
+    want_heal = trim and heal_available and not span
+    prune_why = _prune_why(shape, prune)
+    return _Levers(
+        want_ft,
+        ft_why,
+        trim,
+        "" if trim else "not asked (--no-trim)",
+        want_heal,
+        heal_why,
+        prune=not prune_why,
+        prune_why=prune_why,
+    )
 
-    def build(ft: bool, tr: bool, hl: bool) -> tuple[list[Stage], list[Candidate], float, float]:
-        st = list(stages)
-        st.append(stage("finetune", ft, ft_why))
-        st.append(stage("depth", True, ""))
-        st.append(stage("trim", tr, trim_why))
-        st.append(stage("depth-trim", tr, "no trimmed vocabulary"))
-        heal = tr and hl
-        st.append(stage("heal", heal, heal_why))
-        st.append(stage("depth-heal", heal, "no healed vocabulary"))
-        vocabs = [v for v, on in zip(VOCABS, (True, tr, heal), strict=True) if on]
-        cands = all_candidates(shape, vocabs, ft)
-        # a stage is worth its time where the stages, the baselines and the fp32 form of
-        # every (vocabulary, depth) fit: the quantized forms are pruned by those verdicts
-        # as the run goes, and cut from the end of the build order where time is short
-        skeleton = [c for i, c in enumerate(cands) if i < BASELINES or c.parent is None]
-        fixed = POOL_START_S + sum(s.estimate_s for s in st if s.will_run) + TIMING_S * 4
-        total = fixed + sum(candidate_estimate(c, shape) for c in skeleton) / par
-        return st, cands, fixed, total
 
-    want_heal = want_trim and heal_available and not span
+@dataclass(frozen=True)
+class _Draft:
+    """One try at a plan: its stages and candidates, the fixed seconds (pool start,
+    stages, timing) and the total with the fp32 skeleton of the candidates."""
+
+    stages: list[Stage]
+    candidates: list[Candidate]
+    fixed: float
+    total: float
+
+
+def _draft(
+    shape: Shape, levers: _Levers, est: Mapping[str, float], done: set[str], par: int
+) -> _Draft:
+    """The stages and candidates of ``levers``, and what they cost. A stage is worth its
+    time where the stages, the baselines and the fp32 form of every (vocabulary, depth)
+    fit: the quantized forms are pruned by those verdicts as the run goes, and cut from
+    the end of the build order where time is short."""
+
+    def stage(name: str, on: bool, why: str) -> Stage:
+        cost = REUSED_S if name in done else est[name.split("-")[0]]
+        return Stage(name, cost, on, "" if on else why, reused=on and name in done)
+
+    tr, heal = levers.trim, levers.trim and levers.heal
+    st = [
+        stage("split", True, ""),
+        stage("finetune", levers.finetune, levers.finetune_why),
+        stage("depth", True, ""),
+        stage("trim", tr, levers.trim_why),
+        stage("depth-trim", tr, "no trimmed vocabulary"),
+        stage("heal", heal, levers.heal_why),
+        stage("depth-heal", heal, "no healed vocabulary"),
+        stage("prune", levers.prune, levers.prune_why),
+        stage("depth-prune", levers.prune, "no pruned checkpoint"),
+    ]
+    vocabs = [v for v, on in zip(VOCABS, (True, tr, heal), strict=True) if on]
+    cands = all_candidates(shape, vocabs, levers.finetune, levers.prune)
+    skeleton = [c for i, c in enumerate(cands) if i < BASELINES or c.parent is None]
+    fixed = POOL_START_S + sum(s.estimate_s for s in st if s.will_run) + TIMING_S * 4
+    total = fixed + sum(candidate_estimate(c, shape) for c in skeleton) / par
+    return _Draft(st, cands, fixed, total)
+
+
+def _fit_levers(
+    shape: Shape,
+    levers: _Levers,
+    budget_s: float,
+    est: Mapping[str, float],
+    done: set[str],
+    par: int,
+) -> _Draft:
+    """Drop levers while the plan does not fit ``budget_s``, in this order: the pruned
+    checkpoint (its prune, its depth search and its candidates), the healed vocabulary
+    (the unhealed trimmed one is still judged), the fine-tune, the trimmed vocabulary; a
+    lever an earlier run left sealed is kept (reading it back costs nothing). ``levers``
+    records why each dropped one is not run."""
 
     def too_long(total: float) -> str:
         return f"does not fit --max-minutes {budget_s / 60:g} (plan ~{total / 60:.1f} min)"
 
-    st, cands, fixed, total = build(want_ft, want_trim, want_heal)
-    # dropped in this order while the plan does not fit: the healed vocabulary (the
-    # unhealed trimmed one is still judged), the fine-tune, the trimmed vocabulary; a
-    # lever an earlier run left sealed is kept (reading it back costs nothing)
-    if total > budget_s and want_heal and not {"heal", "depth-heal"} <= done:
-        want_heal, heal_why = False, too_long(total)
-        st, cands, fixed, total = build(want_ft, want_trim, want_heal)
-    if total > budget_s and want_ft and "finetune" not in done:
-        want_ft, ft_why = False, too_long(total)
-        st, cands, fixed, total = build(want_ft, want_trim, want_heal)
-    if total > budget_s and want_trim and not {"trim", "depth-trim"} <= done:
-        want_trim, trim_why = False, too_long(total)
-        st, cands, fixed, total = build(want_ft, want_trim, want_heal)
+    d = _draft(shape, levers, est, done, par)
+    if d.total > budget_s and levers.prune and not set(PRUNE_STAGES) <= done:
+        levers.prune, levers.prune_why = False, too_long(d.total)
+        d = _draft(shape, levers, est, done, par)
+    if d.total > budget_s and levers.heal and not {"heal", "depth-heal"} <= done:
+        levers.heal, levers.heal_why = False, too_long(d.total)
+        d = _draft(shape, levers, est, done, par)
+    if d.total > budget_s and levers.finetune and "finetune" not in done:
+        levers.finetune, levers.finetune_why = False, too_long(d.total)
+        d = _draft(shape, levers, est, done, par)
+    if d.total > budget_s and levers.trim and not {"trim", "depth-trim"} <= done:
+        levers.trim, levers.trim_why = False, too_long(d.total)
+        d = _draft(shape, levers, est, done, par)
+    return d
+
+
+def _cut_to_budget(
+    shape: Shape,
+    cands: Sequence[Candidate],
+    fixed: float,
+    par: int,
+    budget_s: float,
+    skipped: list[dict[str, str]],
+) -> tuple[list[Candidate], float]:
+    """(the candidates kept in build order, the planned seconds): the precision plans
+    where the choose rows are too few for them are listed in ``skipped``, then the fp32
+    forms cut from the end of the build order where they do not fit, never the
+    baselines; a quantized form or an exit is kept wherever its fp32 form is."""
     if shape.choose_rows < shape.auto_min_rows:
         dropped = [c for c in cands if c.precision == "auto"]
         cands = [c for c in cands if c.precision != "auto"]
@@ -389,8 +536,43 @@ def make_plan(
             spent += cost
         else:
             skipped.append({"what": c.key, "why": "does not fit the time budget"})
+    return kept, spent
+
+
+def make_plan(
+    shape: Shape,
+    *,
+    budget_s: float,
+    finetune: bool,
+    trim: bool,
+    heal_available: bool,
+    workers: int = 1,
+    finetune_epochs: int = 1,
+    settings: Mapping[str, Any] | None = None,
+    reused: Collection[str] = (),
+    prune: bool = False,
+) -> Plan:
+    """The stages and candidates that fit ``budget_s``, the rest listed with why.
+
+    Candidates build ``workers`` at a time (their estimates are divided by it). Stages
+    are dropped when the estimate exceeds the budget: the pruned checkpoint (``prune``:
+    wanted; its prune and its depth search), the healed vocabulary (its heal and its
+    depth search), then the fine-tune (the most expensive), then the trimmed
+    vocabulary; candidates are cut from
+    the end of the build order (the dynamic exits, then the quantized forms of the
+    shallowest depths), never the baselines. ``reused``: stages an earlier run sealed in
+    the work directory that this run reads back (``Search.reuse_plan``): each costs
+    :data:`REUSED_S`, and a lever whose stages are all reused is never dropped, since
+    dropping it would save nothing.
+    """
+    est = stage_estimates(shape, finetune_epochs, budget_s)
+    par = max(1, workers)
+    skipped: list[dict[str, str]] = []
+    levers = _wanted(shape, finetune, trim, heal_available, skipped, prune)
+    draft = _fit_levers(shape, levers, budget_s, est, set(reused), par)
+    kept, spent = _cut_to_budget(shape, draft.candidates, draft.fixed, par, budget_s, skipped)
     return Plan(
-        stages=st,
+        stages=draft.stages,
         candidates=kept,
         skipped=skipped,
         budget_s=budget_s,
@@ -418,10 +600,10 @@ def plan_budget_why(
     return None
 
 
-def prune(candidate: Candidate, verdicts: Mapping[str, str | None]) -> str | None:
+def cut_by_fp32(candidate: Candidate, verdicts: Mapping[str, str | None]) -> str | None:
     """Why ``candidate`` is not built, given the rule's verdicts so far (key -> None when
-    admitted, else the reason), or None to build it. Its fp32 parent not admitted prunes
-    it; a parent not judged (failed, or not reached) prunes it too."""
+    admitted, else the reason), or None to build it. Its fp32 parent not admitted cuts
+    it; a parent not judged (failed, or not reached) cuts it too."""
     parent = candidate.parent
     if parent is None:
         return None
@@ -431,5 +613,5 @@ def prune(candidate: Candidate, verdicts: Mapping[str, str | None]) -> str | Non
     if why == NOT_BUILT:
         return f"not built: its fp32 form ({parent}) was not built"
     if why is not None:
-        return f"pruned: at fp32 ({parent}) already {why}"
+        return f"cut: its fp32 form ({parent}) already {why}"
     return None

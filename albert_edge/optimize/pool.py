@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from albert_edge.optimize.stages import OptimizeError, disk_full
+from albert_edge.optimize.work import OptimizeError, disk_full
 
 PROBE_S = 5.0  # a TCP connect to the cluster's address
 JOIN_S = 45.0  # a throw-away ray.init to it, in a child process (killed past this)

@@ -34,6 +34,7 @@ def candidate_row(rec: Mapping[str, Any], pick: str) -> dict[str, Any]:
         "choose": rec.get("choose"),
         "report": rec.get("report"),
         "exit": rec.get("exit"),
+        "prune": rec.get("prune"),
         "shipped": rec["key"] == pick,
     }
     if rec["key"] != pick:
@@ -80,6 +81,7 @@ def build_report(
             "w2": pick.get("w2"),
             "choose": pick.get("choose"),
             "report": pick.get("report"),
+            "prune": pick.get("prune"),
             **ratios,
         },
         "timing": dict(timing or {}),
@@ -104,6 +106,40 @@ def _cell(block: Mapping[str, Any] | None) -> str:
     return f"{_pt(block['delta'])} [{_pt(block['low'])}, {_pt(block['high'])}]"
 
 
+def pruned_cell(prune: Mapping[str, Any] | None) -> str:
+    """A candidate's pruning in a table cell: heads and FFN neurons kept per shared
+    layer, the encoder FLOPs factor; empty for an unpruned candidate."""
+    if not prune:
+        return ""
+    flops = prune.get("flops_ratio")
+    return (
+        f"heads {prune['heads_keep']}/{prune['of_heads']}, FFN {prune['ffn_keep']}/"
+        f"{prune['of_ffn']}" + (f", FLOPs x{flops:.3f}" if flops is not None else "")
+    )
+
+
+def pruning_lines(stages: Mapping[str, Any]) -> list[str]:
+    """The prune stage's result: per shared layer the heads kept and FFN neurons kept,
+    the FLOPs factor, the weights kept (healed or not); or why it did not run."""
+    st = stages.get("prune")
+    if not st:
+        return []
+    if not st.get("ran"):
+        return ["", "## Pruning", "", f"Not run: {st.get('why')}."]
+    p = st.get("pruned") or {}
+    lines = ["", "## Pruning", ""]
+    if p:
+        lines.append(
+            f"The searched model at full depth, pruned on the fit rows: {pruned_cell(p)} "
+            f"(encoder FLOPs at 128 tokens); {p.get('healed')}. The `-pruned-` candidates "
+            "build from it (with its own depth search) and are judged by the same rule."
+        )
+        lines += ["", "| shared layer | heads kept | FFN neurons kept |", "|---|---|---:|"]
+        for layer, x in sorted((p.get("layers") or {}).items(), key=lambda kv: int(kv[0])):
+            lines.append(f"| {layer} | {x['heads_kept']} | {x['ffn_kept']} |")
+    return lines
+
+
 def markdown(report: Mapping[str, Any]) -> str:
     s = report["settings"]
     sh = report["shipped"]
@@ -115,7 +151,8 @@ def markdown(report: Mapping[str, Any]) -> str:
         + (f", W1 {sh['w1_ms']:.3f} ms" if sh.get("w1_ms") else "")
         + (f", W2 {sh['w2_ms']:.3f} ms" if sh.get("w2_ms") else "")
         + f"; {metric} vs the given model in PyTorch: choose rows {_cell(sh.get('choose'))} "
-        f"points, report rows (never chosen on) {_cell(sh.get('report'))} points (paired 95 %).",
+        f"points, report rows (never chosen on) {_cell(sh.get('report'))} points (paired 95 %)."
+        + (f" Pruned: {pruned_cell(sh['prune'])}." if sh.get("prune") else ""),
         "",
         f"Budget: `--max-drop {s['max_drop_points']}` points of {metric} (and a 95 % lower "
         f"bound >= {s['min_lower_bound_points']}), objective {s['objective']}, target "
@@ -141,6 +178,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         if st.get("cached"):
             state += " (by an earlier run, reused)"
         lines.append(f"- {name}: {state}")
+    lines += pruning_lines(report["stages"])
     lines += [
         "",
         "## Candidates",
@@ -150,9 +188,9 @@ def markdown(report: Mapping[str, Any]) -> str:
         "interleaved, each row's fastest round: mean, p50 and p95 over the rows (a dynamic "
         "exit's cost depends on where each row stops). The objective compares means.",
         "",
-        f"| candidate | bytes | W1 ms mean | W1 p50 | W1 p95 | W2 ms mean | W2 p95 | "
+        f"| candidate | pruned | bytes | W1 ms mean | W1 p50 | W1 p95 | W2 ms mean | W2 p95 | "
         f"choose Δ pt [95 %] | report Δ pt [95 %] | {metric} (report) | shipped / why not |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|",
     ]
     for r in report["candidates"]:
         rep = r.get("report") or {}
@@ -161,7 +199,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         value = f"{100 * rep['value']:.2f}" if rep else ""
         w1, w2 = r.get("w1") or {}, r.get("w2") or {}
         lines.append(
-            f"| {r['key']} | {size} | {_ms(r.get('w1_ms'))} | {_ms(w1.get('p50'))} | "
+            f"| {r['key']} | {pruned_cell(r.get('prune'))} | {size} | {_ms(r.get('w1_ms'))} | {_ms(w1.get('p50'))} | "
             f"{_ms(w1.get('p95'))} | {_ms(r.get('w2_ms'))} | {_ms(w2.get('p95'))} | "
             f"{_cell(r.get('choose'))} | {_cell(rep)} | {value} | {verdict} |"
         )

@@ -8,7 +8,9 @@
    trim on the corpus (default: the fit rows' text, so the choose and report sentences
    stay unseen) and its depth search, and the healing fine-tune where
    :mod:`albert_edge.vocab` offers one and its depth search: the trimmed vocabulary
-   unhealed and healed are two vocabularies, each judged by the rule.
+   unhealed and healed are two vocabularies, each judged by the rule; then the prune
+   (:mod:`albert_edge.prune` on the fit rows: heads and FFN neurons of the shared layers)
+   and the pruned checkpoint's depth search, the source of the pruned candidates.
 2. **Candidates** (:mod:`albert_edge.optimize.plan`): the fp32 form of every (vocabulary,
    depth) first; only where the rule admits it are its int8, precision-plan and
    dynamic-exit forms built, each under the budget its fp32 form left.
@@ -24,7 +26,7 @@
 
 A token-classification or question-answering model (a CoNLL or SQuAD ``--data``) is
 searched the same way in its task's metric (entity F1, SQuAD F1): its depth search is
-:mod:`albert_edge.depth.task_search`'s, and the plan lists the PABEE fine-tune and the
+the one every head has (:func:`albert_edge.depth.search.search_depths`), and the plan lists the PABEE fine-tune and the
 dynamic exit (per-depth heads over [CLS], which such a head has none of) as not run, and
 the healing fine-tune for a span head (``albert_edge.vocab.heal`` refuses them).
 """
@@ -35,42 +37,40 @@ import json
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from albert_edge.errors import AlbertEdgeError
-from albert_edge.mixed.search import LATENCY_TIE, min_rows
+from albert_edge.mixed.search import LATENCY_TIE
+from albert_edge.optimize.context import PruneSummary, RunContext, VocabSource, candidate_source
+from albert_edge.optimize.options import Options
 from albert_edge.optimize.plan import (
-    NOT_BUILT,
+    PRUNE_SHARE,
     VOCAB_STAGES,
     Candidate,
+    CandidateBuild,
     Plan,
     Shape,
-    candidate_estimate,
     depth_rows,
     finetune_rows,
     heal_steps,
     make_plan,
-    plan_budget_why,
-    prune,
+    prune_heal_steps,
 )
+from albert_edge.optimize.schedule import Scheduler
+from albert_edge.optimize.splits import reference_file, split_file
 from albert_edge.optimize.stages import (
-    SEED,
-    OptimizeError,
-    Work,
-    candidate_source,
     depth_stage,
-    disk_full,
-    file_id,
     finetune_stage,
     heal_settings,
     heal_stage,
-    reference_file,
-    split_file,
+    prune_settings,
+    prune_stage,
     split_stage,
     trim_stage,
 )
+from albert_edge.optimize.work import SEED, OptimizeError, Work, disk_full, file_id
 
 REQUIRED = ("split", "depth")  # the others are levers the search can go without
 # a stage input sized by --max-minutes: a sealed stage that did at least as much of it is
@@ -79,44 +79,8 @@ GROWS = {"finetune": ("rows",), "heal": ("steps",)}
 TIMING_ROUNDS = 3
 RUNS_PER_VISIT = 20
 MAX_FINALISTS = 6
-# How far past --max-minutes the given model's own fp32 form may still finish when nothing is
-# admitted yet (a run that ships nothing throws away every stage it paid for).
-OVERRUN_S = 600.0
 # LATENCY_TIE: W1 differences below this share of the fastest are ties (a 2-core VM's
 # fast and slow states move W1 by more than that between rounds); fewer bytes break them
-
-
-@dataclass
-class Options:
-    checkpoint: Path | None
-    data: Path
-    max_drop: float
-    output: Path
-    target: str = "onnx"
-    objective: str = "latency"
-    seq_len: int = 128
-    corpus: Path | None = None
-    work_dir: Path | None = None
-    cluster: str | None = None
-    max_minutes: float = 45.0
-    quiet: bool = False
-    overwrite: bool = False
-    workers: int | None = None
-    finetune: bool = True
-    trim: bool = True
-    min_lower_bound: float = -1.5
-    report_data: Path | None = None  # the report rows (never fitted on, never chosen on)
-    choose_data: Path | None = None  # the rows the rule admits on (never fitted on)
-
-    def given_files(self) -> dict[str, Path | None]:
-        """The held parts the user named a file for (``--choose-data``/``--report-data``)."""
-        return {"choose": self.choose_data, "report": self.report_data}
-
-
-def default_work_dir(output: Path) -> Path:
-    """A hidden sibling of ``-o`` (in the directory the user named for the output, never
-    inside a folder of theirs): ``.NAME.optimize-work``."""
-    return output.parent / f".{output.name}.optimize-work"
 
 
 @dataclass
@@ -157,7 +121,7 @@ def model_shape(
     from albert_edge.depth import representable_depths
     from albert_edge.layout import DEFAULT_MODEL
     from albert_edge.mixed import min_rows
-    from albert_edge.optimize.stages import split_sizes
+    from albert_edge.optimize.splits import split_sizes
 
     path = opts.checkpoint if opts.checkpoint is not None else DEFAULT_MODEL
     cfg = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
@@ -179,6 +143,13 @@ def model_shape(
         auto_min_rows=min_rows(opts.max_drop),
         task=task,
         row_cost=ROW_COST.get(task, 1.0) * (opts.seq_len / 128 if task != "classification" else 1),
+        heads=int(cfg.get("num_attention_heads", 4)),
+        prune_why=(
+            "the model is pruned already (pruned_heads in its config.json): prune measures "
+            "importance on every head of the unpruned model"
+            if cfg.get("pruned_heads")
+            else ""
+        ),
     )
 
 
@@ -197,9 +168,9 @@ class Search:
     """One run of the search over a work directory."""
 
     def __init__(self, opts: Options, rows: Any, split: Any = None) -> None:
-        """``split``: the :class:`~albert_edge.optimize.stages.SplitPlan` of ``rows``."""
+        """``split``: the :class:`~albert_edge.optimize.splits.SplitPlan` of ``rows``."""
         self.opts = opts
-        self.work = Work(opts.work_dir or default_work_dir(opts.output))
+        self.work = Work(opts.work())
         self.progress = Progress(opts.quiet)
         self.budget_s = opts.max_minutes * 60.0
         self.task = str(rows.kind.value)
@@ -236,6 +207,7 @@ class Search:
             workers=self.workers,
             settings=self.settings(),
             reused=reused,
+            prune=self.opts.prune,
         )
 
     def reuse_plan(self) -> frozenset[str]:
@@ -340,18 +312,28 @@ class Search:
         rest = max(0.0, self.plan.estimate_s - self.progress.elapsed() / before)
         self.progress.estimate_s = self.progress.elapsed() + rest * self.slowdown
 
-    def run_stages(self) -> dict[str, Any]:
-        o = self.opts
-        given = o.checkpoint
-        gid = file_id(given)
+    def run_stages(self) -> RunContext:
+        """The stages in order (the split, the fine-tune, the depth search, the trimmed
+        vocabularies and their searches): what the candidates build from."""
+        ctx = self.split()
+        ctx = self.finetune(ctx)
+        ctx, extra = self.depth(ctx)
+        ctx = self.vocabularies(ctx, extra)
+        return self.pruning(ctx, extra)
+
+    def split(self) -> RunContext:
+        """The split stage: the fit / choose / report files and the given model's outputs
+        on the held ones, and the run's context around them."""
         from albert_edge.tasks.seen import SEEN_FILE
 
+        o = self.opts
+        given = o.checkpoint
         seen = None if given is None else Path(given) / SEEN_FILE
         split = self.stage(
             "split",
             {
                 "data": file_id(o.data),
-                "checkpoint": gid,
+                "checkpoint": file_id(given),
                 "seq_len": o.seq_len,
                 "seed": SEED,
                 "report_data": file_id(o.report_data) if o.report_data else None,
@@ -363,65 +345,76 @@ class Search:
         )
         sdir = self.work.dir("stages", "split")
         self.rows_of = dict(split.get("provenance") or {})
-        if split.get("learned"):  # the split's judgement that --data's rows look learned
-            self.warn(str(split["learned"]))
-        ctx: dict[str, Any] = {
-            "given": str(given) if given is not None else None,
-            "target": o.target,
-            "objective": o.objective,
-            "seq_len": o.seq_len,
-            "max_drop": o.max_drop,
-            "min_lower_bound": o.min_lower_bound,
-            "layers": self.shape.layers,
-            "fit": str(split_file(sdir, "fit", self.task)),
-            "choose": str(split_file(sdir, "choose", self.task)),
-            "choose_rows": int(split["rows"]["choose"]),
-            "report": str(split_file(sdir, "report", self.task)),
-            "reference_choose": str(reference_file(sdir, "choose", self.task)),
-            "reference_report": str(reference_file(sdir, "report", self.task)),
-            "split": split["inputs_sha256"],
-        }
-        fit = Path(ctx["fit"])
+        if split.get("learned") and self._dry is None:  # --data's rows look learned
+            self.warn(str(split["learned"]))  # once: not in reuse_plan's dry passes
+        return RunContext(
+            given=Path(given) if given is not None else None,
+            target=o.target,
+            objective=o.objective,
+            seq_len=o.seq_len,
+            max_drop=o.max_drop,
+            min_lower_bound=o.min_lower_bound,
+            layers=self.shape.layers,
+            fit=split_file(sdir, "fit", self.task),
+            choose=split_file(sdir, "choose", self.task),
+            choose_rows=int(split["rows"]["choose"]),
+            report=split_file(sdir, "report", self.task),
+            reference_choose=reference_file(sdir, "choose", self.task),
+            reference_report=reference_file(sdir, "report", self.task),
+            split=str(split["inputs_sha256"]),
+        )
+
+    def finetune(self, ctx: RunContext) -> RunContext:
+        """The PABEE + distillation fine-tune on the fit rows: the searched model (the
+        given one where it does not run)."""
+        gid = file_id(self.opts.checkpoint)
         rows = finetune_rows(self.shape, self.budget_s)
         ft = self.stage(
             "finetune",
             {
                 "checkpoint": gid,
-                "fit": file_id(fit),
+                "fit": file_id(ctx.fit),
                 "rows": rows,
                 "recipe": "pabee+distil, 1 epoch, seed 13",
             },
-            finetune_stage(given, fit, rows),
+            finetune_stage(ctx.given, ctx.fit, rows),
         )
-        base = self.work.dir("stages", "finetune") / "model" if ft else given
-        ctx["base"] = str(base) if base is not None else None
-        ctx["base_id"] = ft["inputs_sha256"] if ft else gid
+        base = self.work.dir("stages", "finetune") / "model" if ft else ctx.given
+        return replace(ctx, base=base, base_id=ft["inputs_sha256"] if ft else gid)
+
+    def depth(self, ctx: RunContext) -> tuple[RunContext, dict[str, Any]]:
+        """The depth search of the searched model; (the context, the search's split
+        settings every vocabulary's search repeats)."""
         # a token or span head's search windows its examples at --seq-len, as they are
         # scored, on as many examples as its states' memory bound holds
         depth_split: dict[str, Any] | None = None
         if self.task != "classification":
-            fit_rows, held_rows = depth_rows(self.shape, o.seq_len)
+            fit_rows, held_rows = depth_rows(self.shape, self.opts.seq_len)
             depth_split = {
-                "max_length": o.seq_len,
+                "max_length": self.opts.seq_len,
                 "fit_rows": fit_rows,
                 "held_out_rows": held_rows,
             }
         extra = dict(depth_split or {})
         depth = self.stage(
             "depth",
-            {"checkpoint": ctx["base_id"], "fit": file_id(fit), "seed": SEED, **extra},
-            depth_stage(base, fit, depth_split),
+            {"checkpoint": ctx.base_id, "fit": file_id(ctx.fit), "seed": SEED, **extra},
+            depth_stage(ctx.base, ctx.fit, depth_split),
         )
         if depth is None:
             raise OptimizeError("the depth search did not run: raise --max-minutes")
-        ctx["search"] = str(self.work.dir("stages", "depth") / "search")
-        ctx["search_id"] = depth["inputs_sha256"]
-        corpus = o.corpus if o.corpus is not None else fit
-        ctx["corpus"] = str(corpus)
+        search = self.work.dir("stages", "depth") / "search"
+        return replace(ctx, search=search, search_id=depth["inputs_sha256"]), extra
+
+    def vocabularies(self, ctx: RunContext, extra: Mapping[str, Any]) -> RunContext:
+        """The vocabulary trim on the corpus and its depth search, then the healing
+        fine-tune and its depth search: each vocabulary that ran is in the context."""
+        corpus = self.opts.corpus if self.opts.corpus is not None else ctx.fit
+        ctx = replace(ctx, corpus=corpus)
         trim = self.stage(
             "trim",
-            {"checkpoint": ctx["base_id"], "corpus": file_id(corpus)},
-            trim_stage(base, corpus),
+            {"checkpoint": ctx.base_id, "corpus": file_id(corpus)},
+            trim_stage(ctx.base, corpus),
         )
         if trim is None:
             for name in ("depth-trim", "heal", "depth-heal"):
@@ -429,25 +422,58 @@ class Search:
             return ctx
         # the trimmed vocabulary as the trim left it, with its own depth search: its
         # heads read its states
-        trimmed = self.vocabulary(ctx, "trim", trim["inputs_sha256"], fit, extra)
+        trimmed, source = self.vocabulary("trim", trim["inputs_sha256"], ctx.fit, extra)
+        ctx = replace(ctx, trim=source)
         steps = heal_steps(self.shape, self.budget_s)
         heal = self.stage(
             "heal",
             {
                 "trimmed": trim["inputs_sha256"],
-                "teacher": ctx["base_id"],
-                "data": file_id(fit),
+                "teacher": ctx.base_id,
+                "data": file_id(ctx.fit),
                 "seed": SEED,
                 "steps": steps,
                 "settings": heal_settings(),
             },
-            heal_stage(trimmed, base, fit, steps),
+            heal_stage(trimmed, ctx.base, ctx.fit, steps),
         )
         if heal is None:
             self.stages["depth-heal"] = {"ran": False, "why": "no healed vocabulary"}
             return ctx
-        self.vocabulary(ctx, "heal", heal["inputs_sha256"], fit, extra)
-        return ctx
+        _, source = self.vocabulary("heal", heal["inputs_sha256"], ctx.fit, extra)
+        return replace(ctx, heal=source)
+
+    def pruning(self, ctx: RunContext, extra: Mapping[str, Any]) -> RunContext:
+        """The prune stage on the searched model at full depth (fit rows only, a share of
+        ``--max-drop``) and the pruned checkpoint's own depth search: the pruned
+        candidates build from them."""
+        steps = prune_heal_steps(self.shape, self.budget_s)
+        share = round(PRUNE_SHARE * self.opts.max_drop, 6)
+        settings = prune_settings(share, steps, self.opts.seq_len)
+        rec = self.stage(
+            "prune",
+            {"checkpoint": ctx.base_id, "fit": file_id(ctx.fit), "settings": settings},
+            prune_stage(ctx.base, ctx.fit, share, steps, self.opts.seq_len),
+        )
+        if rec is None:
+            self.stages["depth-prune"] = {"ran": False, "why": "no pruned checkpoint"}
+            return ctx
+        summary = PruneSummary.from_json(rec["pruned"])
+        if "prune" in self.stages:  # not in reuse_plan's dry passes
+            self.stages["prune"].update(pruned=summary.to_json(), describe=summary.describe())
+        checkpoint, where = candidate_source(
+            self.work.root, {"vocab": "full", "pruned": True}, None
+        )
+        assert checkpoint is not None  # the prune stage's checkpoint
+        search = self.stage(
+            "depth-prune",
+            {"checkpoint": rec["inputs_sha256"], "fit": file_id(ctx.fit), "seed": SEED, **extra},
+            depth_stage(checkpoint, ctx.fit, dict(extra) or None),
+        )
+        if search is None:
+            return ctx
+        source = VocabSource(checkpoint, where, str(search["inputs_sha256"]))
+        return replace(ctx, pruned=source, prune=summary)
 
     def warn(self, line: str) -> None:
         """A warning: on stderr whatever ``--quiet`` says, and in the report's notes."""
@@ -455,17 +481,12 @@ class Search:
         self.notes.append(line)
 
     def vocabulary(
-        self,
-        ctx: dict[str, Any],
-        vocab: str,
-        checkpoint_id: str,
-        fit: Path,
-        extra: Mapping[str, Any],
-    ) -> Path:
+        self, vocab: str, checkpoint_id: str, fit: Path, extra: Mapping[str, Any]
+    ) -> tuple[Path, VocabSource | None]:
         """The depth search of a trimmed vocabulary's checkpoint (where both live in the
-        work directory: :func:`~albert_edge.optimize.stages.candidate_source`); where it
-        ran, the vocabulary's candidates can be built (``ctx[vocab]``: checkpoint, its
-        search and the search record's identity). Returns the checkpoint."""
+        work directory: :func:`~albert_edge.optimize.context.candidate_source`); (the
+        checkpoint, the vocabulary as its candidates build from it, None where its search
+        did not run)."""
         checkpoint, where = candidate_source(self.work.root, {"vocab": vocab}, None)
         assert checkpoint is not None  # a trimmed vocabulary is a stage's checkpoint
         search = self.stage(
@@ -473,158 +494,45 @@ class Search:
             {"checkpoint": checkpoint_id, "fit": file_id(fit), "seed": SEED, **extra},
             depth_stage(checkpoint, fit, dict(extra) or None),
         )
-        if search is not None:
-            ctx[vocab] = {
-                "checkpoint": str(checkpoint),
-                "search": str(where),
-                "id": search["inputs_sha256"],
-            }
-        return checkpoint
+        if search is None:
+            return checkpoint, None
+        return checkpoint, VocabSource(checkpoint, where, str(search["inputs_sha256"]))
 
     # --- candidates -------------------------------------------------------------------
 
-    def spec(self, c: Candidate) -> dict[str, Any]:
-        s = {"key": c.key, **asdict(c), "budget_left": self.opts.max_drop}
+    def build_of(self, c: Candidate) -> CandidateBuild:
+        """``c`` as a worker builds it: with the points its fp32 form left of the budget."""
+        left = self.opts.max_drop
         if c.parent is not None:
             d = self.records[c.parent]["choose"]["delta"]
-            s["budget_left"] = round(max(0.0, self.opts.max_drop + 100.0 * min(0.0, d)), 6)
-        return s
+            left = round(max(0.0, self.opts.max_drop + 100.0 * min(0.0, d)), 6)
+        return CandidateBuild(c, left)
 
-    def inputs(self, ctx: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
-        keep = ("split", "base_id", "search_id", "target", "objective", "seq_len")
-        ids = {k: ctx.get(k) for k in keep}
-        if spec["vocab"] in VOCAB_STAGES:  # the trimmed vocabulary's search, not the other's
-            ids["vocab_id"] = ctx[spec["vocab"]]["id"]
+    def inputs(self, ctx: RunContext, build: CandidateBuild) -> dict[str, Any]:
+        """What a candidate's sealed record is keyed by: its spec, and what of the run it
+        was built from."""
+        c = build.candidate
+        ids = ctx.identity()
+        vocab = ctx.vocab(c.vocab)
+        if vocab is not None:  # the trimmed vocabulary's search, not the other's
+            ids["vocab_id"] = vocab.id
+        if c.pruned and ctx.pruned is not None:  # the pruned checkpoint's search
+            ids["prune_id"] = ctx.pruned.id
         ids.update(max_drop=self.opts.max_drop, min_lower_bound=self.opts.min_lower_bound)
-        if spec["source"] == "given":
+        if c.source == "given":
             ids["base_id"] = file_id(self.opts.checkpoint)
-        if spec["exit"] != "none":
+        if c.exit != "none":
             ids["records"] = "choose_exit_share"  # what the timing mixes by
-        return {"spec": dict(spec), "context": ids}
+        return {"spec": build.spec(), "context": ids}
 
-    def missing(self, vocab: str) -> str:
-        """The first stage a trimmed vocabulary needs that did not run."""
-        names = VOCAB_STAGES[vocab]
-        return next((n for n in names if not self.stages.get(n, {}).get("ran")), names[-1])
+    def missing(self, c: Candidate) -> str | None:
+        """The first stage ``c`` builds from (a trimmed vocabulary's, the pruned
+        checkpoint's) that did not run, None where all ran."""
+        return next((n for n in c.stages if not self.stages.get(n, {}).get("ran")), None)
 
-    def run_candidates(self, ctx: Mapping[str, Any], pool: Any) -> None:
-        from albert_edge.optimize.build import build_candidate
-
-        pool_cpus = self.workers
-        finished = 0
-        todo = list(self.plan.candidates)
-        first = todo[0] if todo else None  # the given model's full-depth fp32 form
-        n = len(todo)
-        running: dict[Any, tuple[Candidate, dict[str, Any]]] = {}
-        verdicts: dict[str, str | None] = {}
-        k = 0
-
-        def record(c: Candidate, rec: dict[str, Any]) -> None:
-            nonlocal k
-            k += 1
-            self.records[c.key] = rec
-            verdicts[c.key] = rec.get("why_not") if rec.get("built") else NOT_BUILT
-            word = "admitted" if rec.get("built") and rec.get("why_not") is None else "out"
-            why = "" if word == "admitted" else f": {rec.get('why_not')}"
-            extra = ""
-            if rec.get("built"):
-                ch = rec["choose"]
-                extra = (
-                    f", {rec['file_bytes']:,} bytes, choose {100 * ch['delta']:+.2f} pt "
-                    f"[{100 * ch['low']:+.2f}, {100 * ch['high']:+.2f}]"
-                )
-            cached = " (earlier run)" if rec.get("cached") else ""
-            self.progress(f"candidate {k} of {n}: {c.key} {word}{why}{extra}{cached}")
-
-        while todo or running:
-            for c in list(todo):
-                waiting = {t.key for t in todo} | {r[0].key for r in running.values()}
-                if c.parent is not None and c.parent not in verdicts and c.parent in waiting:
-                    continue  # its fp32 form is not judged yet
-                why = prune(c, verdicts)
-                if why is None and c.vocab in VOCAB_STAGES and c.vocab not in ctx:
-                    stage = self.missing(c.vocab)
-                    why = f"the {stage} stage did not run ({self.stages.get(stage, {}).get('why')})"
-                if why is not None:
-                    todo.remove(c)
-                    record(c, {"key": c.key, "spec": asdict(c), "built": False, "why_not": why})
-                    continue
-                spec = self.spec(c)
-                if c.precision == "auto":  # what the depth / vocabulary left of the budget
-                    why = plan_budget_why(
-                        self.opts.max_drop,
-                        float(spec["budget_left"]),
-                        int(ctx["choose_rows"]),
-                        min_rows(float(spec["budget_left"])),
-                    )
-                    if why is not None:
-                        todo.remove(c)
-                        record(c, {"key": c.key, "spec": spec, "built": False, "why_not": why})
-                        continue
-                inputs = self.inputs(ctx, spec)
-                cached = self.work.cached("candidates", c.key, inputs)
-                todo.remove(c)
-                if cached is not None:
-                    cached["cached"] = True
-                    record(c, cached)
-                    continue
-                est = candidate_estimate(c, self.shape) * self.slowdown / max(1, pool_cpus)
-                late = self.out_of_time or est > self.left() - self.reserve()
-                if late and c == first and not self.admitted():
-                    self.overrun(c)  # built all the same: a run never ships nothing
-                elif late:
-                    self.out_of_time = True
-                    record(
-                        c,
-                        {
-                            "key": c.key,
-                            "spec": spec,
-                            "built": False,
-                            "why_not": "time ran out before it was built",
-                        },
-                    )
-                    continue
-                tmp = self.work.begin("candidates", c.key)
-                running[pool.submit(build_candidate, dict(ctx), spec, str(tmp))] = (c, inputs)
-            if not running:
-                continue
-            done, _ = pool.wait(list(running), self.left() - self.reserve())
-            keep = [h for h, (c, _) in running.items() if c == first]
-            if not done and keep and not self.admitted():
-                # the given model's fp32 form is the one candidate the rule always admits:
-                # it finishes past the budget (bounded) rather than ship nothing
-                self.overrun(running[keep[0]][0])
-                done, _ = pool.wait(keep, OVERRUN_S)
-            if not done:  # the budget ran out with builds still running: stop them
-                self.out_of_time = True
-                for h, (c, _) in list(running.items()):
-                    pool.cancel(h)
-                    record(
-                        c,
-                        {
-                            "key": c.key,
-                            "spec": asdict(c),
-                            "built": False,
-                            "why_not": "time ran out while it was being built",
-                        },
-                    )
-                running.clear()
-                continue
-            for h in done:
-                c, inputs = running.pop(h)
-                rec = pool.result(h)
-                finished += 1
-                if "build_s" in rec and finished > pool_cpus:  # the first pay the imports
-                    took = float(rec["build_s"]) + float(rec.get("score_s", 0.0))
-                    self.measured(candidate_estimate(c, self.shape), took)
-                rec.setdefault("key", c.key)
-                if rec.get("built"):
-                    rec = self.work.finish("candidates", c.key, inputs, rec)
-                record(c, rec)
-        if self.out_of_time:
-            self.notes.append(
-                "the time budget ran out: the pick is the best candidate measured so far"
-            )
+    def run_candidates(self, ctx: RunContext, pool: Any) -> None:
+        """Every planned candidate on ``pool`` (:class:`~albert_edge.optimize.schedule.Scheduler`)."""
+        Scheduler(self, ctx, pool).run()
 
     # --- timing and the pick -------------------------------------------------------------
 
@@ -649,7 +557,7 @@ class Search:
         the objective compares the means. ``report``: the report split's file."""
         from albert_edge.bench.schema import machine_info
         from albert_edge.optimize.latency import ROUNDS, TIMING_ROWS, time_rows
-        from albert_edge.optimize.stages import task_rows
+        from albert_edge.optimize.scoring import task_rows
 
         finalists = self.finalists()
         if not finalists or report is None:

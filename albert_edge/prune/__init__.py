@@ -5,6 +5,7 @@ distilling the unpruned model, written as a plain Hugging Face checkpoint
 written. ``albert-edge prune``; docs/prune.md.
 
 * :func:`prune` / :class:`PruneOptions` / :class:`PruneResult` — the run (:mod:`.api`);
+  :func:`search_level` — a level chosen on rows, nothing sliced or written;
 * :mod:`.gates` — per-pass gates on heads and neurons, and the importance they give;
 * :mod:`.plan` — what is kept, and its FLOPs; :mod:`.search` — the level a budget admits;
 * :mod:`.heal` — the distillation; :mod:`.write` — the checkpoint and its record.
@@ -12,7 +13,7 @@ written. ``albert-edge prune``; docs/prune.md.
 
 from __future__ import annotations
 
-from albert_edge.prune.api import PruneOptions, PruneResult, precheck, prune
+from albert_edge.prune.api import Level, PruneOptions, PruneResult, precheck, prune, search_level
 from albert_edge.prune.gates import Gates, Scores, depths, importance
 from albert_edge.prune.heal import HealSettings
 from albert_edge.prune.plan import Plan, PruneError, encoder_flops, make_plan
@@ -22,6 +23,7 @@ __all__ = [
     "PRUNE_FILE",
     "Gates",
     "HealSettings",
+    "Level",
     "Plan",
     "PruneError",
     "PruneOptions",
@@ -35,4 +37,5 @@ __all__ = [
     "make_plan",
     "precheck",
     "prune",
+    "search_level",
 ]

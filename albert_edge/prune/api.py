@@ -25,6 +25,7 @@ The run (:func:`prune`):
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,7 +91,7 @@ class PruneResult:
     record: dict[str, Any]
 
 
-def _split(n: int, opts: PruneOptions, where: str) -> tuple[list[int], list[int], list[int]]:
+def split_indices(n: int, opts: PruneOptions, where: str) -> tuple[list[int], list[int], list[int]]:
     """(fit, choose, report) example indices: disjoint, drawn by ``opts.seed``."""
     import numpy as np
 
@@ -140,7 +141,7 @@ def precheck(checkpoint: str | Path | None, data: str | Path, options: PruneOpti
 
         ffn_count(options.ffn_keep, int(config.get("intermediate_size") or 0))
     rows = read_task_data(data, src, config)
-    _split(len(rows.examples), options, str(data))
+    split_indices(len(rows.examples), options, str(data))
     return rows
 
 
@@ -180,157 +181,171 @@ def _say(text: str) -> None:
         print(f"albert-edge prune: {text}", file=sys.stderr)
 
 
+@dataclass
+class Level:
+    """What :func:`search_level` chose: the plan, every judged level (the evidence), the
+    rule (None without a budget) and the unpruned model's metrics on the choose rows."""
+
+    plan: Plan
+    evidence: list[dict[str, Any]]
+    rule: dict[str, Any] | None
+    reference: Any
+
+
+def search_level(
+    model: Any,
+    head: str,
+    scores: Any,
+    choose: tuple[TaskData, Any],
+    opts: PruneOptions,
+    say: Callable[[str], None] = _say,
+) -> Level:
+    """The level ``opts`` asks for (``heads_keep`` / ``ffn_keep`` as given, or with
+    ``max_drop`` the cheapest the rule admits: :func:`albert_edge.prune.search.search`),
+    each judged level run on the ``choose`` rows (task data, features) with 0/1 gates on
+    the unpruned ``model`` against the ungated model; ``scores``: :func:`importance`'s.
+    Nothing is sliced or written: :func:`albert_edge.prune.write.apply_plan` does that."""
+    from albert_edge.prune import evaluate
+    from albert_edge.prune.plan import encoder_flops, ffn_count, make_plan
+    from albert_edge.prune.search import search
+
+    config = model.config
+    choose_data, choose_feats = choose
+    ref = evaluate.metrics(model, head, choose_data, choose_feats)
+    H, F = int(config.num_attention_heads), int(config.intermediate_size)
+    fixed_f = ffn_count(opts.ffn_keep, F) if opts.ffn_keep is not None else None
+
+    def judge(h: int, f: int) -> dict[str, Any]:
+        plan = make_plan(scores.head_totals(), scores.ffn_totals(), h, f, config)
+        rec = evaluate.versus(
+            evaluate.metrics(model, head, choose_data, choose_feats, plan.masks()), ref
+        )
+        flops = encoder_flops(config, h, f) / encoder_flops(config, H, F)
+        say(f"level heads {h}/{H} FFN {f}/{F}: {evaluate.describe(rec)} (choose rows)")
+        return {"heads_keep": h, "ffn_keep": f, "flops_ratio": flops, **rec}
+
+    def cost(h: int, f: int) -> float:
+        return float(encoder_flops(config, h, f))
+
+    chosen, evidence, rule = search(judge, cost, H, F, opts.heads_keep, fixed_f, opts)
+    plan = make_plan(scores.head_totals(), scores.ffn_totals(), chosen[0], chosen[1], config)
+    return Level(plan=plan, evidence=evidence, rule=rule, reference=ref)
+
+
+def _heal(
+    model: Any,
+    pruned: Any,
+    head: str,
+    fit: tuple[TaskData, Any],
+    choose: tuple[TaskData, Any],
+    reference: Any,
+    opts: PruneOptions,
+) -> tuple[Any, dict[str, Any]]:
+    """(the model to write, the heal record): ``pruned`` healed on the ``fit`` rows by
+    distilling ``model``, kept when it scores at least the unhealed on the choose rows."""
+    import copy
+
+    from albert_edge.prune import evaluate
+    from albert_edge.prune.heal import heal
+
+    if opts.heal.steps <= 0:
+        return pruned, {"steps": 0, "kept": "unhealed (no heal asked)"}
+    before = evaluate.metrics(pruned, head, *choose)
+    _say(f"healing {opts.heal.steps} steps on {len(fit[0].examples)} fit rows")
+    healed = copy.deepcopy(pruned)
+    t = time.time()
+    log = heal(healed, model, fit[1], head, opts.heal, opts.seed)
+    heal_s = time.time() - t
+    after = evaluate.metrics(healed, head, *choose)
+    keep_healed = after.value >= before.value
+    return healed if keep_healed else pruned, {
+        **asdict(opts.heal),
+        "rows": len(fit[0].examples),
+        "loss": "learn.tasks.task_loss with the unpruned model as teacher: alpha*CE + "
+        "(1-alpha)*T^2*KL(teacher || student at T) per head output",
+        "log": log,
+        "seconds": round(heal_s, 1),
+        "choose": {
+            "before": evaluate.versus(before, reference),
+            "after": evaluate.versus(after, reference),
+        },
+        "kept": "healed" if keep_healed else "unhealed (healing scored lower on choose rows)",
+    }
+
+
+def _report(
+    model: Any, pruned: Any, final: Any, head: str, report: tuple[TaskData, Any]
+) -> dict[str, Any]:
+    """The report rows (never chosen on): the pruned model before and, when kept, after
+    healing, each against the unpruned model."""
+    from albert_edge.prune import evaluate
+
+    _say("scoring the report rows")
+    ref = evaluate.metrics(model, head, *report)
+    rec = {"before_heal": evaluate.versus(evaluate.metrics(pruned, head, *report), ref)}
+    if final is not pruned:
+        rec["after_heal"] = evaluate.versus(evaluate.metrics(final, head, *report), ref)
+    return rec
+
+
 def _run(src: Path, rows: TaskData, out: Path, opts: PruneOptions) -> PruneResult:
     import torch
 
     from albert_edge.checkpoint import load_checkpoint
-    from albert_edge.prune import evaluate
     from albert_edge.prune.gates import depths, importance
-    from albert_edge.prune.plan import ffn_count
+    from albert_edge.prune.write import apply_plan
     from albert_edge.vocab.heldout import max_len_of
 
     t0 = time.time()
     torch.manual_seed(opts.seed)
     torch.set_num_threads(opts.threads)
     ckpt = load_checkpoint(src)
-    model, head, config = ckpt.model.eval(), ckpt.head.name, ckpt.config
+    model, head = ckpt.model.eval(), ckpt.head.name
     max_len = min(opts.max_len or 10**9, max_len_of(ckpt))
-    fit, choose, report = _split(len(rows.examples), opts, str(rows.path))
+    fit, choose, report = split_indices(len(rows.examples), opts, str(rows.path))
     tok = ckpt.tokenizer()
-    imp_data, imp_feats = _encode(tok, rows, fit[: opts.importance_rows], max_len)
-    choose_data, choose_feats = _encode(tok, rows, choose, max_len)
-    report_data, report_feats = _encode(tok, rows, report, max_len)
+    imp = _encode(tok, rows, fit[: opts.importance_rows], max_len)
+    choose_set = _encode(tok, rows, choose, max_len)
 
-    _say(f"importance on {len(imp_data.examples)} fit rows ({opts.importance_loss} loss)")
+    _say(f"importance on {len(imp[0].examples)} fit rows ({opts.importance_loss} loss)")
     t = time.time()
-    scores = importance(
-        model, imp_feats, head, own=opts.importance_loss == "own", batch_size=opts.batch_size
-    )
+    own = opts.importance_loss == "own"
+    scores = importance(model, imp[1], head, own=own, batch_size=opts.batch_size)
     importance_s = time.time() - t
-    ref_choose = evaluate.metrics(model, head, choose_data, choose_feats)
-    H, F = int(config.num_attention_heads), int(config.intermediate_size)
-    fixed_h = opts.heads_keep
-    fixed_f = ffn_count(opts.ffn_keep, F) if opts.ffn_keep is not None else None
-
-    def judge(h: int, f: int) -> dict[str, Any]:
-        from albert_edge.prune.plan import encoder_flops, make_plan
-
-        plan = make_plan(scores.head_totals(), scores.ffn_totals(), h, f, config)
-        rec = evaluate.versus(
-            evaluate.metrics(model, head, choose_data, choose_feats, plan.masks()), ref_choose
-        )
-        row = {
-            "heads_keep": h,
-            "ffn_keep": f,
-            "flops_ratio": encoder_flops(config, h, f) / encoder_flops(config, H, F),
-            **rec,
-        }
-        _say(f"level heads {h}/{H} FFN {f}/{F}: {evaluate.describe(rec)} (choose rows)")
-        return row
-
-    from albert_edge.prune.search import search
-
     t = time.time()
-    from albert_edge.prune.plan import encoder_flops
-
-    def cost(h: int, f: int) -> float:
-        return float(encoder_flops(config, h, f))
-
-    chosen, evidence, rule = search(judge, cost, H, F, fixed_h, fixed_f, opts)
+    level = search_level(model, head, scores, choose_set, opts)
     search_s = time.time() - t
-    from albert_edge.prune.plan import make_plan
-
-    plan = make_plan(scores.head_totals(), scores.ffn_totals(), chosen[0], chosen[1], config)
-    from albert_edge.prune.write import apply_plan
-
-    pruned = apply_plan(model, plan)
-    before_choose = evaluate.metrics(pruned, head, choose_data, choose_feats)
-    heal_record: dict[str, Any] = {"steps": 0, "kept": "unhealed (no heal asked)"}
-    final = pruned
-    if opts.heal.steps > 0:
-        import copy
-
-        from albert_edge.prune.heal import heal
-
-        fit_data, fit_feats = _encode(tok, rows, fit, max_len)
-        _say(f"healing {opts.heal.steps} steps on {len(fit_data.examples)} fit rows")
-        healed = copy.deepcopy(pruned)
-        t = time.time()
-        log = heal(healed, model, fit_feats, head, opts.heal, opts.seed)
-        heal_s = time.time() - t
-        after_choose = evaluate.metrics(healed, head, choose_data, choose_feats)
-        keep_healed = after_choose.value >= before_choose.value
-        final = healed if keep_healed else pruned
-        heal_record = {
-            **asdict(opts.heal),
-            "rows": len(fit_data.examples),
-            "loss": "learn.tasks.task_loss with the unpruned model as teacher: alpha*CE + "
-            "(1-alpha)*T^2*KL(teacher || student at T) per head output",
-            "log": log,
-            "seconds": round(heal_s, 1),
-            "choose": {
-                "before": evaluate.versus(before_choose, ref_choose),
-                "after": evaluate.versus(after_choose, ref_choose),
-            },
-            "kept": "healed" if keep_healed else "unhealed (healing scored lower on choose rows)",
-        }
-    _say("scoring the report rows")
-    ref_report = evaluate.metrics(model, head, report_data, report_feats)
-    report_rec = {
-        "before_heal": evaluate.versus(
-            evaluate.metrics(pruned, head, report_data, report_feats), ref_report
-        ),
-    }
-    if final is not pruned:
-        report_rec["after_heal"] = evaluate.versus(
-            evaluate.metrics(final, head, report_data, report_feats), ref_report
-        )
+    pruned = apply_plan(model, level.plan)
+    fit_set = _encode(tok, rows, fit, max_len) if opts.heal.steps > 0 else imp
+    final, heal_record = _heal(model, pruned, head, fit_set, choose_set, level.reference, opts)
+    report_set = _encode(tok, rows, report, max_len)
+    report_rec = _report(model, pruned, final, head, report_set)
     record = _record(
         ckpt,
         rows,
         opts,
-        plan,
+        level,
         scores,
-        depths(config),
-        evidence,
-        rule,
+        depths(ckpt.config),
         (fit, choose, report),
         heal_record,
         report_rec,
-        len(imp_data.examples),
+        len(imp[0].examples),
     )
     record["seconds"] = {
         "importance": round(importance_s, 1),
         "search": round(search_s, 1),
         "total": round(time.time() - t0, 1),
     }
-    _write(src, out, final, ckpt.head, record, report_feats, opts)
-    return PruneResult(out=out, plan=plan, record=record)
+    _write(src, out, final, ckpt.head, record, report_set[1], opts)
+    return PruneResult(out=out, plan=level.plan, record=record)
 
 
-def _record(
-    ckpt: Any,
-    rows: TaskData,
-    opts: PruneOptions,
-    plan: Plan,
-    scores: Any,
-    runs_at: dict[int, list[int]],
-    evidence: list[dict[str, Any]],
-    rule: dict[str, Any] | None,
-    split: tuple[list[int], list[int], list[int]],
-    heal_record: dict[str, Any],
-    report: dict[str, Any],
-    importance_rows: int,
-) -> dict[str, Any]:
-    """``prune.json``: what was pruned, on what data, how chosen, what it cost."""
-    from albert_edge.layout import source_record
-    from albert_edge.manifest import sha256_file
-    from albert_edge.prune.plan import encoder_flops, encoder_parameters
-
-    config = ckpt.config
-    H, F = plan.num_heads, plan.intermediate
-    h, f = plan.heads_keep, plan.ffn_keep
-    heads_total, _ffn_total = scores.head_totals(), scores.ffn_totals()
+def _layers(plan: Plan, scores: Any, runs_at: dict[int, list[int]]) -> dict[str, Any]:
+    """Per flat layer: the depths it runs at, heads kept and removed, their importance
+    (summed and per pass) and the FFN neurons kept."""
+    H = plan.num_heads
+    heads_total = scores.head_totals()
     layers = {}
     for flat, kept in plan.heads.items():
         layers[str(flat)] = {
@@ -343,21 +358,68 @@ def _record(
             ],
             "ffn_kept": list(plan.ffn[flat]),
         }
+    return layers
+
+
+def _data_record(
+    rows: TaskData, opts: PruneOptions, split: tuple[list[int], list[int], list[int]]
+) -> dict[str, Any]:
+    """The data a prune read, and how it was split."""
+    from albert_edge.manifest import sha256_file
+
+    return {
+        "file": Path(rows.path).name,
+        "sha256": sha256_file(Path(rows.path)),
+        "read_as": rows.format,
+        "task": rows.kind.value,
+        "rows": len(rows.examples),
+        "fit_rows": len(split[0]),
+        "choose_rows": len(split[1]),
+        "report_rows": len(split[2]),
+        "split": f"numpy default_rng({opts.seed}).permutation(rows): the first "
+        f"{len(split[1])} choose, the next {len(split[2])} report, the rest fit",
+    }
+
+
+def cost_record(config: Any, plan: Plan) -> dict[str, Any]:
+    """Encoder FLOPs at 128 tokens and shared-layer parameters, unpruned and pruned."""
+    from albert_edge.prune.plan import encoder_flops, encoder_parameters
+
+    H, F = plan.num_heads, plan.intermediate
+    h, f = plan.heads_keep, plan.ffn_keep
+    return {
+        "encoder_flops_128": {
+            "unpruned": encoder_flops(config, H, F),
+            "pruned": encoder_flops(config, h, f),
+            "ratio": round(encoder_flops(config, h, f) / encoder_flops(config, H, F), 6),
+        },
+        "shared_layer_parameters": {
+            "unpruned": encoder_parameters(config, H, F),
+            "pruned": encoder_parameters(config, h, f),
+        },
+    }
+
+
+def _record(
+    ckpt: Any,
+    rows: TaskData,
+    opts: PruneOptions,
+    level: Level,
+    scores: Any,
+    runs_at: dict[int, list[int]],
+    split: tuple[list[int], list[int], list[int]],
+    heal_record: dict[str, Any],
+    report: dict[str, Any],
+    importance_rows: int,
+) -> dict[str, Any]:
+    """``prune.json``: what was pruned, on what data, how chosen, what it cost."""
+    from albert_edge.layout import source_record
+
+    plan = level.plan
     return {
         "format": "albert-edge prune 1",
         "source": source_record(ckpt),
-        "data": {
-            "file": Path(rows.path).name,
-            "sha256": sha256_file(Path(rows.path)),
-            "read_as": rows.format,
-            "task": rows.kind.value,
-            "rows": len(rows.examples),
-            "fit_rows": len(split[0]),
-            "choose_rows": len(split[1]),
-            "report_rows": len(split[2]),
-            "split": f"numpy default_rng({opts.seed}).permutation(rows): the first "
-            f"{len(split[1])} choose, the next {len(split[2])} report, the rest fit",
-        },
+        "data": _data_record(rows, opts, split),
         "importance": {
             "method": "first-order Taylor: |d loss / d gate| of a per-row gate on each head's "
             "context and each FFN neuron's activation, at every pass of the shared layer, "
@@ -369,33 +431,23 @@ def _record(
             "seed": opts.seed,
         },
         "kept": {
-            "heads_per_layer": h,
-            "of_heads": H,
-            "ffn_per_layer": f,
-            "of_ffn": F,
+            "heads_per_layer": plan.heads_keep,
+            "of_heads": plan.num_heads,
+            "ffn_per_layer": plan.ffn_keep,
+            "of_ffn": plan.intermediate,
             "pruned_heads": {str(k): v for k, v in plan.removed_heads().items()},
-            "intermediate_size": f,
+            "intermediate_size": plan.ffn_keep,
         },
-        "cost": {
-            "encoder_flops_128": {
-                "unpruned": encoder_flops(config, H, F),
-                "pruned": encoder_flops(config, h, f),
-                "ratio": round(encoder_flops(config, h, f) / encoder_flops(config, H, F), 6),
-            },
-            "shared_layer_parameters": {
-                "unpruned": encoder_parameters(config, H, F),
-                "pruned": encoder_parameters(config, h, f),
-            },
-        },
+        "cost": cost_record(ckpt.config, plan),
         "selection": {
             "how": "max-drop search" if opts.max_drop is not None else "as given",
-            "rule": rule,
-            "evidence": evidence,
+            "rule": level.rule,
+            "evidence": level.evidence,
             "on": "choose rows, the unpruned model with 0/1 gates (unhealed)",
         },
         "heal": heal_record,
         "report": report,
-        "layers": layers,
+        "layers": _layers(plan, scores, runs_at),
     }
 
 
@@ -432,3 +484,20 @@ def _write(
             )
         record["loaded_back"] = {"by": "transformers from_pretrained", "max_abs_diff": worst}
         (tmp / PRUNE_FILE).write_text(dumps_strict(record, indent=2) + "\n")
+
+
+def summary_lines(result: PruneResult) -> list[str]:
+    """What ``albert-edge prune`` prints: the level kept, its FLOPs factor, and the
+    report rows' metric before and after healing against the unpruned model."""
+    from albert_edge.prune.evaluate import describe
+
+    rec = result.record
+    kept = rec["kept"]
+    lines = [
+        f"{result.out}: heads {kept['heads_per_layer']}/{kept['of_heads']} and FFN "
+        f"{kept['ffn_per_layer']}/{kept['of_ffn']} per shared layer; encoder FLOPs x"
+        f"{rec['cost']['encoder_flops_128']['ratio']:.3f} (128 tokens)"
+    ]
+    for name, r in rec["report"].items():
+        lines.append(f"  report rows, {name.replace('_', ' ')}: {describe(r)}")
+    return lines

@@ -42,6 +42,24 @@ def add_parser(sub: Any, quiet: Any) -> None:
     p.add_argument(
         "-o", "--output", type=output_arg, required=True, help="checkpoint directory to write"
     )
+    _add_level_flags(p)
+    _add_heal_flags(p)
+    p.add_argument(
+        "--max-len",
+        type=int_at_least(8),
+        default=None,
+        help="tokens per row (default: the checkpoint's fine-tuned length, else positions)",
+    )
+    p.add_argument("--seed", type=seed_value, default=13, help="split, batches (default 13)")
+    p.add_argument("--threads", type=int_at_least(1), default=1, help="torch threads (default 1)")
+    p.add_argument("--overwrite", action="store_true", help="replace a previous pruned checkpoint")
+    p.add_argument("--json", action="store_true", help="print prune.json's record as JSON")
+    quiet(p)
+    p.set_defaults(run=run_prune)
+
+
+def _add_level_flags(p: Any) -> None:
+    """What is pruned, and how it is chosen: the level, the budget, the rows."""
     p.add_argument(
         "--heads-keep",
         type=int_at_least(1),
@@ -97,6 +115,10 @@ def add_parser(sub: Any, quiet: Any) -> None:
         default=None,
         help="rows scored once for the record (default: 10%% of --data, 32 to 2000)",
     )
+
+
+def _add_heal_flags(p: Any) -> None:
+    """The healing distillation's settings."""
     heal = p.add_argument_group("healing (a distillation of the unpruned model)")
     heal.add_argument(
         "--heal-steps",
@@ -119,18 +141,6 @@ def add_parser(sub: Any, quiet: Any) -> None:
     heal.add_argument(
         "--heal-batch-size", type=int_at_least(1), default=32, help="(default: %(default)s)"
     )
-    p.add_argument(
-        "--max-len",
-        type=int_at_least(8),
-        default=None,
-        help="tokens per row (default: the checkpoint's fine-tuned length, else positions)",
-    )
-    p.add_argument("--seed", type=seed_value, default=13, help="split, batches (default 13)")
-    p.add_argument("--threads", type=int_at_least(1), default=1, help="torch threads (default 1)")
-    p.add_argument("--overwrite", action="store_true", help="replace a previous pruned checkpoint")
-    p.add_argument("--json", action="store_true", help="print prune.json's record as JSON")
-    quiet(p)
-    p.set_defaults(run=run_prune)
 
 
 def options(a: argparse.Namespace) -> Any:
@@ -157,6 +167,7 @@ def options(a: argparse.Namespace) -> Any:
 
 def run_prune(a: argparse.Namespace) -> int:
     from albert_edge.prune import prune
+    from albert_edge.prune.api import summary_lines
 
     # prune() judges the output, the flags and --data against the head before any load
     result = prune(a.checkpoint, a.data, a.output, options(a))
@@ -165,15 +176,5 @@ def run_prune(a: argparse.Namespace) -> int:
 
         print(dumps_strict(result.record, indent=2))
         return 0
-    rec = result.record
-    kept = rec["kept"]
-    print(
-        f"{a.output}: heads {kept['heads_per_layer']}/{kept['of_heads']} and FFN "
-        f"{kept['ffn_per_layer']}/{kept['of_ffn']} per shared layer; encoder FLOPs x"
-        f"{rec['cost']['encoder_flops_128']['ratio']:.3f} (128 tokens)"
-    )
-    from albert_edge.prune.evaluate import describe
-
-    for name, r in rec["report"].items():
-        print(f"  report rows, {name.replace('_', ' ')}: {describe(r)}")
+    print("\n".join(summary_lines(result)))
     return 0

@@ -15,6 +15,10 @@ The file is recognised by its content and header (:func:`detect_task`): GLUE .ts
 text only as masked-LM data when asked for (``task="masked-lm"``), since any text file
 would otherwise pass. Bad data is one :class:`DataError` line naming the file.
 
+Each task is one :class:`Task` (``task_for(kind)``), registered once in :data:`TASKS`
+(:mod:`albert_edge.tasks.registry`): detecting, reading, encoding, scoring and describing
+dispatch through it, never through a chain of ``if kind is ...``.
+
 "This file, for this model" is :func:`read_task_data`: the file read and checked against
 a checkpoint's head, labels and tags from its config.json (:func:`model_config`, no
 torch), so every lever that takes ``--data`` refuses a wrong file in one line before any
@@ -29,7 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from albert_edge.errors import UnsupportedError
 from albert_edge.tasks.files import DataError, read_text
-from albert_edge.tasks.stats import Interval, paired_bootstrap, paired_metric_interval
+from albert_edge.tasks.registry import TASKS  # the registry, filled once on import
+from albert_edge.tasks.stats import (
+    Interval,
+    metric_interval,
+    paired_bootstrap,
+    paired_metric_interval,
+)
 from albert_edge.tasks.types import (
     EXPECTED_FORMAT,
     HEAD_TASKS,
@@ -39,11 +49,14 @@ from albert_edge.tasks.types import (
     Features,
     Metrics,
     QAExample,
+    Sniff,
+    Task,
     TaskData,
     TaskKind,
     TextExample,
     TokenExample,
     run_features,
+    task_for,
     task_kind,
 )
 
@@ -55,6 +68,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EXPECTED_FORMAT",
     "HEAD_TASKS",
+    "TASKS",
     "TASK_HEADS",
     "ChoiceExample",
     "ClassificationExample",
@@ -63,6 +77,7 @@ __all__ = [
     "Interval",
     "Metrics",
     "QAExample",
+    "Task",
     "TaskData",
     "TaskKind",
     "TextExample",
@@ -71,6 +86,7 @@ __all__ = [
     "checkpoint_config",
     "detect_task",
     "encode",
+    "metric_interval",
     "model_config",
     "paired_bootstrap",
     "paired_metric_interval",
@@ -79,37 +95,32 @@ __all__ = [
     "read_task_file",
     "run_features",
     "score",
+    "score_options",
+    "task_for",
     "task_kind",
 ]
 
 
 def detect_task(path: str | Path, text: str | None = None) -> TaskKind | None:
     """The task a file's content and header identify, None for text no reader claims
-    (which is masked-LM data only when asked for)."""
-    from albert_edge.tasks import choice, classification, squad, tokens
+    (which is masked-LM data only when asked for). Each registered :class:`Task` is asked
+    in turn (:mod:`albert_edge.tasks.registry` says the order)."""
+    from albert_edge.tasks.choice import parse_json_or_lines
 
     p = Path(path)
     text = read_text(p) if text is None else text
     head = text.lstrip()[:1]
-    if head in "{[" and head:
-        obj = choice.parse_json_or_lines(p, text)
-        if squad.looks_like_squad(obj):
-            return TaskKind.QUESTION_ANSWERING
-        if choice.looks_like_race(obj):
-            return TaskKind.MULTIPLE_CHOICE
-        return None
-    lines = text.splitlines()
-    first = lines[0]
-    cells = first.split("\t")
-    if classification.is_header(cells):
-        return TaskKind.CLASSIFICATION
-    rows = [ln.split("\t") for ln in lines[:1]]
-    if classification.looks_like_cola(rows):
-        return TaskKind.CLASSIFICATION
-    if choice.looks_like_swag(first):
-        return TaskKind.MULTIPLE_CHOICE
-    if tokens.looks_like_conll(lines):
-        return TaskKind.TOKEN_CLASSIFICATION
+    is_json = bool(head) and head in "{["
+    sniff = Sniff(
+        path=p,
+        text=text,
+        json=is_json,
+        obj=parse_json_or_lines(p, text) if is_json else None,
+        lines=() if is_json else text.splitlines(),
+    )
+    for task in TASKS.values():
+        if task.looks(sniff):
+            return task.kind
     return None
 
 
@@ -135,45 +146,36 @@ def read_task_file(
     (config.json), so a pair file for a single-sentence model (or the reverse) is refused
     from its header, before its labels are.
     """
-    from albert_edge.tasks import choice, classification, squad, tokens
-
     p = Path(path)
     text = read_text(p)
     want = task_kind(task) if task is not None else None
     found = detect_task(p, text)
+    labels: dict[str, Any] = {
+        "label2id": label2id,
+        "num_labels": num_labels,
+        "finetuning_task": finetuning_task,
+    }
     if found is None:
-        if want is TaskKind.MASKED_LM:
-            return choice.read_lines(p, text)
+        if want is not None and not task_for(want).detectable:  # plain text, as asked
+            return task_for(want).read(p, text)
         if want is TaskKind.CLASSIFICATION or (want is None and _tabular(text)):
             # the header is wrong: the classification reader says what it found
-            return classification.read_classification(
-                p, text, label2id=label2id, num_labels=num_labels, finetuning_task=finetuning_task
-            )
+            return task_for(TaskKind.CLASSIFICATION).read(p, text, **labels)
         if want is not None:
             raise DataError(f"{p}: not {EXPECTED_FORMAT[want]}")
         raise DataError(
             f"{p}: not a task file albert-edge recognises; expected "
-            + "; or ".join(EXPECTED_FORMAT[k] for k in TaskKind if k is not TaskKind.MASKED_LM)
+            + "; or ".join(t.expected for t in TASKS.values() if t.detectable)
             + " (plain text is read as masked-LM data with --task masked-lm)"
         )
     if head is not None and HEAD_TASKS.get(head) not in (None, found):
         _refuse_kind(p, found, head, model)
     if want is not None and found is not want:
         raise DataError(
-            f"{p}: this is {found.value} data ({_name(found)}), but the task is {want.value}: "
-            f"expected {EXPECTED_FORMAT[want]}"
+            f"{p}: this is {found.value} data ({task_for(found).name}), but the task is "
+            f"{want.value}: expected {EXPECTED_FORMAT[want]}"
         )
-    if found is TaskKind.CLASSIFICATION:
-        return classification.read_classification(
-            p, text, label2id=label2id, num_labels=num_labels, finetuning_task=finetuning_task
-        )
-    if found is TaskKind.TOKEN_CLASSIFICATION:
-        return tokens.read_conll(p, text, label2id=label2id)
-    if found is TaskKind.QUESTION_ANSWERING:
-        return squad.read_squad(p, squad.load_json(p, text))
-    if text.lstrip()[:1] in "{[":
-        return choice.read_race(p, choice.parse_json_or_lines(p, text))
-    return choice.read_swag(p, text)
+    return task_for(found).read(p, text, **labels)
 
 
 def _refuse_kind(path: Path, found: TaskKind, head: str, model: str | Path | None) -> None:
@@ -181,7 +183,7 @@ def _refuse_kind(path: Path, found: TaskKind, head: str, model: str | Path | Non
     who = f"{model} is" if model is not None else "the model is"
     need = HEAD_TASKS[head]
     raise DataError(
-        f"{path}: {found.value} data ({_name(found)}), but {who} a {head} "
+        f"{path}: {found.value} data ({task_for(found).name}), but {who} a {head} "
         f"model; it needs {EXPECTED_FORMAT[need]}"
     )
 
@@ -189,16 +191,6 @@ def _refuse_kind(path: Path, found: TaskKind, head: str, model: str | Path | Non
 def _tabular(text: str) -> bool:
     first = text.splitlines()[0].lower()
     return "\t" in first or "label" in first
-
-
-def _name(kind: TaskKind) -> str:
-    return {
-        TaskKind.CLASSIFICATION: "a GLUE-style .tsv",
-        TaskKind.TOKEN_CLASSIFICATION: "a CoNLL file",
-        TaskKind.QUESTION_ANSWERING: "a SQuAD .json",
-        TaskKind.MULTIPLE_CHOICE: "SWAG/RACE",
-        TaskKind.MASKED_LM: "plain text",
-    }[kind]
 
 
 def check_fits(
@@ -212,8 +204,6 @@ def check_fits(
     """Refuse data the model's head cannot be scored on, in one line naming the file and
     the format the head needs: a SQuAD file for a classifier, a pair file for a model
     fine-tuned on single sentences (config.json ``finetuning_task``), and so on."""
-    from albert_edge.tasks.classification import check_fits_classifier
-
     need = HEAD_TASKS.get(head)
     who = f"{model} is" if model is not None else "the model is"
     if need is None:
@@ -223,8 +213,7 @@ def check_fits(
         )
     if need is not data.kind:
         _refuse_kind(data.path, data.kind, head, model)
-    if need is TaskKind.CLASSIFICATION and num_labels is not None:
-        check_fits_classifier(data, num_labels, finetuning_task)
+    task_for(need).check_fits(data, num_labels, finetuning_task)
 
 
 def encode(
@@ -235,17 +224,7 @@ def encode(
 ) -> Features:
     """The model inputs of ``data`` (see :class:`Features`). ``stride``: SQuAD's window
     overlap in tokens (default 128, at most half a window); other tasks ignore it."""
-    from albert_edge.tasks import choice, classification, squad, tokens
-
-    if data.kind is TaskKind.CLASSIFICATION:
-        return classification.encode_classification(data, tokenizer, max_len)
-    if data.kind is TaskKind.TOKEN_CLASSIFICATION:
-        return tokens.encode_tokens(data, tokenizer, max_len)
-    if data.kind is TaskKind.QUESTION_ANSWERING:
-        return squad.encode_squad(data, tokenizer, max_len, stride)
-    if data.kind is TaskKind.MULTIPLE_CHOICE:
-        return choice.encode_choice(data, tokenizer, max_len)
-    return choice.encode_masked(data, tokenizer, max_len)
+    return task_for(data.kind).encode(data, tokenizer, max_len, stride)
 
 
 def score(
@@ -257,17 +236,17 @@ def score(
     """The task's metrics from a model's outputs (one array per feature, as
     :func:`run_features` returns them). ``options``: SQuAD's ``null_threshold``,
     ``eval_on``, ``n_best``, ``max_answer_length``."""
-    from albert_edge.tasks import choice, classification, squad, tokens
+    return task_for(data.kind).score(data, features, outputs, **options)
 
-    if data.kind is TaskKind.CLASSIFICATION:
-        return classification.score_classification(data, features, outputs)
-    if data.kind is TaskKind.TOKEN_CLASSIFICATION:
-        return tokens.score_tokens(data, features, outputs)
-    if data.kind is TaskKind.QUESTION_ANSWERING:
-        return squad.score_squad(data, features, outputs, **options)
-    if data.kind is TaskKind.MULTIPLE_CHOICE:
-        return choice.score_choice(data, features, outputs)
-    return choice.score_masked(data, features, outputs)
+
+def score_options(
+    data: TaskData, features: Features, reference: Mapping[str, Sequence[np.ndarray]]
+) -> dict[str, Any]:
+    """The options :func:`score` takes that are chosen on a reference model's outputs
+    (SQuAD v2.0: the null threshold, chosen on the even-numbered questions, every model
+    then scored on the odd ones, as ``verify`` does); ``{}`` for every other task. Score
+    the reference and each candidate with the same options."""
+    return task_for(data.kind).score_options(data, features, reference)
 
 
 def precheck_file(path: str | Path, task: TaskKind | str | None = None) -> None:

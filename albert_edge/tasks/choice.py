@@ -21,6 +21,8 @@ from albert_edge.tasks.types import (
     ChoiceExample,
     Features,
     Metrics,
+    Sniff,
+    Task,
     TaskData,
     TaskKind,
     TextExample,
@@ -242,3 +244,83 @@ def score_masked(
         resample=resample,
         notes={"masked_tokens": int(stats[:, 1].sum())},
     )
+
+
+class ChoiceTask(Task):
+    """Multiple choice: SWAG .csv or RACE .json/.jsonl, scored in accuracy."""
+
+    kind = TaskKind.MULTIPLE_CHOICE
+    name = "SWAG/RACE"
+    unit = "questions"
+    choices = True
+
+    def looks(self, sniff: Sniff) -> bool:
+        if sniff.json:
+            return looks_like_race(sniff.obj)
+        return looks_like_swag(sniff.lines[0])
+
+    def read(
+        self,
+        path: Path,
+        text: str,
+        *,
+        label2id: Mapping[str, int] | None = None,
+        num_labels: int | None = None,
+        finetuning_task: str | None = None,
+    ) -> TaskData:
+        if text.lstrip()[:1] in "{[":
+            return read_race(path, parse_json_or_lines(path, text))
+        return read_swag(path, text)
+
+    def encode(
+        self, data: TaskData, tokenizer: Any, max_len: int, stride: int | None = None
+    ) -> Features:
+        return encode_choice(data, tokenizer, max_len)
+
+    def score(
+        self,
+        data: TaskData,
+        features: Features,
+        outputs: Mapping[str, Sequence[np.ndarray]],
+        **options: Any,
+    ) -> Metrics:
+        return score_choice(data, features, outputs)
+
+    def describe(self, data: TaskData) -> str:
+        return f"{len(data.examples)} questions ({data.format})"
+
+
+class MaskedLMTask(Task):
+    """Masked-token accuracy on plain text: read only when asked for (any text file would
+    otherwise pass), so it recognises no file by itself."""
+
+    kind = TaskKind.MASKED_LM
+    name = "plain text"
+    unit = "lines of text"
+    per_token = True
+    detectable = False
+
+    def read(
+        self,
+        path: Path,
+        text: str,
+        *,
+        label2id: Mapping[str, int] | None = None,
+        num_labels: int | None = None,
+        finetuning_task: str | None = None,
+    ) -> TaskData:
+        return read_lines(path, text)
+
+    def encode(
+        self, data: TaskData, tokenizer: Any, max_len: int, stride: int | None = None
+    ) -> Features:
+        return encode_masked(data, tokenizer, max_len)
+
+    def score(
+        self,
+        data: TaskData,
+        features: Features,
+        outputs: Mapping[str, Sequence[np.ndarray]],
+        **options: Any,
+    ) -> Metrics:
+        return score_masked(data, features, outputs)

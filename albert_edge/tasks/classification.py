@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from albert_edge.tasks.files import DataError, tsv_rows
 from albert_edge.tasks.types import (
@@ -18,6 +18,8 @@ from albert_edge.tasks.types import (
     ClassificationExample,
     Features,
     Metrics,
+    Sniff,
+    Task,
     TaskData,
     TaskKind,
 )
@@ -414,3 +416,70 @@ def refuse_input(
             "(sentence pairs), as its config.json records; pass a pair file "
             "(sentence1/sentence2 columns, as RTE's)"
         )
+
+
+class ClassificationTask(Task):
+    """Sequence classification, single sentences or pairs (GLUE-style .tsv)."""
+
+    kind = TaskKind.CLASSIFICATION
+    name = "a GLUE-style .tsv"
+
+    def looks(self, sniff: Sniff) -> bool:
+        if sniff.json:
+            return False
+        first = sniff.lines[0]
+        return is_header(first.split("\t")) or looks_like_cola([first.split("\t")])
+
+    def read(
+        self,
+        path: Path,
+        text: str,
+        *,
+        label2id: Mapping[str, int] | None = None,
+        num_labels: int | None = None,
+        finetuning_task: str | None = None,
+    ) -> TaskData:
+        return read_classification(
+            path, text, label2id=label2id, num_labels=num_labels, finetuning_task=finetuning_task
+        )
+
+    def check_fits(
+        self, data: TaskData, num_labels: int | None, finetuning_task: str | None
+    ) -> None:
+        if num_labels is not None:
+            check_fits_classifier(data, num_labels, finetuning_task)
+
+    def encode(
+        self, data: TaskData, tokenizer: Any, max_len: int, stride: int | None = None
+    ) -> Features:
+        return encode_classification(data, tokenizer, max_len)
+
+    def score(
+        self,
+        data: TaskData,
+        features: Features,
+        outputs: Mapping[str, Sequence[np.ndarray]],
+        **options: Any,
+    ) -> Metrics:
+        return score_classification(data, features, outputs)
+
+    def describe(self, data: TaskData) -> str:
+        what = "sentence pairs" if data.pair else "sentences"
+        cols = "/".join(data.columns)
+        glue = ", " + data.glue_task if data.glue_task else ""
+        return f"{len(data.examples)} {what} ({cols}{glue})"
+
+    def learned_nothing(
+        self, metrics: Metrics, id2label: Mapping[Any, Any] | None, rows: str
+    ) -> str | None:
+        from albert_edge.tasks.learned import one_class_note
+
+        preds = metrics.predictions
+        if not preds or not all(isinstance(p, int) and not isinstance(p, bool) for p in preds):
+            return None  # a regression (STS-B) predicts numbers, not classes
+        classes = set(preds)
+        if len(classes) != 1:
+            return None
+        (only,) = classes
+        accuracy = metrics.values.get("accuracy", 0.0)
+        return one_class_note(int(metrics.examples), only, accuracy, id2label, rows=rows)

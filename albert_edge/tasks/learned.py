@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from albert_edge.tasks.types import Metrics, TaskKind
+from albert_edge.tasks.types import Metrics, task_for
 
 
 def learned_nothing(
@@ -26,23 +26,7 @@ def learned_nothing(
     n = int(metrics.examples)
     if n < 2:
         return None  # one row cannot show a single class
-    values = metrics.values
-    if metrics.kind is TaskKind.CLASSIFICATION:
-        preds = metrics.predictions
-        if not preds or not all(isinstance(p, int) and not isinstance(p, bool) for p in preds):
-            return None  # a regression (STS-B) predicts numbers, not classes
-        classes = set(preds)
-        if len(classes) != 1:
-            return None
-        (only,) = classes
-        return one_class_note(n, only, values.get("accuracy", 0.0), id2label, rows=rows)
-    if metrics.kind is TaskKind.TOKEN_CLASSIFICATION and values.get("f1") == 0.0:
-        return (
-            f"learned nothing: entity F1 is 0 on the {n:,} {rows} sentences (no entity found right)"
-        )
-    if metrics.kind is TaskKind.QUESTION_ANSWERING and values.get("exact_match") == 0.0:
-        return f"learned nothing: exact match is 0 on the {n:,} {rows} questions (no answer exactly right)"
-    return None
+    return task_for(metrics.kind).learned_nothing(metrics, id2label, rows)
 
 
 def one_class_note(

@@ -35,6 +35,8 @@ from albert_edge.tasks.types import (
     Features,
     Metrics,
     QAExample,
+    Sniff,
+    Task,
     TaskData,
     TaskKind,
 )
@@ -428,3 +430,63 @@ def load_json(path: Path, text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+
+
+class QATask(Task):
+    """Extractive question answering: SQuAD v1.1 / v2.0, scored in SQuAD's F1 and exact
+    match over windows."""
+
+    kind = TaskKind.QUESTION_ANSWERING
+    name = "a SQuAD .json"
+    unit = "questions"
+    per_token = True
+
+    def looks(self, sniff: Sniff) -> bool:
+        return sniff.json and looks_like_squad(sniff.obj)
+
+    def read(
+        self,
+        path: Path,
+        text: str,
+        *,
+        label2id: Mapping[str, int] | None = None,
+        num_labels: int | None = None,
+        finetuning_task: str | None = None,
+    ) -> TaskData:
+        return read_squad(path, load_json(path, text))
+
+    def encode(
+        self, data: TaskData, tokenizer: Any, max_len: int, stride: int | None = None
+    ) -> Features:
+        return encode_squad(data, tokenizer, max_len, stride)
+
+    def score(
+        self,
+        data: TaskData,
+        features: Features,
+        outputs: Mapping[str, Sequence[np.ndarray]],
+        **options: Any,
+    ) -> Metrics:
+        return score_squad(data, features, outputs, **options)
+
+    def score_options(
+        self, data: TaskData, features: Features, reference: Mapping[str, Sequence[np.ndarray]]
+    ) -> dict[str, Any]:
+        """SQuAD v2.0: the null threshold chosen on the reference's outputs for the
+        even-numbered questions, every model scored on the odd ones (as ``verify`` does)."""
+        if data.format != "squad-v2.0":
+            return {}
+        choose, held = held_out_split(len(data.examples))
+        thr = choose_null_threshold(data, best_spans(data, features, reference), choose)
+        return {"null_threshold": thr, "eval_on": held}
+
+    def describe(self, data: TaskData) -> str:
+        return f"{len(data.examples)} questions ({data.format})"
+
+    def learned_nothing(
+        self, metrics: Metrics, id2label: Mapping[Any, Any] | None, rows: str
+    ) -> str | None:
+        if metrics.values.get("exact_match") != 0.0:
+            return None
+        n = int(metrics.examples)
+        return f"learned nothing: exact match is 0 on the {n:,} {rows} questions (no answer exactly right)"

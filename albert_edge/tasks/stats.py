@@ -132,6 +132,18 @@ def paired_metric_interval(
     return Interval(candidate.values[name] - reference.values[name], float(low), float(high))
 
 
+def metric_interval(m: Metrics, *, resamples: int, seed: int) -> tuple[float, float]:
+    """The 95 % percentile bootstrap interval of ``m``'s primary metric over its examples
+    (for accuracy: :func:`accuracy_interval`'s, draw for draw)."""
+    import numpy as np
+
+    values = np.concatenate(
+        [m.resample(idx)[m.primary] for idx in resample_indices(m.examples, resamples, seed)]
+    )
+    low, high = np.percentile(values, [2.5, 97.5])
+    return float(low), float(high)
+
+
 def _pick(
     resample: Callable[[np.ndarray], dict[str, np.ndarray]], idx: np.ndarray, name: str
 ) -> Any:

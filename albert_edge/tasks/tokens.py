@@ -14,13 +14,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from albert_edge.tasks.files import DataError
 from albert_edge.tasks.types import (
     EXPECTED_FORMAT,
     Features,
     Metrics,
+    Sniff,
+    Task,
     TaskData,
     TaskKind,
     TokenExample,
@@ -284,3 +286,53 @@ def entity_counts(gold: Sequence[str], pred: Sequence[str]) -> tuple[int, int, i
     g = set(get_entities(list(gold)))
     p = set(get_entities(list(pred)))
     return len(g & p), len(p), len(g)
+
+
+class TokenTask(Task):
+    """Token classification: CoNLL-2003 named entities, scored in entity F1."""
+
+    kind = TaskKind.TOKEN_CLASSIFICATION
+    name = "a CoNLL file"
+    unit = "sentences"
+    per_token = True
+
+    def looks(self, sniff: Sniff) -> bool:
+        return not sniff.json and looks_like_conll(sniff.lines)
+
+    def read(
+        self,
+        path: Path,
+        text: str,
+        *,
+        label2id: Mapping[str, int] | None = None,
+        num_labels: int | None = None,
+        finetuning_task: str | None = None,
+    ) -> TaskData:
+        return read_conll(path, text, label2id=label2id)
+
+    def encode(
+        self, data: TaskData, tokenizer: Any, max_len: int, stride: int | None = None
+    ) -> Features:
+        return encode_tokens(data, tokenizer, max_len)
+
+    def score(
+        self,
+        data: TaskData,
+        features: Features,
+        outputs: Mapping[str, Sequence[np.ndarray]],
+        **options: Any,
+    ) -> Metrics:
+        return score_tokens(data, features, outputs)
+
+    def describe(self, data: TaskData) -> str:
+        return f"{len(data.examples)} sentences ({data.scheme} tags)"
+
+    def learned_nothing(
+        self, metrics: Metrics, id2label: Mapping[Any, Any] | None, rows: str
+    ) -> str | None:
+        if metrics.values.get("f1") != 0.0:
+            return None
+        n = int(metrics.examples)
+        return (
+            f"learned nothing: entity F1 is 0 on the {n:,} {rows} sentences (no entity found right)"
+        )

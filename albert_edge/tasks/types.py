@@ -164,18 +164,7 @@ class TaskData:
 
     def describe(self) -> str:
         """One phrase: what was read (for reports and messages)."""
-        n = len(self.examples)
-        if self.kind is TaskKind.CLASSIFICATION:
-            what = "sentence pairs" if self.pair else "sentences"
-            cols = "/".join(self.columns)
-            return f"{n} {what} ({cols}{', ' + self.glue_task if self.glue_task else ''})"
-        if self.kind is TaskKind.TOKEN_CLASSIFICATION:
-            return f"{n} sentences ({self.scheme} tags)"
-        if self.kind is TaskKind.QUESTION_ANSWERING:
-            return f"{n} questions ({self.format})"
-        if self.kind is TaskKind.MULTIPLE_CHOICE:
-            return f"{n} questions ({self.format})"
-        return f"{n} lines of text"
+        return task_for(self.kind).describe(self)
 
     def subset(self, indices: Sequence[int]) -> TaskData:
         """The same data restricted to ``indices`` (in that order)."""
@@ -235,7 +224,7 @@ class Features:
             types[row, :n] = self.token_type_ids[s]
         shape = (
             (len(indices), r, width)
-            if r > 1 or self.kind is TaskKind.MULTIPLE_CHOICE
+            if r > 1 or task_for(self.kind).choices
             else (
                 len(indices),
                 width,
@@ -256,11 +245,7 @@ class Features:
 
     def per_token(self) -> bool:
         """Whether this task's outputs have a sequence axis (sliced back per feature)."""
-        return self.kind in (
-            TaskKind.TOKEN_CLASSIFICATION,
-            TaskKind.QUESTION_ANSWERING,
-            TaskKind.MASKED_LM,
-        )
+        return task_for(self.kind).per_token
 
     def split_outputs(
         self, indices: Sequence[int], outputs: Mapping[str, np.ndarray]
@@ -322,3 +307,112 @@ class Metrics:
 
     def to_dict(self) -> dict[str, Any]:
         return {"primary": self.primary, "examples": self.examples, **self.values, **self.notes}
+
+
+# --- one Task per kind ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sniff:
+    """What :func:`albert_edge.tasks.detect_task` shows each task's :meth:`Task.looks`: the
+    file's text, and either its parsed JSON (``json``: the text opens with ``{``/``[``) or
+    its lines."""
+
+    path: Path
+    text: str
+    json: bool
+    obj: Any
+    lines: Sequence[str]
+
+
+class Task:
+    """One task: how its file is recognised (:meth:`looks`) and read (:meth:`read`), how
+    it becomes model inputs (:meth:`encode`), how the outputs are scored (:meth:`score`,
+    with :meth:`score_options` chosen on a reference's outputs), and how it is named in
+    messages. One instance per :class:`TaskKind`, registered once in :data:`TASKS` (by
+    :mod:`albert_edge.tasks.registry`); every caller dispatches through :func:`task_for`
+    instead of branching on the kind.
+    """
+
+    kind: TaskKind
+    name: str  # the file layout in a phrase ("a CoNLL file"), for refusals
+    unit: str = "rows"  # what one example is, for messages ("sentences", "questions")
+    per_token: bool = False  # outputs with a sequence axis (sliced back per feature)
+    choices: bool = False  # inputs with a choices axis: [batch, choices, seq]
+    detectable: bool = True  # recognised by its content (plain text is read only when asked)
+
+    @property
+    def head(self) -> str:
+        """The ALBERT head (:mod:`albert_edge.heads` name) that solves the task."""
+        return TASK_HEADS[self.kind]
+
+    @property
+    def expected(self) -> str:
+        """The file layout the task reads, for "expected ..." messages."""
+        return EXPECTED_FORMAT[self.kind]
+
+    def looks(self, sniff: Sniff) -> bool:
+        """Whether the file's content and header are this task's (plain text is no task's
+        unless asked for)."""
+        return False
+
+    def read(
+        self,
+        path: Path,
+        text: str,
+        *,
+        label2id: Mapping[str, int] | None = None,
+        num_labels: int | None = None,
+        finetuning_task: str | None = None,
+    ) -> TaskData:
+        """The file's examples (see :func:`albert_edge.tasks.read_task_file`)."""
+        raise NotImplementedError
+
+    def check_fits(
+        self, data: TaskData, num_labels: int | None, finetuning_task: str | None
+    ) -> None:
+        """Refuse data the model's own head of this task cannot score (its classes, its
+        single/pair input); nothing to check by default."""
+
+    def encode(
+        self, data: TaskData, tokenizer: Any, max_len: int, stride: int | None = None
+    ) -> Features:
+        """The model inputs of ``data`` (``stride``: SQuAD's window overlap)."""
+        raise NotImplementedError
+
+    def score(
+        self,
+        data: TaskData,
+        features: Features,
+        outputs: Mapping[str, Sequence[np.ndarray]],
+        **options: Any,
+    ) -> Metrics:
+        """The task's metrics from a model's outputs, one array per feature."""
+        raise NotImplementedError
+
+    def score_options(
+        self, data: TaskData, features: Features, reference: Mapping[str, Sequence[np.ndarray]]
+    ) -> dict[str, Any]:
+        """Scoring options chosen on a reference model's outputs, with which the reference
+        and every candidate are then scored (SQuAD v2.0's null threshold); none by default."""
+        return {}
+
+    def describe(self, data: TaskData) -> str:
+        """One phrase: what was read."""
+        return f"{len(data.examples)} {self.unit}"
+
+    def learned_nothing(
+        self, metrics: Metrics, id2label: Mapping[Any, Any] | None, rows: str
+    ) -> str | None:
+        """One phrase saying why ``metrics`` show a model that learned nothing, or None."""
+        return None
+
+
+# Every task, by kind, in the order :func:`albert_edge.tasks.detect_task` asks them:
+# filled once by albert_edge.tasks.registry (imported by the package, so before any use).
+TASKS: dict[TaskKind, Task] = {}
+
+
+def task_for(kind: TaskKind | str) -> Task:
+    """The :class:`Task` of ``kind`` (a kind, its value or a head name)."""
+    return TASKS[task_kind(kind)]

@@ -2,13 +2,11 @@
 
 Parsing and the object model come from the field's library: the TFLite schema module
 and ``flatbuffer_utils`` shipped with ai-edge-litert. What is written here by hand is
-only what no converter or tool does for us, each a small pass with a postcondition:
+only what no converter or tool does for us, each a small pass with a postcondition
+(two larger ones have modules of their own: :mod:`~albert_edge.tflite.prefix_slices`, one
+position table for every signature, and :mod:`~albert_edge.tflite.scaled_copies`, the tied
+weights a constant fold split):
 
-- :func:`share_prefix_slices` — litert-torch folds ``position_embeddings[:L]`` into one
-  constant per signature ([1,32,E], [1,64,E], [1,128,E] for three buckets). Those are
-  byte-prefixes of each other, so every signature after the first would add weight bytes.
-  The pass keeps the largest one and gives the others a ``SLICE`` of it (one cheap op,
-  supported by every delegate), so adding signatures adds no weight bytes.
 - :func:`dedup_buffers` — identical bytes in two buffers become one buffer, the tensors
   re-pointed (TFLite allows several tensors, in one subgraph or several, to share a
   buffer; the interpreter reads buffers read-only). Catches the tied MLM decoder, shape
@@ -39,8 +37,9 @@ if TYPE_CHECKING:
     from ai_edge_litert.schema_py_generated import ModelT, TensorT
 
 METADATA_NAME = "albert_edge"
-# Constants smaller than this are shape vectors and scalars; never worth a SLICE op.
-_MIN_SLICE_BYTES = 1024
+# Constants smaller than this are shape vectors and scalars: never worth a SLICE op
+# (:mod:`~albert_edge.tflite.prefix_slices`) nor a tied weight (:mod:`~albert_edge.tflite.scaled_copies`).
+MIN_SLICE_BYTES = 1024
 
 _NP_DTYPES: dict[str, Any] = {
     "FLOAT32": np.float32,
@@ -185,7 +184,7 @@ def bound_mask_fill(
     Made for the additive attention mask, which transformers fills with
     ``finfo(float32).min`` at padded positions: in float any large negative value masks
     the same (``exp`` underflows to 0), but integer kernels need a finite, moderate one
-    (see ``albert_edge.tflite.quantize.mask_magnitude``). Returns constants rewritten.
+    (see ``albert_edge.tflite.calibrated_ranges.mask_magnitude``). Returns constants rewritten.
     """
     rewritten = 0
     done: set[int] = set()
@@ -278,7 +277,9 @@ def drop_orphan_tensors(model: ModelT) -> int:
     return removed
 
 
-def _opcode_index(model: ModelT, builtin: int, version: int) -> int:
+def opcode_index(model: ModelT, builtin: int, version: int) -> int:
+    """The index of ``builtin``'s operator code, added if the model has none, its version
+    raised to at least ``version`` (the op a pass inserts needs that version's kernel)."""
     s = schema()
     for i, oc in enumerate(model.operatorCodes):
         if opcode_builtin(oc) == builtin:
@@ -292,7 +293,9 @@ def _opcode_index(model: ModelT, builtin: int, version: int) -> int:
     return len(model.operatorCodes) - 1
 
 
-def _add_const(model: ModelT, sg: Any, name: str, arr: np.ndarray, ttype: int) -> int:
+def add_const(model: ModelT, sg: Any, name: str, arr: np.ndarray, ttype: int) -> int:
+    """Append ``arr`` as a constant tensor of subgraph ``sg`` (its own new buffer);
+    returns the tensor's index."""
     s = schema()
     buf = s.BufferT()
     buf.data = np.frombuffer(arr.tobytes(), dtype=np.uint8).copy()
@@ -304,117 +307,6 @@ def _add_const(model: ModelT, sg: Any, name: str, arr: np.ndarray, ttype: int) -
     t.buffer = len(model.buffers) - 1
     sg.tensors.append(t)
     return len(sg.tensors) - 1
-
-
-def prefix_slice_plan(
-    model: ModelT,
-) -> tuple[dict[int, tuple[int, int]], dict[int, np.ndarray | None]]:
-    """Buffers that are leading slices of a larger constant → (the kept buffer, axis), and
-    the arrays of the candidate buffers (empty plan: nothing left to share)."""
-    types = tensor_type_names()
-    consts: list[tuple[int, int, Any]] = []  # (subgraph, tensor index, tensor)
-    for si, sg in enumerate(model.subgraphs):
-        for ti, t in enumerate(sg.tensors):
-            raw_len = len(buffer_bytes(model, t.buffer))
-            q = t.quantization
-            quantized = q is not None and q.scale is not None and len(q.scale) > 0
-            sliceable = types.get(t.type) in ("FLOAT32", "FLOAT16", "INT32", "INT8")
-            if raw_len >= _MIN_SLICE_BYTES and not quantized and sliceable:
-                consts.append((si, ti, t))
-    by_buffer: dict[int, tuple[int, int, Any]] = {}
-    for c in consts:
-        by_buffer.setdefault(int(c[2].buffer), c)
-    arrays = {bid: tensor_array(model, c[2]) for bid, c in by_buffer.items()}
-    replaced: dict[int, tuple[int, int]] = {}  # small buffer -> (big buffer, axis)
-    for small_bid, (_, _, st) in by_buffer.items():
-        sa = arrays[small_bid]
-        best: tuple[int, int] | None = None
-        for big_bid, (_, _, bt) in by_buffer.items():
-            ba = arrays[big_bid]
-            if big_bid == small_bid or sa is None or ba is None or bt.type != st.type:
-                continue
-            if sa.ndim != ba.ndim or sa.ndim == 0 or ba.size <= sa.size:
-                continue
-            diff = [ax for ax in range(sa.ndim) if sa.shape[ax] != ba.shape[ax]]
-            if len(diff) != 1 or sa.shape[diff[0]] > ba.shape[diff[0]]:
-                continue
-            ax = diff[0]
-            if np.array_equal(np.take(ba, np.arange(sa.shape[ax]), axis=ax), sa) and (
-                best is None or ba.size > arrays[best[0]].size  # type: ignore[union-attr]
-            ):
-                best = (big_bid, ax)
-        if best is not None:
-            replaced[small_bid] = best
-    # Chains (32 ⊂ 64 ⊂ 128): always slice from a buffer that is itself kept.
-    for small, (big, _) in list(replaced.items()):
-        while big in replaced:
-            big = replaced[big][0]
-        replaced[small] = (big, 0)
-    return replaced, arrays
-
-
-def share_prefix_slices(model: ModelT) -> int:
-    """Replace constants that are leading slices of a larger constant by a SLICE of it.
-
-    Only float/int constants ≥ 1 KiB without quantization parameters, whose shape equals
-    the larger one's except on one axis, and whose bytes equal ``big[..., :n, ...]``.
-    Returns the number of weight bytes removed.
-    """
-    s = schema()
-    types = tensor_type_names()
-    replaced, arrays = prefix_slice_plan(model)
-    if not replaced:
-        return 0
-    slice_code = s.BuiltinOperator.SLICE
-    removed = 0
-    for si, sg in enumerate(model.subgraphs):
-        new_ops = []
-        big_tensor_in_sg: dict[int, int] = {}
-        for ti, t in enumerate(list(sg.tensors)):
-            bid = int(t.buffer)
-            if bid not in replaced:
-                continue
-            big_bid = replaced[bid][0]
-            big_arr = arrays[big_bid]
-            assert big_arr is not None
-            if big_bid not in big_tensor_in_sg:
-                existing = [i for i, x in enumerate(sg.tensors) if int(x.buffer) == big_bid]
-                if existing:
-                    big_tensor_in_sg[big_bid] = existing[0]
-                else:
-                    bt = s.TensorT()
-                    bt.name = (t.name or b"const") + b"/full"
-                    bt.shape = list(big_arr.shape)
-                    bt.type = t.type
-                    bt.buffer = big_bid
-                    sg.tensors.append(bt)
-                    big_tensor_in_sg[big_bid] = len(sg.tensors) - 1
-            shape = [int(d) for d in t.shape]
-            begin = _add_const(
-                model,
-                sg,
-                f"slice_begin/{si}/{ti}",
-                np.zeros(len(shape), np.int32),
-                s.TensorType.INT32,
-            )
-            size = _add_const(
-                model, sg, f"slice_size/{si}/{ti}", np.asarray(shape, np.int32), s.TensorType.INT32
-            )
-            op = s.OperatorT()
-            op.opcodeIndex = _opcode_index(
-                model, slice_code, 1 if types.get(t.type) == "FLOAT32" else 2
-            )
-            op.inputs = [big_tensor_in_sg[big_bid], begin, size]
-            op.outputs = [ti]
-            op.builtinOptionsType = s.BuiltinOptions.SliceOptions
-            op.builtinOptions = s.SliceOptionsT()
-            new_ops.append(op)
-            removed += len(buffer_bytes(model, bid))
-            t.buffer = 0
-        sg.operators = new_ops + list(sg.operators)
-    drop_orphan_tensors(model)
-    drop_unused_buffers(model)
-    return removed
 
 
 def _short_name(name: str) -> str:
@@ -542,7 +434,9 @@ def _shared_string_builder() -> type:
     return Builder
 
 
-def _quant_key(q: Any) -> tuple[Any, ...]:
+def quant_key(q: Any) -> tuple[Any, ...]:
+    """What makes two QuantizationParameters tables the same table (written once)."""
+
     def raw(v: Any) -> bytes:
         return b"" if v is None else np.asarray(v).tobytes()
 
@@ -577,7 +471,7 @@ def write_model(model: ModelT) -> bytes:
     base_pack = s.QuantizationParametersT.Pack
 
     def shared_pack(self: Any, builder: Any) -> int:
-        key = _quant_key(self)
+        key = quant_key(self)
         if key not in cache:
             cache[key] = base_pack(self, builder)
         return cache[key]
@@ -731,221 +625,10 @@ def float_outputs(model: ModelT) -> list[str]:
             op = s.OperatorT()
             # DEQUANTIZE v1 reads uint8, v2 adds int8/int16 (TFLite op versioning).
             version = 1 if types.get(qt.type) == "UINT8" else 2
-            op.opcodeIndex = _opcode_index(model, s.BuiltinOperator.DEQUANTIZE, version)
+            op.opcodeIndex = opcode_index(model, s.BuiltinOperator.DEQUANTIZE, version)
             op.inputs, op.outputs = [qi], [fi]
             sg.operators.append(op)
             tm.tensorIndex = fi
             sg.outputs = [fi if int(o) == qi else int(o) for o in sg.outputs]
             changed.append(tm.name.decode())
     return sorted(set(changed))
-
-
-def unfold_scaled_copies(model: ModelT) -> int:
-    """Undo a constant fold that turned a tied weight into a second, scaled copy.
-
-    The MLM decoder is tied to the V×E word table, but the converter folds the head's
-    LayerNorm gamma into the decoder's FULLY_CONNECTED weight (W' = W · diag(γ)), which
-    stores a second V×E table (+33 % of an ALBERT-base file). When an FC weight ``B``
-    equals another constant ``A`` scaled per input column (``B = A * γ``, checked to
-    float32 rounding), the FC reads ``A`` again and a MUL by γ ([E] floats) goes in front
-    of it: the same function, the table stored once. Where no stored copy is the unscaled
-    weight (a later group's layer weights, folded with two LayerNorms' γ), the FCs read
-    that weight, made once, each with its own γ (see :func:`scaled_copy_matches`).
-    Returns weight bytes removed (net of a weight made).
-    """
-    s = schema()
-    names = builtin_names()
-    matches = scaled_copy_matches(model)
-    if not matches:
-        return 0
-    removed = 0
-    made: dict[int, int] = {}  # id of an unscaled weight → its new buffer
-    for base, _ in matches.values():
-        if isinstance(base, np.ndarray) and id(base) not in made:
-            buf = s.BufferT()
-            buf.data = np.frombuffer(base.astype(np.float32).tobytes(), np.uint8).copy()
-            model.buffers.append(buf)
-            made[id(base)] = len(model.buffers) - 1
-            removed -= base.nbytes
-    mul_code = s.BuiltinOperator.MUL
-    for si, sg in enumerate(model.subgraphs):
-        new_ops = []
-        for op in sg.operators:
-            name = names.get(opcode_builtin(model.operatorCodes[op.opcodeIndex]))
-            w = sg.tensors[op.inputs[1]] if name == "FULLY_CONNECTED" else None
-            if w is None or int(w.buffer) not in matches:
-                new_ops.append(op)
-                continue
-            base, gamma = matches[int(w.buffer)]
-            a_id = made[id(base)] if isinstance(base, np.ndarray) else int(base)
-            x = sg.tensors[op.inputs[0]]
-            g_idx = _add_const(
-                model, sg, f"unfolded_scale/{si}/{len(new_ops)}", gamma, s.TensorType.FLOAT32
-            )
-            xs = s.TensorT()
-            xs.name = (x.name or b"x") + b"/scaled"
-            xs.shape = list(x.shape)
-            xs.type = s.TensorType.FLOAT32
-            xs.buffer = 0
-            sg.tensors.append(xs)
-            xs_idx = len(sg.tensors) - 1
-            mul = s.OperatorT()
-            mul.opcodeIndex = _opcode_index(model, mul_code, 1)
-            mul.inputs, mul.outputs = [int(op.inputs[0]), g_idx], [xs_idx]
-            mul.builtinOptionsType = s.BuiltinOptions.MulOptions
-            mul.builtinOptions = s.MulOptionsT()
-            new_ops.append(mul)
-            at = s.TensorT()
-            at.name = (w.name or b"w") + b"/tied"
-            at.shape = list(w.shape)
-            at.type = w.type
-            at.buffer = a_id
-            sg.tensors.append(at)
-            op.inputs = [xs_idx, len(sg.tensors) - 1, *list(op.inputs[2:])]
-            new_ops.append(op)
-        sg.operators = new_ops
-    for sg in model.subgraphs:
-        used = {int(i) for op in sg.operators for i in op.inputs}
-        for ti, t in enumerate(sg.tensors):
-            if int(t.buffer) in matches and ti not in used:
-                t.buffer = 0  # the scaled copy no operator reads any more
-    still_used = {int(t.buffer) for sg in model.subgraphs for t in sg.tensors}
-    removed += sum(len(buffer_bytes(model, b)) for b in matches if b not in still_used)
-    drop_orphan_tensors(model)
-    drop_unused_buffers(model)
-    return removed
-
-
-def scaled_copy_matches(model: ModelT) -> dict[int, tuple[int | np.ndarray, np.ndarray]]:
-    """FULLY_CONNECTED weight buffer → (what it is a column-scaled copy of, γ).
-
-    What it is a copy of is another constant's buffer id, or an array: the unscaled
-    weight, which no buffer holds, to be made once.
-
-    Where two FC weights are scaled copies of each other, the direction kept is the one
-    whose γ is a vector the graph already holds (a LayerNorm weight the converter folded
-    into a layer's FC weights), and γ is then that constant, bit for bit: every FC that
-    reads a layer's normalized input multiplies it by the same constant, so those MULs are
-    one computation (:class:`~albert_edge.tflite.passes.fuse.MergeDuplicateOpsPass`) and
-    the FCs read one tensor (:class:`~albert_edge.tflite.passes.fuse.FuseSharedInputFcPass`).
-
-    Where neither direction's γ is a graph vector but each copy is one unscaled weight
-    ``W`` times a graph vector (``A = W * γa``, ``B = W * γb``), both FCs read ``W``
-    (``B / γb``, made once) with their own γ in front. This is every later layer group of
-    a trained ALBERT with several groups: the group's first layer reads the previous
-    group's last LayerNorm (γa), its other layers read its own (γb), and the converter
-    folds each into a copy of the same weights. Keeping ``A`` and scaling by the ratio
-    γb/γa (one recovered vector per weight, not a graph constant) would leave the group's
-    query, key and value FCs behind three different MULs: not merged, not stacked, and a
-    stacked copy beside the unstacked weights would store them twice. With a random
-    initialisation every γ is 1 and the copies are one buffer, which is why only trained
-    multi-group models showed it.
-    """
-    types = tensor_type_names()
-    names = builtin_names()
-    floats: dict[int, np.ndarray] = {}
-    vectors: dict[int, list[np.ndarray]] = defaultdict(list)
-    for sg in model.subgraphs:
-        for t in sg.tensors:
-            if not t.buffer or types.get(t.type) != "FLOAT32" or t.shape is None:
-                continue
-            if len(t.shape) == 1 and int(t.buffer) not in floats:
-                arr = tensor_array(model, t)
-                if arr is not None and arr.size > 1:
-                    floats[int(t.buffer)] = arr
-                    vectors[arr.size].append(arr)
-            elif (
-                len(t.shape) == 2
-                and int(t.buffer) not in floats
-                and len(buffer_bytes(model, t.buffer)) >= _MIN_SLICE_BYTES
-            ):
-                arr = tensor_array(model, t)
-                if arr is not None and arr.ndim == 2:
-                    floats[int(t.buffer)] = arr
-    fc_weight_buffers: set[int] = set()
-    other_reads: set[int] = set()  # buffers some op reads other than as an FC's weight
-    for sg in model.subgraphs:
-        for op in sg.operators:
-            fc = names.get(opcode_builtin(model.operatorCodes[op.opcodeIndex])) == "FULLY_CONNECTED"
-            if fc:
-                fc_weight_buffers.add(int(sg.tensors[op.inputs[1]].buffer))
-            for k, i in enumerate(op.inputs):
-                if int(i) >= 0 and not (fc and k == 1):
-                    other_reads.add(int(sg.tensors[int(i)].buffer))
-    # (rank: 0 γ known, 1 unscaled weight made, 2 γ recovered; B, A, γ, γa)
-    candidates: list[tuple[int, int, int, np.ndarray, np.ndarray | None]] = []
-    for b_id in sorted(fc_weight_buffers & set(floats)):
-        B = floats[b_id]
-        if B.ndim != 2:
-            continue
-        for a_id, A in floats.items():
-            if a_id == b_id or A.shape != B.shape:
-                continue
-            gamma = _column_scale(A, B)
-            if gamma is None:
-                continue
-            known = _known_scale(A, B, vectors.get(gamma.size, []))
-            if known is not None:
-                candidates.append((0, b_id, a_id, known, None))
-                continue
-            pair = _common_unscaled(A, B, vectors.get(gamma.size, []))
-            if pair is not None and {a_id, b_id} <= fc_weight_buffers - other_reads:
-                candidates.append((1, b_id, a_id, pair[1], pair[0]))
-            else:
-                candidates.append((2, b_id, a_id, gamma, None))
-    matches: dict[int, tuple[int | np.ndarray, np.ndarray]] = {}
-    targets: set[int] = set()
-    for rank, b_id, a_id, gamma, gamma_a in sorted(candidates, key=lambda c: c[0]):
-        if b_id in matches or b_id in targets:
-            continue
-        if rank == 1 and gamma_a is not None:
-            base = matches.get(a_id, (None, None))[0]
-            if a_id not in matches and a_id not in targets:
-                base = (floats[b_id] / gamma[None, :]).astype(np.float32)
-                matches[a_id] = (base, gamma_a)
-            if isinstance(base, np.ndarray) and _scales_to(base, floats[b_id], gamma):
-                matches[b_id] = (base, gamma)
-            continue
-        if a_id in matches:
-            continue
-        matches[b_id] = (a_id, gamma)
-        targets.add(a_id)
-    return matches
-
-
-def _common_unscaled(
-    A: np.ndarray, B: np.ndarray, vectors: list[np.ndarray]
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """(γa, γb), graph vectors with ``A / γa == B / γb`` to float32 rounding, or None."""
-    for gb in vectors:
-        if not np.all(np.isfinite(gb)) or np.any(gb == 0):
-            continue
-        W = (B / gb[None, :]).astype(np.float32)
-        ga = _known_scale(W, A, vectors)
-        if ga is not None:
-            return ga, gb
-    return None
-
-
-def _column_scale(A: np.ndarray, B: np.ndarray) -> np.ndarray | None:
-    """γ with ``B == A * γ`` per input column (to float32 rounding), or None."""
-    rows = np.abs(A).argmax(axis=0)
-    cols = np.arange(A.shape[1])
-    pivot = A[rows, cols]
-    if np.any(pivot == 0):
-        return None
-    gamma = (B[rows, cols] / pivot).astype(np.float32)
-    return gamma if _scales_to(A, B, gamma) else None
-
-
-def _scales_to(A: np.ndarray, B: np.ndarray, gamma: np.ndarray) -> bool:
-    scale = float(np.abs(B).max()) or 1.0
-    return float(np.abs(A * gamma[None, :] - B).max()) <= 1e-6 * scale
-
-
-def _known_scale(A: np.ndarray, B: np.ndarray, vectors: list[np.ndarray]) -> np.ndarray | None:
-    """The graph constant that reproduces ``B`` from ``A`` as well as the recovered γ."""
-    for v in vectors:
-        if _scales_to(A, B, v):
-            return v
-    return None

@@ -358,41 +358,8 @@ def byte_accounting(
     """
     from albert_edge.tflite import flatbuffer as fb
 
-    types = fb.tensor_type_names()
-    ops = fb.builtin_names()
     meta_buffers = {int(md.buffer): (md.name or b"").decode() for md in model.metadata or []}
-    rows: dict[int, dict[str, Any]] = {}
-    qtables: dict[tuple[Any, ...], int] = {}
-    for sg in model.subgraphs:
-        readers: dict[int, set[str]] = {}
-        for op in sg.operators:
-            name = ops.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex]), "CUSTOM")
-            for i in op.inputs if op.inputs is not None else []:
-                if int(i) >= 0:
-                    readers.setdefault(int(i), set()).add(name)
-        for ti, t in enumerate(sg.tensors):
-            q = t.quantization
-            if q is not None and q.scale is not None and len(q.scale):
-                zp = 0 if q.zeroPoint is None else len(q.zeroPoint)
-                qtables.setdefault(fb._quant_key(q), 4 * len(q.scale) + 8 * zp)
-            raw_len = len(fb.buffer_bytes(model, int(t.buffer))) if t.buffer else 0
-            if not raw_len or int(t.buffer) in meta_buffers:
-                continue
-            row = rows.get(int(t.buffer))
-            if row is None:
-                dtype = types.get(t.type, str(t.type))
-                row = rows[int(t.buffer)] = {
-                    "buffer": int(t.buffer),
-                    "name": (t.name or b"").decode("utf-8", "replace"),
-                    "dtype": dtype.lower(),
-                    "shape": [int(d) for d in (t.shape if t.shape is not None else [])],
-                    "bytes": raw_len,
-                    "elements": raw_len // _ITEMSIZE.get(dtype, 1),
-                    "tensors": 0,
-                    "readers": set(),
-                }
-            row["tensors"] += 1
-            row["readers"] |= readers.get(ti, set())
+    rows, qtables = _buffer_rows(model, meta_buffers)
     nominal = _NOMINAL_TYPES.get(precision or "", ())
     buffers = []
     for row in sorted(rows.values(), key=lambda r: -int(r["bytes"])):
@@ -426,6 +393,50 @@ def byte_accounting(
         - int(associated_files_bytes),
         "buffers": buffers,
     }
+
+
+def _buffer_rows(
+    model: Any, meta_buffers: dict[int, str]
+) -> tuple[dict[int, dict[str, Any]], dict[tuple[Any, ...], int]]:
+    """:func:`byte_accounting`'s constant-buffer rows by buffer id (metadata buffers left
+    out; ``readers`` still a set), and the bytes of each distinct quantization table."""
+    from albert_edge.tflite import flatbuffer as fb
+
+    types = fb.tensor_type_names()
+    ops = fb.builtin_names()
+    rows: dict[int, dict[str, Any]] = {}
+    qtables: dict[tuple[Any, ...], int] = {}
+    for sg in model.subgraphs:
+        readers: dict[int, set[str]] = {}
+        for op in sg.operators:
+            name = ops.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex]), "CUSTOM")
+            for i in op.inputs if op.inputs is not None else []:
+                if int(i) >= 0:
+                    readers.setdefault(int(i), set()).add(name)
+        for ti, t in enumerate(sg.tensors):
+            q = t.quantization
+            if q is not None and q.scale is not None and len(q.scale):
+                zp = 0 if q.zeroPoint is None else len(q.zeroPoint)
+                qtables.setdefault(fb.quant_key(q), 4 * len(q.scale) + 8 * zp)
+            raw_len = len(fb.buffer_bytes(model, int(t.buffer))) if t.buffer else 0
+            if not raw_len or int(t.buffer) in meta_buffers:
+                continue
+            row = rows.get(int(t.buffer))
+            if row is None:
+                dtype = types.get(t.type, str(t.type))
+                row = rows[int(t.buffer)] = {
+                    "buffer": int(t.buffer),
+                    "name": (t.name or b"").decode("utf-8", "replace"),
+                    "dtype": dtype.lower(),
+                    "shape": [int(d) for d in (t.shape if t.shape is not None else [])],
+                    "bytes": raw_len,
+                    "elements": raw_len // _ITEMSIZE.get(dtype, 1),
+                    "tensors": 0,
+                    "readers": set(),
+                }
+            row["tensors"] += 1
+            row["readers"] |= readers.get(ti, set())
+    return rows, qtables
 
 
 def signature_bytes(model: Any) -> dict[str, Any]:

@@ -100,7 +100,9 @@ def default_buckets(max_positions: int) -> tuple[int, ...]:
     return (*(b for b in SHORT_BUCKETS if b < longest), longest)
 
 
-def _check_seq_lens(ckpt: Checkpoint, seq_lens: tuple[int, ...]) -> tuple[int, ...]:
+def check_seq_lens(ckpt: Checkpoint, seq_lens: tuple[int, ...]) -> tuple[int, ...]:
+    """The signature lengths, sorted and distinct; refused (:class:`UnsupportedError`,
+    before any export) when one exceeds the checkpoint's position table or is below 2."""
     limit = int(ckpt.config.max_position_embeddings)
     too_long = [s for s in seq_lens if s > limit]
     if too_long:
@@ -143,9 +145,14 @@ def model_unique_params(ckpt: Checkpoint) -> int:
     return total
 
 
-def _calibration(ckpt: Checkpoint, options: ConvertOptions, seq_lens: tuple[int, ...]) -> Any:
+def calibration_feeds_and_record(
+    ckpt: Checkpoint, options: ConvertOptions, seq_lens: tuple[int, ...]
+) -> tuple[Any, dict[str, Any] | None]:
+    """int8-full: the calibration feeds per signature (``--calibration``'s rows, else the
+    packaged SST-2 sample, checked against the model) and the manifest's record of them;
+    ``(None, None)`` for every other precision. Run before export, so bad data fails fast."""
     from albert_edge.data import read_calibration
-    from albert_edge.tflite.quantize import calibration_feeds, feature_calibration_feeds
+    from albert_edge.tflite.calibration import calibration_feeds, feature_calibration_feeds
 
     if options.precision != "int8-full":
         return None, None
@@ -534,8 +541,8 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
     from albert_edge.tflite.inspect import analyze_model
 
     gpu = options.accelerator == "gpu"
-    seq_lens = _check_seq_lens(ckpt, tuple(options.seq_lens) or default_seq_lens(ckpt, gpu=gpu))
-    calibration, calib_info = _calibration(ckpt, options, seq_lens)  # fail fast, before export
+    seq_lens = check_seq_lens(ckpt, tuple(options.seq_lens) or default_seq_lens(ckpt, gpu=gpu))
+    calibration, calib_info = calibration_feeds_and_record(ckpt, options, seq_lens)
     with step(f"TFLite conversion ({options.precision}, seq {','.join(map(str, seq_lens))})"):
         data, stages = build_tflite(ckpt, options, seq_lens, calibration)
     path = Path(out_dir) / MODEL_FILE

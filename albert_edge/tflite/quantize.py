@@ -16,7 +16,8 @@ Recipes (``precision`` → what is stored):
 - ``int8-full``: int8 weights (per tensor unless ``--per-channel``: same accuracy, no
   per-channel weight and bias scale tables; see ``ConvertOptions.weight_per_channel``)
   and int8 activations calibrated on real sentences through every signature (static
-  min/max), for NNAPI/NPU/DSP delegates.
+  min/max), for NNAPI/NPU/DSP delegates. The feeds: :mod:`~albert_edge.tflite.calibration`;
+  the calibrated ranges corrected before quantizing: :mod:`~albert_edge.tflite.calibrated_ranges`.
 
 The word table (V×E) is quantized by default (``--keep-embeddings-wide`` keeps it
 float), like the ONNX route, and per tensor: per-row scales would cost 12 bytes per row (a float32 scale
@@ -28,14 +29,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from albert_edge.errors import QuantizationError
-
-if TYPE_CHECKING:
-    from albert_edge.tasks import Features
 
 WORD_TABLE = "albert.embeddings.word_embeddings.weight"
 
@@ -156,41 +154,16 @@ def quantize_flatbuffer(
 
     from ai_edge_quantizer import quantizer
 
-    from albert_edge.tflite import flatbuffer as fb
-
     for name in ("root", "absl"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    if unit_precisions is not None:
-        units = plan_units(model_bytes, activations=precision == "int8-full")
-        lacking = sorted(set(unit_precisions) - {u.name for u in units})
-        if lacking:
-            raise QuantizationError(
-                f"the precision plan names {len(lacking)} weight(s) this graph lacks "
-                f"({', '.join(lacking[:3])}); search a plan for this model"
-            )
-        recipe = plan_recipe(
-            units,
-            unit_precisions,
-            precision,
-            per_channel=per_channel,
-            block_size=block_size,
-            quantize_embeddings=quantize_embeddings,
-        )
-    else:
-        recipe = _recipe(
-            precision,
-            per_channel=per_channel,
-            quantize_embeddings=quantize_embeddings,
-            tied=tied_table_readers(model_bytes),
-        )
-
-    def _calibrated(data: bytes) -> tuple[Any, dict[str, Any]]:
-        q = quantizer.Quantizer(bytearray(data))
-        q.load_quantization_recipe(recipe)
-        assert calibration is not None
-        qsv = q.calibrate({k: list(v) for k, v in calibration.items()}, num_threads=threads)
-        return q, qsv
-
+    recipe = _flatbuffer_recipe(
+        model_bytes,
+        precision,
+        per_channel=per_channel,
+        quantize_embeddings=quantize_embeddings,
+        unit_precisions=unit_precisions,
+        block_size=block_size,
+    )
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         if precision != "int8-full":
             q = quantizer.Quantizer(bytearray(model_bytes))
@@ -202,318 +175,85 @@ def quantize_flatbuffer(
                 "int8-full needs calibration sentences; pass --calibration FILE (SST-2 .tsv "
                 "or one sentence per line)"
             )
-        # Pass 1: a finite mask (-1e4) so that calibration sees the attention scores' range.
-        model = fb.read_model(model_bytes)
-        if fb.bound_mask_fill(model, value=-MASK_PROBE):
-            model_bytes = fb.write_model(model)
-            _, qsv = _calibrated(model_bytes)
-            # Pass 2: the smallest mask that still masks, so int8 kernels can add it.
-            magnitude = mask_magnitude(model_bytes, qsv)
-            if magnitude is not None:
-                model = fb.read_model(model_bytes)
-                fb.bound_mask_fill(model, value=-magnitude, below=-MASK_PROBE)
-                model_bytes = fb.write_model(model)
-        q, qsv = _calibrated(model_bytes)
-        unify_shared_weight_inputs(model_bytes, qsv)
-        bound_softmax_input_ranges(model_bytes, qsv)
-        result = q.quantize(qsv, enable_progress_report=False, enable_progress_bar=False)
-    return bytes(result.quantized_model)
+        return _quantize_static(model_bytes, recipe, calibration, threads)
 
 
-# Fewer sentences than this reach a bucket: it is filled up with joined sentences.
-MIN_CALIBRATION_PER_BUCKET = 8
-
-
-def calibration_feeds(
-    tokenizer: Any,
-    sentences: list[str],
-    seq_lens: list[int],
+def _flatbuffer_recipe(
+    model_bytes: bytes,
+    precision: str,
     *,
-    choices_axis: bool = False,
-) -> dict[str, list[dict[str, np.ndarray]]]:
-    """Per signature, real text across the lengths it will serve, as int32 feeds.
-
-    A sentence goes to the smallest bucket it fits, exactly as the runner will route it
-    at inference. A bucket that fewer than ``MIN_CALIBRATION_PER_BUCKET`` sentences reach
-    (long buckets: SST-2 sentences average ~25 pieces) is filled up with consecutive
-    sentences joined into one text and cut at lengths spread evenly over (previous
-    bucket, bucket], so that static ranges see real tokens at every position the
-    signature computes rather than padding past short sentences. (Measured on the trained
-    SST-2 model, buckets 128/512, 12 full-length dev texts: logits SQNR 12.3 dB against
-    13.5 dB for the earlier rule, the 8 longest sentences padded to the bucket: no gain at
-    that size, within noise.)
-    """
-    from converters.tflite_export import signature_name
-
-    if not sentences:
-        return {}
-    enc = tokenizer.encode(sentences, max_length=max(seq_lens), truncation=True, padding="longest")
-    lengths = [int(np.asarray(m).sum()) for m in enc.attention_mask]
-    buckets: dict[int, list[str]] = {L: [] for L in seq_lens}
-    for text, n in zip(sentences, lengths):
-        buckets[min(L for L in seq_lens if n <= L)].append(text)
-    out: dict[str, list[dict[str, np.ndarray]]] = {}
-    cursor = 0
-    previous = 0
-    for L in seq_lens:
-        texts = [(t, L) for t in buckets[L]]
-        need = MIN_CALIBRATION_PER_BUCKET - len(texts)
-        for k in range(max(0, need)):
-            target = previous + -(-(k + 1) * (L - previous) // need)  # ceil, in (previous, L]
-            parts: list[str] = []
-            pieces = 2  # [CLS] and [SEP]
-            while pieces < target and len(parts) < len(sentences):
-                i = cursor % len(sentences)
-                parts.append(sentences[i])
-                pieces += max(0, lengths[i] - 2)
-                cursor += 1
-            texts.append((" ".join(parts), target))
-        feeds = []
-        for text, cut in texts:
-            e = tokenizer.encode([text], max_length=L, truncation=True, padding="max_length")
-            arr = e.as_numpy()
-            feed = {
-                k: arr[k].astype(np.int32)
-                for k in ("input_ids", "attention_mask", "token_type_ids")
-            }
-            feed = _cut(feed, cut)
-            if choices_axis:
-                feed = {k: v[:, None, :] for k, v in feed.items()}
-            feeds.append(feed)
-        out[signature_name(L)] = feeds
-        previous = L
-    return out
+    per_channel: bool,
+    quantize_embeddings: bool,
+    unit_precisions: Mapping[str, str] | None,
+    block_size: int,
+) -> Any:
+    """The recipe :func:`quantize_flatbuffer` applies: a precision plan's (refused when it
+    names a weight the graph lacks), else the precision's one-width recipe."""
+    if unit_precisions is None:
+        return _recipe(
+            precision,
+            per_channel=per_channel,
+            quantize_embeddings=quantize_embeddings,
+            tied=tied_table_readers(model_bytes),
+        )
+    units = plan_units(model_bytes, activations=precision == "int8-full")
+    lacking = sorted(set(unit_precisions) - {u.name for u in units})
+    if lacking:
+        raise QuantizationError(
+            f"the precision plan names {len(lacking)} weight(s) this graph lacks "
+            f"({', '.join(lacking[:3])}); search a plan for this model"
+        )
+    return plan_recipe(
+        units,
+        unit_precisions,
+        precision,
+        per_channel=per_channel,
+        block_size=block_size,
+        quantize_embeddings=quantize_embeddings,
+    )
 
 
-def feature_calibration_feeds(
-    features: Features, seq_lens: list[int], *, choices_axis: bool = False
-) -> dict[str, list[dict[str, np.ndarray]]]:
-    """Per signature, a task file's encoded model inputs (a pair with its token type ids,
-    a SQuAD window, a CoNLL sentence; each choice of a multiple-choice question on its
-    own row) as int32 feeds, routed as :func:`calibration_feeds` routes sentences: each
-    sequence to the smallest bucket it fits, and a bucket fewer than
-    ``MIN_CALIBRATION_PER_BUCKET`` reach filled up with consecutive sequences joined
-    whole (each keeps its own [CLS]/[SEP] and token type ids, so a pair model's second
-    segment is calibrated at every length too), cut at lengths spread over
-    (previous bucket, bucket] and ending in [SEP]."""
-    from converters.tflite_export import signature_name
-
-    seqs = [
-        (list(ids), list(types))
-        for ids, types in zip(features.input_ids, features.token_type_ids, strict=True)
-        if len(ids) <= max(seq_lens)
-    ]
-    if not seqs:
-        return {}
-    sep = seqs[0][0][-1]
-    buckets: dict[int, list[tuple[list[int], list[int], int]]] = {L: [] for L in seq_lens}
-    for ids, types in seqs:
-        L = min(b for b in seq_lens if len(ids) <= b)
-        buckets[L].append((ids, types, len(ids)))
-    out: dict[str, list[dict[str, np.ndarray]]] = {}
-    cursor = 0
-    previous = 0
-    for L in seq_lens:
-        items = list(buckets[L])
-        need = MIN_CALIBRATION_PER_BUCKET - len(items)
-        for k in range(max(0, need)):
-            target = previous + -(-(k + 1) * (L - previous) // need)  # ceil, in (previous, L]
-            ids_j: list[int] = []
-            types_j: list[int] = []
-            parts = 0
-            while len(ids_j) < target and parts < len(seqs):
-                a, t = seqs[cursor % len(seqs)]
-                ids_j += a
-                types_j += t
-                cursor += 1
-                parts += 1
-            n = min(target, len(ids_j))
-            ids_j, types_j = ids_j[:n], types_j[:n]
-            ids_j[-1] = sep
-            items.append((ids_j, types_j, n))
-        feeds = []
-        for ids, types, n in items:
-            feed = {
-                "input_ids": np.zeros((1, L), dtype=np.int32),
-                "attention_mask": np.zeros((1, L), dtype=np.int32),
-                "token_type_ids": np.zeros((1, L), dtype=np.int32),
-            }
-            feed["input_ids"][0, :n] = ids[:n]
-            feed["attention_mask"][0, :n] = 1
-            feed["token_type_ids"][0, :n] = types[:n]
-            if choices_axis:
-                feed = {k: v[:, None, :] for k, v in feed.items()}
-            feeds.append(feed)
-        out[signature_name(L)] = feeds
-        previous = L
-    return out
-
-
-def _cut(feed: dict[str, np.ndarray], length: int) -> dict[str, np.ndarray]:
-    """Keep the first ``length`` tokens of a padded feed (ending in [SEP]), pad the rest."""
-    ids, mask = feed["input_ids"].copy(), feed["attention_mask"].copy()
-    n = int(mask.sum())
-    if n <= length:
-        return feed
-    sep = ids[0, n - 1]
-    ids[0, length - 1] = sep
-    ids[0, length:] = 0
-    mask[0, length:] = 0
-    tt = feed["token_type_ids"].copy()
-    tt[0, length:] = 0
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": tt}
-
-
-def unify_shared_weight_inputs(model_bytes: bytes, qsv: dict[str, Any]) -> int:
-    """Give every input of a FULLY_CONNECTED that reads the same weight one range.
-
-    ALBERT applies one set of layer weights L times (and once per signature). Static int8
-    stores the bias as int32 at scale ``input_scale × weight_scale``, so if each
-    application's input is calibrated separately every application gets its own
-    requantized bias and its own per-channel bias scales: 12 bias copies and ~1.1 MB of
-    scale tables per signature in an ALBERT-base, 20 % over the floor. Union the
-    calibrated ranges of those inputs instead: one input scale per shared weight, so its
-    bias and scale tables are identical everywhere and stored once (``dedup_buffers``,
-    shared quantization tables in ``write_model``). Returns the number of ranges widened.
-    """
-    from ai_edge_quantizer.algorithms.utils.common_utils import OpQuantConstraint
-    from ai_edge_quantizer.utils.constrained_ops_utils import get_constrained_op_list
+def _quantize_static(
+    model_bytes: bytes,
+    recipe: Any,
+    calibration: Mapping[str, Iterable[Mapping[str, np.ndarray]]],
+    threads: int,
+) -> bytes:
+    """int8-full: calibrate (twice where the graph has an attention mask: once to learn the
+    scores' range, once with the smallest mask that still masks), correct the ranges
+    (:mod:`~albert_edge.tflite.calibrated_ranges`), quantize."""
+    from ai_edge_quantizer import quantizer
 
     from albert_edge.tflite import flatbuffer as fb
+    from albert_edge.tflite.calibrated_ranges import (
+        MASK_PROBE,
+        bound_softmax_input_ranges,
+        mask_magnitude,
+        unify_shared_weight_inputs,
+    )
 
+    def _calibrated(data: bytes) -> tuple[Any, dict[str, Any]]:
+        q = quantizer.Quantizer(bytearray(data))
+        q.load_quantization_recipe(recipe)
+        qsv = q.calibrate({k: list(v) for k, v in calibration.items()}, num_threads=threads)
+        return q, qsv
+
+    # Pass 1: a finite mask (-1e4) so that calibration sees the attention scores' range.
     model = fb.read_model(model_bytes)
-    names = fb.builtin_names()
-    # The quantizer gives the output of these ops (RESHAPE, SLICE, TRANSPOSE, ...) their
-    # input's scale, so an FC input they produce is quantized with its source's range:
-    # unify the sources too, or the pooler's input (a SLICE of each signature's last
-    # hidden state) keeps one scale, one bias and one scale table per signature.
-    same_scale = set(get_constrained_op_list(OpQuantConstraint.SAME_AS_INPUT_SCALE))
-    groups: dict[int, set[str]] = {}
-    for sg in model.subgraphs:
-        producer = {int(o): op for op in sg.operators for o in op.outputs}
-        for op in sg.operators:
-            if (
-                names.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex]))
-                != "FULLY_CONNECTED"
-            ):
-                continue
-            x, w = int(op.inputs[0]), sg.tensors[op.inputs[1]]
-            if not w.buffer:
-                continue
-            chain = [x]
-            while (p := producer.get(chain[-1])) is not None and names.get(
-                fb.opcode_builtin(model.operatorCodes[p.opcodeIndex])
-            ) in same_scale:
-                chain.append(int(p.inputs[0]))
-            for i in chain:
-                if sg.tensors[i].name:
-                    groups.setdefault(int(w.buffer), set()).add(sg.tensors[i].name.decode())
-    widened = 0
-    for inputs in groups.values():
-        present = [n for n in sorted(inputs) if n in qsv and "min" in qsv[n] and "max" in qsv[n]]
-        if len(present) < 2:
-            continue
-        # Per-tensor activation ranges; shapes differ with the input's rank (keepdims).
-        lo = min(float(np.min(qsv[n]["min"])) for n in present)
-        hi = max(float(np.max(qsv[n]["max"])) for n in present)
-        for n in present:
-            old_min, old_max = np.asarray(qsv[n]["min"]), np.asarray(qsv[n]["max"])
-            qsv[n] = {**qsv[n], "min": np.full_like(old_min, lo), "max": np.full_like(old_max, hi)}
-            widened += 1
-    return widened
-
-
-# int8-full and the padding mask. transformers adds finfo(float32).min at padded key
-# positions. Integer kernels cannot: ADD rescales both inputs to a common fixed-point
-# scale, and next to a ~1e36 mask scale the attention scores (scale ~0.1) vanish or
-# overflow (measured: SST-2 dev 80.4 % → 61.7 %, and with a -1e4 mask some ADDs wrapped
-# to +127). So the mask is made as small as masking allows: calibrate once with -1e4
-# (MASK_PROBE) to learn the scores' range, then use -(largest score span + MASK_MARGIN).
-# Every padded position then sits at least MASK_MARGIN below every real score of its
-# row (softmax weight ≤ e^-16 ≈ 1e-7 of a real one), and the mask's int8 scale is of the
-# same order as the scores'.
-MASK_PROBE = 1.0e4
-MASK_MARGIN = 16.0
-
-
-def _softmax_adds(model: Any) -> list[tuple[Any, Any, Any]]:
-    """(subgraph, ADD op, SOFTMAX op) for each SOFTMAX whose input an ADD produces."""
-    from albert_edge.tflite import flatbuffer as fb
-
-    names = fb.builtin_names()
-    out = []
-    for sg in model.subgraphs:
-        producer = {int(o): op for op in sg.operators for o in op.outputs}
-        for op in sg.operators:
-            if names.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex])) != "SOFTMAX":
-                continue
-            add = producer.get(int(op.inputs[0]))
-            if (
-                add is not None
-                and names.get(fb.opcode_builtin(model.operatorCodes[add.opcodeIndex])) == "ADD"
-            ):
-                out.append((sg, add, op))
-    return out
-
-
-def _range(sg: Any, index: int, qsv: Mapping[str, Any]) -> tuple[str, float, float] | None:
-    t = sg.tensors[index]
-    name = t.name.decode() if t.name else None
-    if name is None or name not in qsv or "min" not in qsv[name] or "max" not in qsv[name]:
-        return None
-    return name, float(np.min(qsv[name]["min"])), float(np.max(qsv[name]["max"]))
-
-
-def _scores_range(sg: Any, add: Any, qsv: Mapping[str, Any]) -> tuple[float, float] | None:
-    """Calibrated range of the unmasked operand of a mask ADD (the narrower one)."""
-    ranges = [r for r in (_range(sg, int(i), qsv) for i in add.inputs) if r is not None]
-    if len(ranges) != 2:
-        return None
-    _, lo, hi = min(ranges, key=lambda r: r[2] - r[1])
-    return lo, hi
-
-
-def mask_magnitude(
-    model_bytes: bytes, qsv: Mapping[str, Any], margin: float = MASK_MARGIN
-) -> float | None:
-    """The mask magnitude that keeps every padded position ``margin`` below any score."""
-    from albert_edge.tflite import flatbuffer as fb
-
-    spans = []
-    for sg, add, _ in _softmax_adds(fb.read_model(model_bytes)):
-        r = _scores_range(sg, add, qsv)
-        if r is not None:
-            spans.append(r[1] - r[0])
-    if not spans:
-        return None
-    return float(np.ceil(max(spans) + margin))
-
-
-def bound_softmax_input_ranges(
-    model_bytes: bytes, qsv: dict[str, Any], margin: float = MASK_MARGIN
-) -> int:
-    """Clip each masked SOFTMAX input's calibrated minimum to (lowest score − margin).
-
-    With the mask of :func:`mask_magnitude`, padded positions land at or below that
-    value and saturate there, while real scores keep an int8 step of (span + margin)/255
-    instead of (span + mask)/255. Returns the number of tensors clipped.
-    """
-    from albert_edge.tflite import flatbuffer as fb
-
-    clipped = 0
-    for sg, add, softmax in _softmax_adds(fb.read_model(model_bytes)):
-        x = _range(sg, int(softmax.inputs[0]), qsv)
-        scores = _scores_range(sg, add, qsv)
-        if x is None or scores is None:
-            continue
-        name, lo, _ = x
-        new_lo = scores[0] - margin
-        if lo >= new_lo:
-            continue
-        old = np.asarray(qsv[name]["min"])
-        qsv[name] = {**qsv[name], "min": np.maximum(old, new_lo).astype(old.dtype)}
-        clipped += 1
-    return clipped
+    if fb.bound_mask_fill(model, value=-MASK_PROBE):
+        model_bytes = fb.write_model(model)
+        _, qsv = _calibrated(model_bytes)
+        # Pass 2: the smallest mask that still masks, so int8 kernels can add it.
+        magnitude = mask_magnitude(model_bytes, qsv)
+        if magnitude is not None:
+            model = fb.read_model(model_bytes)
+            fb.bound_mask_fill(model, value=-magnitude, below=-MASK_PROBE)
+            model_bytes = fb.write_model(model)
+    q, qsv = _calibrated(model_bytes)
+    unify_shared_weight_inputs(model_bytes, qsv)
+    bound_softmax_input_ranges(model_bytes, qsv)
+    result = q.quantize(qsv, enable_progress_report=False, enable_progress_bar=False)
+    return bytes(result.quantized_model)
 
 
 # --- precision plans: one recipe entry per unique weight ----------------------------------
@@ -709,33 +449,53 @@ def plan_recipe(
     DEQUANTIZE before and a QUANTIZE after them) — the activation quantizers a fallback
     leaves out; an OPS unit (``ops:KIND``) at ``fp32`` (:func:`activation_units`) does
     the same for every op of that kind."""
+    units = list(units)
+    if base == "int8-full":
+        return _full_plan_recipe(units, precisions, per_channel, quantize_embeddings)
+    if base != "int8-dynamic":
+        raise QuantizationError(f"no TFLite precision plan on {base!r}")
+    return _dynamic_plan_recipe(units, precisions, per_channel, block_size)
+
+
+def _full_plan_recipe(
+    units: list[PlanUnit],
+    precisions: Mapping[str, str],
+    per_channel: bool,
+    quantize_embeddings: bool,
+) -> Any:
+    """The int8-full recipe with a ``no_quantize`` entry per unit the plan keeps at fp32."""
     from ai_edge_quantizer import algorithm_manager, qtyping, recipe_manager
 
     op = qtyping.TFLOperationName
+    rm = _recipe("int8-full", per_channel=per_channel, quantize_embeddings=quantize_embeddings)
+    manager = recipe_manager.RecipeManager()
+    manager.load_quantization_recipe(rm)
+    for u in units:
+        if precisions.get(u.name, "int8") != "fp32":
+            continue
+        if u.kind == "FULLY_CONNECTED":
+            manager.add_quantization_config(
+                regex=_exactly(u.scopes),
+                operation_name=op.FULLY_CONNECTED,
+                algorithm_key=algorithm_manager.AlgorithmName.NO_QUANTIZE,
+            )
+        elif u.kind == "OPS":
+            manager.add_quantization_config(
+                regex=".*",
+                operation_name=op[u.op_kind],
+                algorithm_key=algorithm_manager.AlgorithmName.NO_QUANTIZE,
+            )
+    return manager.get_quantization_recipe()
+
+
+def _dynamic_plan_recipe(
+    units: list[PlanUnit], precisions: Mapping[str, str], per_channel: bool, block_size: int
+) -> Any:
+    """A weight-only recipe entry per unit the plan stores at int8 or int4 (none at fp32)."""
+    from ai_edge_quantizer import qtyping, recipe_manager
+
+    op = qtyping.TFLOperationName
     gran = qtyping.QuantGranularity
-    units = list(units)
-    if base == "int8-full":
-        rm = _recipe("int8-full", per_channel=per_channel, quantize_embeddings=quantize_embeddings)
-        manager = recipe_manager.RecipeManager()
-        manager.load_quantization_recipe(rm)
-        for u in units:
-            if precisions.get(u.name, "int8") != "fp32":
-                continue
-            if u.kind == "FULLY_CONNECTED":
-                manager.add_quantization_config(
-                    regex=_exactly(u.scopes),
-                    operation_name=op.FULLY_CONNECTED,
-                    algorithm_key=algorithm_manager.AlgorithmName.NO_QUANTIZE,
-                )
-            elif u.kind == "OPS":
-                manager.add_quantization_config(
-                    regex=".*",
-                    operation_name=op[u.op_kind],
-                    algorithm_key=algorithm_manager.AlgorithmName.NO_QUANTIZE,
-                )
-        return manager.get_quantization_recipe()
-    if base != "int8-dynamic":
-        raise QuantizationError(f"no TFLite precision plan on {base!r}")
     rm = recipe_manager.RecipeManager()
     fc_int8 = gran.CHANNELWISE if per_channel else gran.TENSORWISE
     for u in units:

@@ -31,6 +31,22 @@ def add_parser(sub: Any, quiet: Any) -> None:
     p.add_argument(
         "-o", "--output", type=output_arg, required=True, help="checkpoint directory to write"
     )
+    _add_size_flags(p)
+    _add_heal_flags(p)
+    p.add_argument(
+        "--embedding-rank",
+        type=int_at_least(1),
+        default=None,
+        help="also shrink the word table V x E to V x R (truncated SVD, embedding re-fit "
+        "briefly on the corpus: docs/vocabulary.md)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace a previous trimmed checkpoint")
+    quiet(p)
+    p.set_defaults(run=run_trim)
+
+
+def _add_size_flags(p: argparse.ArgumentParser) -> None:
+    """How many pieces to keep, and the held-out text the trim is judged on."""
     size = p.add_mutually_exclusive_group()
     size.add_argument(
         "--keep", type=int_at_least(1), default=None, help="pieces in all (most frequent first)"
@@ -59,6 +75,10 @@ def add_parser(sub: Any, quiet: Any) -> None:
         help="refuse (nothing written) when the held-out metric drops more than P points "
         "(point estimate); with --heal, judged after healing and needs --held-out",
     )
+
+
+def _add_heal_flags(p: argparse.ArgumentParser) -> None:
+    """``--heal`` and its settings, in a help section of their own."""
     heal = p.add_argument_group("healing fine-tune (docs/vocabulary.md)")
     heal.add_argument(
         "--heal",
@@ -103,16 +123,6 @@ def add_parser(sub: Any, quiet: Any) -> None:
         default=DefaultInt(1),
         help="heal: torch threads (default 1)",
     )
-    p.add_argument(
-        "--embedding-rank",
-        type=int_at_least(1),
-        default=None,
-        help="also shrink the word table V x E to V x R (truncated SVD, embedding re-fit "
-        "briefly on the corpus: docs/vocabulary.md)",
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace a previous trimmed checkpoint")
-    quiet(p)
-    p.set_defaults(run=run_trim)
 
 
 def run_trim(a: argparse.Namespace) -> int:
@@ -142,17 +152,10 @@ def run_trim(a: argparse.Namespace) -> int:
 
 
 def _trim_and_heal(a: argparse.Namespace, options: TrimOptions) -> int:
-    """Trim into a temporary directory, then heal into ``-o``: the inputs are all checked
-    first (output, corpus, heal data, held-out file against the model's head)."""
-    import dataclasses
-    import tempfile
+    """:func:`albert_edge.vocab.heal.trim_and_heal` with the flags; prints the trim's
+    figures, then the healing's."""
+    from albert_edge.vocab.heal import HealOptions, trim_and_heal
 
-    from albert_edge.io import check_output
-    from albert_edge.vocab.heal import HealOptions, heal, read_inputs
-    from albert_edge.vocab.heldout import checkpoint_path
-    from albert_edge.vocab.trim import TRIMMED, held_out_task_data, trim_checkpoint
-
-    source = checkpoint_path(a.checkpoint)
     heal_options = HealOptions(
         steps=a.heal_steps or HealOptions.steps,
         epochs=a.heal_epochs,
@@ -161,29 +164,18 @@ def _trim_and_heal(a: argparse.Namespace, options: TrimOptions) -> int:
         max_drop=a.max_drop,
         overwrite=a.overwrite,
     )
-    inputs = [source, a.corpus, *(p for p in (a.heal_data, a.held_out) if p is not None)]
-    check_output(a.output, overwrite=a.overwrite, inputs=inputs, kind=TRIMMED)
-    held_out_task_data(a.corpus, a.checkpoint, options)
-    data = a.heal_data if a.heal_data is not None else a.corpus
-    read_inputs(source, data, heal_options)  # before any model loads
-    with tempfile.TemporaryDirectory(prefix="albert-edge-trim-") as td:
-        trimmed = Path(td) / "trimmed"
-        rec = trim_checkpoint(
-            a.checkpoint, a.corpus, trimmed, dataclasses.replace(options, overwrite=False)
-        )
-        _print(a.output, rec)
-        heal(
-            trimmed,
-            a.checkpoint,
-            data,
-            a.output,
-            seed=int(a.seed),
-            threads=int(a.threads),
-            options=heal_options,
-        )
-    from albert_edge.checkpoint import TRIM_FILE, read_trim_record
-
-    healed = read_trim_record(Path(a.output) / TRIM_FILE)["heal"]
+    record = trim_and_heal(
+        a.checkpoint,
+        a.corpus,
+        a.output,
+        options,
+        heal_options,
+        heal_data=a.heal_data,
+        seed=int(a.seed),
+        threads=int(a.threads),
+        on_trimmed=lambda rec: _print(a.output, rec),
+    )
+    healed = record["heal"]
     h = healed.get("held_out")
     what = f"{a.output}: healed ({healed['settings']['steps']} steps on {healed['data']['file']})"
     if h is not None:

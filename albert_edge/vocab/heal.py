@@ -47,6 +47,7 @@ import math
 import random
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,7 @@ from albert_edge.tokenizer import AlbertTokenizer
 if TYPE_CHECKING:
     from albert_edge.checkpoint import Checkpoint
     from albert_edge.tasks import Features, TaskData
+    from albert_edge.vocab.trim import TrimOptions
 
 HEADS = ("sequence-classification", "token-classification")
 # SentencePiece n-best segmentations a re-segmented word chooses among (the best excluded)
@@ -448,6 +450,48 @@ def heal(
     record = read_trim_record(src / TRIM_FILE)
     rows, held = read_inputs(src, data, options)  # judged before any model loads
     return _heal(src, teacher_dir, rows, held, out, record, options, seed, threads)
+
+
+def trim_and_heal(
+    checkpoint: str | Path | None,
+    corpus: Path,
+    output: Path,
+    options: TrimOptions,
+    heal_options: HealOptions,
+    *,
+    heal_data: Path | None = None,
+    seed: int = 13,
+    threads: int = 1,
+    on_trimmed: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """``albert-edge trim --heal``: trim ``checkpoint`` to ``corpus`` into a temporary
+    directory, then heal it on ``heal_data`` (default: ``corpus``) into ``output``; return
+    the healed checkpoint's trim record. Every input is checked first (output, corpus,
+    heal data, held-out file against the model's head), before any model loads.
+    ``on_trimmed(record)`` is called with the trim's record before healing starts."""
+    import dataclasses
+    import tempfile
+
+    from albert_edge.checkpoint import TRIM_FILE, read_trim_record
+    from albert_edge.io import check_output
+    from albert_edge.vocab.heldout import checkpoint_path
+    from albert_edge.vocab.trim import TRIMMED, held_out_task_data, trim_checkpoint
+
+    source = checkpoint_path(checkpoint)
+    inputs = [source, corpus, *(p for p in (heal_data, heal_options.held_out) if p is not None)]
+    check_output(output, overwrite=heal_options.overwrite, inputs=inputs, kind=TRIMMED)
+    held_out_task_data(corpus, checkpoint, options)
+    data = heal_data if heal_data is not None else corpus
+    read_inputs(source, data, heal_options)  # before any model loads
+    with tempfile.TemporaryDirectory(prefix="albert-edge-trim-") as td:
+        trimmed = Path(td) / "trimmed"
+        rec = trim_checkpoint(
+            checkpoint, corpus, trimmed, dataclasses.replace(options, overwrite=False)
+        )
+        if on_trimmed is not None:
+            on_trimmed(rec)
+        heal(trimmed, checkpoint, data, output, seed=seed, threads=threads, options=heal_options)
+    return read_trim_record(Path(output) / TRIM_FILE)
 
 
 def read_inputs(

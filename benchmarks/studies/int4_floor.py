@@ -130,7 +130,7 @@ def scale_alternatives(ckpt: Path, work: Path, default_row: dict[str, Any]) -> l
     from safetensors.numpy import load_file
 
     from albert_edge.data import read_sst2
-    from albert_edge.onnx.quant.tables import _quantize_blocks
+    from albert_edge.onnx.quant.tables import quantize_blocks
 
     built = build(ckpt, work / "int4-wide", "int4-wide")
     wide = work / "int4-wide-variant"  # scored copy; the built artifact stays as written
@@ -149,7 +149,7 @@ def scale_alternatives(ckpt: Path, work: Path, default_row: dict[str, Any]) -> l
         return np.clip(np.rint(w / step[:, None]), -7, 7) * step[:, None]
 
     def u8(x: Any) -> Any:
-        codes, stored, sup = _quantize_blocks(x, 4, x.shape[1], scales="u8")
+        codes, stored, sup = quantize_blocks(x, 4, x.shape[1], scales="u8")
         lo, hi = (codes & 15).astype(np.float32), (codes >> 4).astype(np.float32)
         q = np.stack([lo, hi], axis=-1).reshape(x.shape) - 8
         return q * (stored.astype(np.float32) * np.float32(sup))

@@ -85,13 +85,13 @@ def _gbq_model(w: Any) -> Any:
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
-    from albert_edge.onnx.quant.tables import _quantize_blocks
+    from albert_edge.onnx.quant.tables import quantize_blocks
 
     e = int(w.shape[1])
     block = 16
     while block < e:
         block *= 2
-    codes, scales, _ = _quantize_blocks(w, 8, block, scales="fp16")  # uint8, zero point 128
+    codes, scales, _ = quantize_blocks(w, 8, block, scales="fp16")  # uint8, zero point 128
     nodes = [
         helper.make_node(
             "GatherBlockQuantized",

@@ -287,7 +287,7 @@ def test_memory_bound_is_verify_s_for_the_artifact_alone(
     are skipped rows and are not bounded. The default shapes of an xxlarge config fit."""
     import psutil
 
-    from albert_edge.bench.harness import _check_memory
+    from albert_edge.bench.plan import check_memory
     from albert_edge.bench.targets import Target
     from albert_edge.errors import BenchmarkError
     from albert_edge.grid import grid_memory_bytes
@@ -301,16 +301,16 @@ def test_memory_bound_is_verify_s_for_the_artifact_alone(
     xxlarge = dict(tiny, hidden_size=4096, intermediate_size=16384, num_attention_heads=64)
     t = Target(path=tmp_path / "tiny", format="onnx", name="tiny", config=tiny)
     big = Target(path=tmp_path / "xxl", format="onnx", name="xxl", config=xxlarge)
-    _check_memory([t, big], (1,), (128,))  # the default shapes
+    check_memory([t, big], (1,), (128,))  # the default shapes
     with pytest.raises(BenchmarkError, match=r"tiny: batch 1000000000 at sequence length 64 "):
-        _check_memory([t], (1, 10**9), (8, 64, 100_000))  # 100000: past the 512 positions
-    _check_memory([t], (10**9,), (100_000,))  # only a skipped row: nothing to bound
-    _check_memory([Target(path=tmp_path, format="onnx", name="x")], (10**9,), (128,))  # no config
+        check_memory([t], (1, 10**9), (8, 64, 100_000))  # 100000: past the 512 positions
+    check_memory([t], (10**9,), (100_000,))  # only a skipped row: nothing to bound
+    check_memory([Target(path=tmp_path, format="onnx", name="x")], (10**9,), (128,))  # no config
 
     # the threshold: one model's share of verify's estimate against what is available
     one = grid_memory_bytes(SimpleNamespace(**tiny), 1000, 128, models=1)
     available = 3 * one  # batch 3000 fits exactly; verify's two-model bound would refuse it
     monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=available))
-    _check_memory([t], (3000,), (128,))
+    check_memory([t], (3000,), (128,))
     with pytest.raises(BenchmarkError, match=r"batch 3001 at sequence length 128 .* GiB"):
-        _check_memory([t], (3001,), (128,))
+        check_memory([t], (3001,), (128,))

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 from albert_edge.bench.recommend import (
-    _why_not,
     choose,
     compare,
     max_drop,
@@ -29,6 +28,7 @@ from albert_edge.bench.recommend import (
     split_rows,
     wilson,
 )
+from albert_edge.bench.recommend_rank import why_not
 from albert_edge.errors import BenchmarkError
 
 LENGTHS = (32, 128)
@@ -175,11 +175,11 @@ def test_accuracy_bar_per_precision() -> None:
     assert max_drop("int4") == 1.5
     timed = {"32": [[1.0]]}
     ok = _row("onnx:int4", 1, timed, accuracy=0.80, verified=True)
-    assert _why_not(ok, 0.81) is None  # 1.0 pt <= 1.5
+    assert why_not(ok, 0.81) is None  # 1.0 pt <= 1.5
     bad = _row("onnx:int8-dynamic", 1, timed, accuracy=0.80, verified=True)
-    assert "loses 1.00 accuracy points" in str(_why_not(bad, 0.81))
-    assert "verification" in str(_why_not(_row("onnx:fp16", 1, timed, verified=False), None))
-    assert "every asked length" in str(_why_not(_row("onnx:fp16", 1, None), None))
+    assert "loses 1.00 accuracy points" in str(why_not(bad, 0.81))
+    assert "verification" in str(why_not(_row("onnx:fp16", 1, timed, verified=False), None))
+    assert "every asked length" in str(why_not(_row("onnx:fp16", 1, None), None))
 
 
 def test_parse_candidates_refuses_unknown_names() -> None:
@@ -232,7 +232,7 @@ def test_cli_recommends_on_one_split_and_reports_on_the_other(
     cmd = [sys.executable, "-m", "albert_edge.cli", "bench", str(ckpt), "--recommend"]
     cmd += ["--candidates", "onnx:fp32,onnx:int8-dynamic,onnx:int8-static"]
     cmd += ["--seq-lens", "8,16", "--threads", "1", "--rounds", "3", "--runs", "6"]
-    cmd += ["--data", str(data), "-q", "--json", str(out)]
+    cmd += ["--data", str(data), "--no-prune", "-q", "--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(out.read_text())
@@ -375,7 +375,7 @@ def test_cli_recommends_over_depth_and_exit_policy_on_the_embedded_model(
     cmd = [*cli, "bench", "--recommend", "--candidates", "onnx:int8-dynamic"]
     cmd += ["--seq-lens", "16", "--threads", "1", "--rounds", "2", "--runs", "4"]
     cmd += ["--data", str(dev), "--depth-search", str(search), "--exit-data", str(train)]
-    cmd += ["--exit-fit-rows", "200", "-q", "--json", str(out)]
+    cmd += ["--exit-fit-rows", "200", "--no-prune", "-q", "--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     result = json.loads(out.read_text())
@@ -425,7 +425,7 @@ def test_recommend_over_depth_and_exit_on_a_tiny_model(
     result = recommend(
         ckpt, seq_lens=(8,), threads=1, data=dev, candidates=(("onnx", "fp32"),),
         rounds=2, runs_per_visit=2, warmup=1, work_dir=tmp_path / "work", progress=False,
-        depth_search=search, exit_data=train, exit_fit_rows=64,
+        depth_search=search, exit_data=train, exit_fit_rows=64, prune=False,
     )  # fmt: skip
     rows = result["candidates"]
     assert rows[0]["kind"] == "precision" and rows[-1]["kind"] == "early-exit"

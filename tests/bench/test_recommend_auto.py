@@ -43,6 +43,7 @@ def test_recommend_builds_the_auto_plan_alone_and_at_each_admitted_depth(
         ckpt, seq_lens=(8,), threads=1, data=data, report_data=report,
         candidates=(("onnx", "int4"), ("onnx", "auto")), rounds=2, runs_per_visit=2,
         warmup=1, work_dir=tmp_path / "work", progress=False, depth_search=search,
+        prune=False,
     )  # fmt: skip
     autos = [r for r in result["candidates"] if r["precision"] == "auto"]
     want = [None, 1, 2] if with_depth else [None]  # L=3: the search admits 1 and 2 here

@@ -34,7 +34,7 @@ def test_recommend_runs_the_depth_search_itself_into_its_work_dir(
     result = recommend(
         ckpt, seq_lens=(8,), threads=1, data=dev, candidates=(("onnx", "fp32"),),
         rounds=2, runs_per_visit=2, warmup=1, work_dir=work, progress=False,
-        exit_data=train, exit_fit_rows=64,
+        exit_data=train, exit_fit_rows=64, prune=False,
     )  # fmt: skip
     info = result["depth_exit"]["depth_search"]
     own = work / "depth-search"

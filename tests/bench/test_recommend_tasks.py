@@ -53,21 +53,21 @@ def test_choose_splits_are_written_in_their_own_format(
     make_checkpoint: Callable[..., Path], tmp_path: Path
 ) -> None:
     """What the static precisions calibrate on: the choose split, re-read as the same task."""
-    from albert_edge.bench.recommend import _splits, _write_choose
+    from albert_edge.bench.recommend_data import read_splits, write_choose
     from albert_edge.tasks import read_task_file
 
     ner = tagger(make_checkpoint, tmp_path / "ner")
-    splits = _splits(conll(tmp_path / "dev.conll", 64), None, ner)
+    splits = read_splits(conll(tmp_path / "dev.conll", 64), None, ner)
     assert splits is not None and splits["task"] == "token-classification"
     assert len(splits["choose"].examples) == 32 and "32 sentences" in splits["how"]
-    back = read_task_file(_write_choose(splits, tmp_path))
+    back = read_task_file(write_choose(splits, tmp_path))
     assert [e.words for e in back.examples] == [e.words for e in splits["choose"].examples]
     assert [e.tags for e in back.examples] == [e.tags for e in splits["choose"].examples]
     qa = make_checkpoint("tiny", "question-answering", seed=2)
-    splits = _splits(squad(tmp_path / "dev-v1.1.json", 14), None, qa)
+    splits = read_splits(squad(tmp_path / "dev-v1.1.json", 14), None, qa)
     assert splits is not None and splits["task"] == "question-answering"
     (tmp_path / "qa").mkdir()
-    back = read_task_file(_write_choose(splits, tmp_path / "qa"))
+    back = read_task_file(write_choose(splits, tmp_path / "qa"))
     want = splits["choose"].examples
     assert sorted((e.id, e.question, e.answers) for e in back.examples) == sorted(
         (e.id, e.question, e.answers) for e in want
@@ -113,7 +113,7 @@ def test_candidates_are_scored_in_entity_f1_paired_with_the_checkpoint(
     import torch
     import transformers
 
-    from albert_edge.bench.recommend import _splits
+    from albert_edge.bench.recommend_data import read_splits
     from albert_edge.bench.recommend_tasks import TaskScorer
     from albert_edge.checkpoint import load_checkpoint
     from albert_edge.convert import convert
@@ -121,7 +121,7 @@ def test_candidates_are_scored_in_entity_f1_paired_with_the_checkpoint(
     from albert_edge.tasks import encode, score
 
     ner = tagger(make_checkpoint, tmp_path / "ner")
-    splits = _splits(conll(tmp_path / "dev.conll", 64), None, ner)
+    splits = read_splits(conll(tmp_path / "dev.conll", 64), None, ner)
     assert splits is not None
     convert(ner, tmp_path / "art", ConvertOptions(target="onnx", verify=False))
     scorer = TaskScorer(load_checkpoint(ner), splits, threads=1)

@@ -85,7 +85,7 @@ def test_recommend_builds_scores_and_judges_trimmed_candidates(
     result = recommend(
         ckpt, seq_lens=(8,), threads=1, data=dev, candidates=(("onnx", "fp32"),),
         rounds=2, runs_per_visit=2, warmup=1, work_dir=work, progress=False,
-        trim_corpus=corpus, trim_keep=(1200,),
+        trim_corpus=corpus, trim_keep=(1200,), prune=False,
     )  # fmt: skip
     rows = result["candidates"]
     trimmed = [r for r in rows if r["kind"] == "vocab"]

@@ -94,7 +94,10 @@ def test_token_head_search_records_entity_f1_and_truncates(
     text = _search(ckpt, data, tmp_path / "search", capsys)
     assert "held-out f1 %" in text and "f1 " in text.split("Reference:")[1]
     search = load_search(tmp_path / "search")
-    assert search.reference["metric"] == "f1" and search.data["task"] == "token-classification"
+    assert (
+        search.reference["held_out_metric"]["name"] == "f1"
+        and search.data["task"] == "token-classification"
+    )
     assert search.data["held_out_rows"] == 32 and search.data["fit_rows"] == 40
     refit = {s.depth: s for s in search.scores if s.head == "refit"}
     assert set(refit) == {1, 2, 3} and all(s.metric == "f1" for s in refit.values())
@@ -102,9 +105,9 @@ def test_token_head_search_records_entity_f1_and_truncates(
     # the own head at full depth IS the reference: no difference, a zero-width interval
     own3 = search.score(3, "own")
     assert own3.delta == 0.0 and own3.delta_low == 0.0 and own3.delta_high == 0.0
-    assert own3.held_out_accuracy == search.reference["held_out_accuracy"]
+    assert own3.value == search.reference["held_out_metric"]["value"]
     # the heads were fitted: some depth's head differs from the model's own
-    assert any(s.fit_accuracy != search.score(s.depth, "own").fit_accuracy for s in refit.values())
+    assert any(s.fit_metric != search.score(s.depth, "own").fit_metric for s in refit.values())
 
     # truncate at depth 1: a token classifier with one layer, the depth-1 head
     out = tmp_path / "d1"
@@ -139,8 +142,8 @@ def test_token_head_search_records_entity_f1_and_truncates(
             outs["logits"].append(model(input_ids=ids).logits[0].numpy())
             ref["logits"].append(full(input_ids=ids).logits[0].numpy())
     m, m_ref = score(sub, feats, outs), score(sub, feats, ref)
-    assert m.value == pytest.approx(refit[1].held_out_accuracy, abs=1e-9)
-    assert m_ref.value == pytest.approx(search.reference["held_out_accuracy"], abs=1e-9)
+    assert m.value == pytest.approx(refit[1].value, abs=1e-9)
+    assert m_ref.value == pytest.approx(search.reference["held_out_metric"]["value"], abs=1e-9)
     assert paired_metric_interval(m, m_ref).delta == pytest.approx(refit[1].delta, abs=1e-9)
 
     # convert → verify --data on the truncated tagger: the task's F1 is reported
@@ -149,7 +152,10 @@ def test_token_head_search_records_entity_f1_and_truncates(
     assert main(["convert", str(out), "-o", str(art), "-q"]) == 0
     assert main(["verify", str(art), "--reference", str(out), "--data", str(data), "-q"]) == 0
     manifest = json.loads((art / "manifest.json").read_text())
-    assert manifest["depth"]["layers"] == 1 and manifest["depth"]["evidence"]["metric"] == "f1"
+    assert (
+        manifest["depth"]["layers"] == 1
+        and manifest["depth"]["evidence"]["held_out_metric"]["name"] == "f1"
+    )
 
 
 def test_span_head_search_records_squad_f1_and_truncates(
@@ -165,7 +171,7 @@ def test_span_head_search_records_squad_f1_and_truncates(
     assert search.data["task"] == "question-answering" and search.data["held_out_rows"] == 32
     assert set(search.heads[2]) == {"qa_outputs.weight", "qa_outputs.bias"}
     assert search.score(3, "own").delta == 0.0
-    assert all(0.0 <= s.held_out_accuracy <= 1.0 and s.metric == "f1" for s in search.scores)
+    assert all(0.0 <= s.value <= 1.0 and s.metric == "f1" for s in search.scores)
     out = tmp_path / "d2"
     capsys.readouterr()
     args = ["depth", "truncate", str(ckpt), "--depth", "2", "--depth-search"]
@@ -190,7 +196,10 @@ def test_a_truncated_span_model_converts_and_verifies_on_squad(
     assert main(["convert", str(out), "-o", str(art), "-q"]) == 0
     assert main(["verify", str(art), "--reference", str(out), "--data", str(data), "-q"]) == 0
     manifest = json.loads((art / "manifest.json").read_text())
-    assert manifest["depth"]["layers"] == 2 and manifest["depth"]["evidence"]["metric"] == "f1"
+    assert (
+        manifest["depth"]["layers"] == 2
+        and manifest["depth"]["evidence"]["held_out_metric"]["name"] == "f1"
+    )
 
 
 def one_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -253,4 +262,4 @@ def test_squad_v2_threshold_is_chosen_on_the_full_depth_model_and_held_for_every
     assert search.data["scored_examples"] == 30  # the odd-numbered half of 60
     assert {"HasAns_f1", "NoAns_f1"} <= set(search.reference["held_out_metrics"])
     own3 = search.score(3, "own")
-    assert own3.delta == 0.0 and own3.held_out_accuracy == search.reference["held_out_accuracy"]
+    assert own3.delta == 0.0 and own3.value == search.reference["held_out_metric"]["value"]

@@ -159,7 +159,7 @@ def test_pair_rows_feed_both_sentences_to_the_exit_heads(make_checkpoint, tmp_pa
     """A pair file (RTE-style columns) is read by the task layer and each row's features
     are those of the sentence pair, not of its first sentence."""
     from albert_edge.checkpoint import load_checkpoint
-    from albert_edge.early_exit.command import fit_heads_on, fit_rows_of
+    from albert_edge.early_exit.fit import fit_heads_on, fit_rows_of
     from albert_edge.early_exit.heads import pooled_features, pooled_features_of
     from albert_edge.tasks import encode
 

@@ -73,6 +73,7 @@ def _work(root: Path, ckpt: Path, data: Path) -> Path:
     recommend(
         ckpt, seq_lens=(8,), threads=1, candidates=(("onnx", "fp32"),), rounds=2,
         runs_per_visit=1, warmup=0, work_dir=root / "work", progress=False, data=data,
+        prune=False,
     )  # fmt: skip
     return root / "work"
 

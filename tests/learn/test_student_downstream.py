@@ -44,7 +44,7 @@ def test_depth_search_and_recommend_take_the_trained_student(student, rows200, t
     result = recommend(
         student, seq_lens=(8,), threads=1, data=dev, candidates=(("onnx", "fp32"),),
         rounds=2, runs_per_visit=2, warmup=1, work_dir=tmp_path / "work", progress=False,
-        depth_search=search_dir, exit_data=rows200, exit_fit_rows=64,
+        depth_search=search_dir, exit_data=rows200, exit_fit_rows=64, prune=False,
     )  # fmt: skip
     rows = result["candidates"]
     assert rows[0]["kind"] == "precision" and rows[0]["verified"] is True

@@ -209,6 +209,7 @@ def test_recommend_builds_the_auto_plan_as_a_candidate(sst2_train: Path, tmp_pat
         runs_per_visit=1,
         warmup=0,
         progress=False,
+        prune=False,
     )
     auto = next(r for r in result["candidates"] if r["precision"] == "auto")
     assert auto.get("error") is None and auto["verified"]

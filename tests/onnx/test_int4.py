@@ -45,7 +45,7 @@ from albert_edge.onnx.quant.int4 import (
     pack,
 )
 from albert_edge.onnx.quant.recipes import SATURATION_FREE_MAX_ABS
-from albert_edge.onnx.quant.tables import _quantize_blocks, decode_log_scales, table_scale_format
+from albert_edge.onnx.quant.tables import decode_log_scales, quantize_blocks, table_scale_format
 from tests.onnx.graphs import clone, op_types, run_ort
 from tests.onnx.test_quant_passes import _f, _model, _state, _two_matmuls, _x
 
@@ -206,7 +206,7 @@ def test_int4_scales_function_equals_decode_log_scales(v: int) -> None:
         np.float32
     )
     w[3] = 0.0  # an all-zero row
-    codes, stored, sup = _quantize_blocks(w, 4, 16, scales="u4log")
+    codes, stored, sup = quantize_blocks(w, 4, 16, scales="u4log")
     assert sup is not None and stored.shape == ((v + 1) // 2,) and stored.dtype == np.uint8
     k = np.stack([stored % 16, stored // 16], axis=-1).reshape(-1)
     want = (np.float32(sup) * decode_log_scales(k)).reshape(-1, 1)
@@ -237,7 +237,7 @@ def test_table_scale_format_uses_log_scales_only_for_small_folded_rows() -> None
     assert table_scale_format(4, tied=True, dim=64, fold=True) == "fp32"
     assert table_scale_format(8, tied=False, dim=64, fold=True) == "fp16"
     with pytest.raises(QuantizationError, match="one per row"):
-        _quantize_blocks(np.ones((4, 32), np.float32), 4, 16, scales="u4log")
+        quantize_blocks(np.ones((4, 32), np.float32), 4, 16, scales="u4log")
 
 
 def test_functions_are_standard_ops_and_pass_the_full_checker() -> None:

@@ -18,7 +18,7 @@ from albert_edge.onnx.quant.embed import (
 from albert_edge.onnx.quant.embed import (
     quantize_word_table_proto as quantize_word_table,
 )
-from albert_edge.onnx.quant.tables import _quantize_blocks, find_word_table, side_tables
+from albert_edge.onnx.quant.tables import find_word_table, quantize_blocks, side_tables
 from albert_edge.options import ConvertOptions
 
 
@@ -81,8 +81,8 @@ def test_word_table_one_byte_scales_agree_with_codes() -> None:
     w = rng.normal(size=(300, 64)).astype(np.float32)
     w[7] *= 0.01  # a row far below the largest: its scale still rounds up, never clips
     w[8] = 0.0
-    _, s32, none = _quantize_blocks(w, 8, 64)
-    codes, s8, sup = _quantize_blocks(w, 8, 64, scales="u8", signed=True)
+    _, s32, none = quantize_blocks(w, 8, 64)
+    codes, s8, sup = quantize_blocks(w, 8, 64, scales="u8", signed=True)
     assert none is None and sup is not None
     assert s32.dtype == np.float32 and s8.dtype == np.uint8 and s8.nbytes * 4 == s32.nbytes
     assert codes.dtype == np.int8 and codes.shape == (300, 64)
@@ -111,7 +111,7 @@ def test_word_table_one_byte_scales_agree_with_codes() -> None:
 def _dequantized(w: np.ndarray, bits: int, block: int) -> np.ndarray:
     """The table the stored codes and scales represent, computed here in numpy."""
     fmt = "u8" if bits == 4 else "fp16"  # albert_edge.onnx.quant.tables.table_scale_format
-    codes, stored, sup = _quantize_blocks(w, bits, block, scales=fmt, signed=bits == 8)
+    codes, stored, sup = quantize_blocks(w, bits, block, scales=fmt, signed=bits == 8)
     scales = stored.astype(np.float32) * np.float32(sup if sup is not None else 1.0)
     if bits == 4:
         unpacked = np.empty((w.shape[0], w.shape[1]), dtype=np.float32)

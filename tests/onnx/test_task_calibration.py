@@ -121,7 +121,7 @@ def test_sentences_feed_as_before(spiece_path: Path, sst2_train: Path) -> None:
 
 
 def test_tflite_buckets_keep_the_token_types(spiece_path: Path, tmp_path: Path) -> None:
-    from albert_edge.tflite.quantize import MIN_CALIBRATION_PER_BUCKET, feature_calibration_feeds
+    from albert_edge.tflite.calibration import MIN_CALIBRATION_PER_BUCKET, feature_calibration_feeds
 
     cal = read_calibration(_pairs(tmp_path / "pairs.tsv"), 10)
     feats = cal.encode(AlbertTokenizer(spiece_path), 64)

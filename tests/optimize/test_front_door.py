@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from albert_edge.cli import main
-from albert_edge.optimize.stages import STAGE, Work
+from albert_edge.optimize.work import STAGE, Work
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,7 +100,7 @@ def test_a_busy_work_dir_is_refused_and_a_dead_holder_does_not_block(
             "-c",
             "import sys, time\n"
             "from pathlib import Path\n"
-            "from albert_edge.optimize.stages import Work\n"
+            "from albert_edge.optimize.work import Work\n"
             "with Work(Path(sys.argv[1])).lock():\n"
             "    print('locked', flush=True)\n"
             "    time.sleep(600)\n",
@@ -262,7 +262,7 @@ def test_a_candidate_changed_after_it_was_built_is_named_in_optimize_terms(
     tmp_path: Path,
 ) -> None:
     from albert_edge.optimize.api import check_intact
-    from albert_edge.optimize.stages import OptimizeError
+    from albert_edge.optimize.work import OptimizeError
 
     work = Work(tmp_path / "w")
     work.open()

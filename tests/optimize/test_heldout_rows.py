@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from albert_edge.optimize.stages import (
+from albert_edge.optimize.splits import (
     MIN_HELD,
     OptimizeError,
     learned_by_metric,
@@ -226,7 +226,7 @@ def test_learned_data_with_report_data_chooses_on_half_of_it(
 ) -> None:
     """Every row of --data trained on, --report-data given, no --choose-data: a seeded
     half of the report file chooses, the other half reports, --data is all fit."""
-    from albert_edge.optimize.stages import choose_from_report
+    from albert_edge.optimize.splits import choose_from_report
 
     data = _rows_file(sst2_train, tmp_path / "data.tsv", 0, 400)
     _train_on(ckpt, data)
@@ -251,7 +251,8 @@ def test_split_stage_chooses_on_report_data_when_the_choose_rows_look_learned(
     """The model's metric on --data's choose rows far above its recorded held-out figure
     (here a record of 0 %): the split re-draws the choose rows from --report-data and
     records the warning, with the model's metric on each part."""
-    from albert_edge.optimize.stages import split_file, split_stage
+    from albert_edge.optimize.splits import split_file
+    from albert_edge.optimize.stages import split_stage
 
     (ckpt / "training.json").write_text(json.dumps({"dev_accuracy": 0.0}))
     data = _rows_file(sst2_train, tmp_path / "data.tsv", 0, 240)

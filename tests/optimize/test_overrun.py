@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.optimize.api import check
-from albert_edge.optimize.search import Options, Search
+from albert_edge.optimize.context import RunContext
+from albert_edge.optimize.options import Options
+from albert_edge.optimize.search import Search
 
 DEV = Path(__file__).resolve().parents[1] / "data" / "sst2" / "dev.tsv"
 
@@ -28,9 +30,9 @@ class _SlowPool:
         self.started: dict[int, tuple[str, float]] = {}
         self.cancelled: list[str] = []
 
-    def submit(self, fn: Any, ctx: Any, spec: dict[str, Any], tmp: str) -> int:
+    def submit(self, fn: Any, ctx: RunContext, build: Any, tmp: str) -> int:
         h = len(self.started)
-        self.started[h] = (str(spec["key"]), time.monotonic())
+        self.started[h] = (build.key, time.monotonic())
         return h
 
     def _needs(self, h: int) -> float:
@@ -58,6 +60,27 @@ class _SlowPool:
         pass
 
 
+def _ctx(tmp_path: Path) -> RunContext:
+    """A run's context as the stages would leave it (no stage runs: the pool builds nothing)."""
+    split = tmp_path / "split"
+    return RunContext(
+        given=None,
+        target="onnx",
+        objective="latency",
+        seq_len=128,
+        max_drop=0.5,
+        min_lower_bound=-1.5,
+        layers=4,
+        fit=split / "fit.tsv",
+        choose=split / "choose.tsv",
+        choose_rows=436,
+        report=split / "report.tsv",
+        reference_choose=split / "reference-choose.npy",
+        reference_report=split / "reference-report.npy",
+        split="0" * 64,
+    )
+
+
 def _search(tmp_path: Path) -> Search:
     opts = Options(
         checkpoint=None,
@@ -81,7 +104,7 @@ def test_nothing_admitted_when_the_budget_ends_builds_the_given_fp32_past_it(
     # 0.5 s left before the reserve (a quarter of so small a budget) for the candidates
     search.budget_s = (search.progress.elapsed() + 0.5) / 0.75
     pool = _SlowPool(first.key, first_s=1.5, other_s=60.0)
-    search.run_candidates({"choose_rows": 436}, pool)
+    search.run_candidates(_ctx(tmp_path), pool)
 
     assert [r["key"] for r in search.admitted()] == [first.key]
     assert any("built past it" in n and first.key in n for n in search.notes)
@@ -95,7 +118,7 @@ def test_budget_already_spent_still_starts_the_given_fp32(tmp_path: Path) -> Non
     first = search.plan.candidates[0]
     search.budget_s = 0.0  # spent before the first candidate
     pool = _SlowPool(first.key, first_s=0.2, other_s=60.0)
-    search.run_candidates({"choose_rows": 436}, pool)
+    search.run_candidates(_ctx(tmp_path), pool)
 
     assert [r["key"] for r in search.admitted()] == [first.key]
     others = [r for k, r in search.records.items() if k != first.key]

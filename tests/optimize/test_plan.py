@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from albert_edge.optimize.plan import (
     NOT_BUILT,
+    PRUNE_STAGES,
     Candidate,
     Plan,
     Shape,
     all_candidates,
+    cut_by_fp32,
     make_plan,
-    prune,
 )
 
 
@@ -47,7 +49,7 @@ def test_baselines_first_then_fp32_of_every_depth_before_any_quantized_form() ->
         (v, k) for v in ("full", "trim", "heal") for k in (1, 2, 3, 4)
     }
     assert all(cands.index(c) < first_quantized for c in fp32)
-    # every candidate's fp32 parent comes before it: its verdict can prune it
+    # every candidate's fp32 parent comes before it: its verdict can cut it
     order = {c.key: i for i, c in enumerate(cands)}
     for c in cands:
         if c.parent is not None:
@@ -63,7 +65,8 @@ def test_every_joint_candidate_is_there_with_a_big_budget() -> None:
                 assert f"base-{v}-d{k}-{prec}" in keys
         for prec in ("fp32", "int8-dynamic"):
             assert f"base-{v}-d4-{prec}-exit-confidence" in keys
-    assert all(s.will_run for s in p.stages)
+    assert all(s.will_run for s in p.stages if s.name not in PRUNE_STAGES)
+    assert all(not s.will_run and "--no-prune" in s.why for s in p.stages if s.name == "prune")
     assert p.skipped == []
 
 
@@ -144,12 +147,12 @@ def test_prune_by_the_fp32_verdict() -> None:
     exit_ = Candidate("trim", 4, "fp32", "confidence")
     assert child.parent == "base-full-d2-fp32"
     assert exit_.parent == "base-trim-d4-fp32"
-    assert prune(Candidate("full", 2, "fp32"), {}) is None
-    assert prune(child, {"base-full-d2-fp32": None}) is None
-    why = prune(child, {"base-full-d2-fp32": "point loss 0.80 > 0.5"})
-    assert why is not None and why.startswith("pruned: at fp32") and "0.80" in why
-    assert prune(child, {}) == "base-full-d2-fp32 was not judged"
-    assert "was not built" in str(prune(child, {"base-full-d2-fp32": NOT_BUILT}))
+    assert cut_by_fp32(Candidate("full", 2, "fp32"), {}) is None
+    assert cut_by_fp32(child, {"base-full-d2-fp32": None}) is None
+    why = cut_by_fp32(child, {"base-full-d2-fp32": "point loss 0.80 > 0.5"})
+    assert why is not None and why.startswith("cut: its fp32 form") and "0.80" in why
+    assert cut_by_fp32(child, {}) == "base-full-d2-fp32 was not judged"
+    assert "was not built" in str(cut_by_fp32(child, {"base-full-d2-fp32": NOT_BUILT}))
 
 
 def test_the_plan_is_data() -> None:
@@ -165,6 +168,8 @@ def test_the_plan_is_data() -> None:
         "depth-trim",
         "heal",
         "depth-heal",
+        "prune",
+        "depth-prune",
     }
 
 
@@ -276,13 +281,17 @@ def test_a_precision_plan_is_searched_on_every_choose_row(monkeypatch) -> None:
     from types import SimpleNamespace
 
     monkeypatch.setattr(mixed, "convert_auto", convert_auto)
-    ctx = {"objective": "latency", "choose": "choose.tsv", "choose_rows": 2000}
-    _auto(ctx, 0.15)(None, None, SimpleNamespace(precision="int8-dynamic"))
+    _auto(Path("choose.tsv"), 2000, 0.15)(None, None, SimpleNamespace(precision="int8-dynamic"))
     assert seen["base"] == "int8-dynamic"  # the plan narrows the recipe it is built with
     s = seen["settings"]
     # bytes whatever the run's objective: a latency plan follows timing noise, and a
     # resumed run must build the same bytes
-    assert (s.rows, s.max_drop, s.objective, seen["data"]) == (2000, 0.15, "bytes", "choose.tsv")
+    assert (s.rows, s.max_drop, s.objective, seen["data"]) == (
+        2000,
+        0.15,
+        "bytes",
+        Path("choose.tsv"),
+    )
 
 
 def test_a_precision_plan_builds_on_the_targets_weight_only_base() -> None:
@@ -290,11 +299,10 @@ def test_a_precision_plan_builds_on_the_targets_weight_only_base() -> None:
     plans narrow int8-dynamic's (an int4 request was refused for every TFLite plan)."""
     from albert_edge.optimize.build import precision_of
 
-    auto, int8 = {"precision": "auto"}, {"precision": "int8-dynamic"}
-    assert precision_of({"target": "onnx"}, auto) == "int4"
-    assert precision_of({"target": "tflite"}, auto) == "int8-dynamic"
-    assert precision_of({"target": "tflite"}, int8) == "int8-dynamic"
-    assert precision_of({"target": "onnx"}, {"precision": "fp32"}) == "fp32"
+    assert precision_of("onnx", "auto") == "int4"
+    assert precision_of("tflite", "auto") == "int8-dynamic"
+    assert precision_of("tflite", "int8-dynamic") == "int8-dynamic"
+    assert precision_of("onnx", "fp32") == "fp32"
 
 
 def test_stages_an_earlier_run_sealed_cost_nothing_and_are_never_dropped() -> None:
@@ -313,7 +321,8 @@ def test_stages_an_earlier_run_sealed_cost_nothing_and_are_never_dropped() -> No
         reused=every,
     )
     for s in again.stages:
-        assert s.will_run and s.reused and s.estimate_s <= 2.0, s
+        if s.name not in PRUNE_STAGES:  # not asked
+            assert s.will_run and s.reused and s.estimate_s <= 2.0, s
     assert any("-trim-" in c.key for c in again.candidates)  # the rest cut for time
     assert any(c.key.startswith("base-") for c in again.candidates)  # the fine-tuned model
     healed = plan(0.6 * plan(600).estimate_s / 60)
@@ -355,3 +364,67 @@ def test_a_precision_plan_with_no_budget_left_says_so() -> None:
     )
     assert "4000 choose rows" in why and "1000000000" not in why
     assert plan_budget_why(0.5, 0.3, 2000, min_rows(0.3)) is None
+
+
+def pruned_plan(budget_min: float = 600, reused: tuple[str, ...] = (), **kw: object) -> Plan:
+    return make_plan(
+        shape(**kw),
+        budget_s=budget_min * 60,
+        finetune=True,
+        trim=True,
+        heal_available=True,
+        prune=True,
+        reused=reused,
+    )
+
+
+def test_the_prune_stage_and_its_candidates_are_planned_where_the_budget_holds_them() -> None:
+    """Pruning is an axis of the candidates: with room, the prune stage and its depth
+    search run (their seconds in the plan), and the pruned checkpoint has the fp32 form
+    of every depth, its quantized forms and its dynamic exits, each behind its own fp32
+    form; the unpruned candidates stay as they were."""
+    p = pruned_plan()
+    ran = {s.name: s for s in p.stages}
+    assert ran["prune"].will_run and ran["depth-prune"].will_run
+    assert ran["prune"].estimate_s > 15.0  # importance, levels and heal, not a constant
+    keys = {c.key for c in p.candidates}
+    for k in (1, 2, 3, 4):
+        for prec in ("fp32", "int8-dynamic", "auto"):
+            assert f"base-full-pruned-d{k}-{prec}" in keys
+            assert f"base-full-d{k}-{prec}" in keys
+    assert "base-full-pruned-d4-int8-dynamic-exit-confidence" in keys
+    pruned = [c for c in p.candidates if c.pruned]
+    assert all(c.vocab == "full" and c.stages == PRUNE_STAGES for c in pruned)
+    assert next(c for c in pruned if c.key == "base-full-pruned-d2-auto").parent == (
+        "base-full-pruned-d2-fp32"
+    )
+    # the unpruned plan plus the prune stages and the pruned candidates' fp32 forms
+    assert p.estimate_s > plan().estimate_s + ran["prune"].estimate_s
+    assert "will run  prune (~" in "\n".join(p.describe())
+    spec = {"key": "x", **json.loads(p.dumps())["candidates"][-1]}
+    assert Candidate.from_spec(spec).pruned == p.candidates[-1].pruned
+
+
+def test_a_tight_budget_skips_the_prune_stage_first_and_the_plan_says_so() -> None:
+    """The prune stage (and its depth search and candidates) is the first lever dropped
+    when the plan does not fit --max-minutes: the plan says why, no pruned candidate is
+    planned, and the other levers stay while they fit; --no-prune and a checkpoint pruned
+    already are said as such; a prune an earlier run sealed is never dropped."""
+    full = pruned_plan(600)
+    without = plan(600)  # every other lever fits this budget
+    tight = pruned_plan(without.estimate_s / 60 * 1.01)
+    ran = {s.name: s for s in tight.stages}
+    assert not ran["prune"].will_run and not ran["depth-prune"].will_run
+    assert "does not fit --max-minutes" in ran["prune"].why
+    assert ran["heal"].will_run and ran["finetune"].will_run and ran["trim"].will_run
+    assert not any(c.pruned for c in tight.candidates)
+    assert "will not  prune: does not fit --max-minutes" in "\n".join(tight.describe())
+    assert full.estimate_s > tight.budget_s  # the budget is what dropped it
+    off = make_plan(shape(), budget_s=36000, finetune=True, trim=True, heal_available=True)
+    assert next(s for s in off.stages if s.name == "prune").why == "not asked (--no-prune)"
+    done = next(s for s in pruned_plan(600, prune_why="pruned already").stages if s.name == "prune")
+    assert not done.will_run and done.why == "pruned already"
+    few = next(s for s in pruned_plan(600, fit_rows=60).stages if s.name == "prune")
+    assert not few.will_run and "fit rows" in few.why
+    sealed = pruned_plan(without.estimate_s / 60 * 1.01, reused=PRUNE_STAGES)
+    assert all(s.will_run and s.reused for s in sealed.stages if s.name in PRUNE_STAGES)

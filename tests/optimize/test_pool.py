@@ -13,7 +13,7 @@ import pytest
 
 from albert_edge.errors import OutputError
 from albert_edge.optimize.pool import LocalPool, cluster_host_port, probe_cluster
-from albert_edge.optimize.stages import OptimizeError, disk_full
+from albert_edge.optimize.work import OptimizeError, disk_full
 
 
 def _pid_and_threads() -> tuple[int, str | None]:

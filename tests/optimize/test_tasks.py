@@ -12,20 +12,21 @@ from pathlib import Path
 import pytest
 
 from albert_edge.optimize.plan import SPAN_HEAL, make_plan
-from albert_edge.optimize.stages import (
-    split_parts,
-    split_sizes,
-    write_conll_subset,
-    write_split,
-)
+from albert_edge.optimize.splits import split_parts, split_sizes, write_split
 from albert_edge.tasks import read_task_file
+from albert_edge.tasks.write import write_conll_subset
 from tests.depth.test_task_heads import WORDS, conll, one_line, tagger
 from tests.optimize.test_plan import shape
 
 
 def _plan(task: str, **kw: object) -> dict[str, object]:
     p = make_plan(
-        shape(task=task, **kw), budget_s=36000, finetune=True, trim=True, heal_available=True
+        shape(task=task, **kw),
+        budget_s=36000,
+        finetune=True,
+        trim=True,
+        heal_available=True,
+        prune=True,
     )
     return {
         "plan": p,
@@ -49,6 +50,9 @@ def test_a_task_head_gets_no_finetune_and_no_dynamic_exit_and_says_why(task: str
     for v in ("full", "trim"):
         for k in (1, 2, 3, 4):
             assert f"given-{v}-d{k}-fp32" in keys and f"given-{v}-d{k}-int8-dynamic" in keys
+    # prune serves token and span heads: their pruned candidates, at every depth
+    assert ran["prune"] and ran["depth-prune"]
+    assert all(f"given-full-pruned-d{k}-fp32" in keys for k in (1, 2, 3, 4))
     assert any(s["what"] == "dynamic exit" for s in p.skipped)  # type: ignore[attr-defined]
     assert "will not  finetune" in str(got["text"]) and "will not  dynamic exit" in str(got["text"])
     data = json.loads(p.dumps())  # type: ignore[attr-defined]

@@ -87,7 +87,7 @@ def ship(
     """Build ``intermediate`` into a candidate of a work directory beside ``-o`` (``convert``
     unless ``build`` says otherwise) and ship it with optimize's ``_ship``; the output."""
     from albert_edge.optimize.api import _ship
-    from albert_edge.optimize.stages import Work
+    from albert_edge.optimize.work import Work
 
     out = tmp / name
     work = Work(tmp / f".{name}.optimize-work")

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from albert_edge.cli import main
-from albert_edge.optimize.stages import WORK_MARK, OptimizeError, Work, split_sizes, write_subset
+from albert_edge.optimize.splits import split_sizes
+from albert_edge.optimize.work import WORK_MARK, OptimizeError, Work
+from albert_edge.tasks.write import write_lines_subset
 
 
 def test_a_stage_runs_once_per_inputs_and_is_redone_when_changed(tmp_path: Path) -> None:
@@ -68,7 +70,7 @@ def test_split_files_keep_the_header_and_the_lines(tmp_path: Path, sst2_train: P
     src = tmp_path / "d.tsv"
     src.write_text("".join(sst2_train.read_text().splitlines(keepends=True)[:41]))
     rows = read_task_file(src)
-    write_subset(src, rows, [3, 0, 7], tmp_path / "s.tsv")
+    write_lines_subset(src, rows, [3, 0, 7], tmp_path / "s.tsv")
     back = read_task_file(tmp_path / "s.tsv")
     assert [e.text for e in back.examples] == [rows.examples[i].text for i in (3, 0, 7)]
     assert [e.label for e in back.examples] == [rows.examples[i].label for i in (3, 0, 7)]

@@ -300,7 +300,7 @@ def test_the_record_on_every_config(
     records ``sst2`` and refuses the pair file it would have read before."""
     import shutil
 
-    from albert_edge.early_exit.command import read_rows
+    from albert_edge.early_exit.fit import read_rows
 
     src = make_checkpoint(config, seed=7)  # type: ignore[operator]
     ckpt = tmp_path / "pair"

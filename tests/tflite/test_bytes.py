@@ -125,7 +125,7 @@ def test_shared_weight_inputs_get_one_range_through_same_scale_producers() -> No
     """The pooler case: an FC input made by a RESHAPE takes the RESHAPE input's scale in
     ai-edge-quantizer, so the ranges to unify are the sources', or each application keeps
     its own bias and scale table."""
-    from albert_edge.tflite.quantize import unify_shared_weight_inputs
+    from albert_edge.tflite.calibrated_ranges import unify_shared_weight_inputs
 
     model_bytes = fb.write_model(shared_weight_graph())
     qsv: dict[str, Any] = {

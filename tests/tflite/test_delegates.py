@@ -254,7 +254,7 @@ def test_delegate_takes_the_largest_gpu_partition_only() -> None:
 
 @pytest.mark.slow
 def _scaled_copy_matches_of_that_run(model: Any) -> dict[int, tuple[int, Any]]:
-    """``flatbuffer.scaled_copy_matches`` as ``convert`` ran it for issue 16's artifact:
+    """``scaled_copies.scaled_copy_matches`` as ``convert`` ran it for issue 16's artifact:
     each FC weight matched to the first other 2-D constant it is a column-scaled copy of,
     γ recovered from the pivots (today's matcher prefers a γ the graph already holds)."""
 
@@ -297,11 +297,12 @@ def test_rule_table_reproduces_litert_on_the_pre_pass_fp32_artifact(
     The rule table + largest-partition rule predicts exactly that for the same graph."""
     import albert_edge.tflite.passes as passes
     from albert_edge.convert import convert
+    from albert_edge.tflite import scaled_copies
 
     monkeypatch.setattr(passes, "GPU_CLEAN_PASSES", ())
     # the graph of that run: γ's MULs as the scaled-copy matcher of then placed them, and
     # not merged (both changed after it; today's pre-pass graph has 251 ops)
-    monkeypatch.setattr(fb, "scaled_copy_matches", _scaled_copy_matches_of_that_run)
+    monkeypatch.setattr(scaled_copies, "scaled_copy_matches", _scaled_copy_matches_of_that_run)
     monkeypatch.setattr(passes.MergeDuplicateOpsPass, "run", lambda self, model: {})
     monkeypatch.setattr(passes.MergeDuplicateOpsPass, "postcondition", lambda self, model: None)
     # the file of that run: one seq-128 signature (the defaults now add 16/32/64)

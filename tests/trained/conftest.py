@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TRAINING_SOURCES = (
     "albert_edge/train.py",
     "albert_edge/learn/scratch.py",
+    "albert_edge/learn/batching.py",
+    "albert_edge/learn/record.py",
     "albert_edge/learn/command.py",
     "albert_edge/torch_model.py",
     "albert_edge/data.py",

@@ -148,6 +148,71 @@ def _load_fp32(model_file: Path) -> Any:
     return model
 
 
+def _check_destination(
+    output: Path, folder: Path, manifest: Manifest, options: ConvertOptions
+) -> None:
+    """Refuse an ``output`` that exists (without --overwrite) or is the fp32 input, and an
+    input whose files are not the ones convert wrote: before any work."""
+    from albert_edge.errors import OutputExistsError
+    from albert_edge.io import check_output
+    from albert_edge.manifest import check_files
+
+    if output.exists() and not options.overwrite:
+        raise OutputExistsError(f"{output}: output exists; choose another -o or pass --overwrite")
+    if output.resolve() == folder.resolve():
+        raise UnsupportedError(
+            f"{output}: quantizing in place would replace the fp32 input; pass another -o"
+        )
+    check_output(output, overwrite=options.overwrite, inputs=[folder])
+    check_files(folder, manifest)  # quantize only what convert wrote
+
+
+def _quantized_record(
+    manifest: dict[str, Any],
+    options: ConvertOptions,
+    *,
+    folder: Path,
+    tmp: Path,
+    model_file: Path,
+    model_rel: str,
+    model: Any,
+    info: dict[str, Any],
+    report: dict[str, Any],
+    files: list[str],
+    verifiable: bool,
+) -> dict[str, Any]:
+    """The quantized artifact's manifest record: the fp32 one's (``manifest``, from
+    ``folder``), less what was measured at fp32, with the new model's facts (``info``),
+    its quantization report and runtime requirements, anchored in ``tmp`` (the new
+    artifact being written)."""
+    from albert_edge.layout import reanchor
+    from albert_edge.manifest import artifact_record
+    from albert_edge.onnx.requirements import artifact_requirements
+
+    # the depth block's evidence was measured at the source's precision, not this one
+    # (docs/depth.md: convert at the precision wanted with --depth instead)
+    dropped = ("format_version", "albert_edge_version", "depth")
+    keep = {k: v for k, v in manifest.items() if k not in dropped}
+    return {
+        **keep,
+        **artifact_record(
+            "onnx",
+            source=reanchor(keep.get("source") or {}, folder, tmp),
+            head=str(keep.get("head")),
+            precision=options.precision,
+            model_file=model_rel,
+            inputs=info["inputs"],
+            outputs=info["outputs"],
+            facts=info,
+            sizes={"fp32_file_bytes": model_file.stat().st_size},
+            files=files,
+        ),
+        "quantized_from": str(manifest.get("model_file", model_file.name)),
+        "quantization": report,
+        "requirements": artifact_requirements(model, report, verifiable),
+    }
+
+
 def quantize_artifact(
     model_path: Path,
     output: Path,
@@ -162,29 +227,19 @@ def quantize_artifact(
     Returns the manifest.
     """
     from albert_edge.convert import finish_artifact
-    from albert_edge.errors import OutputExistsError
     from albert_edge.evaluate import artifact_tokenizer
     from albert_edge.facts import describe_onnx
-    from albert_edge.io import atomic_output_dir, check_output
-    from albert_edge.layout import onnx_model_file, reanchor, set_config_dtype
-    from albert_edge.manifest import artifact_record, check_files
+    from albert_edge.io import atomic_output_dir
+    from albert_edge.layout import onnx_model_file, set_config_dtype
     from albert_edge.onnx.pipeline import write_model
     from albert_edge.onnx.quant.check import check_written
-    from albert_edge.onnx.requirements import artifact_requirements
     from albert_edge.progress import step
 
     model_path, output = Path(model_path), Path(output)
     check_options(options)
     folder, model_file, manifest_obj = _fp32_artifact(model_path)
     manifest = manifest_obj.to_dict()
-    if output.exists() and not options.overwrite:
-        raise OutputExistsError(f"{output}: output exists; choose another -o or pass --overwrite")
-    if output.resolve() == folder.resolve():
-        raise UnsupportedError(
-            f"{output}: quantizing in place would replace the fp32 input; pass another -o"
-        )
-    check_output(output, overwrite=options.overwrite, inputs=[folder])  # before any work
-    check_files(folder, manifest_obj)  # quantize only what convert wrote
+    _check_destination(output, folder, manifest_obj, options)  # before any work
     texts = load_calibration(options)
     if texts is not None:  # a SQuAD file for a classifier, sentences for a QA model, ...
         texts.check_config(_config(folder), folder)
@@ -205,30 +260,19 @@ def quantize_artifact(
         if "config.json" in files:
             set_config_dtype(tmp / "config.json", options.precision)
         info = describe_onnx(model, qpath, file_bytes)
-        # the depth block's evidence was measured at the source's precision, not this one
-        # (docs/depth.md: convert at the precision wanted with --depth instead)
-        dropped = ("format_version", "albert_edge_version", "depth")
-        keep = {k: v for k, v in manifest.items() if k not in dropped}
-        record = {
-            **keep,
-            **artifact_record(
-                "onnx",
-                source=reanchor(keep.get("source") or {}, folder, tmp),
-                head=str(keep.get("head")),
-                precision=options.precision,
-                model_file=model_rel,
-                inputs=info["inputs"],
-                outputs=info["outputs"],
-                facts=info,
-                sizes={"fp32_file_bytes": model_file.stat().st_size},
-                files=files,
-            ),
-            "quantized_from": str(manifest.get("model_file", model_file.name)),
-            "quantization": report,
-            "requirements": artifact_requirements(
-                model, report, ckpt is not None and options.verify
-            ),
-        }
+        record = _quantized_record(
+            manifest,
+            options,
+            folder=folder,
+            tmp=tmp,
+            model_file=model_file,
+            model_rel=model_rel,
+            model=model,
+            info=info,
+            report=report,
+            files=files,
+            verifiable=ckpt is not None and options.verify,
+        )
         skipped = {"skipped": why_not or "--no-verify"}
         return finish_artifact(
             tmp, record, model_path=qpath, ckpt=ckpt, options=options, skipped=skipped

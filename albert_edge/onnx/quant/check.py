@@ -27,7 +27,7 @@ from onnx_ir.passes.common import DeduplicateInitializersPass, RemoveUnusedNodes
 
 from albert_edge.errors import QuantizationError, UnsupportedError
 from albert_edge.onnx.passes.base import AlbertInPlacePass
-from albert_edge.onnx.quant.prepare import _NO_LIMIT, ensure_ms_opset
+from albert_edge.onnx.quant.prepare import NO_SIZE_LIMIT, ensure_ms_opset
 from albert_edge.onnx.quant.recipes import SATURATION_FREE_MAX_ABS, int8_recipe
 from albert_edge.onnx.quant.state import QuantState
 
@@ -47,7 +47,7 @@ class DedupQuantizedPass(AlbertInPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         before = len(model.graph.initializers)
-        DeduplicateInitializersPass(size_limit=_NO_LIMIT)(model)
+        DeduplicateInitializersPass(size_limit=NO_SIZE_LIMIT)(model)
         RemoveUnusedNodesPass()(model)
         ensure_ms_opset(model)
         self.report = {"initializers_removed": before - len(model.graph.initializers)}

@@ -59,11 +59,11 @@ def _table_tensors(
     fresh: Namer,
     fold: bool = False,
 ) -> tuple[TableForm, list[ir.Value]]:
-    """Quantize ``w`` (:func:`albert_edge.onnx.quant.tables._quantize_blocks`), register
+    """Quantize ``w`` (:func:`albert_edge.onnx.quant.tables.quantize_blocks`), register
     its codes, scales (and super-scale) and return its form."""
-    from albert_edge.onnx.quant.tables import TableForm, _quantize_blocks
+    from albert_edge.onnx.quant.tables import TableForm, quantize_blocks
 
-    codes, scales, sup = _quantize_blocks(w, bits, block, scales=scale_format, signed=signed)
+    codes, scales, sup = quantize_blocks(w, bits, block, scales=scale_format, signed=signed)
     values = [
         add_initializer(model, codes, fresh(f"{name}_q{bits}")),
         add_initializer(model, scales, fresh(f"{name}_scales")),
@@ -329,39 +329,7 @@ def _blockwise_table(
             )
         _swap(model, node, gather_rows(model, form, node, fresh))
     if use.tied_matmuls:
-        nb = e // block
-        shape = constant(
-            fresh(f"{use.table}_blob_shape"),
-            np.asarray([v, nb, block * bits // 8], dtype=np.int64),
-        )
-        reshape = make_node(
-            "Reshape",
-            [model.graph.initializers[form.codes], shape.outputs[0]],
-            [fresh(f"{use.table}_q{bits}_blocks")],
-            name=fresh(f"{use.table}_blocks"),
-        )
-        first = True
-        for node in [n for n in model.graph if n.name in use.tied_matmuls]:
-            kwargs: dict[str, Any] = {"K": e, "N": v, "bits": bits, "block_size": block}
-            if accuracy_level is not None:
-                kwargs["accuracy_level"] = accuracy_level
-            bias = node.inputs[2] if node.op_type == "Gemm" and len(node.inputs) > 2 else None
-            out = str(node.outputs[0].name)
-            mm = make_node(
-                "MatMulNBits",
-                [node.inputs[0], reshape.outputs[0], model.graph.initializers[form.scales]],
-                [fresh(f"{out}_mm") if bias is not None else out],
-                name=str(node.name),
-                domain=MS_DOMAIN,
-                **kwargs,
-            )
-            group = [shape, reshape, mm] if first else [mm]
-            if bias is not None:
-                group.append(
-                    make_node("Add", [mm.outputs[0], bias], [out], name=fresh(f"{node.name}_bias"))
-                )
-            _swap(model, node, group)
-            first = False
+        _tied_decoder_nbits(model, use, form, fresh, (v, e), bits, block, accuracy_level)
     facts = {
         "format": (
             f"{bits}-bit {'signed' if signed else 'offset-binary'} symmetric, "
@@ -374,6 +342,54 @@ def _blockwise_table(
         "block_size": block,
     }
     return facts
+
+
+def _tied_decoder_nbits(
+    model: ir.Model,
+    use: TableUse,
+    form: TableForm,
+    fresh: Namer,
+    shape: tuple[int, int],
+    bits: int,
+    block: int,
+    accuracy_level: int | None,
+) -> None:
+    """The tied decoder's MatMul/Gemm nodes read the table's codes through MatMulNBits: a
+    Reshape of the codes to [V, blocks, blob] (ORT folds it at load), the same scales."""
+    v, e = shape
+    nb = e // block
+    blob_shape = constant(
+        fresh(f"{use.table}_blob_shape"),
+        np.asarray([v, nb, block * bits // 8], dtype=np.int64),
+    )
+    reshape = make_node(
+        "Reshape",
+        [model.graph.initializers[form.codes], blob_shape.outputs[0]],
+        [fresh(f"{use.table}_q{bits}_blocks")],
+        name=fresh(f"{use.table}_blocks"),
+    )
+    first = True
+    for node in [n for n in model.graph if n.name in use.tied_matmuls]:
+        kwargs: dict[str, Any] = {"K": e, "N": v, "bits": bits, "block_size": block}
+        if accuracy_level is not None:
+            kwargs["accuracy_level"] = accuracy_level
+        bias = node.inputs[2] if node.op_type == "Gemm" and len(node.inputs) > 2 else None
+        out = str(node.outputs[0].name)
+        mm = make_node(
+            "MatMulNBits",
+            [node.inputs[0], reshape.outputs[0], model.graph.initializers[form.scales]],
+            [fresh(f"{out}_mm") if bias is not None else out],
+            name=str(node.name),
+            domain=MS_DOMAIN,
+            **kwargs,
+        )
+        group = [blob_shape, reshape, mm] if first else [mm]
+        if bias is not None:
+            group.append(
+                make_node("Add", [mm.outputs[0], bias], [out], name=fresh(f"{node.name}_bias"))
+            )
+        _swap(model, node, group)
+        first = False
 
 
 def quantize_side_tables(
@@ -412,54 +428,69 @@ def quantize_side_tables(
         t = model.graph.initializers[name]
         assert t.const_value is not None
         w = t.const_value.numpy().astype(np.float32)
-        shape = [int(d) for d in w.shape]
         width = (bits_by_table or {}).get(name, bits)
         if width == 4 and w.shape[1] % 2 == 0:
-            form, _ = _table_tensors(
-                model,
-                w,
-                name,
-                4,
-                int(w.shape[1]),
-                signed=False,
-                scale_format="u8",
-                fresh=fresh,
-                fold=fold,
-            )
-            swaps += [(node, gather_rows(model, form, node, fresh)) for node in readers[name]]
-            facts.append(
-                {
-                    "table": name,
-                    "shape": shape,
-                    "format": "4-bit per row, one-byte scales x an fp32 super-scale",
-                }
-            )
-            continue
-        scale = np.abs(w).max(axis=0) / 127.0
-        scale[scale == 0] = 1.0
-        codes = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
-        data = add_initializer(model, codes, fresh(f"{name}_int8"))
-        s = add_initializer(model, scale.astype(np.float32), fresh(f"{name}_scale"))
-        z = add_initializer(model, np.zeros_like(codes[0]), fresh(f"{name}_zero_point"))
-        for node in readers[name]:
-            out = str(node.outputs[0].name)
-            g = make_node(
-                "Gather", [data, node.inputs[1]], [fresh(f"{out}_int8")], name=str(node.name)
-            )
-            dq = make_node(
-                "DequantizeLinear",
-                [g.outputs[0], s, z],
-                [out],
-                name=fresh(f"{node.name}_dq"),
-                axis=-1,
-            )
-            swaps.append((node, [g, dq]))
-        facts.append({"table": name, "shape": shape, "format": "int8 per column"})
+            made, fact = _side_table_4bit(model, w, name, readers[name], fresh, fold)
+        else:
+            made, fact = _side_table_int8(model, w, name, readers[name], fresh)
+        swaps += made
+        facts.append(fact)
     for old, new in swaps:
         _swap(model, old, new)
     for f in facts:
         model.graph.initializers.pop(f["table"])
     return facts
+
+
+def _side_table_4bit(
+    model: ir.Model, w: np.ndarray, name: str, readers: list[ir.Node], fresh: Namer, fold: bool
+) -> tuple[list[tuple[ir.Node, list[ir.Node]]], dict[str, Any]]:
+    """A side table in the word table's 4-bit form (one-byte scale per row): the nodes
+    replacing each reader, and the table's fact."""
+    form, _ = _table_tensors(
+        model,
+        w,
+        name,
+        4,
+        int(w.shape[1]),
+        signed=False,
+        scale_format="u8",
+        fresh=fresh,
+        fold=fold,
+    )
+    swaps = [(node, gather_rows(model, form, node, fresh)) for node in readers]
+    fact = {
+        "table": name,
+        "shape": [int(d) for d in w.shape],
+        "format": "4-bit per row, one-byte scales x an fp32 super-scale",
+    }
+    return swaps, fact
+
+
+def _side_table_int8(
+    model: ir.Model, w: np.ndarray, name: str, readers: list[ir.Node], fresh: Namer
+) -> tuple[list[tuple[ir.Node, list[ir.Node]]], dict[str, Any]]:
+    """A side table as int8 codes with one scale per column (zero point 0), each reader a
+    Gather on the codes then DequantizeLinear along the last axis."""
+    scale = np.abs(w).max(axis=0) / 127.0
+    scale[scale == 0] = 1.0
+    codes = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+    data = add_initializer(model, codes, fresh(f"{name}_int8"))
+    s = add_initializer(model, scale.astype(np.float32), fresh(f"{name}_scale"))
+    z = add_initializer(model, np.zeros_like(codes[0]), fresh(f"{name}_zero_point"))
+    swaps = []
+    for node in readers:
+        out = str(node.outputs[0].name)
+        g = make_node("Gather", [data, node.inputs[1]], [fresh(f"{out}_int8")], name=str(node.name))
+        dq = make_node(
+            "DequantizeLinear",
+            [g.outputs[0], s, z],
+            [out],
+            name=fresh(f"{node.name}_dq"),
+            axis=-1,
+        )
+        swaps.append((node, [g, dq]))
+    return swaps, {"table": name, "shape": [int(d) for d in w.shape], "format": "int8 per column"}
 
 
 def _float_readers(model: ir.Model, name: str) -> list[str]:

@@ -289,32 +289,9 @@ def _report(
     from albert_edge.onnx.inspect import initializer_bytes, matmul_counts, shared_weights
     from albert_edge.onnx.passes.base import duplicate_groups
 
-    options, precision, plan, floor, table = st.options, st.precision, st.plan, st.floor, st.table
+    options, precision, plan, floor = st.options, st.precision, st.plan, st.floor
     counts = matmul_counts(final)
     weights_bytes = initializer_bytes(final)
-    embeddings: dict[str, Any] | str
-    if plan.quantize_table and table is not None and precision != "fp16":
-        embeddings = st.embeddings
-    elif plan.quantize_table and table is not None:
-        embeddings = {"table": table.table, "shape": [table.vocab, table.dim], "format": "fp16"}
-    elif table is not None:
-        embeddings = EMBEDDINGS_FP32
-    else:
-        embeddings = "the graph has no word-embedding Gather"
-    used = calibration_file(options)
-    calibration = (
-        {
-            **input_file_record(used),
-            "samples": len(st.feeds or []),
-            **(texts.record() if isinstance(texts, Calibration) else {"task": "sentences"}),
-            "method": options.calibration_method,
-            "source": "--calibration"
-            if options.calibration is not None
-            else DEFAULT_CALIBRATION_SOURCE,
-        }
-        if used is not None
-        else None
-    )
     report: dict[str, Any] = {
         "precision": precision,
         "recipe": st.recipe.description,
@@ -322,25 +299,13 @@ def _report(
         "tool": f"onnxruntime {ort.__version__}",
         "per_channel": options.weight_per_channel if precision.startswith("int8") else None,
         **(_target_report(options) if precision.startswith("int8") else {}),
-        "block_size": plan.block_size if precision == "int4" else None,
-        "block_sizes_by_k": {
-            str(k): (
-                codes_block(plan.block_size, k)
-                if options.int4_folded
-                else int4_block_size(plan.block_size, k)
-            )
-            for k in sorted({k for k, _ in plan.weights.values()})
-        }
-        if precision == "int4"
-        else None,
-        "speed_note": INT4_SPEED_NOTES[options.int4_kernel] if precision == "int4" else None,
-        "size_note": INT4_SIZE_NOTES[options.int4_kernel] if precision == "int4" else None,
+        **_int4_entries(st),
         # how to run it: ONNX Runtime session settings per CPU class (recipes.ORT_SESSION_HINTS)
         "runtime_hints": runtime_hints(),
         "runtime_note": hints_note(),
-        "calibration": calibration,
+        "calibration": _calibration_entry(st, texts),
         "embeddings_quantized": bool(plan.quantize_table),
-        "embeddings": embeddings,
+        "embeddings": _embeddings_entry(st),
         "matmuls_quantized": counts["matmuls_quantized"],
         "matmuls_total": counts["matmuls_total"],
         "matmuls_fp16": counts["matmuls_fp16"],
@@ -361,6 +326,57 @@ def _report(
     report["shared_weights_count"] = len(report["shared_weights"])
     report["passes"] = log  # what each pass of the recipe did, in order
     return report
+
+
+def _int4_entries(st: Any) -> dict[str, Any]:
+    """The report's int4 block sizes (per K, as the kernel reads them) and notes; None
+    for other precisions."""
+    options, plan, int4 = st.options, st.plan, st.precision == "int4"
+    return {
+        "block_size": plan.block_size if int4 else None,
+        "block_sizes_by_k": {
+            str(k): (
+                codes_block(plan.block_size, k)
+                if options.int4_folded
+                else int4_block_size(plan.block_size, k)
+            )
+            for k in sorted({k for k, _ in plan.weights.values()})
+        }
+        if int4
+        else None,
+        "speed_note": INT4_SPEED_NOTES[options.int4_kernel] if int4 else None,
+        "size_note": INT4_SIZE_NOTES[options.int4_kernel] if int4 else None,
+    }
+
+
+def _calibration_entry(st: Any, texts: Any) -> dict[str, Any] | None:
+    """The report's record of the calibration file (None when the recipe read none)."""
+    options = st.options
+    used = calibration_file(options)
+    if used is None:
+        return None
+    return {
+        **input_file_record(used),
+        "samples": len(st.feeds or []),
+        **(texts.record() if isinstance(texts, Calibration) else {"task": "sentences"}),
+        "method": options.calibration_method,
+        "source": "--calibration"
+        if options.calibration is not None
+        else DEFAULT_CALIBRATION_SOURCE,
+    }
+
+
+def _embeddings_entry(st: Any) -> dict[str, Any] | str:
+    """How the word table is stored: the table pass's facts, fp16, fp32 or no table."""
+    plan, table = st.plan, st.table
+    if plan.quantize_table and table is not None and st.precision != "fp16":
+        embeddings: dict[str, Any] | str = st.embeddings
+        return embeddings
+    if plan.quantize_table and table is not None:
+        return {"table": table.table, "shape": [table.vocab, table.dim], "format": "fp16"}
+    if table is not None:
+        return EMBEDDINGS_FP32
+    return "the graph has no word-embedding Gather"
 
 
 def build_passes(

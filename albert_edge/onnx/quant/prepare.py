@@ -23,7 +23,7 @@ from albert_edge.onnx.passes.base import MS_DOMAIN, AlbertInPlacePass
 
 # onnx_ir dedups only tensors below size_limit elements by default (1024): ALBERT's
 # shared weights are millions.
-_NO_LIMIT = 1 << 40
+NO_SIZE_LIMIT = 1 << 40
 
 
 def ensure_ms_opset(model: ir.Model) -> None:
@@ -70,7 +70,7 @@ class PrepareGraphPass(AlbertInPlacePass):
         before = len(model.graph.initializers), model.graph.num_nodes()
         for p in (
             IdentityEliminationPass(),
-            DeduplicateInitializersPass(size_limit=_NO_LIMIT),
+            DeduplicateInitializersPass(size_limit=NO_SIZE_LIMIT),
             RemoveUnusedNodesPass(),
         ):
             p(model)

@@ -192,7 +192,7 @@ def decode_log_scales(k: np.ndarray) -> np.ndarray:
     return np.power(np.float32(2.0), -k.astype(np.float32) / np.float32(4.0)).astype(np.float32)
 
 
-def _quantize_blocks(
+def quantize_blocks(
     w: np.ndarray, bits: int, block: int, *, scales: str = "fp32", signed: bool = False
 ) -> tuple[np.ndarray, np.ndarray, float | None]:
     """Symmetric blockwise codes, the stored scales [V, nb], and the scales' own scale.

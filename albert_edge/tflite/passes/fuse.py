@@ -319,7 +319,7 @@ def _stacked(model: ModelT, sg: Any, ops: list[Any], stacked: dict[Any, Any]) ->
         for k, (b, w) in enumerate(zip(bias_ids, ws, strict=True)):
             if b < 0:
                 zeros = np.zeros(int(w.shape[0]), np.float32)
-                bias_ids[k] = fb._add_const(
+                bias_ids[k] = fb.add_const(
                     model,
                     sg,
                     f"{(w.name or b'w').decode()}/zero_bias",
@@ -402,7 +402,7 @@ def _fuse(model: ModelT, si: int, group: list[int], stacked: dict[Any, Any]) -> 
     fc.opcodeIndex = first.opcodeIndex
     fc.inputs, fc.outputs = [int(first.inputs[0]), w_idx, b_idx], [wide]
     fc.builtinOptionsType, fc.builtinOptions = first.builtinOptionsType, first.builtinOptions
-    axis = fb._add_const(
+    axis = fb.add_const(
         model,
         sg,
         f"split_axis/{si}/{group[0]}",
@@ -410,7 +410,7 @@ def _fuse(model: ModelT, si: int, group: list[int], stacked: dict[Any, Any]) -> 
         s.TensorType.INT32,
     )
     split = s.OperatorT()
-    split.opcodeIndex = fb._opcode_index(model, s.BuiltinOperator.SPLIT, 1)
+    split.opcodeIndex = fb.opcode_index(model, s.BuiltinOperator.SPLIT, 1)
     split.inputs, split.outputs = [axis, wide], outs
     split.builtinOptionsType = s.BuiltinOptions.SplitOptions
     split.builtinOptions = s.SplitOptionsT()

@@ -75,7 +75,7 @@ class GatherThenDequantizePass(TflitePass):
                 sg.tensors.append(rows)
                 op.outputs = [len(sg.tensors) - 1]
                 deq = s.OperatorT()
-                deq.opcodeIndex = fb._opcode_index(model, s.BuiltinOperator.DEQUANTIZE, 2)
+                deq.opcodeIndex = fb.opcode_index(model, s.BuiltinOperator.DEQUANTIZE, 2)
                 deq.inputs, deq.outputs = [len(sg.tensors) - 1], [out_idx]
                 sg.operators.insert(k + 1, deq)
                 rewritten += 1

@@ -159,7 +159,7 @@ def _rewrite(model: ModelT, si: int, plan: dict[str, Any]) -> int:
     tr = sg.operators[chains[0][0][1]]
     tag = f"heads/{si}/{plan['split']}"
     new_shape = [m, n * h, d]
-    shape_const = fb._add_const(
+    shape_const = fb.add_const(
         model, sg, tag + "/shape", np.array(new_shape, np.int32), s.TensorType.INT32
     )
     xr = _activation(sg, tag + "/rows", new_shape)
@@ -169,16 +169,14 @@ def _rewrite(model: ModelT, si: int, plan: dict[str, Any]) -> int:
     reshape.builtinOptionsType = s.BuiltinOptions.ReshapeOptions
     reshape.builtinOptions = s.ReshapeOptionsT()
     reshape.builtinOptions.newShape = list(new_shape)
-    perm = fb._add_const(
-        model, sg, tag + "/perm", np.array([1, 0, 2], np.int32), s.TensorType.INT32
-    )
+    perm = fb.add_const(model, sg, tag + "/perm", np.array([1, 0, 2], np.int32), s.TensorType.INT32)
     xt = _activation(sg, tag + "/heads", [n * h, m, d])
     transpose = s.OperatorT()
     transpose.opcodeIndex = tr.opcodeIndex
     transpose.inputs, transpose.outputs = [xr, perm], [xt]
     transpose.builtinOptionsType = tr.builtinOptionsType
     transpose.builtinOptions = tr.builtinOptions
-    axis = fb._add_const(model, sg, tag + "/axis", np.array(0, np.int32), s.TensorType.INT32)
+    axis = fb.add_const(model, sg, tag + "/axis", np.array(0, np.int32), s.TensorType.INT32)
     split.inputs = [axis, xt]
     split.outputs = [c[1] for c in chains]
     for _, final, p in chains:

@@ -66,7 +66,7 @@ class MaskSelectToMulPass(TflitePass):
             for k, cast in _selects(model, si):
                 op = sg.operators[k]
                 cond, fill, x = (int(i) for i in op.inputs)
-                op.opcodeIndex = fb._opcode_index(model, s.BuiltinOperator.MUL, 1)
+                op.opcodeIndex = fb.opcode_index(model, s.BuiltinOperator.MUL, 1)
                 op.inputs = [x, fill]
                 op.builtinOptionsType = s.BuiltinOptions.MulOptions
                 op.builtinOptions = s.MulOptionsT()

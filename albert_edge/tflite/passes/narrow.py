@@ -156,7 +156,7 @@ class NarrowConstantsPass(TflitePass):
                     t.buffer = 0  # now the DEQUANTIZE's float32 output
                     t.name = (t.name or b"const") + b"/dequantized"
                     op = s.OperatorT()
-                    op.opcodeIndex = fb._opcode_index(model, s.BuiltinOperator.DEQUANTIZE, version)
+                    op.opcodeIndex = fb.opcode_index(model, s.BuiltinOperator.DEQUANTIZE, version)
                     op.inputs = [len(sg.tensors) - 1]
                     op.outputs = [sg.tensors.index(t)]
                     new_ops.append(op)

@@ -2,7 +2,7 @@
 
 Why: litert-torch folds ``position_embeddings[:L]`` into one constant per signature; they
 are byte-prefixes of each other, so every signature after the first would add weight
-bytes. How: :func:`albert_edge.tflite.flatbuffer.share_prefix_slices` keeps the largest
+bytes. How: :func:`albert_edge.tflite.prefix_slices.share_prefix_slices` keeps the largest
 and gives the others a ``SLICE`` of it. Hand-written: the converter exports each
 signature on its own and has no cross-signature constant sharing.
 
@@ -24,14 +24,15 @@ class SharePrefixSlicesPass(TflitePass):
     name: ClassVar[str] = "share_prefix_slices"
 
     def run(self, model: ModelT) -> dict[str, Any]:
-        from albert_edge.tflite import flatbuffer as fb
+        from albert_edge.tflite.prefix_slices import share_prefix_slices
 
-        return {"bytes_removed": fb.share_prefix_slices(model)}
+        return {"bytes_removed": share_prefix_slices(model)}
 
     def postcondition(self, model: ModelT) -> None:
         from albert_edge.tflite import flatbuffer as fb
+        from albert_edge.tflite.prefix_slices import prefix_slice_plan
 
-        replaced, _ = fb.prefix_slice_plan(model)
+        replaced, _ = prefix_slice_plan(model)
         if replaced:
             self.fail(f"{len(replaced)} constants are still leading slices of another")
         if fb.orphan_tensor_count(model):

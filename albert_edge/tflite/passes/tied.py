@@ -2,7 +2,7 @@
 
 Why: the converter folds the MLM head's LayerNorm γ into the decoder's FULLY_CONNECTED
 weight (W' = W · diag(γ)), storing a second V×E table (+33 % of an ALBERT-base file).
-How: :func:`albert_edge.tflite.flatbuffer.unfold_scaled_copies` (a MUL by γ in front of
+How: :func:`albert_edge.tflite.scaled_copies.unfold_scaled_copies` (a MUL by γ in front of
 the FC, which reads the tied table). Hand-written: no converter flag keeps a tied weight
 from being constant-folded.
 
@@ -24,14 +24,15 @@ class UnfoldScaledCopiesPass(TflitePass):
     name: ClassVar[str] = "unfold_scaled_copies"
 
     def run(self, model: ModelT) -> dict[str, Any]:
-        from albert_edge.tflite import flatbuffer as fb
+        from albert_edge.tflite.scaled_copies import unfold_scaled_copies
 
-        return {"bytes_removed": fb.unfold_scaled_copies(model)}
+        return {"bytes_removed": unfold_scaled_copies(model)}
 
     def postcondition(self, model: ModelT) -> None:
         from albert_edge.tflite import flatbuffer as fb
+        from albert_edge.tflite.scaled_copies import scaled_copy_matches
 
-        if fb.scaled_copy_matches(model):
+        if scaled_copy_matches(model):
             self.fail("a FULLY_CONNECTED weight is still a scaled copy of another constant")
         if fb.orphan_tensor_count(model):
             self.fail("left tensors that nothing reads or writes")
