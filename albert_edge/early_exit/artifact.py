@@ -262,6 +262,7 @@ def with_policy(
     from albert_edge.early_exit.index import read_index
     from albert_edge.early_exit.policy import policy_text
     from albert_edge.io import atomic_output_dir
+    from albert_edge.layout import reanchor
     from albert_edge.manifest import load_sealed_manifest, write_manifest
 
     root, index = read_index(artifact)
@@ -273,6 +274,8 @@ def with_policy(
             dst = tmp / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(root / rel, dst)
+        # the copy sits elsewhere: its source's relative path is made relative to it
+        manifest["source"] = reanchor(manifest.get("source"), root, tmp)
         index = {**index, "policy": policy_text(policy)}
         if choice is not None:
             index["policy_choice"] = dict(choice)

@@ -267,7 +267,7 @@ def fit_early_exit(
         if note:
             print(f"albert-edge: note: {note}", file=sys.stderr)
         split = {
-            "data": str(data),
+            "data": Path(data).name,  # a name, never a path of this machine
             "seed": seed,
             "fit_rows": len(rows.examples),
             "choose_rows": len(choose_rows.examples),

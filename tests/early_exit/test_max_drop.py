@@ -49,6 +49,7 @@ def test_max_drop_chooses_on_held_out_rows_and_records_it(trained_checkpoint, ss
     choice = index["policy_choice"]
     assert index["policy"] == choice["policy"]
     assert choice["split"]["fit_rows"] == 240 and index["heads"]["train_rows"] == 240
+    assert choice["split"]["data"] == "train.tsv"  # a name, never this machine's path
     assert choice["choose"]["rows"] == 120 and choice["report"]["rows"] == 120
     # the pick: the lowest mean depth among thresholds within 1 point on the choose rows
     evidence = choice["choose"]["evidence"]

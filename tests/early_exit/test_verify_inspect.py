@@ -102,13 +102,17 @@ def test_a_policy_copy_has_its_own_files_and_both_verify(artifacts, tmp_path):
     file has more than one link, so a hard-linked copy broke ``verify`` on both."""
     from albert_edge.early_exit import FixedDepth
     from albert_edge.early_exit.artifact import with_policy
+    from albert_edge.layout import find_recorded
 
     src = artifacts["int8-dynamic"]
-    out = tmp_path / "d2"
+    out = tmp_path / "deeper" / "than" / "d2"  # the source's relative path must follow
     with_policy(src, out, FixedDepth(2))
     for f in out.rglob("*"):
         if f.is_file():
             assert f.stat().st_nlink == 1, f
     assert json.loads((out / "early_exit.json").read_text())["policy"] == "depth:2"
+    for art in (out, src):  # both find the checkpoint they were made from
+        source = json.loads((art / "manifest.json").read_text())["source"]
+        assert find_recorded(source, art) == Path(artifacts["ckpt"]).resolve()
     for art in (out, src):
         assert verify_early_exit(art, reference=artifacts["ckpt"])["passed"]
