@@ -150,6 +150,9 @@ def test_ner_distils_with_augmented_and_transfer_rows(tmp_path: Path, spiece_pat
     assert rec["train_examples"] == 82
     assert "first piece" in t["mapping"]
     assert str(tmp_path) not in json.dumps(rec)  # no build-machine path
+    # the labelled rows it trained on are recorded, so optimize never scores on them
+    seen = (out / "trained_rows.bin").read_bytes()  # labelled, augmented and transfer rows
+    assert rec["trained_rows"]["rows"] == len(seen) // 8 > 0
 
 
 def test_qa_distils_from_character_spans_and_refuses_augmenting(
