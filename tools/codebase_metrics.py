@@ -23,7 +23,15 @@ What is counted, and how:
   contract and once with this checkout's contract; the number of broken contracts and of
   offending import lines it lists.
 - **functions over 100 lines**: every ``def`` (methods and nested functions included)
-  whose span, decorators excluded, exceeds 100 lines; listed.
+  whose span, decorators excluded, exceeds 100 lines; listed. Beside it the count over
+  :data:`LONGISH` lines and the library files over :data:`LONG_FILE` lines (issue 53: none
+  over 100, at most 10 over 80, no file over 800).
+- **private names from another package**: ``from albert_edge.X import _y`` in a library
+  module whose package (``albert_edge.<first part>``) is not X's; an alias
+  (``import f as _f``) imports a public name and is not counted.
+- **levers importing verify**: modules of the lever packages (:data:`LEVERS`) and of
+  ``benchmarks/`` that import ``albert_edge.verify`` (issue 53: none; a call through the
+  package's public face, ``albert_edge.verify(...)``, is not an import of the module).
 - **places each graph fact is computed**: for each fact, the definitions that compute it,
   found by name in the AST (the patterns are in :data:`FACTS`); a fact computed in one
   place has exactly one entry. A definition whose whole body returns a call to another
@@ -64,6 +72,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("albert_edge", "converters")
 LONG = 100
+LONGISH = 80
+LONG_FILE = 800
+LEVERS = ("depth", "mixed", "vocab", "early_exit", "optimize", "bench", "learn")
 
 
 def _string_set(node: ast.AST) -> set[str]:
@@ -205,7 +216,56 @@ def code_metrics(root: Path) -> dict[str, Any]:
         "modules": modules,
         "lines": lines,
         "functions_over_100_lines": long_functions,
+        **_layout_metrics(root),
         "graph_facts": {k: sorted(v) for k, v in facts.items()},
+    }
+
+
+def _package_of(module: str) -> str:
+    """``albert_edge.learn`` for ``albert_edge.learn.tasks``; a top-level module is its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def _layout_metrics(root: Path) -> dict[str, Any]:
+    """Functions over :data:`LONGISH` lines, files over :data:`LONG_FILE` lines, private
+    names imported across packages, and lever or benchmark modules importing verify."""
+    longish, big, private, verify = 0, [], [], []
+    files = [(f, pkg) for pkg in PACKAGES for f in _py_files(root, pkg)]
+    files += [(f, "benchmarks") for f in _py_files(root, "benchmarks")]
+    for f, pkg in files:
+        rel = str(f.relative_to(root))
+        text = f.read_text()
+        tree = ast.parse(text)
+        mod = rel.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+        lever = pkg == "benchmarks" or any(mod.startswith(f"albert_edge.{x}") for x in LEVERS)
+        if pkg != "benchmarks" and len(text.splitlines()) > LONG_FILE:
+            big.append({"file": rel, "lines": len(text.splitlines())})
+        for node in ast.walk(tree):
+            if pkg != "benchmarks" and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                longish += (node.end_lineno or node.lineno) - node.lineno + 1 > LONGISH
+            if isinstance(node, ast.Import) and lever:
+                verify += [
+                    f"{rel}:{node.lineno}" for a in node.names if a.name == "albert_edge.verify"
+                ]
+            if not isinstance(node, ast.ImportFrom) or not node.module:
+                continue
+            names = [a.name for a in node.names]
+            if lever and (
+                node.module == "albert_edge.verify"
+                or (node.module == "albert_edge" and "verify" in names)
+            ):
+                verify.append(f"{rel}:{node.lineno}")
+            if pkg == "benchmarks" or not node.module.startswith(PACKAGES):
+                continue
+            crossing = _package_of(node.module) != _package_of(mod)
+            for a in node.names:
+                if crossing and a.name.startswith("_") and not a.name.startswith("__"):
+                    private.append(f"{rel}:{node.lineno} from {node.module} import {a.name}")
+    return {
+        f"functions_over_{LONGISH}_lines": longish,
+        f"files_over_{LONG_FILE}_lines": sorted(big, key=lambda d: -d["lines"]),
+        "private_imports_across_packages": private,
+        "lever_modules_importing_verify": verify,
     }
 
 
@@ -420,6 +480,14 @@ def _row(name: str, values: list[Any]) -> str:
     return f"| {name} | " + " | ".join(str(v) for v in values) + " |"
 
 
+def _item(d: Any) -> str:
+    return f"- `{d}`" if isinstance(d, str) else f"- {d['file']} ({d['lines']})"
+
+
+def _count(t: dict[str, Any], key: str) -> Any:
+    return len(t[key]) if key in t else "not measured"
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The side-by-side table, then the lists behind each count."""
     labels = list(report["trees"])
@@ -441,6 +509,22 @@ def markdown(report: dict[str, Any]) -> str:
         ("layering: the tree's own contract", lambda t: layer(t, "own contract")),
         ("layering: this checkout's contract", lambda t: layer(t, "current contract")),
         (f"functions over {LONG} lines", lambda t: len(t["functions_over_100_lines"])),
+        (
+            f"functions over {LONGISH} lines",
+            lambda t: t.get(f"functions_over_{LONGISH}_lines", "not measured"),
+        ),
+        (
+            f"library files over {LONG_FILE} lines",
+            lambda t: _count(t, f"files_over_{LONG_FILE}_lines"),
+        ),
+        (
+            "private names imported from another package",
+            lambda t: _count(t, "private_imports_across_packages"),
+        ),
+        (
+            "lever and benchmark modules importing albert_edge.verify",
+            lambda t: _count(t, "lever_modules_importing_verify"),
+        ),
         *[
             (f"places computing: {fact}", (lambda f: lambda t: len(t["graph_facts"][f]))(fact))
             for fact in FACTS
@@ -495,6 +579,14 @@ def markdown(report: dict[str, Any]) -> str:
     for label, t in zip(labels, trees, strict=True):
         md += ["", f"## {label}", "", f"### Functions over {LONG} lines", ""]
         md += [f"- {d['function']} ({d['lines']})" for d in t["functions_over_100_lines"]]
+        for key, title in (
+            (f"files_over_{LONG_FILE}_lines", f"Library files over {LONG_FILE} lines"),
+            ("private_imports_across_packages", "Private names imported from another package"),
+            ("lever_modules_importing_verify", "Lever and benchmark modules importing verify"),
+        ):
+            if key in t:
+                md += ["", f"### {title}", ""]
+                md += [_item(d) for d in t[key]] or ["- none"]
         md += ["", "### Where each graph fact is computed", ""]
         for fact, places in t["graph_facts"].items():
             md.append(f"- {fact}: " + ("; ".join(f"`{p}`" for p in places) or "none"))
