@@ -138,8 +138,8 @@ def _mount_point(path: Path) -> Path | None:
 
 
 def _tmpdir_is_the_full_one(exc: OSError, out: Path) -> bool:
-    """Whether a full disk is TMPDIR's rather than the output's (issue 26: a full TMPDIR
-    was reported as "cannot write -o"). Judged by file system, never by path prefix: an
+    """Whether a full disk is TMPDIR's rather than the output's, so a full TMPDIR
+    is not reported as "cannot write -o". Judged by file system, never by path prefix: an
     output on a small disk mounted under /tmp is the output's disk. The file written when
     it failed says it when known; otherwise the file system with (almost) no room left is
     the full one."""

@@ -125,7 +125,7 @@ def signals_held() -> Iterator[None]:
 
 @contextlib.contextmanager
 def signals_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP stop a run as Ctrl-C does (issue 26): all three raise
+    """SIGTERM and SIGHUP stop a run as Ctrl-C does: all three raise
     :class:`Interrupted` (a ``KeyboardInterrupt``), so every ``finally`` removes its temp
     directory, lock and scratch and kills bench children; one that arrives while such a
     name is being created waits until its clean-up covers it (:func:`signals_held`), and

@@ -11,7 +11,7 @@ from typing import Any
 
 from albert_edge.errors import BenchmarkError
 
-SPLIT_SEED = 20  # the choose/report split of --data (issue 20)
+SPLIT_SEED = 20  # the choose/report split of --data
 
 
 def split_rows(rows: Sequence[Any], seed: int = SPLIT_SEED) -> tuple[list[Any], list[Any]]:

@@ -20,7 +20,7 @@ from albert_edge.bench.evidence import (
 )
 from albert_edge.errors import BenchmarkError
 
-# Accuracy a precision may lose against the checkpoint, in points (issue 17's bars).
+# Accuracy a precision may lose against the checkpoint, in points.
 MAX_DROP_POINTS = {"fp32": 0.1, "fp16": 0.2, "int8": 0.5, "int4": 1.5, "auto": 0.5}
 MARGIN = 0.03  # a latency difference the data must exceed (whole 95 % interval) to count
 RULE = (
