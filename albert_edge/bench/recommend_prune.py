@@ -103,7 +103,10 @@ def choose_level(
         model, head = ckpt.model.eval(), ckpt.head.name
         say(f"recommend: pruning importance on {len(choose[0].examples)} choose rows ...")
         scores = importance(model, choose[1], head, own=True)
-        opts = PruneOptions(max_drop=max_drop, min_lower_bound=Rule().min_lower_bound)
+        # cost the heads as the benchmark's runtime at its threads pays them
+        opts = PruneOptions(
+            max_drop=max_drop, min_lower_bound=Rule().min_lower_bound, runtime_threads=threads
+        )
         level = search_level(
             model, head, scores, choose, opts, say=lambda m: say(f"recommend: {m}")
         )

@@ -55,6 +55,7 @@ class PruneOptions:
     ffn_keep: float | None = None
     max_drop: float | None = None
     min_lower_bound: float = -1.5
+    runtime_threads: int | None = None  # cost heads as this many CPU threads run them
     importance_loss: str = "labels"
     importance_rows: int = 2048
     choose_rows: int | None = None
@@ -76,6 +77,8 @@ class PruneOptions:
             raise PruneError(f"--ffn-keep {self.ffn_keep:g}: give a count >= 1 or a fraction")
         if self.max_drop is not None and not 0 <= self.max_drop < 100:
             raise PruneError(f"--max-drop {self.max_drop}: give [0, 100) metric points")
+        if self.runtime_threads is not None and self.runtime_threads < 1:
+            raise PruneError(f"--runtime-threads {self.runtime_threads}: give 1 or more")
         if self.importance_loss not in ("labels", "own"):
             raise PruneError(f"--importance {self.importance_loss}: choose labels or own")
         if self.heal.steps < 0 or not 0 <= self.heal.alpha <= 1:
@@ -206,7 +209,7 @@ def search_level(
     the unpruned ``model`` against the ungated model; ``scores``: :func:`importance`'s.
     Nothing is sliced or written: :func:`albert_edge.prune.write.apply_plan` does that."""
     from albert_edge.prune import evaluate
-    from albert_edge.prune.plan import encoder_flops, ffn_count, make_plan
+    from albert_edge.prune.plan import encoder_flops, ffn_count, make_plan, runtime_flops
     from albert_edge.prune.search import search
 
     config = model.config
@@ -222,10 +225,14 @@ def search_level(
         )
         flops = encoder_flops(config, h, f) / encoder_flops(config, H, F)
         say(f"level heads {h}/{H} FFN {f}/{F}: {evaluate.describe(rec)} (choose rows)")
-        return {"heads_keep": h, "ffn_keep": f, "flops_ratio": flops, **rec}
+        row = {"heads_keep": h, "ffn_keep": f, "flops_ratio": flops}
+        if opts.runtime_threads:
+            paid = runtime_flops(config, h, f, opts.runtime_threads)
+            row["runtime_cost_ratio"] = paid / encoder_flops(config, H, F)
+        return {**row, **rec}
 
     def cost(h: int, f: int) -> float:
-        return float(encoder_flops(config, h, f))
+        return float(runtime_flops(config, h, f, opts.runtime_threads))
 
     chosen, evidence, rule = search(judge, cost, H, F, opts.heads_keep, fixed_f, opts)
     plan = make_plan(scores.head_totals(), scores.ffn_totals(), chosen[0], chosen[1], config)
@@ -441,6 +448,10 @@ def _record(
         "cost": cost_record(ckpt.config, plan),
         "selection": {
             "how": "max-drop search" if opts.max_drop is not None else "as given",
+            "cost": "encoder FLOPs"
+            if not opts.runtime_threads
+            else f"encoder FLOPs, heads paid in rounds of {opts.runtime_threads} "
+            "(ONNX Runtime CPU fused attention, batch 1)",
             "rule": level.rule,
             "evidence": level.evidence,
             "on": "choose rows, the unpruned model with 0/1 gates (unhealed)",

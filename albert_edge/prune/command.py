@@ -91,6 +91,16 @@ def _add_level_flags(p: Any) -> None:
         "many points (default: %(default)s)",
     )
     p.add_argument(
+        "--runtime-threads",
+        type=int_at_least(1),
+        default=None,
+        metavar="N",
+        help="--max-drop: cost levels as an ONNX Runtime CPU artifact at N threads, batch 1, "
+        "pays them: its fused attention runs heads in rounds of N, so a head count is "
+        "costed as the next multiple of N (3 of 4 heads at 2 threads take as long as 4); "
+        "default: encoder FLOPs",
+    )
+    p.add_argument(
         "--importance",
         choices=("labels", "own"),
         default="labels",
@@ -151,6 +161,7 @@ def options(a: argparse.Namespace) -> Any:
         ffn_keep=a.ffn_keep,
         max_drop=a.max_drop,
         min_lower_bound=a.min_lower_bound,
+        runtime_threads=a.runtime_threads,
         importance_loss=a.importance,
         importance_rows=a.importance_rows,
         choose_rows=a.choose_rows,

@@ -118,6 +118,33 @@ def encoder_flops(config: Any, heads_keep: int, ffn_keep: int, seq_len: int = 12
     return 2 * (T * E * H + int(config.num_hidden_layers) * inner * per_layer)
 
 
+def paid_heads(heads_keep: int, runtime_threads: int | None) -> int:
+    """The heads a batch-1 run on ONNX Runtime's CPU attention pays for: its fused kernel
+    splits the work by batch x head, so ``runtime_threads`` threads run heads in rounds
+    and a head count that leaves a thread idle costs as the next multiple (3 of 4 heads
+    at 2 threads take as long as 4: measured, ``docs/prune.md``). ``None`` or 1: the
+    heads themselves."""
+    if not runtime_threads or runtime_threads <= 1:
+        return heads_keep
+    return -(-heads_keep // runtime_threads) * runtime_threads
+
+
+def runtime_flops(
+    config: Any, heads_keep: int, ffn_keep: int, runtime_threads: int | None, seq_len: int = 128
+) -> int:
+    """:func:`encoder_flops` as a batch-1 run at ``runtime_threads`` threads pays them: the
+    fused attention's terms (Q/K/V projections, scores, weighted sum) for
+    :func:`paid_heads`, the output projection and the FFN (plain matrix products, split
+    by rows) for what they are. What a prune search minimises when it knows the threads
+    its artifact will run on; equal to :func:`encoder_flops` at 1 thread."""
+    T, H = seq_len, int(config.hidden_size)
+    d = H // int(config.num_attention_heads)
+    paid = (paid_heads(heads_keep, runtime_threads) - heads_keep) * d
+    inner = int(config.inner_group_num)
+    extra = 2 * int(config.num_hidden_layers) * inner * (3 * T * H * paid + 2 * T * T * paid)
+    return encoder_flops(config, heads_keep, ffn_keep, seq_len) + extra
+
+
 def encoder_parameters(config: Any, heads_keep: int, ffn_keep: int) -> int:
     """Parameters of the shared layers (weights and biases of what pruning slices)."""
     H = int(config.hidden_size)

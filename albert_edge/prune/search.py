@@ -1,4 +1,5 @@
-"""The prune level a budget admits: the cheapest (encoder FLOPs) that the rule accepts.
+"""The prune level a budget admits: the cheapest that the rule accepts (encoder FLOPs, or
+the FLOPs a runtime at N threads pays: :func:`albert_edge.prune.plan.runtime_flops`).
 
 Levels are pairs (heads kept per layer, FFN neurons kept per layer); FFN widths are
 multiples of 1/16 of the width. Each level is judged on the choose rows by ``judge`` (the
@@ -35,7 +36,7 @@ def search(
     opts: Any,
 ) -> tuple[tuple[int, int], list[dict[str, Any]], dict[str, Any] | None]:
     """(chosen (heads, ffn), evidence rows, rule). ``judge(h, f)``: the level's record on
-    the choose rows; ``cost(h, f)``: what the choice minimises (encoder FLOPs). Without a
+    the choose rows; ``cost(h, f)``: what the choice minimises (FLOPs, as paid). Without a
     budget, the given level (judged for the record). A budget no pruned level meets is
     refused in one line."""
     from albert_edge.depth.choose import Rule

@@ -41,7 +41,8 @@ def test_every_flag_reaches_the_record(
         "--importance", "own", "--importance-rows", "50",
         "--choose-rows", "40", "--report-rows", "33",
         "--heal-steps", "2", "--heal-lr", "0.001", "--heal-alpha", "0", "--heal-batch-size", "8",
-        "--max-len", "40", "--seed", "3", "--threads", "1", "--json", "-q",
+        "--max-len", "40", "--seed", "3", "--threads", "1", "--runtime-threads", "2",
+        "--json", "-q",
     ]  # fmt: skip
     done = _run(*args)
     assert done.returncode == 0, done.stderr
@@ -55,6 +56,7 @@ def test_every_flag_reaches_the_record(
     assert "own argmax" in rec["importance"]["loss"]
     h = rec["heal"]
     assert (h["steps"], h["lr"], h["alpha"], h["batch_size"]) == (2, 0.001, 0.0, 8)
+    assert "heads paid in rounds of 2" in rec["selection"]["cost"]
 
 
 def test_overwrite_replaces_its_own_output(
@@ -169,6 +171,7 @@ def test_flag_values_refused_at_parsing(
         ("--max-drop", "-1"),
         ("--choose-rows", "10"),
         ("--heal-alpha", "2"),
+        ("--runtime-threads", "0"),
     ):
         with pytest.raises(SystemExit) as exc:
             from albert_edge.cli import main

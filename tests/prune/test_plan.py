@@ -1,0 +1,67 @@
+"""A plan's costs: encoder FLOPs, and the FLOPs a batch-1 runtime at N threads pays when
+its fused attention runs heads in rounds of N (the search's cost with
+``--runtime-threads``)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from albert_edge.prune.plan import encoder_flops, paid_heads, runtime_flops
+from albert_edge.prune.search import search
+
+# the held-out model's shape: 6 layers, 2 groups, H 256, E 64, FFN 512, 4 heads
+SHAPE = SimpleNamespace(
+    hidden_size=256,
+    embedding_size=64,
+    num_attention_heads=4,
+    intermediate_size=512,
+    num_hidden_layers=6,
+    inner_group_num=1,
+)
+
+
+@pytest.mark.parametrize(
+    ("heads", "threads", "paid"),
+    [(3, None, 3), (3, 1, 3), (3, 2, 4), (2, 2, 2), (1, 2, 2), (4, 2, 4), (5, 4, 8), (3, 8, 8)],
+)
+def test_heads_are_paid_in_rounds_of_the_threads(
+    heads: int, threads: int | None, paid: int
+) -> None:
+    assert paid_heads(heads, threads) == paid
+
+
+def test_runtime_flops_pay_the_attention_of_the_rounded_heads_and_nothing_else() -> None:
+    for h in range(1, 5):
+        for f in (32, 512):
+            assert runtime_flops(SHAPE, h, f, None) == encoder_flops(SHAPE, h, f)
+            assert runtime_flops(SHAPE, h, f, 1) == encoder_flops(SHAPE, h, f)
+    # 3 heads at 2 threads: the fused attention's terms of 4 heads, the output
+    # projection (a plain matrix product) of 3
+    T, H, d, passes = 128, 256, 64, 6
+    fused_per_head = 3 * T * H * d + 2 * T * T * d
+    three, four = runtime_flops(SHAPE, 3, 32, 2), runtime_flops(SHAPE, 4, 32, 2)
+    assert three == encoder_flops(SHAPE, 3, 32) + 2 * passes * fused_per_head
+    assert four - three == 2 * passes * T * d * H  # one head's output projection
+    assert runtime_flops(SHAPE, 2, 32, 2) == encoder_flops(SHAPE, 2, 32)
+
+
+def test_a_search_costed_at_two_threads_keeps_the_head_flops_would_trade() -> None:
+    """Removing a head forces a wider FFN: by FLOPs 3 heads with 64 neurons win; at 2
+    threads the third head is paid as the fourth, so 4 heads with 32 neurons cost less."""
+    loss = {4: 0.0, 3: 0.3, 2: 5.0, 1: 5.0}
+
+    def judge(h: int, f: int) -> dict:
+        points = loss[h] + (0.6 if f < 64 and h == 3 else 0.0) + (0.4 if f < 32 else 0.0)
+        return {"heads_keep": h, "ffn_keep": f, "delta": -points / 100, "delta_low": -points / 100}
+
+    opts = SimpleNamespace(max_drop=0.5, min_lower_bound=-1.5)
+
+    def chosen(threads: int | None) -> tuple[int, int]:
+        cost = lambda h, f: float(runtime_flops(SHAPE, h, f, threads))  # noqa: E731
+        return search(judge, cost, 4, 512, None, None, opts)[0]
+
+    assert encoder_flops(SHAPE, 3, 64) < encoder_flops(SHAPE, 4, 32)
+    assert chosen(None) == (3, 64)
+    assert chosen(2) == (4, 32)
