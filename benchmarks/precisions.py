@@ -174,7 +174,25 @@ def w2_latencies(
     block: int = 50,
     pad: Mapping[str, int] | None = None,
 ) -> dict[str, float]:
-    """Median ms per sentence at its own length, the artifacts timed in turn block by
+    """Median ms per sentence of each artifact (:func:`w2_pools`' runs)."""
+    pools = w2_pools(targets, n, threads, rounds, gap_s, block, pad)
+    out = {label: statistics.median(v) for label, v in pools.items()}
+    for label, ms in out.items():
+        print(f"precisions: W2 {label}: {ms:.2f} ms", file=sys.stderr)
+    return out
+
+
+def w2_pools(
+    targets: Sequence[tuple[str, Path]],
+    n: int,
+    threads: int,
+    rounds: int = 3,
+    gap_s: float = 0.005,
+    block: int = 50,
+    pad: Mapping[str, int] | None = None,
+) -> dict[str, list[float]]:
+    """Every timed run's ms per artifact, each sentence at its own length (or padded,
+    ``pad``), the artifacts timed in turn block by
     block: one resident child process per artifact (:func:`w2_server`); each ``block`` of
     sentences goes to every artifact (the order rotating) before the next block, each
     artifact running it back to back after one untimed warm-up call; ``gap_s`` of idle
@@ -265,10 +283,7 @@ def w2_latencies(
         import shutil
 
         shutil.rmtree(logs, ignore_errors=True)
-    out = {label: statistics.median(v) for label, v in pools.items() if label not in skipped}
-    for label, ms in out.items():
-        print(f"precisions: W2 {label}: {ms:.2f} ms", file=sys.stderr)
-    return out
+    return {label: v for label, v in pools.items() if label not in skipped}
 
 
 def markdown(report: dict[str, Any], seq_lens: Sequence[int]) -> str:
