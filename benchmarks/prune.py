@@ -33,6 +33,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from albert_edge.prune.plan import heads_label, per_layer_counts
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("ALBERT_EDGE_SHARED", ROOT.parent / "shared"))
 DEV = SHARED / "data" / "sst2" / "dev.tsv"
@@ -263,7 +265,11 @@ def textpruner_peer(src: Path, rec: dict[str, Any], data: Path, dev: Path) -> di
                 model,
                 transformer_pruning_config=TransformerPruningConfig(
                     target_ffn_size=rec["kept"]["ffn_per_layer"],
-                    target_num_of_heads=rec["kept"]["heads_per_layer"],
+                    # TextPruner takes one count: the mean of per-layer counts
+                    target_num_of_heads=round(
+                        sum(per_layer_counts(rec["kept"]["heads_per_layer"]))
+                        / len(per_layer_counts(rec["kept"]["heads_per_layer"]))
+                    ),
                     pruning_method="iterative",
                     n_iters=1,
                 ),
@@ -313,7 +319,7 @@ def render(r: dict[str, Any]) -> str:
         "",
         "## What was kept",
         "",
-        f"- heads per shared layer: **{k['heads_per_layer']} of {k['of_heads']}**; FFN neurons: "
+        f"- heads per shared layer: **{heads_label(k['heads_per_layer'])} of {k['of_heads']}**; FFN neurons: "
         f"**{k['ffn_per_layer']} of {k['of_ffn']}** (pruned_heads {k['pruned_heads']})",
         f"- encoder FLOPs at 128 tokens: x{p['cost']['encoder_flops_128']['ratio']:.3f}; "
         f"checkpoint bytes {r['bytes']['unpruned']:,} -> {r['bytes']['pruned']:,} "
@@ -336,7 +342,7 @@ def render(r: dict[str, Any]) -> str:
         )
         verdict = "**chosen**" if e.get("chosen") else (e.get("why_not") or "admitted")
         lines.append(
-            f"| {e['heads_keep']} | {e['ffn_keep']} | {e.get('flops_ratio', 1):.3f} | "
+            f"| {heads_label(e['heads_keep'])} | {e['ffn_keep']} | {e.get('flops_ratio', 1):.3f} | "
             f"{100 * e['delta']:+.2f} | {iv} | {verdict} |"
         )
 
@@ -468,7 +474,7 @@ def render_task(task: str, t: dict[str, Any], row: Any) -> list[str]:
         f"({m['processor']}, {m['cpus']} CPUs), load average {m['load_average_1_5_15']} at "
         "the start.",
         "",
-        f"- kept per shared layer: **{k['heads_per_layer']} of {k['of_heads']} heads, "
+        f"- kept per shared layer: **{heads_label(k['heads_per_layer'])} of {k['of_heads']} heads, "
         f"{k['ffn_per_layer']} of {k['of_ffn']} FFN neurons** "
         f"({100 * (1 - k['ffn_per_layer'] / k['of_ffn']):.0f} % of the FFN removed); "
         f"encoder FLOPs at 128 tokens x{p['cost']['encoder_flops_128']['ratio']:.3f}; "

@@ -102,12 +102,15 @@ def _shape_note(pick: Mapping[str, Any]) -> str:
             f"{v['corpus']['file']} (ship its own tokenizer: the artifact's spiece.model)"
         )
     if pick.get("kind") == "prune":
+        from albert_edge.prune.plan import heads_label
+
         lv = pick["prune"]
+        heads = heads_label(lv["heads_keep"])
         return (
-            f"; pruned to {lv['heads_keep']} of {lv['of_heads']} heads and {lv['ffn_keep']} of "
+            f"; pruned to {heads} of {lv['of_heads']} heads and {lv['ffn_keep']} of "
             f"{lv['of_ffn']} FFN neurons per shared layer (encoder FLOPs x{lv['flops_ratio']:.3f}),"
             " unhealed: `albert-edge prune CKPT --data ROWS -o DIR --heads-keep "
-            f"{lv['heads_keep']} --ffn-keep {lv['ffn_keep']}` also heals it"
+            f"{heads} --ffn-keep {lv['ffn_keep']}` also heals it"
         )
     if pick.get("kind") == "early-exit":
         from albert_edge.bench.recommend_depth import NOT_STANDARD

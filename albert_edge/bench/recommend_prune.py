@@ -115,7 +115,9 @@ def choose_level(
     plan = level.plan
     chosen = next(r for r in level.evidence if r.get("chosen"))
     record = {
-        "heads_keep": plan.heads_keep,
+        "heads_keep": plan.heads_keep
+        if isinstance(plan.heads_keep, int)
+        else list(plan.heads_keep),
         "of_heads": plan.num_heads,
         "ffn_keep": plan.ffn_keep,
         "of_ffn": plan.intermediate,
@@ -133,7 +135,9 @@ def choose_level(
 
 def tag_of(record: Mapping[str, Any]) -> str:
     """A pruned candidate's short name: heads and FFN neurons kept per shared layer."""
-    return f"pruned-h{record['heads_keep']}f{record['ffn_keep']}"
+    from albert_edge.prune.plan import heads_label
+
+    return f"pruned-h{heads_label(record['heads_keep'])}f{record['ffn_keep']}"
 
 
 def prune_candidates(
@@ -210,6 +214,8 @@ def why_not(row: Mapping[str, Any]) -> str | None:
 def format_prune(result: Mapping[str, Any]) -> list[str]:
     """The level (heads and neurons kept, FLOPs factor, its gated score), then each
     pruned candidate's verdict; or the one line saying why there are none."""
+    from albert_edge.prune.plan import heads_label
+
     info = result.get("pruning")
     if not info:
         return []
@@ -223,7 +229,7 @@ def format_prune(result: Mapping[str, Any]) -> list[str]:
         else ""
     )
     lines = [
-        f"pruning x precision: heads {lv['heads_keep']}/{lv['of_heads']}, FFN "
+        f"pruning x precision: heads {heads_label(lv['heads_keep'])}/{lv['of_heads']}, FFN "
         f"{lv['ffn_keep']}/{lv['of_ffn']} per shared layer (encoder FLOPs x"
         f"{lv['flops_ratio']:.3f} at 128 tokens), the cheapest of {len(info['evidence'])} "
         f"levels judged that loses at most {info['budget']:g} points on the choose split "

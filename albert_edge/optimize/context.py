@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.optimize.plan import PRUNE_STAGES, VOCAB_STAGES, Candidate
+from albert_edge.prune.plan import heads_label
 
 
 @dataclass(frozen=True)
@@ -42,11 +43,12 @@ class PrunedLayer:
 
 @dataclass(frozen=True)
 class PruneSummary:
-    """What the prune stage removed: heads and FFN neurons kept per shared layer (every
-    layer keeps the same counts, each its own which), of how many; the encoder FLOPs
-    factor at 128 tokens; which weights were kept (healed or not)."""
+    """What the prune stage removed: heads and FFN neurons kept per shared layer (one
+    FFN count for every layer, each its own which; one head count or one per layer), of
+    how many; the encoder FLOPs factor at 128 tokens; which weights were kept (healed or
+    not)."""
 
-    heads_keep: int
+    heads_keep: int | tuple[int, ...]
     of_heads: int
     ffn_keep: int
     of_ffn: int
@@ -56,7 +58,9 @@ class PruneSummary:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "heads_keep": self.heads_keep,
+            "heads_keep": self.heads_keep
+            if isinstance(self.heads_keep, int)
+            else list(self.heads_keep),
             "of_heads": self.of_heads,
             "ffn_keep": self.ffn_keep,
             "of_ffn": self.of_ffn,
@@ -75,8 +79,9 @@ class PruneSummary:
             for k, v in sorted((rec.get("layers") or {}).items(), key=lambda kv: int(kv[0]))
         )
         ratio = rec.get("flops_ratio")
+        heads = rec["heads_keep"]
         return cls(
-            heads_keep=int(rec["heads_keep"]),
+            heads_keep=int(heads) if isinstance(heads, int) else tuple(int(h) for h in heads),
             of_heads=int(rec["of_heads"]),
             ffn_keep=int(rec["ffn_keep"]),
             of_ffn=int(rec["of_ffn"]),
@@ -92,7 +97,8 @@ class PruneSummary:
         )
         flops = f", encoder FLOPs x{self.flops_ratio:.3f}" if self.flops_ratio is not None else ""
         return (
-            f"heads {self.heads_keep}/{self.of_heads} and FFN {self.ffn_keep}/{self.of_ffn} "
+            f"heads {heads_label(self.heads_keep)}/{self.of_heads} and FFN "
+            f"{self.ffn_keep}/{self.of_ffn} "
             f"per shared layer ({which}){flops}; {self.healed}"
         )
 

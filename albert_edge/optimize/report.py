@@ -111,9 +111,11 @@ def pruned_cell(prune: Mapping[str, Any] | None) -> str:
     layer, the encoder FLOPs factor; empty for an unpruned candidate."""
     if not prune:
         return ""
+    from albert_edge.prune.plan import heads_label
+
     flops = prune.get("flops_ratio")
     return (
-        f"heads {prune['heads_keep']}/{prune['of_heads']}, FFN {prune['ffn_keep']}/"
+        f"heads {heads_label(prune['heads_keep'])}/{prune['of_heads']}, FFN {prune['ffn_keep']}/"
         f"{prune['of_ffn']}" + (f", FLOPs x{flops:.3f}" if flops is not None else "")
     )
 

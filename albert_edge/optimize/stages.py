@@ -242,7 +242,7 @@ def pruned_summary(result: Any) -> PruneSummary:
     flops = ((record.get("cost") or {}).get("encoder_flops_128") or {}).get("ratio")
     heal = record.get("heal") or {}
     return PruneSummary(
-        heads_keep=int(plan.heads_keep),
+        heads_keep=plan.heads_keep,
         of_heads=int(plan.num_heads),
         ffn_keep=int(plan.ffn_keep),
         of_ffn=int(plan.intermediate),

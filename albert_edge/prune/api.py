@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.prune.heal import HealSettings
-from albert_edge.prune.plan import Plan, PruneError
+from albert_edge.prune.plan import Heads, Plan, PruneError, heads_label, per_layer_counts
 
 if TYPE_CHECKING:
     from albert_edge.tasks import TaskData
@@ -51,7 +51,7 @@ FFN_LEVELS = 16  # the FFN widths a search walks: k/16 of the width
 class PruneOptions:
     """The settings of a prune (``albert-edge prune``'s flags)."""
 
-    heads_keep: int | None = None
+    heads_keep: Heads | None = None  # one count, or one per flat shared layer
     ffn_keep: float | None = None
     max_drop: float | None = None
     min_lower_bound: float = -1.5
@@ -71,8 +71,10 @@ class PruneOptions:
         """Refuse, in one line, what no model could make right."""
         if self.heads_keep is None and self.ffn_keep is None and self.max_drop is None:
             raise PruneError("say what to prune: --heads-keep N, --ffn-keep F or --max-drop P")
-        if self.heads_keep is not None and self.heads_keep < 1:
-            raise PruneError(f"--heads-keep {self.heads_keep}: keep at least 1 head per layer")
+        if self.heads_keep is not None and min(per_layer_counts(self.heads_keep)) < 1:
+            raise PruneError(
+                f"--heads-keep {heads_label(self.heads_keep)}: keep at least 1 head per layer"
+            )
         if self.ffn_keep is not None and not self.ffn_keep > 0:
             raise PruneError(f"--ffn-keep {self.ffn_keep:g}: give a count >= 1 or a fraction")
         if self.max_drop is not None and not 0 <= self.max_drop < 100:
@@ -137,8 +139,16 @@ def precheck(checkpoint: str | Path | None, data: str | Path, options: PruneOpti
             + ", ".join(HEADS)
         )
     heads = int(config.get("num_attention_heads") or 0)
-    if options.heads_keep is not None and heads and options.heads_keep > heads:
-        raise PruneError(f"--heads-keep {options.heads_keep}: {src} has {heads} heads per layer")
+    if options.heads_keep is not None:
+        asked = heads_label(options.heads_keep)
+        if heads and max(per_layer_counts(options.heads_keep)) > heads:
+            raise PruneError(f"--heads-keep {asked}: {src} has {heads} heads per layer")
+        layers = int(config.get("num_hidden_groups") or 1) * int(config.get("inner_group_num") or 1)
+        if not isinstance(options.heads_keep, int) and len(options.heads_keep) != layers:
+            raise PruneError(
+                f"--heads-keep {asked}: {src} has {layers} shared layers (num_hidden_groups x "
+                "inner_group_num); give one count, or one per shared layer"
+            )
     if options.ffn_keep is not None:
         from albert_edge.prune.plan import ffn_count
 
@@ -209,7 +219,12 @@ def search_level(
     the unpruned ``model`` against the ungated model; ``scores``: :func:`importance`'s.
     Nothing is sliced or written: :func:`albert_edge.prune.write.apply_plan` does that."""
     from albert_edge.prune import evaluate
-    from albert_edge.prune.plan import encoder_flops, ffn_count, make_plan, runtime_flops
+    from albert_edge.prune.plan import (
+        encoder_flops,
+        ffn_count,
+        make_plan,
+        runtime_flops,
+    )
     from albert_edge.prune.search import search
 
     config = model.config
@@ -218,23 +233,26 @@ def search_level(
     H, F = int(config.num_attention_heads), int(config.intermediate_size)
     fixed_f = ffn_count(opts.ffn_keep, F) if opts.ffn_keep is not None else None
 
-    def judge(h: int, f: int) -> dict[str, Any]:
+    def judge(h: Heads, f: int) -> dict[str, Any]:
         plan = make_plan(scores.head_totals(), scores.ffn_totals(), h, f, config)
         rec = evaluate.versus(
             evaluate.metrics(model, head, choose_data, choose_feats, plan.masks()), ref
         )
         flops = encoder_flops(config, h, f) / encoder_flops(config, H, F)
-        say(f"level heads {h}/{H} FFN {f}/{F}: {evaluate.describe(rec)} (choose rows)")
-        row = {"heads_keep": h, "ffn_keep": f, "flops_ratio": flops}
+        say(f"level heads {heads_label(h)}/{H} FFN {f}/{F}: {evaluate.describe(rec)} (choose rows)")
+        row: dict[str, Any] = {"heads_keep": h if isinstance(h, int) else list(h)}
+        row["ffn_keep"] = f
+        row["flops_ratio"] = flops
         if opts.runtime_threads:
             paid = runtime_flops(config, h, f, opts.runtime_threads)
             row["runtime_cost_ratio"] = paid / encoder_flops(config, H, F)
         return {**row, **rec}
 
-    def cost(h: int, f: int) -> float:
+    def cost(h: Heads, f: int) -> float:
         return float(runtime_flops(config, h, f, opts.runtime_threads))
 
-    chosen, evidence, rule = search(judge, cost, H, F, opts.heads_keep, fixed_f, opts)
+    layers = int(config.num_hidden_groups) * int(config.inner_group_num)
+    chosen, evidence, rule = search(judge, cost, H, F, opts.heads_keep, fixed_f, opts, layers)
     plan = make_plan(scores.head_totals(), scores.ffn_totals(), chosen[0], chosen[1], config)
     return Level(plan=plan, evidence=evidence, rule=rule, reference=ref)
 
@@ -438,7 +456,10 @@ def _record(
             "seed": opts.seed,
         },
         "kept": {
-            "heads_per_layer": plan.heads_keep,
+            # one count, or one per flat shared layer (flat order) when they differ
+            "heads_per_layer": plan.heads_keep
+            if isinstance(plan.heads_keep, int)
+            else list(plan.heads_keep),
             "of_heads": plan.num_heads,
             "ffn_per_layer": plan.ffn_keep,
             "of_ffn": plan.intermediate,
@@ -501,11 +522,12 @@ def summary_lines(result: PruneResult) -> list[str]:
     """What ``albert-edge prune`` prints: the level kept, its FLOPs factor, and the
     report rows' metric before and after healing against the unpruned model."""
     from albert_edge.prune.evaluate import describe
+    from albert_edge.prune.plan import heads_label
 
     rec = result.record
     kept = rec["kept"]
     lines = [
-        f"{result.out}: heads {kept['heads_per_layer']}/{kept['of_heads']} and FFN "
+        f"{result.out}: heads {heads_label(kept['heads_per_layer'])}/{kept['of_heads']} and FFN "
         f"{kept['ffn_per_layer']}/{kept['of_ffn']} per shared layer; encoder FLOPs x"
         f"{rec['cost']['encoder_flops_128']['ratio']:.3f} (128 tokens)"
     ]

@@ -24,6 +24,20 @@ def _keep(text: str) -> float:
     return value
 
 
+def _heads(text: str) -> int | tuple[int, ...]:
+    """``N`` (every shared layer) or ``N+N+...`` (one count per flat shared layer)."""
+    parts = text.split("+")
+    try:
+        counts = tuple(int(x) for x in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a head count N or one per shared layer (2+4), got {text!r}"
+        ) from None
+    if min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"keep at least 1 head per layer, got {text!r}")
+    return counts[0] if len(counts) == 1 else counts
+
+
 def add_parser(sub: Any, quiet: Any) -> None:
     p = sub.add_parser(
         "prune",
@@ -62,10 +76,11 @@ def _add_level_flags(p: Any) -> None:
     """What is pruned, and how it is chosen: the level, the budget, the rows."""
     p.add_argument(
         "--heads-keep",
-        type=int_at_least(1),
+        type=_heads,
         default=None,
         metavar="N",
-        help="attention heads kept in every shared layer (each layer keeps its own N)",
+        help="attention heads kept in every shared layer (each layer keeps its own N), or "
+        "a count per shared layer in flat order (2+4: 2 in group 0, 4 in group 1)",
     )
     p.add_argument(
         "--ffn-keep",

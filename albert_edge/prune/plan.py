@@ -2,20 +2,24 @@
 
 A :class:`Plan` is pure data (kept indices per flat layer) with its cost: the encoder's
 multiply-adds at a sequence length (:func:`encoder_flops`) and its parameters. Every
-layer keeps the same COUNT of heads and of neurons (each chooses its own which):
-transformers' ALBERT has one ``intermediate_size`` for every shared layer, so a plain
-loader can read FFN widths only when they are uniform; heads could differ per layer
-(``pruned_heads`` is per layer) but one count keeps the levels a search walks one-
-dimensional per axis.
+layer keeps the same COUNT of FFN neurons (each chooses its own which): transformers'
+ALBERT has one ``intermediate_size`` for every shared layer, so a plain loader reads FFN
+widths only when they are uniform. Heads may differ per shared layer (``pruned_heads``
+is per flat layer, and every converter reads it per layer): a level's heads are one
+count, or a count per flat layer (:data:`Heads`), which a search reaches by lowering one
+shared layer at a time from the best uniform level.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from albert_edge.errors import AlbertEdgeError
+
+# heads kept: one count for every shared layer, or a count per flat layer (flat order)
+Heads = int | tuple[int, ...]
 
 
 class PruneError(AlbertEdgeError):
@@ -32,8 +36,14 @@ class Plan:
     intermediate: int
 
     @property
-    def heads_keep(self) -> int:
-        return len(next(iter(self.heads.values())))
+    def heads_per_layer(self) -> tuple[int, ...]:
+        """Heads each flat shared layer keeps, in flat order."""
+        return tuple(len(kept) for _, kept in sorted(self.heads.items()))
+
+    @property
+    def heads_keep(self) -> Heads:
+        """One count when every shared layer keeps as many heads, else the counts."""
+        return uniform(self.heads_per_layer)
 
     @property
     def ffn_keep(self) -> int:
@@ -65,7 +75,40 @@ class Plan:
         return {"heads": heads, "ffn": ffn}
 
     def label(self) -> str:
-        return f"heads {self.heads_keep}/{self.num_heads}, FFN {self.ffn_keep}/{self.intermediate}"
+        return (
+            f"heads {heads_label(self.heads_keep)}/{self.num_heads}, "
+            f"FFN {self.ffn_keep}/{self.intermediate}"
+        )
+
+
+def uniform(counts: Sequence[int]) -> Heads:
+    """``counts`` as one int when they are all equal (a uniform level), else a tuple."""
+    counts = tuple(int(c) for c in counts)
+    return counts[0] if len(set(counts)) == 1 else counts
+
+
+def heads_label(heads: Heads | Sequence[int]) -> str:
+    """``3`` or, per flat layer, ``2+4`` (what reports and candidate names print)."""
+    if isinstance(heads, int):
+        return str(heads)
+    return "+".join(str(int(h)) for h in heads)
+
+
+def per_layer_counts(heads: Heads | Sequence[int]) -> tuple[int, ...]:
+    """The counts a level names (one, or one per flat layer), without a config."""
+    return (heads,) if isinstance(heads, int) else tuple(int(h) for h in heads)
+
+
+def per_layer(heads: Heads | Sequence[int], config: Any) -> tuple[int, ...]:
+    """A level's heads as a count per flat shared layer (``num_hidden_groups *
+    inner_group_num`` of them)."""
+    n = int(config.num_hidden_groups) * int(config.inner_group_num)
+    if isinstance(heads, int):
+        return (heads,) * n
+    counts = tuple(int(h) for h in heads)
+    if len(counts) != n:
+        raise PruneError(f"heads {heads_label(counts)}: the model has {n} shared layers")
+    return counts
 
 
 def top(scores: Any, keep: int) -> tuple[int, ...]:
@@ -79,13 +122,15 @@ def top(scores: Any, keep: int) -> tuple[int, ...]:
 def make_plan(
     head_scores: Mapping[int, Any],
     ffn_scores: Mapping[int, Any],
-    heads_keep: int,
+    heads_keep: Heads,
     ffn_keep: int,
     config: Any,
 ) -> Plan:
-    """Each layer's top ``heads_keep`` heads and ``ffn_keep`` neurons by score."""
+    """Each layer's top ``heads_keep`` heads (its own count when per layer) and
+    ``ffn_keep`` neurons by score."""
+    counts = dict(zip(sorted(head_scores), per_layer(heads_keep, config), strict=True))
     return Plan(
-        heads={k: top(v, heads_keep) for k, v in sorted(head_scores.items())},
+        heads={k: top(v, counts[k]) for k, v in sorted(head_scores.items())},
         ffn={k: top(v, ffn_keep) for k, v in sorted(ffn_scores.items())},
         num_heads=int(config.num_attention_heads),
         intermediate=int(config.intermediate_size),
@@ -105,17 +150,26 @@ def ffn_count(value: float, width: int) -> int:
     return int(value)
 
 
-def encoder_flops(config: Any, heads_keep: int, ffn_keep: int, seq_len: int = 128) -> int:
+def _passes(config: Any) -> tuple[int, ...]:
+    """How many times each flat shared layer runs per sequence (transformers' loop)."""
+    from albert_edge.prune.gates import depths
+
+    return tuple(len(v) for _, v in sorted(depths(config).items()))
+
+
+def encoder_flops(config: Any, heads_keep: Heads, ffn_keep: int, seq_len: int = 128) -> int:
     """Multiply-adds x 2 of the encoder for one sequence of ``seq_len`` tokens: the
     embedding projection, then at every pass of every shared layer the Q/K/V projections,
     the scores and the weighted sum, the output projection, and the FFN's two matrices
-    (norms, softmax and activations left out: a few percent)."""
+    (norms, softmax and activations left out: a few percent). ``heads_keep``: one count,
+    or one per flat layer."""
     T, E, H = seq_len, int(config.embedding_size), int(config.hidden_size)
     d = H // int(config.num_attention_heads)
-    inner = int(config.inner_group_num)
-    a = heads_keep * d
-    per_layer = 3 * T * H * a + 2 * T * T * a + T * a * H + 2 * T * H * ffn_keep
-    return 2 * (T * E * H + int(config.num_hidden_layers) * inner * per_layer)
+    total = 0
+    for h, passes in zip(per_layer(heads_keep, config), _passes(config), strict=True):
+        a = h * d
+        total += passes * (3 * T * H * a + 2 * T * T * a + T * a * H + 2 * T * H * ffn_keep)
+    return 2 * (T * E * H + total)
 
 
 def paid_heads(heads_keep: int, runtime_threads: int | None) -> int:
@@ -130,7 +184,7 @@ def paid_heads(heads_keep: int, runtime_threads: int | None) -> int:
 
 
 def runtime_flops(
-    config: Any, heads_keep: int, ffn_keep: int, runtime_threads: int | None, seq_len: int = 128
+    config: Any, heads_keep: Heads, ffn_keep: int, runtime_threads: int | None, seq_len: int = 128
 ) -> int:
     """:func:`encoder_flops` as a batch-1 run at ``runtime_threads`` threads pays them: the
     fused attention's terms (Q/K/V projections, scores, weighted sum) for
@@ -139,17 +193,19 @@ def runtime_flops(
     its artifact will run on; equal to :func:`encoder_flops` at 1 thread."""
     T, H = seq_len, int(config.hidden_size)
     d = H // int(config.num_attention_heads)
-    paid = (paid_heads(heads_keep, runtime_threads) - heads_keep) * d
-    inner = int(config.inner_group_num)
-    extra = 2 * int(config.num_hidden_layers) * inner * (3 * T * H * paid + 2 * T * T * paid)
-    return encoder_flops(config, heads_keep, ffn_keep, seq_len) + extra
+    extra = 0
+    for h, passes in zip(per_layer(heads_keep, config), _passes(config), strict=True):
+        paid = (paid_heads(h, runtime_threads) - h) * d
+        extra += passes * (3 * T * H * paid + 2 * T * T * paid)
+    return encoder_flops(config, heads_keep, ffn_keep, seq_len) + 2 * extra
 
 
-def encoder_parameters(config: Any, heads_keep: int, ffn_keep: int) -> int:
+def encoder_parameters(config: Any, heads_keep: Heads, ffn_keep: int) -> int:
     """Parameters of the shared layers (weights and biases of what pruning slices)."""
     H = int(config.hidden_size)
     d = H // int(config.num_attention_heads)
-    a = heads_keep * d
-    per_layer = 3 * (H * a + a) + (a * H + H) + (H * ffn_keep + ffn_keep) + (ffn_keep * H + H)
-    layers = int(config.num_hidden_groups) * int(config.inner_group_num)
-    return layers * per_layer
+    total = 0
+    for h in per_layer(heads_keep, config):
+        a = h * d
+        total += 3 * (H * a + a) + (a * H + H) + (H * ffn_keep + ffn_keep) + (ffn_keep * H + H)
+    return total

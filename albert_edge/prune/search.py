@@ -10,6 +10,13 @@ The walk assumes what removing more does: for a head count, fewer neurons never 
 higher, so the smallest admitted width is found by bisection; a head count whose full
 FFN is not admitted ends the walk (fewer heads do not do better). Every judged level is
 in the evidence with its verdict, so the choice can be checked by hand.
+
+Then, with more than one shared layer and the heads not fixed, the heads go per layer
+(:func:`per_layer_descent`): from the chosen uniform level, one shared layer at a time
+gives up one more head, at the chosen FFN width, while the rule admits it and it costs
+less. In ALBERT a shared layer's head is read at every pass of that layer, so one
+group's head can be worth keeping where another's is not: 2 of 4 heads in one group of
+two can pass a budget that 2 of 4 in both does not.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from albert_edge.prune.plan import PruneError
+from albert_edge.prune.plan import Heads, PruneError, per_layer_counts, uniform
 
 
 def ffn_levels(width: int, steps: int = 16) -> list[int]:
@@ -27,18 +34,20 @@ def ffn_levels(width: int, steps: int = 16) -> list[int]:
 
 
 def search(
-    judge: Callable[[int, int], dict[str, Any]],
-    cost: Callable[[int, int], float],
+    judge: Callable[[Heads, int], dict[str, Any]],
+    cost: Callable[[Heads, int], float],
     num_heads: int,
     width: int,
-    fixed_heads: int | None,
+    fixed_heads: Heads | None,
     fixed_ffn: int | None,
     opts: Any,
-) -> tuple[tuple[int, int], list[dict[str, Any]], dict[str, Any] | None]:
+    layers: int = 1,
+) -> tuple[tuple[Heads, int], list[dict[str, Any]], dict[str, Any] | None]:
     """(chosen (heads, ffn), evidence rows, rule). ``judge(h, f)``: the level's record on
-    the choose rows; ``cost(h, f)``: what the choice minimises (FLOPs, as paid). Without a
-    budget, the given level (judged for the record). A budget no pruned level meets is
-    refused in one line."""
+    the choose rows; ``cost(h, f)``: what the choice minimises (FLOPs, as paid); ``h`` is
+    one count or, past the uniform walk, a count per shared layer (``layers`` of them).
+    Without a budget, the given level (judged for the record). A budget no pruned level
+    meets is refused in one line."""
     from albert_edge.depth.choose import Rule
 
     if opts.max_drop is None:
@@ -47,9 +56,9 @@ def search(
         return (h, f), [judge(h, f)], None
     rule = Rule(max_point_loss=opts.max_drop, min_lower_bound=opts.min_lower_bound)
     evidence: list[dict[str, Any]] = []
-    cache: dict[tuple[int, int], bool] = {}
+    cache: dict[tuple[Heads, int], bool] = {}
 
-    def admitted(h: int, f: int) -> bool:
+    def admitted(h: Heads, f: int) -> bool:
         if (h, f) not in cache:
             if (h, f) == (num_heads, width):
                 row: dict[str, Any] = {"heads_keep": h, "ffn_keep": f, "flops_ratio": 1.0}
@@ -61,9 +70,9 @@ def search(
             cache[(h, f)] = row["why_not"] is None
         return cache[(h, f)]
 
-    heads = [fixed_heads] if fixed_heads is not None else list(range(num_heads, 0, -1))
+    heads: list[Heads] = [fixed_heads] if fixed_heads is not None else list(range(num_heads, 0, -1))
     widths = [fixed_ffn] if fixed_ffn is not None else ffn_levels(width)
-    found: list[tuple[int, int]] = []
+    found: list[tuple[Heads, int]] = []
     for h in heads:
         if not admitted(h, widths[-1]):
             break
@@ -83,7 +92,44 @@ def search(
             "nothing written"
         )
 
-    chosen = min(pruned, key=lambda c: (cost(*c), -c[0], -c[1]))
+    best = min(pruned, key=lambda c: (cost(*c), -sum(per_layer_counts(c[0])), -c[1]))
+    chosen: tuple[Heads, int] = best
+    if fixed_heads is None and layers > 1:
+        chosen = per_layer_descent(best, layers, admitted, cost, evidence)
     for row in evidence:
-        row["chosen"] = (row["heads_keep"], row["ffn_keep"]) == chosen
+        row["chosen"] = (_key(row["heads_keep"]), row["ffn_keep"]) == (_key(chosen[0]), chosen[1])
     return chosen, evidence, asdict(rule)
+
+
+def _key(heads: Any) -> Heads:
+    return heads if isinstance(heads, int) else tuple(heads)
+
+
+def per_layer_descent(
+    start: tuple[Heads, int],
+    layers: int,
+    admitted: Callable[[Heads, int], bool],
+    cost: Callable[[Heads, int], float],
+    evidence: list[dict[str, Any]],
+) -> tuple[Heads, int]:
+    """From the uniform ``start`` (heads, FFN width), lower one shared layer's heads by
+    one at a time, at that width: each round judges every layer that can give a head
+    and takes the admitted move that keeps the most of the metric (ties: the cheaper);
+    ends when no move is admitted or cheaper. A layer keeps at least one head."""
+    first = start[0]
+    heads = [first] * layers if isinstance(first, int) else list(first)
+    f = start[1]
+    while True:
+        moves = []
+        for i in range(layers):
+            if heads[i] <= 1:
+                continue
+            counts = [*heads[:i], heads[i] - 1, *heads[i + 1 :]]
+            trial = uniform(counts)  # all equal again: the uniform level (judged once)
+            if cost(trial, f) >= cost(uniform(heads), f) or not admitted(trial, f):
+                continue
+            row = next(r for r in evidence if (_key(r["heads_keep"]), r["ffn_keep"]) == (trial, f))
+            moves.append((-row["delta"], cost(trial, f), i, counts))
+        if not moves:
+            return uniform(heads), f
+        heads = min(moves)[3]

@@ -81,6 +81,34 @@ def test_overwrite_replaces_its_own_output(
     assert "report rows, before heal: accuracy on 32 rows" in printed
 
 
+def test_heads_per_shared_layer(
+    make_checkpoint: Callable[..., Path],
+    sst2_rows: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--heads-keep 1+2+2+1`` on 2 groups x 2 inner layers: each flat layer keeps its
+    own count, transformers' pruned_heads names each layer's removed head, the record
+    lists the counts; a count list of the wrong length is refused before any load."""
+    from albert_edge.cli import main
+    from albert_edge.torch_model import kept_heads
+
+    src, out = make_checkpoint("tiny-groups"), tmp_path / "p"
+    args = [src, "--data", sst2_rows, "-o", out, "--heads-keep", "1+2+2+1", "--ffn-keep", "16"]
+    args += ["--importance-rows", "32", "--heal-steps", "0", "--max-len", "32", "-q"]
+    assert main(["prune", *map(str, args)]) == 0
+    assert capsys.readouterr().out.startswith(f"{out}: heads 1+2+2+1/2 and FFN 16/64")
+    rec = json.loads((out / "prune.json").read_text())
+    assert rec["kept"]["heads_per_layer"] == [1, 2, 2, 1]
+    assert sorted(rec["kept"]["pruned_heads"]) == ["0", "3"]
+    cfg = json.loads((out / "config.json").read_text())
+    assert kept_heads(cfg) == (1, 2, 2, 1)
+    wrong = [src, "--data", sst2_rows, "-o", tmp_path / "q", "--heads-keep", "1+2"]
+    assert main(["prune", *map(str, wrong)]) != 0
+    assert "has 4 shared layers" in capsys.readouterr().err
+    assert not (tmp_path / "q").exists()
+
+
 @pytest.mark.slow
 def test_max_drop_searches_levels(
     make_checkpoint: Callable[..., Path], sst2_rows: Path, tmp_path: Path
@@ -172,6 +200,8 @@ def test_flag_values_refused_at_parsing(
         ("--choose-rows", "10"),
         ("--heal-alpha", "2"),
         ("--runtime-threads", "0"),
+        ("--heads-keep", "2+x"),
+        ("--heads-keep", "0+2"),
     ):
         with pytest.raises(SystemExit) as exc:
             from albert_edge.cli import main

@@ -8,7 +8,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from albert_edge.prune.plan import encoder_flops, paid_heads, runtime_flops
+from albert_edge.prune.plan import (
+    encoder_flops,
+    encoder_parameters,
+    heads_label,
+    make_plan,
+    paid_heads,
+    per_layer,
+    runtime_flops,
+    uniform,
+)
 from albert_edge.prune.search import search
 
 # the held-out model's shape: 6 layers, 2 groups, H 256, E 64, FFN 512, 4 heads
@@ -18,6 +27,7 @@ SHAPE = SimpleNamespace(
     num_attention_heads=4,
     intermediate_size=512,
     num_hidden_layers=6,
+    num_hidden_groups=2,
     inner_group_num=1,
 )
 
@@ -65,3 +75,33 @@ def test_a_search_costed_at_two_threads_keeps_the_head_flops_would_trade() -> No
     assert encoder_flops(SHAPE, 3, 64) < encoder_flops(SHAPE, 4, 32)
     assert chosen(None) == (3, 64)
     assert chosen(2) == (4, 32)
+
+
+def test_per_layer_heads_cost_each_layer_at_its_passes() -> None:
+    """Group 0 of 6 layers in 2 groups runs 3 times: its heads cost 3 passes each. One
+    count equals the same count per layer; per layer, the cost is between the uniform ones."""
+    assert per_layer(3, SHAPE) == (3, 3) and per_layer((2, 4), SHAPE) == (2, 4)
+    assert encoder_flops(SHAPE, (3, 3), 32) == encoder_flops(SHAPE, 3, 32)
+    assert encoder_parameters(SHAPE, (3, 3), 32) == encoder_parameters(SHAPE, 3, 32)
+    lo, hi, mixed = (encoder_flops(SHAPE, h, 32) for h in (2, 4, (2, 4)))
+    assert mixed - lo == hi - mixed  # each group runs 3 of the 6 passes
+    # at 2 threads 3+4 heads pay as 4+4, 2+4 pays half its attention in one group
+    assert runtime_flops(SHAPE, (3, 4), 32, 2) - encoder_flops(SHAPE, (4, 4), 32) < 0
+    assert runtime_flops(SHAPE, (2, 4), 32, 2) == encoder_flops(SHAPE, (2, 4), 32)
+    three = SimpleNamespace(**{**vars(SHAPE), "num_hidden_groups": 3})
+    with pytest.raises(Exception, match="3 shared layers"):
+        per_layer((2, 4), three)
+
+
+def test_a_plan_keeps_each_layers_own_count_of_its_best_heads() -> None:
+    import numpy as np
+
+    heads = {0: np.array([4.0, 1.0, 3.0, 2.0]), 1: np.array([1.0, 2.0, 3.0, 4.0])}
+    ffn = {0: np.arange(512.0), 1: np.arange(512.0)}
+    plan = make_plan(heads, ffn, (2, 4), 32, SHAPE)
+    assert plan.heads == {0: (0, 2), 1: (0, 1, 2, 3)}
+    assert plan.heads_per_layer == (2, 4) and plan.heads_keep == (2, 4)
+    assert plan.removed_heads() == {0: [1, 3]}
+    assert plan.label() == "heads 2+4/4, FFN 32/512"
+    assert make_plan(heads, ffn, 3, 32, SHAPE).heads_keep == 3
+    assert uniform([3, 3]) == 3 and heads_label((2, 4)) == "2+4" and heads_label(3) == "3"

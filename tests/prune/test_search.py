@@ -63,3 +63,45 @@ def test_a_budget_nothing_meets_is_refused() -> None:
 def test_ffn_levels_are_sixteenths() -> None:
     assert ffn_levels(512) == list(range(32, 513, 32))
     assert ffn_levels(8) == list(range(1, 9))
+
+
+def _per_layer_judge(loss: dict, seen: list):  # type: ignore[no-untyped-def]
+    """Points lost per level: ``loss[heads]`` for a count or a per-layer tuple, plus
+    0.01 per removed sixteenth of 64 FFN neurons."""
+
+    def judge(h, f: int) -> dict:  # type: ignore[no-untyped-def]
+        key = h if isinstance(h, int) else tuple(h)
+        seen.append((key, f))
+        points = loss[key] + 0.01 * (64 - f) / 4
+        return {"heads_keep": h if isinstance(h, int) else list(h), "ffn_keep": f,
+                "delta": -points / 100, "delta_low": -points / 100}  # fmt: skip
+
+    return judge
+
+
+def _flops(h, f: int) -> float:  # type: ignore[no-untyped-def]
+    counts = [h, h] if isinstance(h, int) else list(h)
+    return 10 * sum(counts) + f / 64
+
+
+def test_two_shared_layers_give_up_heads_one_layer_at_a_time() -> None:
+    """Uniform 2 heads lose 0.9 (refused); layer 0 can lose two heads (0.3), layer 1 one
+    (0.4 with both): the descent reaches (2, 3), the cheapest admitted, and stops."""
+    loss = {4: 0.0, 3: 0.1, 2: 0.9, 1: 5.0, (3, 4): 0.05, (4, 3): 0.2, (2, 3): 0.3,
+            (3, 2): 0.95, (1, 3): 2.0, (2, 2): 0.9}  # fmt: skip
+    seen: list = []
+    chosen, evidence, _ = search(
+        _per_layer_judge(loss, seen), _flops, 4, 64, None, 64, _opts(0.5), layers=2
+    )
+    assert chosen == ((2, 3), 64)
+    assert ((2, 3), 64) in seen and ((1, 3), 64) in seen and ((3, 2), 64) in seen
+    chosen_rows = [r for r in evidence if r.get("chosen")]
+    assert [(r["heads_keep"], r["ffn_keep"]) for r in chosen_rows] == [([2, 3], 64)]
+
+
+def test_one_shared_layer_or_fixed_heads_stay_uniform() -> None:
+    loss = {4: 0.0, 3: 0.1, 2: 0.9, 1: 5.0}
+    chosen, _, _ = search(_per_layer_judge(loss, []), _flops, 4, 64, None, 64, _opts(0.5))
+    assert chosen == (3, 64)
+    chosen, _, _ = search(_per_layer_judge(loss, []), _flops, 4, 64, 3, 64, _opts(0.5), layers=2)
+    assert chosen == (3, 64)
