@@ -475,6 +475,8 @@ def distil(
         "held_out": rec["held_out"],
         "dev": rec["dev"],
         "selected_epoch": rec["selected"]["epoch"],
+        # train's own verdict when the student predicts one class everywhere (a collapse)
+        "learned_nothing": rec.get("learned_nothing"),
         "parameters": rec["parameters"],
         "transfer_set": rec["teacher"]["transfer_set"],
         "teacher_cost": rec["teacher"]["teacher_cost"],
@@ -509,6 +511,8 @@ def run(task: str, out: Path, device: str, s: Sizes, quick: bool) -> dict[str, A
         + (["--lr", str(s.student_lr)] if s.student_lr is not None else []),
     )
     log(f"student: {student['held_out']}")
+    if student.get("learned_nothing"):
+        log(f"student: {student['learned_nothing']}")
     summary = {
         "task": task,
         "quick": quick,
@@ -555,6 +559,11 @@ def markdown(s: dict[str, Any]) -> str:
             f"| student held-out | {iv(h)} | {h['examples']} |",
             f"| student dev | {iv(d) if d else '-'} | {d.get('examples', '-')} |",
             "",
+            *(
+                [f"**The student {st['learned_nothing']}.**", ""]
+                if st.get("learned_nothing")
+                else []
+            ),
             f"Whole recipe: {s['seconds']} s on {s['device']}.",
             "",
         ]
