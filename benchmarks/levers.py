@@ -244,7 +244,7 @@ def run(ckpt: Path, report: Path, out: Path, a: argparse.Namespace) -> list[dict
         rec = rd(pd / "prune.json") if ok else {}
         kept = rec.get("kept", {})
         choice = (
-            f"heads {heads_label(kept.get('heads_per_layer', '?'))}/{kept.get('of_heads')}, "
+            f"heads {heads_label(kept['heads_per_layer']) if kept else '?'}/{kept.get('of_heads')}, "
             f"FFN {kept.get('ffn_per_layer')}/{kept.get('of_ffn')} per shared layer"
         )
         return row("pruning (`prune --max-drop`)", ok, msg, choice,
