@@ -52,7 +52,7 @@ def cpu_flag() -> str:
         text=True,
         check=False,
     )
-    return done.stdout.strip() or "unknown"
+    return (done.stdout.split() or ["unknown"])[0]
 
 
 def cpu_model() -> str:
@@ -135,13 +135,14 @@ def ratios(timing: dict[str, Any], models: list[str]) -> list[dict[str, Any]]:
 
 
 def kept(ckpt: Path) -> str:
-    """'heads h/H, FFN f/F' from a checkpoint's config (its pruned_heads)."""
+    """'heads h/H, FFN f' from a checkpoint's config: one count, or per shared layer
+    (``2+4``) when its ``pruned_heads`` differ per layer."""
+    from albert_edge.prune.plan import heads_label, uniform
+    from albert_edge.torch_model import kept_heads
+
     cfg = json.loads((ckpt / "config.json").read_text())
-    heads = int(cfg["num_attention_heads"])
-    pruned = cfg.get("pruned_heads") or {}
-    gone = {len(v) for v in pruned.values()} or {0}
-    ffn = int(cfg["intermediate_size"])
-    return f"heads {heads - max(gone)}/{heads}, FFN {ffn}"
+    heads = heads_label(uniform(kept_heads(cfg)))
+    return f"heads {heads}/{cfg['num_attention_heads']}, FFN {cfg['intermediate_size']}"
 
 
 def render(r: dict[str, Any]) -> str:
@@ -196,9 +197,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", default="1,2", help="comma-separated (default: 1,2)")
     p.add_argument("--sentences", type=int, default=300, help="W1/W2 sentences (default 300)")
     p.add_argument("--rounds", type=int, default=3, help="passes over them (default 3)")
+    p.add_argument("--render", action="store_true", help="re-render the Markdown from the JSON")
     p.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "_work" / "prune_speed")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     a = p.parse_args(argv)
+    if a.render:  # the Markdown again from the JSON, nothing measured
+        report = json.loads((a.out / "prune_speed.json").read_text())
+        (a.out / "prune_speed.md").write_text(render(report))
+        return 0
     if not DEV.is_file():
         p.error(f"{DEV}: SST-2 dev not found; set ALBERT_EDGE_SHARED to the shared folder")
     models = {"unpruned": a.unpruned, "pruned": a.pruned}

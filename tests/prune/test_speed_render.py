@@ -60,8 +60,11 @@ def test_render_names_the_cpu_the_rows_and_what_was_not_built() -> None:
 
 
 def test_kept_reads_heads_and_ffn_from_the_config(tmp_path: Path) -> None:
-    cfg = {"num_attention_heads": 4, "intermediate_size": 32, "pruned_heads": {"0": [2], "3": [1]}}
+    cfg = {"num_attention_heads": 4, "intermediate_size": 32, "num_hidden_groups": 2,
+           "inner_group_num": 1, "pruned_heads": {"0": [2], "1": [2]}}  # fmt: skip
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     assert kept(tmp_path) == "heads 3/4, FFN 32"
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "pruned_heads": {"1": [0, 2, 3]}}))
+    assert kept(tmp_path) == "heads 4+1/4, FFN 32"
     (tmp_path / "config.json").write_text(json.dumps({**cfg, "pruned_heads": {}}))
     assert kept(tmp_path) == "heads 4/4, FFN 32"
