@@ -170,7 +170,9 @@ def run(ckpt: Path, report: Path, out: Path, a: argparse.Namespace) -> list[dict
             r = d.get("report") or {}
             if r and d.get("head") in per:
                 per[d["head"]][str(d["depth"])] = {
-                    "metric": round(r["accuracy"] * 100, 2),
+                    # depth search's report: "value" (records before the one depth
+                    # search of every head: "accuracy")
+                    "metric": round(r.get("value", r.get("accuracy", 0.0)) * 100, 2),
                     **points(r["delta"], r["low"], r["high"]),
                 }
         choice = f"depth {k} of {L}" + ("" if ok2 else f" ({msg2})")
