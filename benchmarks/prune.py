@@ -305,6 +305,12 @@ def textpruner_peer(src: Path, rec: dict[str, Any], data: Path, dev: Path) -> di
     return out
 
 
+def _loaded(r: dict[str, Any]) -> bool:
+    """Whether the 1-minute load average at the start says other work shared the CPUs."""
+    m = r["machine"]
+    return float(m["load_average_1_5_15"][0]) > 0.5 * float(m.get("cpus") or 2)
+
+
 def render(r: dict[str, Any]) -> str:
     p = r["prune"]
     k = p["kept"]
@@ -315,7 +321,8 @@ def render(r: dict[str, Any]) -> str:
         f"({r['shape']}), `--data {p['data']['file']}` ({p['data']['rows']:,} training rows "
         f"it never trained on), `--max-drop {r['max_drop']}`. CPU: {r['machine']['cpu_family']}"
         f" ({r['machine']['processor']}, {r['machine']['cpus']} CPUs), load average "
-        f"{r['machine']['load_average_1_5_15']} at the start (a shared machine: 8 helpers).",
+        f"{r['machine']['load_average_1_5_15']} at the start"
+        + (" (a shared, loaded machine)." if _loaded(r) else " (an idle machine)."),
         "",
         "## What was kept",
         "",
@@ -389,7 +396,7 @@ def render(r: dict[str, Any]) -> str:
         if "w1_ratio" in o:
             lines.append(
                 f"- **W1 pruned / unpruned: x{o['w1_ratio']:.3f}** (p50, the faster pass of "
-                "each; a shared, loaded machine: noisy)"
+                "each" + ("; a shared, loaded machine: noisy)" if _loaded(r) else ")")
             )
         fastest: dict[str, float] = {}
         for b in o.get("bench_rows", []):
