@@ -308,7 +308,7 @@ def textpruner_peer(src: Path, rec: dict[str, Any], data: Path, dev: Path) -> di
 def _loaded(r: dict[str, Any]) -> bool:
     """Whether the 1-minute load average at the start says other work shared the CPUs."""
     m = r["machine"]
-    return float(m["load_average_1_5_15"][0]) > 0.5 * float(m.get("cpus") or 2)
+    return float(m["load_average_1_5_15"][0]) > float(m.get("cpus") or 2)
 
 
 def render(r: dict[str, Any]) -> str:
