@@ -87,6 +87,8 @@ def test_every_lever_runs_on_the_embedded_model(
         assert 0.0 < x["flops"] <= 1.0 and 0.0 < x["bytes"] <= 1.01, x
     layers = int(json.loads((trained_checkpoint / "config.json").read_text())["num_hidden_layers"])
     assert 1 <= by["depth"]["layers"] <= layers
+    # every searched depth read back from depth search's record, on the report rows
+    assert by["depth"]["per_depth_report"]["refit"] and by["depth"]["per_depth_report"]["own"]
     assert 1.0 <= by["early exit"]["layers"] <= layers
     int8 = next(x for x in r["levers"] if "int8" in x["lever"])
     assert int8["bytes"] < 0.5  # int8 weights against the fp32 artifact's
