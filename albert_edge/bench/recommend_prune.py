@@ -95,6 +95,7 @@ def choose_level(
     from albert_edge.depth import Rule
     from albert_edge.prune import PruneOptions, importance, search_level
     from albert_edge.prune.api import cost_record
+    from albert_edge.prune.plan import heads_json
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -115,9 +116,7 @@ def choose_level(
     plan = level.plan
     chosen = next(r for r in level.evidence if r.get("chosen"))
     record = {
-        "heads_keep": plan.heads_keep
-        if isinstance(plan.heads_keep, int)
-        else list(plan.heads_keep),
+        "heads_keep": heads_json(plan.heads_keep),
         "of_heads": plan.num_heads,
         "ffn_keep": plan.ffn_keep,
         "of_ffn": plan.intermediate,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.optimize.plan import PRUNE_STAGES, VOCAB_STAGES, Candidate
-from albert_edge.prune.plan import heads_label
+from albert_edge.prune.plan import heads_json, heads_label
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,7 @@ class PruneSummary:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "heads_keep": self.heads_keep
-            if isinstance(self.heads_keep, int)
-            else list(self.heads_keep),
+            "heads_keep": heads_json(self.heads_keep),
             "of_heads": self.of_heads,
             "ffn_keep": self.ffn_keep,
             "of_ffn": self.of_ffn,

@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_edge.prune.heal import HealSettings
-from albert_edge.prune.plan import Heads, Plan, PruneError, heads_label, per_layer_counts
+from albert_edge.prune.plan import (
+    Heads,
+    Plan,
+    PruneError,
+    heads_json,
+    heads_label,
+    per_layer_counts,
+)
 
 if TYPE_CHECKING:
     from albert_edge.tasks import TaskData
@@ -240,7 +247,7 @@ def search_level(
         )
         flops = encoder_flops(config, h, f) / encoder_flops(config, H, F)
         say(f"level heads {heads_label(h)}/{H} FFN {f}/{F}: {evaluate.describe(rec)} (choose rows)")
-        row: dict[str, Any] = {"heads_keep": h if isinstance(h, int) else list(h)}
+        row: dict[str, Any] = {"heads_keep": heads_json(h)}
         row["ffn_keep"] = f
         row["flops_ratio"] = flops
         if opts.runtime_threads:
@@ -457,9 +464,7 @@ def _record(
         },
         "kept": {
             # one count, or one per flat shared layer (flat order) when they differ
-            "heads_per_layer": plan.heads_keep
-            if isinstance(plan.heads_keep, int)
-            else list(plan.heads_keep),
+            "heads_per_layer": heads_json(plan.heads_keep),
             "of_heads": plan.num_heads,
             "ffn_per_layer": plan.ffn_keep,
             "of_ffn": plan.intermediate,

@@ -87,6 +87,11 @@ def uniform(counts: Sequence[int]) -> Heads:
     return counts[0] if len(set(counts)) == 1 else counts
 
 
+def heads_json(heads: Heads | Sequence[int]) -> int | list[int]:
+    """A level's heads as records write them: an int, or a list per flat layer."""
+    return heads if isinstance(heads, int) else [int(h) for h in heads]
+
+
 def heads_label(heads: Heads | Sequence[int]) -> str:
     """``3`` or, per flat layer, ``2+4`` (what reports and candidate names print)."""
     if isinstance(heads, int):
