@@ -192,6 +192,13 @@ def pruned_heads_of(config: Any) -> dict[int, frozenset[int]]:
     return out
 
 
+def shared_layer_count(config: Any) -> int:
+    """Distinct shared layers: ``num_hidden_groups * inner_group_num`` (transformers' flat
+    layer indices run below it). Reads an ``AlbertConfig`` or a ``config.json`` mapping."""
+    groups = int(_config_get(config, "num_hidden_groups", 1) or 1)
+    return groups * int(_config_get(config, "inner_group_num", 1) or 1)
+
+
 def kept_heads(config: Any) -> tuple[int, ...]:
     """Attention heads each distinct shared layer keeps, in flat order (group-major, then
     inner layer): ``num_attention_heads`` minus that layer's pruned heads.
@@ -201,12 +208,10 @@ def kept_heads(config: Any) -> tuple[int, ...]:
     all need the same per-layer count, and an unpruned config gives every layer all heads.
     """
     heads = int(_config_get(config, "num_attention_heads", 1))
-    groups = int(_config_get(config, "num_hidden_groups", 1) or 1)
-    inner = int(_config_get(config, "inner_group_num", 1) or 1)
     pruned = pruned_heads_of(config)
     return tuple(
         heads - len({h for h in pruned.get(i, frozenset()) if 0 <= h < heads})
-        for i in range(groups * inner)
+        for i in range(shared_layer_count(config))
     )
 
 

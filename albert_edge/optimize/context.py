@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.optimize.plan import PRUNE_STAGES, VOCAB_STAGES, Candidate
-from albert_edge.prune.plan import heads_json, heads_label
+from albert_edge.prune.plan import heads_from_json, heads_json, heads_label
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,8 @@ class PruneSummary:
             for k, v in sorted((rec.get("layers") or {}).items(), key=lambda kv: int(kv[0]))
         )
         ratio = rec.get("flops_ratio")
-        heads = rec["heads_keep"]
         return cls(
-            heads_keep=int(heads) if isinstance(heads, int) else tuple(int(h) for h in heads),
+            heads_keep=heads_from_json(rec["heads_keep"]),
             of_heads=int(rec["of_heads"]),
             ffn_keep=int(rec["ffn_keep"]),
             of_ffn=int(rec["of_ffn"]),

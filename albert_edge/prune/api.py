@@ -127,6 +127,7 @@ def precheck(checkpoint: str | Path | None, data: str | Path, options: PruneOpti
     against that head and its labels. Returns the task data."""
     from albert_edge.heads import head_from_architectures
     from albert_edge.tasks import model_config, read_task_data
+    from albert_edge.torch_model import shared_layer_count
     from albert_edge.vocab.heldout import checkpoint_path
 
     options.check()
@@ -150,7 +151,7 @@ def precheck(checkpoint: str | Path | None, data: str | Path, options: PruneOpti
         asked = heads_label(options.heads_keep)
         if heads and max(per_layer_counts(options.heads_keep)) > heads:
             raise PruneError(f"--heads-keep {asked}: {src} has {heads} heads per layer")
-        layers = int(config.get("num_hidden_groups") or 1) * int(config.get("inner_group_num") or 1)
+        layers = shared_layer_count(config)
         if not isinstance(options.heads_keep, int) and len(options.heads_keep) != layers:
             raise PruneError(
                 f"--heads-keep {asked}: {src} has {layers} shared layers (num_hidden_groups x "
@@ -233,6 +234,7 @@ def search_level(
         runtime_flops,
     )
     from albert_edge.prune.search import search
+    from albert_edge.torch_model import shared_layer_count
 
     config = model.config
     choose_data, choose_feats = choose
@@ -258,7 +260,7 @@ def search_level(
     def cost(h: Heads, f: int) -> float:
         return float(runtime_flops(config, h, f, opts.runtime_threads))
 
-    layers = int(config.num_hidden_groups) * int(config.inner_group_num)
+    layers = shared_layer_count(config)
     chosen, evidence, rule = search(judge, cost, H, F, opts.heads_keep, fixed_f, opts, layers)
     plan = make_plan(scores.head_totals(), scores.ffn_totals(), chosen[0], chosen[1], config)
     return Level(plan=plan, evidence=evidence, rule=rule, reference=ref)

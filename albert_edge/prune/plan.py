@@ -92,6 +92,11 @@ def heads_json(heads: Heads | Sequence[int]) -> int | list[int]:
     return heads if isinstance(heads, int) else [int(h) for h in heads]
 
 
+def heads_from_json(heads: int | Sequence[int]) -> Heads:
+    """:func:`heads_json`'s inverse: an int, or a tuple per flat layer."""
+    return int(heads) if isinstance(heads, int) else tuple(int(h) for h in heads)
+
+
 def heads_label(heads: Heads | Sequence[int]) -> str:
     """``3`` or, per flat layer, ``2+4`` (what reports and candidate names print)."""
     if isinstance(heads, int):
@@ -107,7 +112,9 @@ def per_layer_counts(heads: Heads | Sequence[int]) -> tuple[int, ...]:
 def per_layer(heads: Heads | Sequence[int], config: Any) -> tuple[int, ...]:
     """A level's heads as a count per flat shared layer (``num_hidden_groups *
     inner_group_num`` of them)."""
-    n = int(config.num_hidden_groups) * int(config.inner_group_num)
+    from albert_edge.torch_model import shared_layer_count
+
+    n = shared_layer_count(config)
     if isinstance(heads, int):
         return (heads,) * n
     counts = tuple(int(h) for h in heads)
@@ -173,8 +180,14 @@ def encoder_flops(config: Any, heads_keep: Heads, ffn_keep: int, seq_len: int = 
     total = 0
     for h, passes in zip(per_layer(heads_keep, config), _passes(config), strict=True):
         a = h * d
-        total += passes * (3 * T * H * a + 2 * T * T * a + T * a * H + 2 * T * H * ffn_keep)
+        total += passes * (_fused_attention(T, H, a) + T * a * H + 2 * T * H * ffn_keep)
     return 2 * (T * E * H + total)
+
+
+def _fused_attention(T: int, H: int, a: int) -> int:
+    """Multiply-adds of what ONNX Runtime's fused attention runs for ``a`` head columns:
+    the Q/K/V projections, the scores and the weighted sum."""
+    return 3 * T * H * a + 2 * T * T * a
 
 
 def paid_heads(heads_keep: int, runtime_threads: int | None) -> int:
@@ -200,8 +213,7 @@ def runtime_flops(
     d = H // int(config.num_attention_heads)
     extra = 0
     for h, passes in zip(per_layer(heads_keep, config), _passes(config), strict=True):
-        paid = (paid_heads(h, runtime_threads) - h) * d
-        extra += passes * (3 * T * H * paid + 2 * T * T * paid)
+        extra += passes * _fused_attention(T, H, (paid_heads(h, runtime_threads) - h) * d)
     return encoder_flops(config, heads_keep, ffn_keep, seq_len) + 2 * extra
 
 

@@ -56,9 +56,10 @@ def search(
         return (h, f), [judge(h, f)], None
     rule = Rule(max_point_loss=opts.max_drop, min_lower_bound=opts.min_lower_bound)
     evidence: list[dict[str, Any]] = []
-    cache: dict[tuple[Heads, int], bool] = {}
+    cache: dict[tuple[Heads, int], dict[str, Any]] = {}
 
-    def admitted(h: Heads, f: int) -> bool:
+    def level(h: Heads, f: int) -> dict[str, Any]:
+        """The level's evidence row with its verdict, judged once."""
         if (h, f) not in cache:
             if (h, f) == (num_heads, width):
                 row: dict[str, Any] = {"heads_keep": h, "ffn_keep": f, "flops_ratio": 1.0}
@@ -67,8 +68,11 @@ def search(
                 row = judge(h, f)
             row["why_not"] = rule.why_not(row)
             evidence.append(row)
-            cache[(h, f)] = row["why_not"] is None
+            cache[(h, f)] = row
         return cache[(h, f)]
+
+    def admitted(h: Heads, f: int) -> bool:
+        return level(h, f)["why_not"] is None
 
     heads: list[Heads] = [fixed_heads] if fixed_heads is not None else list(range(num_heads, 0, -1))
     widths = [fixed_ffn] if fixed_ffn is not None else ffn_levels(width)
@@ -95,27 +99,23 @@ def search(
     best = min(pruned, key=lambda c: (cost(*c), -sum(per_layer_counts(c[0])), -c[1]))
     chosen: tuple[Heads, int] = best
     if fixed_heads is None and layers > 1:
-        chosen = per_layer_descent(best, layers, admitted, cost, evidence)
-    for row in evidence:
-        row["chosen"] = (_key(row["heads_keep"]), row["ffn_keep"]) == (_key(chosen[0]), chosen[1])
+        chosen = per_layer_descent(best, layers, level, cost)
+    for (h, f), row in cache.items():
+        row["chosen"] = (h, f) == chosen
     return chosen, evidence, asdict(rule)
-
-
-def _key(heads: Any) -> Heads:
-    return heads if isinstance(heads, int) else tuple(heads)
 
 
 def per_layer_descent(
     start: tuple[Heads, int],
     layers: int,
-    admitted: Callable[[Heads, int], bool],
+    level: Callable[[Heads, int], dict[str, Any]],
     cost: Callable[[Heads, int], float],
-    evidence: list[dict[str, Any]],
 ) -> tuple[Heads, int]:
     """From the uniform ``start`` (heads, FFN width), lower one shared layer's heads by
     one at a time, at that width: each round judges every layer that can give a head
     and takes the admitted move that keeps the most of the metric (ties: the cheaper);
-    ends when no move is admitted or cheaper. A layer keeps at least one head."""
+    ends when no move is admitted or cheaper. A layer keeps at least one head.
+    ``level(h, f)``: the level's evidence row with its verdict (``why_not`` None: admitted)."""
     first = start[0]
     heads = [first] * layers if isinstance(first, int) else list(first)
     f = start[1]
@@ -126,10 +126,11 @@ def per_layer_descent(
                 continue
             counts = [*heads[:i], heads[i] - 1, *heads[i + 1 :]]
             trial = uniform(counts)  # all equal again: the uniform level (judged once)
-            if cost(trial, f) >= cost(uniform(heads), f) or not admitted(trial, f):
+            if cost(trial, f) >= cost(uniform(heads), f):
                 continue
-            row = next(r for r in evidence if (_key(r["heads_keep"]), r["ffn_keep"]) == (trial, f))
-            moves.append((-row["delta"], cost(trial, f), i, counts))
+            row = level(trial, f)
+            if row["why_not"] is None:
+                moves.append((-row["delta"], cost(trial, f), i, counts))
         if not moves:
             return uniform(heads), f
         heads = min(moves)[3]
