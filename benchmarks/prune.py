@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -267,8 +268,7 @@ def textpruner_peer(src: Path, rec: dict[str, Any], data: Path, dev: Path) -> di
                     target_ffn_size=rec["kept"]["ffn_per_layer"],
                     # TextPruner takes one count: the mean of per-layer counts
                     target_num_of_heads=round(
-                        sum(per_layer_counts(rec["kept"]["heads_per_layer"]))
-                        / len(per_layer_counts(rec["kept"]["heads_per_layer"]))
+                        statistics.mean(per_layer_counts(rec["kept"]["heads_per_layer"]))
                     ),
                     pruning_method="iterative",
                     n_iters=1,

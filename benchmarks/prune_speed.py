@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import time
@@ -53,13 +52,6 @@ def cpu_flag() -> str:
         check=False,
     )
     return (done.stdout.split() or ["unknown"])[0]
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def build_all(models: dict[str, Path], work: Path) -> dict[str, dict[str, Path]]:
@@ -216,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, ckpt in models.items():
         if not (ckpt / "config.json").is_file():
             p.error(f"{ckpt}: not a checkpoint directory (no config.json) for {name}")
+    from albert_edge.bench.schema import machine_info
+
     arts = build_all(models, a.work)
     names = list(models)
     timings = []
@@ -228,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         + " ".join(f"--level {n}=CKPT" for n in names[2:])
         + f" --threads {a.threads} --sentences {a.sentences} --rounds {a.rounds}",
         "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "cpu": {"model": cpu_model(), "cores": os.cpu_count(), "flag": cpu_flag()},
+        "cpu": {"model": machine_info()["cpu"], "cores": os.cpu_count(), "flag": cpu_flag()},
         "models": {n: kept(c) for n, c in models.items()},
         "sentences": a.sentences,
         "rounds": a.rounds,
