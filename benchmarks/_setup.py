@@ -36,3 +36,17 @@ TRAINED = ROOT / "albert_edge" / "models" / "sst2-albert-tiny"  # the embedded m
 def log(msg: str) -> None:
     """One progress line on stderr, with the wall-clock time."""
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def cpu_flag() -> str:
+    """What ``grep -o -m1 'avx512_vnni\\|avx2' /proc/cpuinfo`` prints (the first of the two
+    in the flags line; "unknown" where neither or no /proc/cpuinfo): the name every
+    figure's CPU is given by, the same in every benchmark's report."""
+    import re
+
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    found = re.search(r"avx512_vnni|avx2", text)
+    return found.group(0) if found else "unknown"

@@ -31,7 +31,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import subprocess
 import sys
 import threading
@@ -42,8 +41,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from albert_edge.bench.schema import machine_info
 from albert_edge.prune.plan import heads_label
-from benchmarks._setup import ROOT, log
+from benchmarks._setup import ROOT, cpu_flag, log
 
 SEQ = 128  # tokens of the FLOP count
 QUIET = ["--overwrite", "-q"]
@@ -284,7 +284,8 @@ def markdown(r: dict[str, Any]) -> str:
         f"{r['fit'].get('how', '-')}), "
         f"reported on {r['report']['rows']} rows of {r['report']['file']}; the model at full "
         f"depth in fp32 (PyTorch): {r['metric']} {r['reference_metric']:.2f} %. Budget "
-        f"{r['max_drop_points']} points. CPU {m['cpu']}, {r.get('jobs', 1)} commands at a time, "
+        f"{r['max_drop_points']} points. CPU {m['cpu']} ({m.get('flag', '-')}), "
+        f"{r.get('jobs', 1)} commands at a time, "
         f"{r['threads']} thread(s) each, load "
         f"{m['load_1min']:.1f} at the end (seconds are noise on a shared machine).",
         "",
@@ -362,7 +363,11 @@ def main(argv: list[str] | None = None) -> int:
         "jobs": a.jobs,
         "levers": levers,
         "seconds": round(time.time() - t0, 1),
-        "machine": {"cpu": cpu_flag(), "load_1min": round(os.getloadavg()[0], 2)},
+        "machine": {
+            "cpu": machine_info()["cpu"],
+            "flag": cpu_flag(),
+            "load_1min": round(os.getloadavg()[0], 2),
+        },
     }
     (a.out / "levers.json").write_text(json.dumps(r, indent=2) + "\n")
     (a.out / "levers.md").write_text(markdown(r))
@@ -392,11 +397,6 @@ def never_trained(ckpt: Path, fit: Path) -> tuple[str, list[str], int, str]:
         _, idx = HeldOut(held["fraction"], held["seed"]).split(len(body), fit.name)
         return head, [body[i] for i in idx], len(body) - len(idx), "its held-out split"
     return head, body, 0, "not checked: it records no trained rows, --fit is not its train file"
-
-
-def cpu_flag() -> str:
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    return next((f for f in ("avx512_vnni", "avx2") if f in text), platform.machine())
 
 
 if __name__ == "__main__":

@@ -32,26 +32,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import time
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks._setup import DEV, ROOT, log
+from benchmarks._setup import DEV, ROOT, cpu_flag, log
 
 FORMATS = ("onnx int8-dynamic", "tflite int8-dynamic", "litert-torch int8")
-
-
-def cpu_flag() -> str:
-    """What ``grep -o -m1 'avx512_vnni\\|avx2' /proc/cpuinfo`` prints: the kernel family."""
-    done = subprocess.run(
-        ["grep", "-o", "-m1", r"avx512_vnni\|avx2", "/proc/cpuinfo"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return (done.stdout.split() or ["unknown"])[0]
 
 
 def build_all(models: dict[str, Path], work: Path) -> dict[str, dict[str, Path]]:

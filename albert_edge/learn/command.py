@@ -228,6 +228,13 @@ def _distil_flags(g: Any) -> None:
         "(a pair: TAB-separated), labelled by the teacher and trained on",
     )
     g.add_argument(
+        "--teacher-embeddings",
+        action="store_true",
+        help="with a --teacher of its own tokenizer and no --init: start the student's word, "
+        "position and token-type embeddings from the teacher's (each piece as the mean of "
+        "the teacher's pieces of its text, projected to E by the teacher table's PCA)",
+    )
+    g.add_argument(
         "--alpha",
         type=float_in(0, 1, meaning="the weight of the labels' CE"),
         default=DefaultFloat(0.5),

@@ -127,6 +127,17 @@ def _check_flags(args: argparse.Namespace, data: TaskData) -> None:
             f"{flag}: the transfer set is labelled by a --teacher with its own tokenizer "
             "(a Hugging Face model directory); give one"
         )
+    if getattr(args, "teacher_embeddings", False):
+        if not is_foreign(getattr(args, "teacher", None)):
+            raise LearnError(
+                "--teacher-embeddings: the embeddings come from a --teacher with its own "
+                "tokenizer (a Hugging Face model directory); give one or drop the flag"
+            )
+        if getattr(args, "init", None) is not None:
+            raise LearnError(
+                f"--teacher-embeddings: the student starts from --init {args.init}, "
+                "embeddings included; drop --init or the flag"
+            )
     if _distilling(args) and getattr(args, "teacher", None) is None and args.init is None:
         raise LearnError("--distil: give --teacher CKPT (or --init CKPT, which then teaches)")
 
@@ -190,8 +201,14 @@ def prepare(args: argparse.Namespace) -> Prepared:
     enc = _encoder(tok, defaults.max_len)
     lr = args.lr if args.lr is not None else (INIT_LR if ckpt is not None else SCRATCH_LR)
     fit_f = None
+    if getattr(args, "teacher_embeddings", False):  # judged from config.json, before loading
+        _check_embedding_width(Path(args.teacher), built)
     if is_foreign(getattr(args, "teacher", None)):  # its own tokenizer: targets cached once
         fit, fit_f, teacher = _foreign_teacher(args, built, fit, enc)
+        if getattr(args, "teacher_embeddings", False):
+            from albert_edge.learn.teacher_embeddings import transfer
+
+            teacher.record["embeddings"] = transfer(built.model, teacher.teacher, tok.sp)
     else:
         teacher = _teacher(args, ckpt, built, data) if _distilling(args) else None
     qat = qat_spec(getattr(args, "qat", None), getattr(args, "qat_target", "portable"))
@@ -299,6 +316,22 @@ def _tokenizer(args: argparse.Namespace, ckpt: Any, built: Built, defaults: Task
             f"{limit} or less"
         )
     return tok, spiece
+
+
+def _check_embedding_width(teacher: Path, built: Built) -> None:
+    """``--teacher-embeddings``: the student's E against the teacher's width, from its
+    ``config.json`` (before the teacher loads or labels anything)."""
+    import json
+
+    from albert_edge.learn.teacher_embeddings import check_width, config_width
+
+    try:
+        cfg = json.loads((teacher / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # the teacher's loader names what is wrong with it
+    width = config_width(cfg) if isinstance(cfg, dict) else None
+    if width is not None:
+        check_width(built.model.config, width, f"--teacher {teacher}")
 
 
 def _foreign_teacher(args: argparse.Namespace, built: Built, fit: TaskData, enc: Any) -> Any:

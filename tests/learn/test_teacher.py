@@ -103,6 +103,27 @@ def test_character_spans_map_to_the_students_answer_pieces(
     assert windows_without > 0 and windows_with > 0
 
 
+@pytest.mark.parametrize("kind", ["classification", "token-classification"])
+def test_teacher_runs_shortest_first_and_answers_in_row_order(tmp_path: Path, kind: str) -> None:
+    """Rows are batched by length for the teacher's forward (less padding); each row's
+    output is the one it gets alone, returned at its own place."""
+    words = ["a", "good", "film", "and", "a", "bad", "one", "of", "them", "all"]
+    rng = np.random.default_rng(1)
+    texts = [words[: int(rng.integers(1, len(words) + 1))] for _ in range(23)]
+    if kind == "classification":
+        head, labels = "sequence-classification", ["0", "1"]
+        rows: list = [(" ".join(t), None) for t in texts]
+    else:
+        head, labels = "token-classification", NER_TAGS
+        rows = [tuple(t) for t in texts]
+    t = foreign.load(tiny_bert(tmp_path / "t", head, labels, words=words), head, labels)
+    assert foreign._by_length(rows, kind) != list(range(len(rows)))  # the order does change
+    batched = foreign._forward(t, rows, kind, batch=4)
+    for r, got in zip(rows, batched, strict=True):
+        alone = foreign._forward_in_order(t, [r], kind, batch=1)[0]
+        np.testing.assert_allclose(got, alone, atol=1e-5)
+
+
 def test_augment_is_seeded_and_replaces_within_frequency_buckets() -> None:
     sents = [["the", "film", "is", "good"], ["the", "film", "is", "bad"], ["the", "plot"]] * 5
     aug = foreign.Augment(copies=3, p_mask=0.2, p_replace=0.4, seed=5)

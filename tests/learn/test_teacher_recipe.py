@@ -49,7 +49,14 @@ def test_recipe_runs_end_to_end_on_a_tiny_teacher(
     monkeypatch.setattr(recipe, "SHAPE", SHAPE)
     monkeypatch.setattr(recipe, "SPIECE", spiece_path)
     out = tmp_path / "run"
-    sizes = recipe.Sizes(train_rows=None, teacher_epochs=1, student_epochs=1, augment=1, threads=1)
+    sizes = recipe.Sizes(
+        train_rows=None,
+        teacher_epochs=1,
+        student_epochs=1,
+        augment=1,
+        threads=1,
+        teacher_embeddings=task == "sst2",  # the SST-2 recipe's student starts from them
+    )
     summary = recipe.run(task, out, "cpu", sizes, quick=True)
 
     student = out / "student"
@@ -68,6 +75,11 @@ def test_recipe_runs_end_to_end_on_a_tiny_teacher(
     assert summary["teacher"]["rows"] == ts["labelled_rows"]  # the student's split
     md = (out / "summary.md").read_text()
     assert "NOT a result" in md and "student held-out" in md
+    emb = summary["student"]["embeddings"]
+    if task == "sst2":
+        assert emb["tables"][0] == "word" and "from the teacher's" in md
+    else:
+        assert emb is None and "from --seed" in md
 
 
 def _two_articles(path: Path) -> Path:
