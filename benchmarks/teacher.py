@@ -93,15 +93,31 @@ FULL = {
         student_lr=3e-4,
         teacher_embeddings=True,
     ),
-    "conll": Sizes(train_rows=None, teacher_epochs=2, student_epochs=4, augment=1),
+    # the teacher's embeddings: dev entity F1 72.15 -> 73.19 (2026-12-02, teacher.md)
+    "conll": Sizes(
+        train_rows=None, teacher_epochs=2, student_epochs=4, augment=1, teacher_embeddings=True
+    ),
     # QA distils on the labelled questions only (no augmentation: new text has no context)
     "squad": Sizes(train_rows=None, teacher_epochs=2, student_epochs=3, augment=0),
 }
 QUICK = {
     "sst2": Sizes(
-        train_rows=400, teacher_epochs=1, student_epochs=1, augment=1, dev_rows=300, student_lr=3e-4
+        train_rows=400,
+        teacher_epochs=1,
+        student_epochs=1,
+        augment=1,
+        dev_rows=300,
+        student_lr=3e-4,
+        teacher_embeddings=True,
     ),
-    "conll": Sizes(train_rows=400, teacher_epochs=1, student_epochs=1, augment=1, dev_rows=300),
+    "conll": Sizes(
+        train_rows=400,
+        teacher_epochs=1,
+        student_epochs=1,
+        augment=1,
+        dev_rows=300,
+        teacher_embeddings=True,
+    ),
     "squad": Sizes(train_rows=300, teacher_epochs=1, student_epochs=1, augment=0, dev_rows=200),
 }
 SQUAD_TRAIN_ARTICLES = 36  # dev-v1.1 has 48: train on 36, score on the other 12
