@@ -69,7 +69,11 @@ def wants_task_trainer(args: argparse.Namespace) -> bool:
 
     if getattr(args, "task", None) or is_foreign(getattr(args, "teacher", None)):
         return True  # a teacher with its own tokenizer distils here, whatever the task
-    if getattr(args, "augment", 0) or getattr(args, "transfer", None) is not None:
+    if (
+        getattr(args, "augment", 0)
+        or getattr(args, "transfer", None) is not None
+        or getattr(args, "teacher_embeddings", False)
+    ):
         return True  # refused here in one line without such a teacher
     try:
         data = read_task_file(Path(args.train))

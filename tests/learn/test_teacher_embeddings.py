@@ -143,3 +143,15 @@ def test_init_and_teacher_embeddings_are_refused_together(
     with pytest.raises(AlbertEdgeError, match="drop --init or the flag"):
         train(_args(f, tmp_path / "s", spiece_path, "--init", str(no_dropout),
                     "--teacher", str(teacher), "--teacher-embeddings"))  # fmt: skip
+
+
+def test_single_sentence_training_refuses_the_flag_without_such_a_teacher(
+    tmp_path: Path, spiece_path: Path, rows200: Path
+) -> None:
+    """The SST-2 recipe (single sentences, no foreign teacher) does not ignore the flag."""
+    from albert_edge.train import train
+
+    with pytest.raises(AlbertEdgeError, match="from a --teacher with its own tokenizer"):
+        train(_args(rows200, tmp_path / "s", spiece_path, *SMALL, "--dev", str(rows200),
+                    "--teacher-embeddings"))  # fmt: skip
+    assert not (tmp_path / "s").exists()
