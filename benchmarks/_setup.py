@@ -39,14 +39,12 @@ def log(msg: str) -> None:
 
 
 def cpu_flag() -> str:
-    """What ``grep -o -m1 'avx512_vnni\\|avx2' /proc/cpuinfo`` prints (the first of the two
-    in the flags line; "unknown" where neither or no /proc/cpuinfo): the name every
-    figure's CPU is given by, the same in every benchmark's report."""
-    import re
+    """What ``grep -o -m1 'avx512_vnni\\|avx2' /proc/cpuinfo`` prints, one line: the flags of
+    the two this CPU has, in the kernel's flag order ("avx2 avx512_vnni" on a VNNI machine,
+    "avx2" on an AVX2-only one; "unknown" where neither or no /proc/cpuinfo). The name every
+    figure's CPU class is given by, the same in every benchmark's report; the flags are
+    read by :func:`albert_edge.kernels.host_cpu_flags`, as the library reads them."""
+    from albert_edge.kernels import host_cpu_flags
 
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "unknown"
-    found = re.search(r"avx512_vnni|avx2", text)
-    return found.group(0) if found else "unknown"
+    flags = host_cpu_flags()
+    return " ".join(f for f in ("avx2", "avx512_vnni") if f in flags) or "unknown"
