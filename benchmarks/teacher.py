@@ -19,9 +19,9 @@ edge ALBERT of the held-out model's shape.
    at [CLS]), saved with its tokenizer to ``DIR/teacher``.
 3. Distilled by ``albert-edge train --teacher DIR/teacher --augment N`` into an ALBERT of
    the held-out shape (6 layers, 2 groups, H 256, E 64, FFN 512, 4 heads) with the
-   embedded model's SentencePiece vocabulary, from scratch (SST-2: its embeddings from
-   the teacher's, ``--teacher-embeddings``): ``DIR/student``, a Hugging Face ALBERT
-   directory with its ``spiece.model``.
+   embedded model's SentencePiece vocabulary, from scratch (SST-2 and CoNLL: its
+   embeddings from the teacher's, ``--teacher-embeddings``): ``DIR/student``, a Hugging
+   Face ALBERT directory with its ``spiece.model``.
 4. ``DIR/summary.json`` and ``DIR/summary.md``: the teacher's dev score, the student's
    held-out and dev scores with intervals, the transfer set, every stage's seconds.
 
@@ -100,25 +100,13 @@ FULL = {
     # QA distils on the labelled questions only (no augmentation: new text has no context)
     "squad": Sizes(train_rows=None, teacher_epochs=2, student_epochs=3, augment=0),
 }
+# --quick: the full recipe (its augmentation, learning rate, embeddings) on a few hundred
+# rows, one epoch each, scored on the first dev rows: a smoke run that runs what FULL runs
 QUICK = {
-    "sst2": Sizes(
-        train_rows=400,
-        teacher_epochs=1,
-        student_epochs=1,
-        augment=1,
-        dev_rows=300,
-        student_lr=3e-4,
-        teacher_embeddings=True,
-    ),
-    "conll": Sizes(
-        train_rows=400,
-        teacher_epochs=1,
-        student_epochs=1,
-        augment=1,
-        dev_rows=300,
-        teacher_embeddings=True,
-    ),
-    "squad": Sizes(train_rows=300, teacher_epochs=1, student_epochs=1, augment=0, dev_rows=200),
+    task: replace(
+        FULL[task], train_rows=rows, teacher_epochs=1, student_epochs=1, dev_rows=dev_rows
+    )
+    for task, rows, dev_rows in (("sst2", 400, 300), ("conll", 400, 300), ("squad", 300, 200))
 }
 SQUAD_TRAIN_ARTICLES = 36  # dev-v1.1 has 48: train on 36, score on the other 12
 FILES = {
