@@ -201,11 +201,12 @@ def prepare(args: argparse.Namespace) -> Prepared:
     enc = _encoder(tok, defaults.max_len)
     lr = args.lr if args.lr is not None else (INIT_LR if ckpt is not None else SCRATCH_LR)
     fit_f = None
-    if getattr(args, "teacher_embeddings", False):  # judged from config.json, before loading
-        _check_embedding_width(Path(args.teacher), built)
     if is_foreign(getattr(args, "teacher", None)):  # its own tokenizer: targets cached once
+        embeddings = bool(getattr(args, "teacher_embeddings", False))  # needs such a teacher
+        if embeddings:  # E judged from its config.json, before it loads and labels
+            _check_embedding_width(Path(args.teacher), built)
         fit, fit_f, teacher = _foreign_teacher(args, built, fit, enc)
-        if getattr(args, "teacher_embeddings", False):
+        if embeddings:
             from albert_edge.learn.teacher_embeddings import transfer
 
             teacher.record["embeddings"] = transfer(built.model, teacher.teacher, tok.sp)
@@ -321,15 +322,11 @@ def _tokenizer(args: argparse.Namespace, ckpt: Any, built: Built, defaults: Task
 def _check_embedding_width(teacher: Path, built: Built) -> None:
     """``--teacher-embeddings``: the student's E against the teacher's width, from its
     ``config.json`` (before the teacher loads or labels anything)."""
-    import json
-
+    from albert_edge.learn.teacher import teacher_config
     from albert_edge.learn.teacher_embeddings import check_width, config_width
 
-    try:
-        cfg = json.loads((teacher / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # the teacher's loader names what is wrong with it
-    width = config_width(cfg) if isinstance(cfg, dict) else None
+    cfg = teacher_config(teacher)  # None: the teacher's loader names what is wrong with it
+    width = config_width(cfg) if cfg is not None else None
     if width is not None:
         check_width(built.model.config, width, f"--teacher {teacher}")
 

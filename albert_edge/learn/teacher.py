@@ -50,7 +50,9 @@ _SUFFIX = {
 NEG = -1e4  # log-probability of a position the teacher puts no mass on
 
 
-def _config(path: Path) -> dict[str, Any] | None:
+def teacher_config(path: Path) -> dict[str, Any] | None:
+    """The teacher directory's ``config.json`` as a dict; None where it is missing,
+    unreadable or not an object (the callers say which in their own line)."""
     try:
         data = json.loads((path / "config.json").read_text())
     except (OSError, ValueError):
@@ -67,7 +69,7 @@ def is_foreign(path: str | Path | None) -> bool:
     p = Path(path)
     if not p.is_dir():
         return False
-    cfg = _config(p)
+    cfg = teacher_config(p)
     if cfg is not None and str(cfg.get("model_type", "albert")) != "albert":
         return True
     has_tok = any((p / n).is_file() for n in TOKENIZER_FILES)
@@ -78,7 +80,7 @@ def check_dir(path: Path) -> None:
     """One line, before any model loads, where ``path`` cannot be a teacher with its own
     tokenizer: no ``config.json``, no tokenizer files, or no weights."""
     where = f"--teacher {path}"
-    if _config(path) is None:
+    if teacher_config(path) is None:
         raise LearnError(f"{where}: no readable config.json; pass a Hugging Face model directory")
     if not any((path / n).is_file() for n in TOKENIZER_FILES):
         raise LearnError(
@@ -121,7 +123,7 @@ def load(path: Path, head: str, labels: Sequence[str]) -> Teacher:
 
     check_dir(path)
     where = f"--teacher {path}"
-    cfg = _config(path) or {}
+    cfg = teacher_config(path) or {}
     archs = [str(a) for a in cfg.get("architectures") or []]
     if head not in _SUFFIX:
         raise LearnError(f"{where}: a teacher with its own tokenizer teaches {', '.join(_SUFFIX)}")
