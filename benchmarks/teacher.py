@@ -79,6 +79,16 @@ class Sizes:
     # (``train --teacher-embeddings``: each piece as the mean of MiniLM's pieces of its
     # text, projected to E = 64 by the table's PCA)
     teacher_embeddings: bool = False
+    # ``train --distil-hidden W``: the student's [CLS] follows the teacher's at each mapped
+    # layer through a learned projection (Patient KD), W its weight (0: off)
+    distil_hidden: float = 0.0
+    # more augmented copies of the long rows only (:func:`long_transfer`, given to train as
+    # --transfer): SST-2's dev and test are whole sentences (48 % of dev has 20+ words),
+    # its train rows mostly their phrases (12 % of 20+ words), and the student falls
+    # behind the teacher most on long sentences (benchmarks/results/teacher.md)
+    long_copies: int = 0
+    long_words: int = 10  # "long": at least this many words
+    long_seed: int = 101  # its own seed: not the copies --augment draws with --seed
 
 
 FULL = {
@@ -142,6 +152,29 @@ def student_rows(train: Path, task_kind: str | None = None) -> tuple[Any, list[i
     data = tasks.read_task_file(train, task_kind)
     fit, _ = HeldOut(0.1, 27).split(len(data.examples), str(train))
     return data, list(fit)
+
+
+def long_transfer(train: Path, teacher: Path, s: Sizes, out: Path) -> Path:
+    """``s.long_copies`` augmented copies of each row ``train`` trains on with at least
+    ``s.long_words`` words, one per line in ``out`` (``train --transfer``'s format): the
+    library's augmentation (:func:`albert_edge.learn.teacher.augment`, frequency buckets
+    over every trained row, the teacher's mask token) on the long rows only."""
+    import transformers
+
+    from albert_edge.learn.teacher import Augment, augment
+
+    data, fit = student_rows(train)
+    words = [data.examples[i].text.split() for i in fit]
+    tok = transformers.AutoTokenizer.from_pretrained(str(teacher), local_files_only=True)
+    copies = augment(
+        words,
+        Augment(copies=s.long_copies, seed=s.long_seed),
+        str(tok.mask_token),
+        only=lambda w: len(w) >= s.long_words,
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(" ".join(c) + "\n" for row in copies for c in row), encoding="utf-8")
+    return out
 
 
 def split_squad(path: Path, out: Path) -> tuple[Path, Path]:
@@ -501,6 +534,8 @@ def distil(
         "teacher_cost": rec["teacher"]["teacher_cost"],
         # how the student's embeddings started (None: from --seed, as from scratch)
         "embeddings": rec["teacher"].get("embeddings"),
+        # the [CLS] term's layers and weight (None: logits alone)
+        "hidden": rec["teacher"].get("hidden"),
         "epochs": epochs,
     }
 
@@ -516,6 +551,11 @@ def run(task: str, out: Path, device: str, s: Sizes, quick: bool) -> dict[str, A
     base = minilm_dir()
     teacher = reuse_or_finetune(base, task, train, dev, out / "teacher", s, device)
     log(f"teacher: {teacher}")
+    long = (
+        long_transfer(train, out / "teacher", s, out / "data" / "long-copies.txt")
+        if s.long_copies > 0
+        else None
+    )
     student = distil(
         out / "teacher",
         train,
@@ -530,7 +570,9 @@ def run(task: str, out: Path, device: str, s: Sizes, quick: bool) -> dict[str, A
         # QA: the student's windows as long as the teacher's
         extra=(["--max-len", str(MAX_LEN[task])] if task == "squad" else [])
         + (["--lr", str(s.student_lr)] if s.student_lr is not None else [])
-        + (["--teacher-embeddings"] if s.teacher_embeddings else []),
+        + (["--teacher-embeddings"] if s.teacher_embeddings else [])
+        + (["--distil-hidden", str(s.distil_hidden)] if s.distil_hidden > 0 else [])
+        + (["--transfer", str(long)] if long is not None else []),
     )
     log(f"student: {student['held_out']}")
     if student.get("learned_nothing"):
@@ -585,6 +627,15 @@ def markdown(s: dict[str, Any]) -> str:
                 else "Student embeddings: from --seed (as from scratch)."
             ),
             "",
+            (
+                f"Hidden term: the student's [CLS] at layers {st['hidden']['student_layers']} "
+                f"follows the teacher's at {st['hidden']['teacher_layers']} (weight "
+                f"{st['hidden']['weight']}, a learned projection {st['hidden']['width'][0]} -> "
+                f"{st['hidden']['width'][1]})."
+                if st.get("hidden")
+                else "Hidden term: none (the teacher's logits alone)."
+            ),
+            "",
             f"| | {m} (bootstrap 95 %) | examples |",
             "|---|---|---|",
             f"| student held-out | {iv(h)} | {h['examples']} |",
@@ -620,6 +671,20 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="start the student's embeddings from the teacher's (default: per task)",
     )
+    p.add_argument(
+        "--distil-hidden",
+        type=float,
+        default=None,
+        metavar="W",
+        help="weight of the [CLS] term (0: off; default: per task)",
+    )
+    p.add_argument(
+        "--long-copies",
+        type=int,
+        default=None,
+        metavar="N",
+        help="N more augmented copies of each row of 10+ words (0: none; default: per task)",
+    )
     a = p.parse_args(argv)
     s = (QUICK if a.quick else FULL)[a.task]
     for name in (
@@ -631,9 +696,13 @@ def main(argv: list[str] | None = None) -> int:
         "threads",
         "dev_rows",
         "teacher_embeddings",
+        "distil_hidden",
+        "long_copies",
     ):
         if getattr(a, name) is not None:
             s = replace(s, **{name: getattr(a, name)})
+    if s.long_copies and a.task != "sst2":
+        p.error("--long-copies: SST-2 only (its whole-sentence dev against phrase-level train)")
     summary = run(a.task, a.out, a.device, s, a.quick)
     print(json.dumps({k: summary[k] for k in ("task", "seconds")}))
     return 0

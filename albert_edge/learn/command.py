@@ -253,7 +253,9 @@ def _distil_flags(g: Any) -> None:
         const=1.0,
         default=0.0,
         metavar="WEIGHT",
-        help="add hidden-state MSE on mapped layers (weight >= 0; the flag alone: 1)",
+        help="add hidden-state MSE on mapped layers (weight >= 0; the flag alone: 1); with "
+        "a --teacher of its own tokenizer (sequence classification): its [CLS] states, "
+        "followed through a learned projection (Patient KD)",
     )
     g.add_argument(
         "--depth",

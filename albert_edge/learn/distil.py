@@ -9,6 +9,11 @@ where ``t`` is the teacher's final logits (frozen, eval mode): every exit learns
 teacher's full-depth answer, the self-distillation of early-exit training. The exits'
 terms are weighted as PABEE weighs them (:func:`albert_edge.learn.scratch.pabee_weights`). The
 ``T^2`` keeps the soft term's gradient scale independent of ``T`` (Hinton et al.).
+
+A teacher with its own tokenizer shares one position with the student, ``[CLS]``:
+:func:`cls_term` compares the two ``[CLS]`` states per mapped layer, the student's through
+a learned projection to the teacher's width, both normalised to unit length (Patient KD,
+Sun et al. 2019, whose normalisation makes the term independent of either model's scale).
 """
 
 from __future__ import annotations
@@ -65,3 +70,24 @@ def hidden_term(student_states: Any, teacher_states: Any, mask: Any) -> Any:
         diff = (student_states[i] - teacher_states[j].detach()) ** 2 * m
         total = total + diff.sum() / (m.sum() * diff.shape[-1])
     return total / ks
+
+
+def cls_term(student_states: Any, teacher_cls: Any, projection: Any) -> Any:
+    """Patient-KD ``[CLS]`` term: over the student's layers ``1..K``, the squared distance
+    between the unit-length projected student ``[CLS]`` state and the unit-length teacher
+    ``[CLS]`` state at the mapped layer (each in [0, 4]), averaged over rows and layers.
+
+    ``student_states``: the student's ``hidden_states`` (embedding output first);
+    ``teacher_cls``: ``[B, K, H_teacher]``, already at the student's :func:`layer_map`
+    layers; ``projection``: ``H_student -> H_teacher`` (trained with the student, then
+    dropped: the student's graph does not change)."""
+    import torch
+    import torch.nn.functional as F
+
+    k = len(student_states) - 1
+    if teacher_cls.shape[1] != k:
+        raise ValueError(f"teacher [CLS] states for {teacher_cls.shape[1]} layers, student has {k}")
+    s = torch.stack([student_states[i][:, 0] for i in range(1, k + 1)], 1)
+    a = F.normalize(projection(s).float(), dim=-1)
+    b = F.normalize(teacher_cls.float().detach(), dim=-1)
+    return ((a - b) ** 2).sum(-1).mean()

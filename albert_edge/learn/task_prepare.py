@@ -91,16 +91,21 @@ def _defaults(args: argparse.Namespace, data: TaskData) -> TaskDefaults:
 def _check_flags(args: argparse.Namespace, data: TaskData) -> None:
     from albert_edge.learn.teacher import is_foreign
 
-    if is_foreign(getattr(args, "teacher", None)):
-        given = [f for a, d, f in _UNSUPPORTED if getattr(args, a, d) != d]
+    foreign = is_foreign(getattr(args, "teacher", None))
+    # --distil-hidden's one form here: a foreign teacher's [CLS] states (classification)
+    cls_term = foreign and _cls_distil(data)
+    unsupported = [u for u in _UNSUPPORTED if not (cls_term and u[0] == "distil_hidden")]
+    if foreign:
+        given = [f for a, d, f in unsupported if getattr(args, a, d) != d]
         if getattr(args, "exit_loss", "none") != "none":
             given.append("--exit-loss")
         if given:
             raise LearnError(
                 f"{given[0]}: not available with --teacher {args.teacher}, a teacher with its "
-                "own tokenizer (it shares no hidden states, layers or exits with the student)"
+                "own tokenizer (it shares no tokens, layers or exits with the student; "
+                "--distil-hidden follows its [CLS] states, for sequence classification)"
             )
-    for attr, default, flag in _UNSUPPORTED:
+    for attr, default, flag in unsupported:
         if getattr(args, attr, default) != default:
             raise LearnError(
                 f"{flag}: not available when training {task_key(data)} ({Path(args.train).name}); "
@@ -142,17 +147,26 @@ def _check_flags(args: argparse.Namespace, data: TaskData) -> None:
         raise LearnError("--distil: give --teacher CKPT (or --init CKPT, which then teaches)")
 
 
+def _cls_distil(data: TaskData) -> bool:
+    """Whether ``--distil-hidden`` with a teacher of its own tokenizer serves ``data``:
+    sequence classification, where ``[CLS]`` answers for the row."""
+    return data.kind.value == "classification"
+
+
 def _distilling(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "distil", False) or getattr(args, "teacher", None) is not None)
 
 
 def distil_settings(args: argparse.Namespace) -> Any:
-    """The distillation weights a task run uses (``--alpha``, ``--temperature``; the
-    task trainer has no hidden-state term)."""
+    """The distillation weights a task run uses (``--alpha``, ``--temperature``,
+    ``--distil-hidden``: the ``[CLS]`` term of a teacher with its own tokenizer, the one
+    hidden-state term the task trainer has; :func:`_check_flags` refuses it elsewhere)."""
     from albert_edge.learn.distil import DistilSettings
 
     return DistilSettings(
-        float(getattr(args, "alpha", 0.5)), float(getattr(args, "temperature", 2.0))
+        float(getattr(args, "alpha", 0.5)),
+        float(getattr(args, "temperature", 2.0)),
+        float(getattr(args, "distil_hidden", 0.0) or 0.0),
     )
 
 
@@ -345,6 +359,7 @@ def _foreign_teacher(args: argparse.Namespace, built: Built, fit: TaskData, enc:
     teacher.model.to(resolve_device(getattr(args, "device", "cpu") or "cpu"))  # labels once
     aug = foreign.Augment(copies=int(getattr(args, "augment", 0) or 0), seed=int(args.seed))
     transfer = getattr(args, "transfer", None)
+    layers = _cls_layers(args, built, teacher)
     full, feats, distilled = foreign.transfer_set(
         teacher,
         fit,
@@ -352,7 +367,18 @@ def _foreign_teacher(args: argparse.Namespace, built: Built, fit: TaskData, enc:
         aug,
         Path(transfer) if transfer is not None else None,
         foreign.cache_dir(Path(args.out)),
+        layers,
     )
+    if layers:
+        distilled.record["hidden"] = {
+            "weight": float(args.distil_hidden),
+            "teacher_layers": list(layers),
+            "student_layers": list(range(1, len(layers) + 1)),
+            "width": [int(built.model.config.hidden_size), int(distilled.states[0].shape[-1])],
+            "loss": "mean over layers and rows of |unit(W s_cls) - unit(t_cls)|^2 (Patient "
+            "KD, Sun et al. 2019); W: a linear map to the teacher's width, trained with "
+            "the student and not saved",
+        }
     if enabled():
         t, c = distilled.record["transfer_set"], distilled.record["teacher_cost"]
         how = "cached, no forward" if c["cached"] else f"{c['rows']} rows in {c['seconds']} s"
@@ -363,6 +389,22 @@ def _foreign_teacher(args: argparse.Namespace, built: Built, fit: TaskData, enc:
             file=sys.stderr,
         )
     return full, feats, distilled
+
+
+def _cls_layers(args: argparse.Namespace, built: Built, teacher: Any) -> list[int]:
+    """The teacher layers whose ``[CLS]`` states the student's layers ``1..K`` follow under
+    ``--distil-hidden`` (:func:`~albert_edge.learn.distil.layer_map`); none without it."""
+    from albert_edge.learn.distil import layer_map
+
+    if not float(getattr(args, "distil_hidden", 0.0) or 0.0):
+        return []
+    depth = int(getattr(teacher.model.config, "num_hidden_layers", 0) or 0)
+    if depth < 1:
+        raise LearnError(
+            f"--distil-hidden: --teacher {args.teacher} does not say its depth "
+            "(num_hidden_layers in config.json); its [CLS] states cannot be mapped"
+        )
+    return layer_map(int(built.model.config.num_hidden_layers), depth)
 
 
 def _teacher(args: argparse.Namespace, init: Any, built: Built, data: TaskData) -> Any:

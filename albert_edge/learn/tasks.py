@@ -208,6 +208,9 @@ def fit(args: argparse.Namespace, prep: Prepared) -> dict[str, Any]:
     if teacher is not None and not hasattr(teacher, "outputs"):  # an ALBERT: run live
         teacher = teacher.model.to(device)
     settings = distil_settings(args)
+    projection = cls_projection(prep, settings, device)
+    if projection is not None:  # trained beside the student, never saved with it
+        params += [(f"cls_projection.{n}", p) for n, p in projection.named_parameters()]
     opt, sched = make_optimizer(params, hp, total)
     gen = torch.Generator().manual_seed(args.seed)
     log: list[dict[str, Any]] = []
@@ -224,7 +227,8 @@ def fit(args: argparse.Namespace, prep: Prepared) -> dict[str, Any]:
             status=lambda: f"loss {running / max(1, seen):.4f}",  # noqa: B023 - read live
         ):
             model.train()
-            loss = task_loss(model, teacher, collate(prep.fit_f, idx, device), prep, settings, idx)
+            batch = collate(prep.fit_f, idx, device)
+            loss = task_loss(model, teacher, batch, prep, settings, idx, projection)
             optimizer_step(loss, model, opt, sched, params, epoch + 1, step + 1)
             step += 1
             running += loss.item() * len(idx)
@@ -308,6 +312,20 @@ def collate(features: Features, idx: list[int], device: str = "cpu") -> dict[str
     return feeds
 
 
+def cls_projection(prep: Prepared, s: Any, device: str) -> Any:
+    """The student-to-teacher-width projection of ``--distil-hidden`` with a teacher of its
+    own tokenizer (:func:`~albert_edge.learn.distil.cls_term`), or None where that term is
+    off. Seeded by ``--seed`` through the run's generator state, like the model's new
+    weights."""
+    import torch
+
+    states = getattr(prep.teacher, "states", None)
+    if s.hidden <= 0 or states is None:
+        return None
+    width = int(states[0].shape[-1])
+    return torch.nn.Linear(int(prep.built.model.config.hidden_size), width).to(device)
+
+
 def task_loss(
     model: Any,
     teacher: Any,
@@ -315,21 +333,25 @@ def task_loss(
     prep: Prepared,
     s: Any,
     idx: list[int] | None = None,
+    projection: Any = None,
 ) -> Any:
     """The task's loss: the head's own (cross-entropy on labels, on first pieces for NER,
     on start and end for QA), computed under convert's fake quantizer with ``--qat``;
     with a teacher, each output's ``alpha*CE + (1-alpha)*T^2*KL`` (:func:`kd_term`) on
-    the positions the labels score (NER: first pieces; QA: the unpadded tokens)."""
+    the positions the labels score (NER: first pieces; QA: the unpadded tokens); with a
+    ``projection`` (:func:`cls_projection`), plus ``s.hidden`` times the ``[CLS]`` term
+    (:func:`~albert_edge.learn.distil.cls_term`)."""
     import torch
 
+    inputs = dict(batch, output_hidden_states=True) if projection is not None else batch
     if prep.qat is not None:
         from torch.func import functional_call
 
         from albert_edge.learn.qat import fake_quantized
 
-        out = functional_call(model, fake_quantized(model, prep.qat), (), batch)
+        out = functional_call(model, fake_quantized(model, prep.qat), (), inputs)
     else:
-        out = model(**batch)
+        out = model(**inputs)
     if teacher is None:
         return out.loss
     from albert_edge.learn.distil import kd_term
@@ -351,7 +373,12 @@ def task_loss(
     if prep.built.head == "token-classification":
         keep = labels != -100
         return kd_term(out.logits[keep].float(), t_out.logits[keep].float(), labels[keep], s)
-    return kd_term(out.logits.float(), t_out.logits.float(), labels, s)
+    loss = kd_term(out.logits.float(), t_out.logits.float(), labels, s)
+    if projection is not None:
+        from albert_edge.learn.distil import cls_term
+
+        loss = loss + s.hidden * cls_term(out.hidden_states, t_out.cls_states, projection)
+    return loss
 
 
 def torch_runner(model: Any, head: str, device: str = "cpu") -> Any:

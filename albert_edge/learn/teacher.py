@@ -16,6 +16,13 @@ to the student's pieces at the level both share:
   window; the mass of words outside a window goes to its ``[CLS]``, where the label of
   a window without the answer points (:func:`char_to_words`, :func:`span_targets`).
 
+With ``--distil-hidden`` (sequence classification), the teacher's ``[CLS]`` state at
+the layers mapped to the student's (:func:`~albert_edge.learn.distil.layer_map`) is cached
+beside the logits: the one position both tokenizations share, so the student's ``[CLS]``
+can follow it through a learned projection (Patient KD, Sun et al. 2019;
+:func:`~albert_edge.learn.distil.cls_term`). Tokens, and so the other positions, do not
+align across tokenizers.
+
 The teacher runs once over the transfer set (the labelled rows, their augmented copies
 and ``--transfer`` text, :func:`augment`) and its outputs, in its own word/character
 terms, are cached in a file beside the output keyed by the teacher's weights, the data
@@ -29,7 +36,7 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,10 +207,15 @@ def buckets(sentences: Sequence[Sequence[str]]) -> tuple[dict[str, int], dict[in
 
 
 def augment(
-    sentences: Sequence[Sequence[str]], aug: Augment, mask_token: str
+    sentences: Sequence[Sequence[str]],
+    aug: Augment,
+    mask_token: str,
+    only: Callable[[Sequence[str]], bool] | None = None,
 ) -> list[list[list[str]]]:
     """``aug.copies`` augmented copies of each sentence (a list of words): result[i] holds
-    sentence i's copies. Deterministic for a seed."""
+    sentence i's copies. Deterministic for a seed. ``only``: copies for the sentences it
+    accepts, none (and no draws) for the others; the frequency buckets still count every
+    sentence."""
     import numpy as np
 
     if aug.copies <= 0:
@@ -212,7 +224,10 @@ def augment(
     rng = np.random.default_rng(aug.seed)
     out = []
     for words in sentences:
-        copies = []
+        copies: list[list[str]] = []
+        if only is not None and not only(words):
+            out.append(copies)
+            continue
         for _ in range(aug.copies):
             new = []
             for w in words:
@@ -344,7 +359,8 @@ class Labelled:
     """The teacher's outputs over the transfer rows, in its own word/character terms:
     classification ``[rows, L]`` logits; token classification one ``[words, L]`` array per
     row; QA one (start, end) per-word probability pair per row. ``seconds``/``rows``: the
-    forward's cost (0 and the cache's rows on a cache hit)."""
+    forward's cost (0 and the cache's rows on a cache hit); ``states``: the ``[CLS]``
+    states at the asked teacher layers (classification only)."""
 
     outputs: list[Any]
     seconds: float
@@ -352,11 +368,20 @@ class Labelled:
     cached: bool
     key: str = ""
     notes: list[str] = field(default_factory=list)
+    states: Any = None  # [rows, layers, H] float16 [CLS] states (``layers`` given), or None
 
 
-def label(teacher: Teacher, rows: list[Any], kind: str, cache: Path, key: str) -> Labelled:
+def label(
+    teacher: Teacher,
+    rows: list[Any],
+    kind: str,
+    cache: Path,
+    key: str,
+    layers: Sequence[int] = (),
+) -> Labelled:
     """The teacher's outputs for ``rows`` (read from ``cache/key`` where a run with the
-    same key wrote them, else computed and written there)."""
+    same key wrote them, else computed and written there); with ``layers`` (classification),
+    its ``[CLS]`` state at each of those layers too (``hidden_states[j]``, 0: embeddings)."""
     import numpy as np
 
     file = cache / f"{key}.npz"
@@ -364,17 +389,32 @@ def label(teacher: Teacher, rows: list[Any], kind: str, cache: Path, key: str) -
         try:
             with np.load(file, allow_pickle=False) as z:
                 outputs = _unpack(z, kind, len(rows))
-            return Labelled(outputs, 0.0, len(rows), True, key)
+                states = _unpack_states(z, len(rows), len(layers))
+            return Labelled(outputs, 0.0, len(rows), True, key, states=states)
         except (OSError, ValueError, KeyError):
             pass  # unreadable: recomputed and replaced
     t0 = time.time()
-    outputs = _forward(teacher, rows, kind)
+    outputs, states = _forward(teacher, rows, kind, layers=layers)
     seconds = time.time() - t0
     cache.mkdir(parents=True, exist_ok=True)
     tmp = cache / f".{key}.tmp.npz"
-    np.savez(tmp, **_pack(outputs, kind))
+    packed = _pack(outputs, kind)
+    if states is not None:
+        packed["cls_states"] = states
+    np.savez(tmp, **packed)
     tmp.replace(file)
-    return Labelled(outputs, seconds, len(rows), False, key)
+    return Labelled(outputs, seconds, len(rows), False, key, states=states)
+
+
+def _unpack_states(z: Any, n: int, layers: int) -> Any:
+    """The cached ``[CLS]`` states (``layers`` asked), checked for shape; None when none
+    were asked."""
+    if not layers:
+        return None
+    states = z["cls_states"]
+    if states.shape[:2] != (n, layers):
+        raise ValueError("cls_states")
+    return states
 
 
 def _pack(outputs: list[Any], kind: str) -> dict[str, Any]:
@@ -409,17 +449,27 @@ def _unpack(z: Any, kind: str, n: int) -> list[Any]:
     return list(zip(np.split(z["start"], cuts), np.split(z["end"], cuts), strict=True))
 
 
-def _forward(teacher: Teacher, rows: list[Any], kind: str, batch: int = 32) -> list[Any]:
-    """The teacher's outputs for ``rows``, in their order. Classification and tagging rows
-    run shortest first (:func:`_by_length`): a batch pads to its longest row, and a
-    transfer set of short phrases and long sentences mixed pays for that padding twice
-    over in random order; padding is masked, so each row's output does not depend on it."""
+def _forward(
+    teacher: Teacher, rows: list[Any], kind: str, batch: int = 32, layers: Sequence[int] = ()
+) -> tuple[list[Any], Any]:
+    """(the teacher's outputs for ``rows``, in their order; their ``[CLS]`` states at
+    ``layers`` as one ``[rows, layers, H]`` float16 array, or None without ``layers``).
+    Classification and tagging rows run shortest first (:func:`_by_length`): a batch pads
+    to its longest row, and a transfer set of short phrases and long sentences mixed pays
+    for that padding twice over in random order; padding is masked, so each row's output
+    does not depend on it."""
+    import numpy as np
+
     order = _by_length(rows, kind)
-    done = _forward_in_order(teacher, [rows[i] for i in order], kind, batch)
+    done, cls = _forward_in_order(teacher, [rows[i] for i in order], kind, batch, layers)
     out: list[Any] = [None] * len(rows)
     for i, o in zip(order, done, strict=True):
         out[i] = o
-    return out
+    if not layers:
+        return out, None
+    states = np.empty((len(rows), len(layers), cls[0].shape[-1]), dtype=np.float16)
+    states[np.asarray(order, dtype=np.int64)] = np.stack(cls)
+    return out, states
 
 
 def _by_length(rows: list[Any], kind: str) -> list[int]:
@@ -432,12 +482,15 @@ def _by_length(rows: list[Any], kind: str) -> list[int]:
     return list(range(len(rows)))
 
 
-def _forward_in_order(teacher: Teacher, rows: list[Any], kind: str, batch: int) -> list[Any]:
+def _forward_in_order(
+    teacher: Teacher, rows: list[Any], kind: str, batch: int, layers: Sequence[int] = ()
+) -> tuple[list[Any], list[Any]]:
     import torch
 
     tok, model = teacher.tokenizer, teacher.model
     dev = next(model.parameters()).device
     out: list[Any] = []
+    cls: list[Any] = []  # per row, [layers, H] float16 (``layers`` given)
     with torch.no_grad():
         for i in range(0, len(rows), batch):
             part = rows[i : i + batch]
@@ -448,7 +501,11 @@ def _forward_in_order(teacher: Teacher, rows: list[Any], kind: str, batch: int) 
                     a, b, truncation=True, max_length=teacher.max_len, padding=True,
                     return_tensors="pt",
                 )  # fmt: skip
-                out += list(model(**enc.to(dev)).logits.float().cpu().numpy())
+                res = model(**enc.to(dev), output_hidden_states=bool(layers))
+                out += list(res.logits.float().cpu().numpy())
+                if layers:
+                    at = torch.stack([res.hidden_states[j][:, 0] for j in layers], 1)
+                    cls += list(at.to(torch.float16).cpu().numpy())
             elif kind == "token-classification":
                 enc = tok(
                     [list(r) for r in part], is_split_into_words=True, truncation=True,
@@ -459,7 +516,7 @@ def _forward_in_order(teacher: Teacher, rows: list[Any], kind: str, batch: int) 
                     out.append(_first_piece_rows(enc.word_ids(j), logits[j], len(words)))
             else:
                 out += _qa_batch(teacher, part)
-    return out
+    return out, cls
 
 
 def _first_piece_rows(word_ids: Sequence[int | None], logits: Any, n: int) -> Any:
@@ -519,9 +576,11 @@ class Distilled:
     teacher: Teacher
     targets: list[Any]
     record: dict[str, Any]
+    states: Any = None  # per student feature, the teacher's [CLS] states [layers, H], or None
 
     def outputs(self, idx: Sequence[int], batch: dict[str, Any]) -> Any:
-        """The batch's teacher outputs, padded to its width, on its device."""
+        """The batch's teacher outputs, padded to its width, on its device (with
+        ``states``: ``cls_states`` ``[B, layers, H]`` beside the logits)."""
         from types import SimpleNamespace
 
         import numpy as np
@@ -531,7 +590,11 @@ class Distilled:
         device = batch["input_ids"].device
         if self.teacher.head == "sequence-classification":
             t = np.stack([self.targets[f] for f in idx])
-            return SimpleNamespace(logits=torch.from_numpy(t).to(device))
+            got = SimpleNamespace(logits=torch.from_numpy(t).to(device))
+            if self.states is not None:
+                cls = np.stack([self.states[f] for f in idx]).astype(np.float32)
+                got.cls_states = torch.from_numpy(cls).to(device)
+            return got
         if self.teacher.head == "token-classification":
             L = self.targets[idx[0]].shape[-1]
             t = np.zeros((len(idx), width, L), dtype=np.float32)
@@ -555,25 +618,40 @@ def transfer_set(
     aug: Augment,
     transfer: Path | None,
     cache: Path,
+    layers: Sequence[int] = (),
 ) -> tuple[Any, Any, Distilled]:
     """(fit data with the transfer rows appended, its features, the targets): the
     labelled rows, ``aug.copies`` augmented copies of each and the ``--transfer`` lines,
-    each labelled by the teacher (its argmax is the hard label of a row that had none)."""
+    each labelled by the teacher (its argmax is the hard label of a row that had none);
+    with ``layers`` (sequence classification), the teacher's ``[CLS]`` states at them too."""
     import dataclasses
 
     kind = fit.kind.value
+    if layers and teacher.head != "sequence-classification":
+        raise LearnError(
+            f"--distil-hidden: a {teacher.head} teacher with its own tokenizer shares no "
+            "position with the student but [CLS], which answers for the whole sequence; "
+            "the hidden-state term serves sequence classification"
+        )
     rows, new, n_aug = _transfer_rows(teacher, fit, aug, transfer)
     every = rows + new
-    settings = {"augment": dataclasses.asdict(aug), "kind": kind}
+    settings: dict[str, Any] = {"augment": dataclasses.asdict(aug), "kind": kind}
+    if layers:  # a key of its own; without them, the key (and cache) of the logits alone
+        settings["cls_layers"] = list(layers)
     data_sha = hashlib.sha256(
         json.dumps([_row_text(r) for r in every], ensure_ascii=False).encode()
     ).hexdigest()
     key = cache_key(teacher, data_sha, settings)
-    done = label(teacher, every, kind, cache, key)
+    done = label(teacher, every, kind, cache, key, layers=layers)
     extra = _teacher_labelled(new, len(rows), done, kind, list(fit.label_names))
     full = dataclasses.replace(fit, examples=list(fit.examples) + extra)
     feats = encode(full)
     targets = _feature_targets(feats, done, teacher.head, len(fit.label_names))
+    states = (
+        [done.states[feats.example_index[f]] for f in range(len(feats))]
+        if done.states is not None
+        else None
+    )
     record = {
         **teacher.record(),
         "transfer_set": {
@@ -592,7 +670,7 @@ def transfer_set(
         },
         "mapping": MAPPING[teacher.head],
     }
-    return full, feats, Distilled(teacher, targets, record)
+    return full, feats, Distilled(teacher, targets, record, states)
 
 
 # How the teacher's outputs become the student's targets, per head (training.json says it).

@@ -145,6 +145,36 @@ def test_kd_term_matches_definition():
     assert layer_map(2, 4) == [2, 4] and layer_map(3, 12) == [4, 8, 12]
 
 
+def test_cls_term_is_patient_kd_on_unit_vectors():
+    """0 where the projected student [CLS] points the teacher's way (any scale), 2 where
+    orthogonal, 4 where opposite; layer i of the student meets column i of the teacher's
+    states, and the gradient reaches the projection and the student."""
+    import torch
+
+    from albert_edge.learn.distil import cls_term
+
+    proj = torch.nn.Linear(2, 3, bias=False)
+    with torch.no_grad():
+        proj.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]))
+    s1 = torch.tensor([[[9.0, 9.0], [1.0, 0.0]]])  # [B=1, T=2, H=2]
+    s2 = torch.tensor([[[9.0, 9.0], [0.0, 2.0]]], requires_grad=True)
+    states = (torch.zeros(1, 2, 2), s1, s2)  # embeddings first; [CLS] at position 0
+
+    def value(t: torch.Tensor) -> float:
+        return float(cls_term(states, t, proj).detach())
+
+    assert value(torch.tensor([[[5.0, 5.0, 0.0]] * 2])) < 1e-6  # same direction, any scale
+    assert abs(value(torch.tensor([[[0.0, 0.0, 1.0]] * 2])) - 2.0) < 1e-6
+    assert abs(value(torch.tensor([[[-1.0, -1.0, 0.0]] * 2])) - 4.0) < 1e-5
+    t = torch.tensor([[[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]])  # layer 1 aligned, layer 2 at 45°
+    loss = cls_term(states, t, proj)
+    assert abs(loss.item() - (2 - 2**0.5) / 2) < 1e-6  # (0 + |unit(1,1) - (1,0)|^2) / 2
+    loss.backward()
+    assert proj.weight.grad is not None and float(proj.weight.grad.abs().sum()) > 0
+    assert s2.grad is not None and float(s2.grad[0, 0].abs().sum()) > 0
+    assert float(s2.grad[0, 1].abs().sum()) == 0.0  # only [CLS] is compared
+
+
 def test_three_labels_kept(make_checkpoint, rows200, tmp_path):
     """The init's head decides the labels (not SST-2's two)."""
     from albert_edge.checkpoint import load_checkpoint

@@ -118,10 +118,31 @@ def test_teacher_runs_shortest_first_and_answers_in_row_order(tmp_path: Path, ki
         rows = [tuple(t) for t in texts]
     t = foreign.load(tiny_bert(tmp_path / "t", head, labels, words=words), head, labels)
     assert foreign._by_length(rows, kind) != list(range(len(rows)))  # the order does change
-    batched = foreign._forward(t, rows, kind, batch=4)
+    batched, states = foreign._forward(t, rows, kind, batch=4)
+    assert states is None  # no [CLS] layers asked
     for r, got in zip(rows, batched, strict=True):
-        alone = foreign._forward_in_order(t, [r], kind, batch=1)[0]
+        alone = foreign._forward_in_order(t, [r], kind, batch=1)[0][0]
         np.testing.assert_allclose(got, alone, atol=1e-5)
+
+
+def test_cls_states_are_each_rows_own_at_the_asked_layers(tmp_path: Path) -> None:
+    """``--distil-hidden``'s cache: per row, the teacher's [CLS] state at each asked layer,
+    the one its own forward gives, at the row's place after the shortest-first batching."""
+    import torch
+
+    words = ["a", "good", "film", "and", "a", "bad", "one", "of", "them", "all"]
+    rng = np.random.default_rng(2)
+    rows = [(" ".join(words[: int(rng.integers(1, 11))]), None) for _ in range(13)]
+    labels = ["0", "1"]
+    t = foreign.load(tiny_bert(tmp_path / "t", "sequence-classification", labels, words=words),
+                     "sequence-classification", labels)  # fmt: skip
+    _, states = foreign._forward(t, rows, "classification", batch=4, layers=[1, 2])
+    assert states.shape == (13, 2, t.model.config.hidden_size) and states.dtype == np.float16
+    for i, (text, _) in enumerate(rows):
+        with torch.no_grad():
+            hs = t.model(**t.tokenizer([text], return_tensors="pt"), output_hidden_states=True)
+        want = torch.stack([hs.hidden_states[j][0, 0] for j in (1, 2)]).numpy()
+        np.testing.assert_allclose(states[i].astype(np.float32), want, atol=2e-2, rtol=1e-2)
 
 
 def test_augment_is_seeded_and_replaces_within_frequency_buckets() -> None:
@@ -141,6 +162,31 @@ def test_augment_is_seeded_and_replaces_within_frequency_buckets() -> None:
     assert any(n == "[MASK]" for _, n in flat)
     changed = [(o, n) for o, n in flat if n not in (o, "[MASK]")]
     assert changed and all(of[o] == of[n] for o, n in changed)
+
+
+def test_augment_only_copies_the_rows_it_accepts_and_draws_for_no_other() -> None:
+    """``only``: the accepted rows get their copies, drawn as though the rest were absent
+    (no draws spent on them), with buckets still counted over every row."""
+    long = [["a", "long", "row", "of", "many", "words", "in", "it"]] * 6
+    short = [["a", "row"], ["it"]] * 5
+    rows = [r for pair in zip(long, short, strict=False) for r in pair] + short[6:] + long[5:]
+    aug = foreign.Augment(copies=2, p_mask=0.3, p_replace=0.3, seed=9)
+    got = foreign.augment(rows, aug, "[MASK]", only=lambda w: len(w) >= 5)
+    assert [len(c) for c in got] == [2 if len(r) >= 5 else 0 for r in rows]
+    picked = [c for r, c in zip(rows, got, strict=True) if len(r) >= 5]
+    of, members = foreign.buckets(rows)
+    rng = np.random.default_rng(9)  # the draws of the accepted rows alone, in order
+    for copies in picked:
+        for c in copies:
+            for w, new in zip(long[0], c, strict=True):
+                r = rng.random()
+                if r < 0.3:
+                    assert new == "[MASK]"
+                elif r < 0.6:
+                    pool = members[of[w]]
+                    assert new == pool[int(rng.integers(len(pool)))]
+                else:
+                    assert new == w
 
 
 # --- runs ------------------------------------------------------------------------------
@@ -269,13 +315,55 @@ def test_cli_refuses_a_teacher_without_tokenizer_before_loading(
 def test_flags_that_need_a_shared_hidden_space_are_refused(
     tmp_path: Path, spiece_path: Path, sst2_train: Path
 ) -> None:
+    """Exits share nothing with such a teacher; its hidden states only its [CLS], which
+    answers for a whole row: --distil-hidden is refused for tagging, before any forward."""
     from albert_edge.train import train
 
     teacher = tiny_bert(tmp_path / "t", "sequence-classification", ["0", "1"])
-    for flag in (["--distil-hidden"], ["--exit-loss", "pabee"]):
-        with pytest.raises(AlbertEdgeError, match=f"{flag[0]}: not available with --teacher"):
-            train(_args(sst2_train, tmp_path / "s", spiece_path, *SMALL, "--teacher",
-                        str(teacher), "--dev", str(sst2_train), *flag))  # fmt: skip
+    with pytest.raises(AlbertEdgeError, match="--exit-loss: not available with --teacher"):
+        train(_args(sst2_train, tmp_path / "s", spiece_path, *SMALL, "--teacher",
+                    str(teacher), "--dev", str(sst2_train), "--exit-loss", "pabee"))  # fmt: skip
+    f = tmp_path / "ner.txt"
+    f.write_text(conll_text())
+    tagger = tiny_bert(tmp_path / "tt", "token-classification", NER_TAGS)
+    with pytest.raises(AlbertEdgeError, match="--distil-hidden: not available with --teacher"):
+        train(_args(f, tmp_path / "s", spiece_path, *SMALL, "--teacher", str(tagger),
+                    "--distil-hidden"))  # fmt: skip
+    assert not (tmp_path / "s").exists()
+
+
+def test_cls_term_trains_a_projection_it_does_not_save(
+    tmp_path: Path, spiece_path: Path, sst2_train: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--distil-hidden with a teacher of its own tokenizer: the [CLS] states are cached
+    under a key of their own (the logits-only cache stays valid), the term enters the loss
+    (a run with it trains other weights than one without), the record says which layers,
+    and the student's files hold no projection."""
+    from safetensors.numpy import load_file
+
+    from albert_edge.train import train
+
+    teacher = tiny_bert(tmp_path / "t", "sequence-classification", ["0", "1"])
+    base = [*SMALL, "--teacher", str(teacher), "--dev", str(sst2_train), "--epochs", "1"]
+    plain, cls = tmp_path / "plain", tmp_path / "cls"
+    train(_args(sst2_train, plain, spiece_path, *base))
+    train(_args(sst2_train, cls, spiece_path, *base, "--distil-hidden", "2"))
+    rec = _rec(cls)["teacher"]
+    depth = json.loads(TINY)["num_hidden_layers"]
+    assert rec["hidden"]["weight"] == 2.0
+    assert rec["hidden"]["student_layers"] == list(range(1, depth + 1))
+    assert len(rec["hidden"]["teacher_layers"]) == depth
+    assert rec["teacher_cost"]["cache_key"] != _rec(plain)["teacher"]["teacher_cost"]["cache_key"]
+    a, b = load_file(str(plain / "model.safetensors")), load_file(str(cls / "model.safetensors"))
+    assert set(a) == set(b) and not any("projection" in k for k in b)
+    assert any(not np.array_equal(a[k], b[k]) for k in a)
+
+    def no_forward(*a: object, **k: object) -> None:
+        raise AssertionError("the teacher ran again")
+
+    monkeypatch.setattr(foreign, "_forward", no_forward)  # both caches serve a rerun
+    train(_args(sst2_train, cls, spiece_path, *base, "--distil-hidden", "2", "--overwrite"))
+    train(_args(sst2_train, plain, spiece_path, *base, "--overwrite"))
 
 
 def test_cli_refuses_a_missing_transfer_file_in_one_line(

@@ -56,6 +56,7 @@ def test_recipe_runs_end_to_end_on_a_tiny_teacher(
         augment=1,
         threads=1,
         teacher_embeddings=task == "sst2",  # the SST-2 recipe's student starts from them
+        distil_hidden=1.0 if task == "sst2" else 0.0,  # and follows the teacher's [CLS]
     )
     summary = recipe.run(task, out, "cpu", sizes, quick=True)
 
@@ -78,8 +79,60 @@ def test_recipe_runs_end_to_end_on_a_tiny_teacher(
     emb = summary["student"]["embeddings"]
     if task == "sst2":
         assert emb["tables"][0] == "word" and "from the teacher's" in md
+        assert summary["student"]["hidden"]["student_layers"] == [1, 2]
+        assert "follows the teacher's" in md
     else:
         assert emb is None and "from --seed" in md
+        assert summary["student"]["hidden"] is None and "Hidden term: none" in md
+
+
+def test_long_rows_get_more_copies_from_the_rows_train_trains_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SST-2 recipe's extra copies of long rows: only rows of at least ``long_words``
+    words, only rows of the student's split (its held-out rows never enter the transfer
+    set), each copy as long as its row, the teacher's mask token."""
+    from benchmarks import teacher as recipe
+
+    words = [
+        "the",
+        "film",
+        "is",
+        "good",
+        "and",
+        "the",
+        "plot",
+        "bad",
+        "but",
+        "the",
+        "cast",
+        "was",
+        "fine",
+    ]
+    lines = ["sentence\tlabel"]
+    for i in range(200):
+        n = 3 + i % 11  # 3 .. 13 words
+        lines.append(f"{' '.join(words[(i + k) % len(words)] for k in range(n))} r{i}\t{i % 2}")
+    train = tmp_path / "train.tsv"
+    train.write_text("\n".join(lines) + "\n")
+    teacher = tiny_bert(tmp_path / "t", "sequence-classification", ["0", "1"], words=words)
+    sizes = recipe.Sizes(
+        train_rows=None, teacher_epochs=1, student_epochs=1, augment=1, long_copies=3, long_words=10
+    )
+    got = recipe.long_transfer(train, teacher, sizes, tmp_path / "data" / "long.txt")
+    data, fit = recipe.student_rows(train)
+    long = [data.examples[i].text.split() for i in fit if len(data.examples[i].text.split()) >= 10]
+    copies = got.read_text().splitlines()
+    assert len(copies) == 3 * len(long) > 0
+    held = {data.examples[i].text.split()[-1] for i in set(range(200)) - set(fit)}
+    tags = [c.split()[-1] for c in copies]  # each row ends in its own tag word "rN"
+    assert not held & set(tags) - {"[MASK]"}
+    assert all(len(c.split()) >= 10 for c in copies)
+    assert any("[MASK]" in c.split() for c in copies)
+    assert (
+        got.read_text()
+        == recipe.long_transfer(train, teacher, sizes, tmp_path / "b.txt").read_text()
+    )
 
 
 def _two_articles(path: Path) -> Path:
