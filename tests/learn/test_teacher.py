@@ -333,21 +333,38 @@ def test_flags_that_need_a_shared_hidden_space_are_refused(
 
 
 def test_cls_term_trains_a_projection_it_does_not_save(
-    tmp_path: Path, spiece_path: Path, sst2_train: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    spiece_path: Path,
+    rows200: Path,
+    dev60: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """--distil-hidden with a teacher of its own tokenizer: the [CLS] states are cached
     under a key of their own (the logits-only cache stays valid), the term enters the loss
-    (a run with it trains other weights than one without), the record says which layers,
-    and the student's files hold no projection."""
+    at every step (and only with the flag), the record says which layers, and the
+    student's files hold no projection."""
     from safetensors.numpy import load_file
 
+    import albert_edge.learn.distil as distil
     from albert_edge.train import train
 
     teacher = tiny_bert(tmp_path / "t", "sequence-classification", ["0", "1"])
-    base = [*SMALL, "--teacher", str(teacher), "--dev", str(sst2_train), "--epochs", "1"]
+    base = [*SMALL, "--teacher", str(teacher), "--dev", str(dev60), "--epochs", "1"]
     plain, cls = tmp_path / "plain", tmp_path / "cls"
-    train(_args(sst2_train, plain, spiece_path, *base))
-    train(_args(sst2_train, cls, spiece_path, *base, "--distil-hidden", "2"))
+    terms: list[float] = []
+    real = distil.cls_term
+
+    def counted(*a: object) -> object:
+        out = real(*a)
+        terms.append(float(out.detach()))  # type: ignore[attr-defined]
+        return out
+
+    monkeypatch.setattr(distil, "cls_term", counted)
+    train(_args(rows200, plain, spiece_path, *base))
+    assert not terms  # off without the flag
+    train(_args(rows200, cls, spiece_path, *base, "--distil-hidden", "2"))
+    steps = _rec(cls)["log"][-1]["step"]
+    assert len(terms) == steps and all(0.0 <= t <= 4.0 for t in terms)  # every step, bounded
     rec = _rec(cls)["teacher"]
     depth = json.loads(TINY)["num_hidden_layers"]
     assert rec["hidden"]["weight"] == 2.0
@@ -362,8 +379,8 @@ def test_cls_term_trains_a_projection_it_does_not_save(
         raise AssertionError("the teacher ran again")
 
     monkeypatch.setattr(foreign, "_forward", no_forward)  # both caches serve a rerun
-    train(_args(sst2_train, cls, spiece_path, *base, "--distil-hidden", "2", "--overwrite"))
-    train(_args(sst2_train, plain, spiece_path, *base, "--overwrite"))
+    train(_args(rows200, cls, spiece_path, *base, "--distil-hidden", "2", "--overwrite"))
+    train(_args(rows200, plain, spiece_path, *base, "--overwrite"))
 
 
 def test_cli_refuses_a_missing_transfer_file_in_one_line(
