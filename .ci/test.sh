@@ -13,4 +13,4 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} TF_CPP_MIN_LOG_LEVEL=2 PYTHONDONTWR
 site=$(mktemp -d)
 trap 'rm -rf "$site"' EXIT
 .venv/bin/mkdocs build --strict --quiet --site-dir "$site"
-.venv/bin/python -m pytest -q -n 2 --durations=15 "$@"
+.venv/bin/python -m pytest -q -n 2 -rs --durations=15 "$@"

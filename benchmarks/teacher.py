@@ -79,6 +79,9 @@ class Sizes:
     # (``train --teacher-embeddings``: each piece as the mean of MiniLM's pieces of its
     # text, projected to E = 64 by the table's PCA)
     teacher_embeddings: bool = False
+    # ``train --teacher-layers``: the student's layers and head from the teacher's too,
+    # compressed to its shape (its embeddings as --teacher-embeddings sets them)
+    teacher_layers: bool = False
     # ``train --distil-hidden W``: the student's [CLS] follows the teacher's at each mapped
     # layer through a learned projection (Patient KD), W its weight (0: off)
     distil_hidden: float = 0.0
@@ -89,6 +92,11 @@ class Sizes:
     long_copies: int = 0
     long_words: int = 10  # "long": at least this many words
     long_seed: int = 101  # its own seed: not the copies --augment draws with --seed
+    # up to N whole sentences of the other reachable datasets (:func:`other_text`: SQuAD
+    # contexts, CoNLL-2003, MRPC and RTE train), unlabelled, given to train as --transfer:
+    # sentence-length text from outside SST-2 for the teacher to label
+    other_text: int = 0
+    other_seed: int = 0
 
 
 FULL = {
@@ -174,6 +182,70 @@ def long_transfer(train: Path, teacher: Path, s: Sizes, out: Path) -> Path:
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(" ".join(c) + "\n" for row in copies for c in row), encoding="utf-8")
+    return out
+
+
+# The other datasets under ``$ALBERT_EDGE_SHARED/data`` whose sentences :func:`other_text`
+# reads: news (CoNLL-2003, MRPC), Wikipedia (SQuAD's contexts), RTE's news and Wikipedia
+OTHER_FILES = (
+    "squad/dev-v1.1.json",
+    "conll2003/train.txt",
+    "glue/MRPC/train.tsv",
+    "glue/RTE/train.tsv",
+)
+OTHER_WORDS = (6, 50)  # a sentence's words, at least and at most
+
+
+def sst2_style(text: str) -> str:
+    """``text`` as SST-2 writes its sentences: lower case, punctuation and English clitics
+    ("n't", "'s", ...) as words of their own."""
+    import re
+
+    text = re.sub(r"([.,!?;:()\"])", r" \1 ", text.lower())
+    text = re.sub(r"(n't|'s|'ve|'re|'ll|'d|'m)\b", r" \1", text)
+    return " ".join(text.split())
+
+
+def other_sentences(data: Path) -> list[str]:
+    """Every sentence of :data:`OTHER_FILES` under ``data`` (SQuAD contexts cut after
+    ``.``, ``!`` or ``?``), in :func:`sst2_style`, read by the task layer where it has a
+    reader; one line naming a missing file."""
+    import re
+
+    import albert_edge.tasks as tasks
+
+    missing = [n for n in OTHER_FILES if not (data / n).is_file()]
+    if missing:
+        raise SystemExit(f"benchmarks.teacher --other-text: no {data / missing[0]}")
+    out: list[str] = []
+    squad = json.loads((data / OTHER_FILES[0]).read_text(encoding="utf-8"))
+    for article in squad["data"]:
+        for para in article["paragraphs"]:
+            out += re.split(r"(?<=[.!?])\s+", para["context"])
+    conll = tasks.read_task_file(data / OTHER_FILES[1], "token-classification")
+    out += [" ".join(ex.words) for ex in conll.examples]
+    for name in OTHER_FILES[2:]:
+        for ex in tasks.read_task_file(data / name, "classification").examples:
+            out += [ex.text, *([ex.text_pair] if ex.text_pair else [])]
+    return [sst2_style(t) for t in out]
+
+
+def other_text(data: Path, s: Sizes, out: Path) -> Path:
+    """Up to ``s.other_text`` distinct sentences of :func:`other_sentences` with
+    :data:`OTHER_WORDS` words, drawn with ``s.other_seed``, one per line in ``out``
+    (``train --transfer``'s format; the teacher labels them)."""
+    import random
+
+    lo, hi = OTHER_WORDS
+    seen: set[str] = set()
+    pool = []
+    for t in other_sentences(data):
+        if lo <= len(t.split()) <= hi and t not in seen:
+            seen.add(t)
+            pool.append(t)
+    random.Random(s.other_seed).shuffle(pool)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(t + "\n" for t in pool[: s.other_text]), encoding="utf-8")
     return out
 
 
@@ -536,6 +608,8 @@ def distil(
         "embeddings": rec["teacher"].get("embeddings"),
         # the [CLS] term's layers and weight (None: logits alone)
         "hidden": rec["teacher"].get("hidden"),
+        # the layers copied from the teacher (None: from --seed)
+        "layers": rec["teacher"].get("layers"),
         "epochs": epochs,
     }
 
@@ -551,11 +625,18 @@ def run(task: str, out: Path, device: str, s: Sizes, quick: bool) -> dict[str, A
     base = minilm_dir()
     teacher = reuse_or_finetune(base, task, train, dev, out / "teacher", s, device)
     log(f"teacher: {teacher}")
-    long = (
+    transfer = (
         long_transfer(train, out / "teacher", s, out / "data" / "long-copies.txt")
         if s.long_copies > 0
         else None
     )
+    if s.other_text > 0:  # one --transfer file: the long copies, then the other text
+        other = other_text(DATA, s, out / "data" / "other-text.txt")
+        if transfer is not None:
+            joined = out / "data" / "transfer.txt"
+            joined.write_text(transfer.read_text("utf-8") + other.read_text("utf-8"), "utf-8")
+            other = joined
+        transfer = other
     student = distil(
         out / "teacher",
         train,
@@ -571,8 +652,9 @@ def run(task: str, out: Path, device: str, s: Sizes, quick: bool) -> dict[str, A
         extra=(["--max-len", str(MAX_LEN[task])] if task == "squad" else [])
         + (["--lr", str(s.student_lr)] if s.student_lr is not None else [])
         + (["--teacher-embeddings"] if s.teacher_embeddings else [])
+        + (["--teacher-layers"] if s.teacher_layers else [])
         + (["--distil-hidden", str(s.distil_hidden)] if s.distil_hidden > 0 else [])
-        + (["--transfer", str(long)] if long is not None else []),
+        + (["--transfer", str(transfer)] if transfer is not None else []),
     )
     log(f"student: {student['held_out']}")
     if student.get("learned_nothing"):
@@ -628,6 +710,15 @@ def markdown(s: dict[str, Any]) -> str:
             ),
             "",
             (
+                "Student layers: from the teacher's layers "
+                f"{[g['teacher_layer'] + 1 for g in st['layers']['groups']]} (one per shared "
+                f"layer; the residual basis keeps {st['layers']['second_moment_kept']:.1%} of "
+                f"its hidden states' second moment; head: {st['layers']['head']})."
+                if st.get("layers")
+                else "Student layers: from --seed."
+            ),
+            "",
+            (
                 f"Hidden term: the student's [CLS] at layers {st['hidden']['student_layers']} "
                 f"follows the teacher's at {st['hidden']['teacher_layers']} (weight "
                 f"{st['hidden']['weight']}, a learned projection {st['hidden']['width'][0]} -> "
@@ -672,6 +763,13 @@ def main(argv: list[str] | None = None) -> int:
         help="start the student's embeddings from the teacher's (default: per task)",
     )
     p.add_argument(
+        "--teacher-layers",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="start the student's layers and head from the teacher's, compressed "
+        "(default: per task)",
+    )
+    p.add_argument(
         "--distil-hidden",
         type=float,
         default=None,
@@ -685,6 +783,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="N more augmented copies of each row of 10+ words (0: none; default: per task)",
     )
+    p.add_argument(
+        "--other-text",
+        type=int,
+        default=None,
+        metavar="N",
+        help="up to N sentences of SQuAD, CoNLL-2003, MRPC and RTE for the teacher to label "
+        "(0: none; default: per task)",
+    )
     a = p.parse_args(argv)
     s = (QUICK if a.quick else FULL)[a.task]
     for name in (
@@ -696,13 +802,17 @@ def main(argv: list[str] | None = None) -> int:
         "threads",
         "dev_rows",
         "teacher_embeddings",
+        "teacher_layers",
         "distil_hidden",
         "long_copies",
+        "other_text",
     ):
         if getattr(a, name) is not None:
             s = replace(s, **{name: getattr(a, name)})
     if s.long_copies and a.task != "sst2":
         p.error("--long-copies: SST-2 only (its whole-sentence dev against phrase-level train)")
+    if s.other_text and a.task != "sst2":
+        p.error("--other-text: SST-2 only (the other tasks' own text is among its sources)")
     summary = run(a.task, a.out, a.device, s, a.quick)
     print(json.dumps({k: summary[k] for k in ("task", "seconds")}))
     return 0

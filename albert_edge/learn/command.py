@@ -131,7 +131,7 @@ def _optimizer_flags(p: Any) -> None:
         "--lr",
         type=float_in(0, low_open=True, meaning="the peak AdamW learning rate"),
         default=None,
-        help="peak AdamW learning rate, > 0 (1e-3; --init: 1e-4)",
+        help="peak AdamW learning rate, > 0 (1e-3; --init, --teacher-layers: 1e-4)",
     )
     p.add_argument(
         "--warmup",
@@ -233,6 +233,14 @@ def _distil_flags(g: Any) -> None:
         help="with a --teacher of its own tokenizer and no --init: start the student's word, "
         "position and token-type embeddings from the teacher's (each piece as the mean of "
         "the teacher's pieces of its text, projected to E by the teacher table's PCA)",
+    )
+    g.add_argument(
+        "--teacher-layers",
+        action="store_true",
+        help="as --teacher-embeddings, and start each shared layer (and the head where it "
+        "fits) from a BERT-layout teacher's layer at the same relative depth, compressed: its "
+        "hidden states' top principal directions, most important heads and FFN neurons "
+        "(--lr default 1e-4)",
     )
     g.add_argument(
         "--alpha",

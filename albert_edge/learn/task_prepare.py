@@ -132,16 +132,19 @@ def _check_flags(args: argparse.Namespace, data: TaskData) -> None:
             f"{flag}: the transfer set is labelled by a --teacher with its own tokenizer "
             "(a Hugging Face model directory); give one"
         )
-    if getattr(args, "teacher_embeddings", False):
+    for flag, what in (("teacher_embeddings", "embeddings"), ("teacher_layers", "layers")):
+        if not getattr(args, flag, False):
+            continue
+        name = "--" + flag.replace("_", "-")
         if not is_foreign(getattr(args, "teacher", None)):
             raise LearnError(
-                "--teacher-embeddings: the embeddings come from a --teacher with its own "
-                "tokenizer (a Hugging Face model directory); give one or drop the flag"
+                f"{name}: the {what} come from a --teacher with its own tokenizer (a "
+                "Hugging Face model directory); give one or drop the flag"
             )
         if getattr(args, "init", None) is not None:
             raise LearnError(
-                f"--teacher-embeddings: the student starts from --init {args.init}, "
-                "embeddings included; drop --init or the flag"
+                f"{name}: the student starts from --init {args.init}, {what} included; "
+                "drop --init or the flag"
             )
     if _distilling(args) and getattr(args, "teacher", None) is None and args.init is None:
         raise LearnError("--distil: give --teacher CKPT (or --init CKPT, which then teaches)")
@@ -213,17 +216,24 @@ def prepare(args: argparse.Namespace) -> Prepared:
     tok, spiece = _tokenizer(args, ckpt, built, defaults)
     fit, held = data.subset(fit_idx), data.subset(held_idx)
     enc = _encoder(tok, defaults.max_len)
-    lr = args.lr if args.lr is not None else (INIT_LR if ckpt is not None else SCRATCH_LR)
+    layers = bool(getattr(args, "teacher_layers", False))  # a trained start: init's rate
+    lr = args.lr if args.lr is not None else (INIT_LR if ckpt is not None or layers else SCRATCH_LR)
     fit_f = None
     if is_foreign(getattr(args, "teacher", None)):  # its own tokenizer: targets cached once
-        embeddings = bool(getattr(args, "teacher_embeddings", False))  # needs such a teacher
-        if embeddings:  # E judged from its config.json, before it loads and labels
-            _check_embedding_width(Path(args.teacher), built)
+        # needs such a teacher; --teacher-layers starts the embeddings too
+        embeddings = bool(getattr(args, "teacher_embeddings", False)) or layers
+        if embeddings:  # judged from its config.json, before it loads and labels
+            _check_teacher_shape(Path(args.teacher), built, layers)
+        rows = fit
         fit, fit_f, teacher = _foreign_teacher(args, built, fit, enc)
         if embeddings:
             from albert_edge.learn.teacher_embeddings import transfer
 
             teacher.record["embeddings"] = transfer(built.model, teacher.teacher, tok.sp)
+        if layers:
+            from albert_edge.learn.teacher_layers import inherit
+
+            teacher.record["layers"] = inherit(built.model, teacher.teacher, tok.sp, rows)
     else:
         teacher = _teacher(args, ckpt, built, data) if _distilling(args) else None
     qat = qat_spec(getattr(args, "qat", None), getattr(args, "qat_target", "portable"))
@@ -333,9 +343,10 @@ def _tokenizer(args: argparse.Namespace, ckpt: Any, built: Built, defaults: Task
     return tok, spiece
 
 
-def _check_embedding_width(teacher: Path, built: Built) -> None:
-    """``--teacher-embeddings``: the student's E against the teacher's width, from its
-    ``config.json`` (before the teacher loads or labels anything)."""
+def _check_teacher_shape(teacher: Path, built: Built, layers: bool) -> None:
+    """``--teacher-embeddings``: the student's E against the teacher's width;
+    ``--teacher-layers``: its layout and hidden size too; from its ``config.json``, before
+    the teacher loads or labels anything."""
     from albert_edge.learn.teacher import teacher_config
     from albert_edge.learn.teacher_embeddings import check_width, config_width
 
@@ -343,6 +354,10 @@ def _check_embedding_width(teacher: Path, built: Built) -> None:
     width = config_width(cfg) if cfg is not None else None
     if width is not None:
         check_width(built.model.config, width, f"--teacher {teacher}")
+    if layers and cfg is not None:
+        from albert_edge.learn.teacher_layers import check
+
+        check(built.model.config, cfg, f"--teacher {teacher}")
 
 
 def _foreign_teacher(args: argparse.Namespace, built: Built, fit: TaskData, enc: Any) -> Any:

@@ -73,6 +73,7 @@ def wants_task_trainer(args: argparse.Namespace) -> bool:
         getattr(args, "augment", 0)
         or getattr(args, "transfer", None) is not None
         or getattr(args, "teacher_embeddings", False)
+        or getattr(args, "teacher_layers", False)
     ):
         return True  # refused here in one line without such a teacher
     try:

@@ -45,7 +45,7 @@ _ROLES = {
     "[MASK]": "mask_token",
 }
 # Teachers whose positions start after the padding index (RoBERTa's convention).
-_POSITION_OFFSET = ("roberta", "xlm-roberta", "camembert")
+POSITION_OFFSET = ("roberta", "xlm-roberta", "camembert")
 WORD_START = "\u2581"
 
 
@@ -148,7 +148,7 @@ def transfer(model: Any, teacher: Any, sp: Any) -> dict[str, Any]:
         ):
             offset = (
                 int(t_model.config.pad_token_id) + 1
-                if t_model.config.model_type in _POSITION_OFFSET
+                if t_model.config.model_type in POSITION_OFFSET
                 else 0
             )
             pos = t_pos.weight.detach().float().cpu()[offset:]

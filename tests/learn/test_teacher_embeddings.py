@@ -108,50 +108,63 @@ def test_train_records_the_transfer_and_starts_from_it(tmp_path: Path, spiece_pa
     assert "embeddings" not in json.loads((plain / "training.json").read_text())["teacher"]
 
 
+WIDE_H = json.dumps({**json.loads(TINY), "hidden_size": 48, "num_attention_heads": 2})
+
+
 @pytest.mark.parametrize(
-    ("extra", "match"),
+    ("flag", "extra", "match"),
     [
-        (["--teacher-embeddings"], "from a --teacher with its own tokenizer"),
-        (["--config", json.dumps({**json.loads(TINY), "embedding_size": 48})], "wider than"),
+        ("--teacher-embeddings", [], "from a --teacher with its own tokenizer"),
+        ("--teacher-layers", [], "from a --teacher with its own tokenizer"),
+        (
+            "--teacher-embeddings",
+            ["--config", json.dumps({**json.loads(TINY), "embedding_size": 48})],
+            "embedding size 48 is wider than",
+        ),
+        ("--teacher-layers", ["--config", WIDE_H], "hidden size 48 is wider than the teacher's 32"),
     ],
 )
 def test_refusals_come_before_training(
-    tmp_path: Path, spiece_path: Path, extra: list[str], match: str
+    tmp_path: Path, spiece_path: Path, flag: str, extra: list[str], match: str
 ) -> None:
+    """Both flags (``--teacher-layers``: albert_edge.learn.teacher_layers) refuse a run
+    without such a teacher, and a student wider than it, before the teacher runs."""
     from albert_edge.train import train
 
     f = tmp_path / "rte.tsv"
     f.write_text(pair_tsv())
-    argv = [*SMALL, *extra]
+    argv = [*SMALL, *extra, flag]
     if "wider than" in match:
         teacher = tiny_bert(tmp_path / "t", "sequence-classification", LABELS)
-        argv += ["--teacher", str(teacher), "--teacher-embeddings"]
+        argv += ["--teacher", str(teacher)]
     with pytest.raises(AlbertEdgeError, match=match):
         train(_args(f, tmp_path / "s", spiece_path, *argv))
     assert not (tmp_path / "s").exists()
     assert not list(tmp_path.glob(".s.teacher-cache"))  # refused before the teacher ran
 
 
-def test_init_and_teacher_embeddings_are_refused_together(
-    tmp_path: Path, spiece_path: Path, no_dropout: Path
+@pytest.mark.parametrize("flag", ["--teacher-embeddings", "--teacher-layers"])
+def test_init_and_a_teacher_start_are_refused_together(
+    tmp_path: Path, spiece_path: Path, no_dropout: Path, flag: str
 ) -> None:
     from albert_edge.train import train
 
     f = tmp_path / "rte.tsv"
     f.write_text(pair_tsv())
     teacher = tiny_bert(tmp_path / "t", "sequence-classification", LABELS)
-    with pytest.raises(AlbertEdgeError, match="drop --init or the flag"):
+    with pytest.raises(AlbertEdgeError, match=flag + r": .*drop --init or the flag"):
         train(_args(f, tmp_path / "s", spiece_path, "--init", str(no_dropout),
-                    "--teacher", str(teacher), "--teacher-embeddings"))  # fmt: skip
+                    "--teacher", str(teacher), flag))  # fmt: skip
 
 
+@pytest.mark.parametrize("flag", ["--teacher-embeddings", "--teacher-layers"])
 def test_single_sentence_training_refuses_the_flag_without_such_a_teacher(
-    tmp_path: Path, spiece_path: Path, rows200: Path
+    tmp_path: Path, spiece_path: Path, rows200: Path, flag: str
 ) -> None:
     """The SST-2 recipe (single sentences, no foreign teacher) does not ignore the flag."""
     from albert_edge.train import train
 
     with pytest.raises(AlbertEdgeError, match="from a --teacher with its own tokenizer"):
         train(_args(rows200, tmp_path / "s", spiece_path, *SMALL, "--dev", str(rows200),
-                    "--teacher-embeddings"))  # fmt: skip
+                    flag))  # fmt: skip
     assert not (tmp_path / "s").exists()

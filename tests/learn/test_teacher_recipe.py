@@ -57,6 +57,7 @@ def test_recipe_runs_end_to_end_on_a_tiny_teacher(
         threads=1,
         teacher_embeddings=task == "sst2",  # the SST-2 recipe's student starts from them
         distil_hidden=1.0 if task == "sst2" else 0.0,  # and follows the teacher's [CLS]
+        teacher_layers=task == "conll",  # the tagger from the teacher's layers (and embeddings)
     )
     summary = recipe.run(task, out, "cpu", sizes, quick=True)
 
@@ -77,13 +78,16 @@ def test_recipe_runs_end_to_end_on_a_tiny_teacher(
     md = (out / "summary.md").read_text()
     assert "NOT a result" in md and "student held-out" in md
     emb = summary["student"]["embeddings"]
+    assert emb["tables"][0] == "word" and "Student embeddings: from the teacher's" in md
     if task == "sst2":
-        assert emb["tables"][0] == "word" and "from the teacher's" in md
         assert summary["student"]["hidden"]["student_layers"] == [1, 2]
         assert "follows the teacher's" in md
+        assert summary["student"]["layers"] is None and "Student layers: from --seed" in md
     else:
-        assert emb is None and "from --seed" in md
         assert summary["student"]["hidden"] is None and "Hidden term: none" in md
+        groups = summary["student"]["layers"]["groups"]
+        assert [g["teacher_layer"] for g in groups] == [0, 1]  # 2 layers, 2 groups
+        assert "Student layers: from the teacher's layers [1, 2]" in md
 
 
 def test_long_rows_get_more_copies_from_the_rows_train_trains_on(
@@ -133,6 +137,65 @@ def test_long_rows_get_more_copies_from_the_rows_train_trains_on(
         got.read_text()
         == recipe.long_transfer(train, teacher, sizes, tmp_path / "b.txt").read_text()
     )
+
+
+def _other_data(root: Path) -> Path:
+    """The four files :func:`benchmarks.teacher.other_text` reads, invented, under
+    ``root`` laid out as ``$ALBERT_EDGE_SHARED/data``."""
+    (root / "squad").mkdir(parents=True)
+    (root / "squad" / "dev-v1.1.json").write_text(squad_json(6))
+    (root / "conll2003").mkdir()
+    (root / "conll2003" / "train.txt").write_text(conll_text(8))
+    glue = {
+        "MRPC": ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
+        + [
+            f"{i % 2}\t{i}\t{i + 100}\tThe company's shares didn't rise on day {i} , he said ."
+            f"\tShares of the company were flat on day {i} ."
+            for i in range(5)
+        ],
+        "RTE": ["index\tsentence1\tsentence2\tlabel"]
+        + [
+            f"{i}\tThe river floods every spring in town {i} near the old mill.\tA river floods."
+            f"\t{'entailment' if i % 2 else 'not_entailment'}"
+            for i in range(5)
+        ],
+    }
+    for name, lines in glue.items():
+        (root / "glue" / name).mkdir(parents=True)
+        (root / "glue" / name / "train.tsv").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def test_other_text_is_sentences_of_the_other_datasets_in_sst2_style(tmp_path: Path) -> None:
+    """``--other-text N``: at most N distinct sentences of 6-50 words from SQuAD's contexts,
+    CoNLL-2003, MRPC and RTE (both sides of a pair), lower case with punctuation and
+    clitics split as SST-2 writes them, the same file for the same seed; a missing file
+    is one line naming it."""
+    from dataclasses import replace
+
+    from benchmarks import teacher as recipe
+
+    data = _other_data(tmp_path / "data")
+    sizes = recipe.Sizes(train_rows=None, teacher_epochs=1, student_epochs=1, augment=0)
+    got = recipe.other_text(data, replace(sizes, other_text=10_000), tmp_path / "a.txt")
+    lines = got.read_text().splitlines()
+    assert len(lines) == len(set(lines)) > 0
+    assert all(6 <= len(t.split()) <= 50 and t == t.lower() for t in lines)
+    assert "the company 's shares did n't rise on day 3 , he said ." in lines  # MRPC #1
+    assert "shares of the company were flat on day 3 ." in lines  # MRPC #2
+    assert any(t.startswith("the river floods every spring in town") for t in lines)  # RTE
+    assert not any(t == "a river floods ." for t in lines)  # 4 words: too short
+    assert any("visited" in t and t.endswith("on monday .") for t in lines)  # CoNLL
+    assert any("was born in" in t and t.endswith(".") for t in lines)  # a SQuAD sentence
+    assert not any("was born in" in t and "studied music" in t for t in lines)  # cut
+    again = recipe.other_text(data, replace(sizes, other_text=10_000), tmp_path / "b.txt")
+    assert again.read_text() == got.read_text()
+    few = recipe.other_text(data, replace(sizes, other_text=5), tmp_path / "c.txt")
+    assert len(few.read_text().splitlines()) == 5
+    assert set(few.read_text().splitlines()) <= set(lines)
+    (data / "glue" / "RTE" / "train.tsv").unlink()
+    with pytest.raises(SystemExit, match=r"RTE/train\.tsv"):
+        recipe.other_text(data, replace(sizes, other_text=5), tmp_path / "d.txt")
 
 
 def _two_articles(path: Path) -> Path:
