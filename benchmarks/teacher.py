@@ -207,9 +207,9 @@ def sst2_style(text: str) -> str:
 
 
 def other_sentences(data: Path) -> list[str]:
-    """Every sentence of :data:`OTHER_FILES` under ``data`` (SQuAD contexts cut after
-    ``.``, ``!`` or ``?``), in :func:`sst2_style`, read by the task layer where it has a
-    reader; one line naming a missing file."""
+    """Every sentence of :data:`OTHER_FILES` under ``data`` (each SQuAD context once, cut
+    after ``.``, ``!`` or ``?``), in :func:`sst2_style`, read by the task layer; one line
+    naming a missing file."""
     import re
 
     import albert_edge.tasks as tasks
@@ -218,10 +218,9 @@ def other_sentences(data: Path) -> list[str]:
     if missing:
         raise SystemExit(f"benchmarks.teacher --other-text: no {data / missing[0]}")
     out: list[str] = []
-    squad = json.loads((data / OTHER_FILES[0]).read_text(encoding="utf-8"))
-    for article in squad["data"]:
-        for para in article["paragraphs"]:
-            out += re.split(r"(?<=[.!?])\s+", para["context"])
+    squad = tasks.read_task_file(data / OTHER_FILES[0], "question-answering")
+    for context in dict.fromkeys(ex.context for ex in squad.examples):  # one per question
+        out += re.split(r"(?<=[.!?])\s+", context)
     conll = tasks.read_task_file(data / OTHER_FILES[1], "token-classification")
     out += [" ".join(ex.words) for ex in conll.examples]
     for name in OTHER_FILES[2:]:

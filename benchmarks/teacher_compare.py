@@ -39,28 +39,40 @@ def dev_rows(path: Path) -> tuple[list[str], Any]:
     )
 
 
-def teacher_predictions(teacher: Path, texts: list[str]) -> Any:
-    """The teacher's argmax per sentence, in its own tokenization."""
+def _argmax(model: Any, batches: Any) -> Any:
+    """``model``'s argmax over the classes, per row of each batch of feeds, concatenated."""
     import numpy as np
     import torch
+
+    with torch.no_grad():
+        return np.concatenate([model(**b).logits.argmax(-1).numpy() for b in batches])
+
+
+def teacher_predictions(teacher: Path, texts: list[str]) -> Any:
+    """The teacher's argmax per sentence, in its own tokenization."""
     import transformers
 
     tok = transformers.AutoTokenizer.from_pretrained(str(teacher), local_files_only=True)
     model = transformers.AutoModelForSequenceClassification.from_pretrained(
         str(teacher), local_files_only=True
     ).eval()
-    out = []
-    with torch.no_grad():
-        for i in range(0, len(texts), 64):
-            enc = tok(texts[i : i + 64], padding=True, truncation=True, max_length=MAX_LEN,
-                      return_tensors="pt")  # fmt: skip
-            out.append(model(**enc).logits.argmax(-1).numpy())
-    return np.concatenate(out)
+    return _argmax(
+        model,
+        (
+            tok(
+                texts[i : i + 64],
+                padding=True,
+                truncation=True,
+                max_length=MAX_LEN,
+                return_tensors="pt",
+            )
+            for i in range(0, len(texts), 64)
+        ),
+    )
 
 
 def student_predictions(student: Path, texts: list[str]) -> Any:
     """The student's argmax per sentence, through its own ``spiece.model``."""
-    import numpy as np
     import torch
     import transformers
 
@@ -70,17 +82,25 @@ def student_predictions(student: Path, texts: list[str]) -> Any:
     model = transformers.AlbertForSequenceClassification.from_pretrained(
         str(student), local_files_only=True
     ).eval()
-    out = []
-    with torch.no_grad():
-        for i in range(0, len(texts), 64):
-            feeds = tok.encode(texts[i : i + 64], max_length=MAX_LEN).as_numpy()
-            x = {
+    return _argmax(
+        model,
+        (
+            {
                 k: torch.from_numpy(v)
-                for k, v in feeds.items()
-                if k in ("input_ids", "attention_mask", "token_type_ids")
+                for k, v in tok.encode(texts[i : i + 64], max_length=MAX_LEN).as_numpy().items()
             }
-            out.append(model(**x).logits.argmax(-1).numpy())
-    return np.concatenate(out)
+            for i in range(0, len(texts), 64)
+        ),
+    )
+
+
+def bins(words: Any) -> dict[str, Any]:
+    """Per :data:`BINS` label ("0-9" ... "30-"), the mask of the sentences in it."""
+    return {
+        f"{lo}-{hi - 1 if hi is not None else ''}": (words >= lo)
+        & (words < hi if hi is not None else True)
+        for lo, hi in BINS
+    }
 
 
 def compare(preds: dict[str, Any], labels: Any, words: Any, ref: str) -> dict[str, Any]:
@@ -89,14 +109,11 @@ def compare(preds: dict[str, Any], labels: Any, words: Any, ref: str) -> dict[st
 
     right = {k: p == labels for k, p in preds.items()}
     rows: dict[str, Any] = {}
+    masks = bins(words)
     for k, p in preds.items():
-        by = {}
-        for lo, hi in BINS:
-            sel = (words >= lo) & (words < hi if hi is not None else True)
-            by[f"{lo}-{hi - 1 if hi is not None else ''}"] = float(right[k][sel].mean())
         rows[k] = {
             "accuracy": accuracy_interval(right[k]).to_dict(),
-            "by_words": by,
+            "by_words": {b: float(right[k][m].mean()) for b, m in masks.items()},
             "agrees_with_teacher": float((p == preds["teacher"]).mean()),
             f"minus_{ref}": paired_bootstrap(right[k], right[ref]).to_dict(),
         }
@@ -154,18 +171,14 @@ def main(argv: list[str] | None = None) -> int:
         "dev": a.dev.name,
         "examples": len(texts),
         "reference": ref,
-        "bin_sizes": {
-            f"{lo}-{hi - 1 if hi is not None else ''}": int(
-                ((words >= lo) & (words < hi if hi is not None else True)).sum()
-            )
-            for lo, hi in BINS
-        },
+        "bin_sizes": {b: int(m.sum()) for b, m in bins(words).items()},
         "models": compare(preds, labels, words, ref),
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.with_suffix(".json").write_text(json.dumps(rec, indent=2) + "\n")
-    a.out.with_suffix(".md").write_text(markdown(rec))
-    print(markdown(rec))
+    md = markdown(rec)
+    a.out.with_suffix(".md").write_text(md)
+    print(md)
     return 0
 
 

@@ -185,14 +185,16 @@ def basis(second: Any, width: int) -> tuple[Any, float]:
 
 def layer_map(student_config: Any, teacher_layers: int) -> list[list[int]]:
     """Per group, per inner layer: the teacher layer it copies (0-based), the one at the
-    relative depth of the group's last use (ALBERT's group of layer ``i``:
-    ``int(i / (L / G))``)."""
+    relative depth of the group's last use (the group transformers runs at each layer:
+    :func:`albert_edge.depth.groups.layer_groups`)."""
+    from albert_edge.depth.groups import layer_groups
+
     n = int(student_config.num_hidden_layers)
     g = int(student_config.num_hidden_groups)
     k = int(student_config.inner_group_num)
     last = [0] * g
-    for i in range(n):
-        last[int(i / (n / g))] = i
+    for i, grp in enumerate(layer_groups(n, g, n)):
+        last[grp] = i
     depth = n * k
     return [
         [
