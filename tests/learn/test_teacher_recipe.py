@@ -58,6 +58,7 @@ def test_recipe_runs_end_to_end_on_a_tiny_teacher(
         teacher_embeddings=task == "sst2",  # the SST-2 recipe's student starts from them
         distil_hidden=1.0 if task == "sst2" else 0.0,  # and follows the teacher's [CLS]
         teacher_layers=task == "conll",  # the tagger from the teacher's layers (and embeddings)
+        student_dropout=0.0 if task == "sst2" else None,  # ALBERT's own; the tagger: train's
     )
     summary = recipe.run(task, out, "cpu", sizes, quick=True)
 
@@ -68,6 +69,8 @@ def test_recipe_runs_end_to_end_on_a_tiny_teacher(
     assert cfg["architectures"] == [want] and cfg["num_hidden_groups"] == 2
     model = getattr(transformers, want).from_pretrained(str(student), local_files_only=True)
     assert model.config.hidden_size == 32
+    want_dropout = 0.0 if task == "sst2" else 0.1
+    assert cfg["hidden_dropout_prob"] == cfg["attention_probs_dropout_prob"] == want_dropout
     teacher_cfg = json.loads((out / "teacher" / "config.json").read_text())
     assert teacher_cfg["architectures"][0].startswith("BertFor")
     assert (out / "teacher" / "tokenizer.json").is_file()
@@ -77,6 +80,7 @@ def test_recipe_runs_end_to_end_on_a_tiny_teacher(
     assert summary["teacher"]["rows"] == ts["labelled_rows"]  # the student's split
     md = (out / "summary.md").read_text()
     assert "NOT a result" in md and "student held-out" in md
+    assert f"at peak lr {summary['student']['lr']} " in md
     emb = summary["student"]["embeddings"]
     assert emb["tables"][0] == "word" and "Student embeddings: from the teacher's" in md
     if task == "sst2":
@@ -196,6 +200,42 @@ def test_other_text_is_sentences_of_the_other_datasets_in_sst2_style(tmp_path: P
     (data / "glue" / "RTE" / "train.tsv").unlink()
     with pytest.raises(SystemExit, match=r"RTE/train\.tsv"):
         recipe.other_text(data, replace(sizes, other_text=5), tmp_path / "d.txt")
+
+
+def test_student_lr_and_dropout_reach_the_student_of_the_start_the_run_makes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--student-lr`` sets the rate of the start the run makes (the teacher's layers:
+    ``layers_lr``; a random start: ``student_lr``), leaving the other at its default;
+    ``--student-dropout`` reaches the student's ``--config`` beside the held-out shape,
+    which it never changes."""
+    from dataclasses import replace
+
+    from benchmarks import teacher as recipe
+
+    seen: list[recipe.Sizes] = []
+
+    def fake_run(task: str, out: Path, device: str, s: recipe.Sizes, quick: bool) -> dict:
+        seen.append(s)
+        return {"task": task, "seconds": 0.0}
+
+    monkeypatch.setattr(recipe, "run", fake_run)
+    out = str(tmp_path / "run")
+    full = recipe.FULL["sst2"]
+    recipe.main(["--task", "sst2", "--out", out, "--teacher-layers", "--student-lr", "2e-4"])
+    recipe.main(["--task", "sst2", "--out", out, "--no-teacher-layers", "--student-lr", "2e-4"])
+    recipe.main(["--task", "sst2", "--out", out, "--student-dropout", "0.05"])
+    layers, scratch, dropout = seen
+    assert layers.teacher_layers and layers.layers_lr == 2e-4
+    assert layers.student_lr == full.student_lr
+    assert not scratch.teacher_layers and scratch.student_lr == 2e-4
+    assert scratch.layers_lr == full.layers_lr
+    assert recipe.student_config(dropout) == {
+        **recipe.SHAPE,
+        "hidden_dropout_prob": 0.05,
+        "attention_probs_dropout_prob": 0.05,
+    }
+    assert recipe.student_config(replace(full, student_dropout=None)) == recipe.SHAPE
 
 
 def _two_articles(path: Path) -> Path:
