@@ -849,6 +849,8 @@ def main(argv: list[str] | None = None) -> int:
             s = replace(s, **{name: getattr(a, name)})
     if a.student_lr is not None:  # the rate of the start this run makes
         s = replace(s, **{"layers_lr" if s.teacher_layers else "student_lr": a.student_lr})
+    if s.student_dropout is not None and not 0.0 <= s.student_dropout < 1.0:
+        p.error(f"--student-dropout {s.student_dropout}: give a probability in [0, 1)")
     if s.long_copies and a.task != "sst2":
         p.error("--long-copies: SST-2 only (its whole-sentence dev against phrase-level train)")
     if s.other_text and a.task != "sst2":

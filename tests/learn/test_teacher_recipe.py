@@ -236,6 +236,11 @@ def test_student_lr_and_dropout_reach_the_student_of_the_start_the_run_makes(
         "attention_probs_dropout_prob": 0.05,
     }
     assert recipe.student_config(replace(full, student_dropout=None)) == recipe.SHAPE
+    for bad in ("1", "-0.1", "nan"):  # refused before anything runs
+        with pytest.raises(SystemExit) as e:
+            recipe.main(["--task", "sst2", "--out", out, "--student-dropout", bad])
+        assert e.value.code == 2
+    assert len(seen) == 3
 
 
 def _two_articles(path: Path) -> Path:
