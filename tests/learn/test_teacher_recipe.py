@@ -236,9 +236,15 @@ def test_student_lr_and_dropout_reach_the_student_of_the_start_the_run_makes(
         "attention_probs_dropout_prob": 0.05,
     }
     assert recipe.student_config(replace(full, student_dropout=None)) == recipe.SHAPE
-    for bad in ("1", "-0.1", "nan"):  # refused before anything runs
+    for flag, bad in (  # refused at parsing, before anything runs
+        ("--student-dropout", "1"),
+        ("--student-dropout", "-0.1"),
+        ("--student-dropout", "nan"),
+        ("--student-lr", "0"),
+        ("--student-lr", "-1e-4"),
+    ):
         with pytest.raises(SystemExit) as e:
-            recipe.main(["--task", "sst2", "--out", out, "--student-dropout", bad])
+            recipe.main(["--task", "sst2", "--out", out, flag, bad])
         assert e.value.code == 2
     assert len(seen) == 3
 
