@@ -73,8 +73,9 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
         dest="per_channel",
         action="store_false",
         default=None,
-        help="int8 (and int4 on int8 kernels): one weight scale per tensor (default for ONNX "
-        "--target portable and TFLite int8-full)",
+        help="int8 (and int4 on int8 kernels): one weight scale per tensor, every weight "
+        "(ONNX --target portable's default is per tensor except a weight whose output "
+        "channels spread over 4x, stored per channel; TFLite int8-full's default)",
     )
     gran.add_argument(
         "--per-channel",

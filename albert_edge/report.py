@@ -180,6 +180,9 @@ def print_convert_report(out: Path, manifest: dict[str, Any]) -> None:
     if q.get("target"):
         bits = "7-bit" if q.get("reduce_range") else "8-bit"
         scales = "per-channel" if q.get("per_channel") else "per-tensor"
+        exceptions = q.get("per_channel_weights") or {}
+        if exceptions:  # the per-tensor recipe's exceptions (onnx/quant/recipes.py)
+            scales += f" ({len(exceptions)} per-channel: uneven channels)"
         t.add_row(
             "int8 target",
             f"{q['target']}: {bits} {scales} weights, right on {', '.join(q.get('accurate_on', []))}",

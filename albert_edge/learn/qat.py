@@ -86,6 +86,14 @@ class QatSpec:
 
         return int8_recipe(self.target).per_channel
 
+    def _exception_note(self) -> str:
+        from albert_edge.onnx.quant.recipes import int8_recipe
+
+        spread = int8_recipe(self.target).channel_spread
+        if self.per_channel() or spread is None or self.precision == "int4":
+            return ""
+        return f" (per output channel where its channels' max |w| spread over {spread:g}x)"
+
     def record(self) -> dict[str, Any]:
         """What ``training.json`` (and the converted manifest's ``trained_for``) says:
         the simulated recipe, and the convert options it holds for (``convert_options``:
@@ -99,6 +107,7 @@ class QatSpec:
             "target": self.target,
             "recipe": RECIPES[name].description,
             "weights": ("per output channel" if self.per_channel() else "per tensor")
+            + self._exception_note()
             + f", |q| <= {self.limit()}"
             + (
                 f", 4-bit codes in blocks of <= {self.block_size} input rows"
@@ -174,7 +183,7 @@ def fake_int8(w: Any, absmax: Any, spec: QatSpec) -> Any:
     import torch
 
     lim = spec.limit()
-    if spec.per_channel():
+    if absmax.ndim:  # one per output channel (_absmax: the recipe's, or its exception)
         scale = (absmax.clamp_min(1e-12) / lim).to(torch.float32)
         zero = torch.zeros_like(scale, dtype=torch.int32)
         return torch.fake_quantize_per_channel_affine(w, scale, zero, 0, -lim, lim)
@@ -207,13 +216,29 @@ def fake_int4(w: Any, absmax: Any, spec: QatSpec) -> Any:
     return w + (deq - w).detach()
 
 
-def _absmax(weights: list[Any], per_channel: bool) -> Any:
-    """The scale's absmax over ``weights`` (one fused tensor for Q/K/V)."""
+def _absmax(weights: list[Any], per_channel: bool, spec: QatSpec | None = None) -> Any:
+    """The scale's absmax over ``weights`` (one fused tensor for Q/K/V): per output
+    channel (``[N]``) where ``per_channel``, or where ``spec``'s per-tensor int8 recipe
+    makes the weight its exception as convert does (``channel_spread``: its channels'
+    largest max |w| over their median, :func:`albert_edge.onnx.quant.plan.spread_of`);
+    else one (``[]``)."""
     import torch
 
-    if per_channel:
-        return torch.cat([w.detach().abs().amax(dim=1) for w in weights])
-    return torch.stack([w.detach().abs().max() for w in weights]).max()
+    cols = torch.cat([w.detach().abs().amax(dim=1) for w in weights])
+    if per_channel or (spec is not None and _exception(cols, spec)):
+        return cols
+    return cols.max()
+
+
+def _exception(cols: Any, spec: QatSpec) -> bool:
+    """Whether convert stores this int8 weight per channel under a per-tensor recipe."""
+    from albert_edge.onnx.quant.plan import spread_of
+    from albert_edge.onnx.quant.recipes import int8_recipe
+
+    threshold = int8_recipe(spec.target).channel_spread
+    if spec.precision == "int4" or threshold is None:  # int4 keeps its own scales
+        return False
+    return spread_of(cols.float().cpu().numpy()) > threshold
 
 
 def fake_quantized(model: Any, spec: QatSpec) -> dict[str, Any]:
@@ -232,14 +257,14 @@ def fake_quantized(model: Any, spec: QatSpec) -> dict[str, Any]:
             if f"{stem}.query.weight" in out:
                 continue
             group = [linears[f"{stem}.{p}"] for p in ("query", "key", "value")]
-            amax = _absmax([m.weight for m in group], per_channel)
+            amax = _absmax([m.weight for m in group], per_channel, spec)
             for p, m in zip(("query", "key", "value"), group, strict=True):
                 rows = m.weight.shape[0]
                 i = ("query", "key", "value").index(p)
-                a = amax[i * rows : (i + 1) * rows] if per_channel else amax
+                a = amax[i * rows : (i + 1) * rows] if amax.ndim else amax
                 out[f"{stem}.{p}.weight"] = fq(m.weight, a, spec)
             continue
-        out[f"{name}.weight"] = fq(mod.weight, _absmax([mod.weight], per_channel), spec)
+        out[f"{name}.weight"] = fq(mod.weight, _absmax([mod.weight], per_channel, spec), spec)
     out.update(fake_tables(model, spec))
     return out
 

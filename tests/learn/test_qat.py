@@ -175,3 +175,27 @@ def test_trained_for_names_what_differs(tmp_path, qat, options, differs):
     assert got is not None and got.get("differs", []) == differs
     same = QatSpec(qat).convert_precision == opts.precision
     assert got["matches_this_artifact"] is (same and not differs)
+
+
+def test_fake_int8_takes_converts_per_channel_exception():
+    """Under the portable (per-tensor) recipe a weight whose channels spread over 4x is
+    simulated per output channel, as convert stores it; an even weight stays per tensor."""
+    import torch
+
+    from albert_edge.learn.qat import QatSpec, _absmax, fake_int8
+
+    spec = QatSpec("int8", "portable")
+    torch.manual_seed(0)
+    even = torch.randn(16, 8)
+    assert _absmax([even], False, spec).ndim == 0
+    outlier = even.clone()
+    outlier[5] *= 25  # torch [out, in]: output channel 5
+    amax = _absmax([outlier], False, spec)
+    assert amax.shape == (16,)
+    q = fake_int8(outlier, amax, spec).detach()
+    steps = amax / 64
+    codes = q / steps[:, None]
+    assert torch.allclose(codes, codes.round(), atol=1e-4) and float(codes.abs().max()) <= 64
+    # int4 keeps its own scales; an asked granularity is not overridden
+    assert _absmax([outlier], False, QatSpec("int4", "portable")).ndim == 0
+    assert "spread over 4x" in QatSpec("int8", "portable").record()["weights"]

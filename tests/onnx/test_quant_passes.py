@@ -96,6 +96,11 @@ def test_every_precision_is_one_frozen_recipe() -> None:
         ]
         # ONNX Runtime's checks read the written file (check_written), not a pass's copy
         assert checks[3:] == [] and "check-runs" not in names
+        # a per-tensor recipe's per-channel exceptions: restored right after ORT's dynamic
+        # quantizer (int8-static hands them to ORT; int4 keeps its own scales)
+        assert ("quant-channel-scales" in names) == (name == "int8-dynamic")
+        if name == "int8-dynamic":
+            assert names.index("quant-channel-scales") == names.index("quant-ort-dynamic") + 1
         if name == "int4":
             assert names.index("quant-int4-stash") < names.index("quant-ort-dynamic")
             assert names.index("quant-ort-dynamic") < names.index("quant-int4-pack")

@@ -298,6 +298,12 @@ def _report(
         "int4_kernel": options.int4_kernel if precision == "int4" else None,
         "tool": f"onnxruntime {ort.__version__}",
         "per_channel": options.weight_per_channel if precision.startswith("int8") else None,
+        # a per-tensor recipe's exceptions: weight -> its channel spread (recipes.py)
+        **(
+            {"per_channel_weights": {w: round(s, 2) for w, s in plan.channel_weights.items()}}
+            if plan is not None and plan.channel_weights
+            else {}
+        ),
         **(_target_report(options) if precision.startswith("int8") else {}),
         **_int4_entries(st),
         # how to run it: ONNX Runtime session settings per CPU class (recipes.ORT_SESSION_HINTS)
@@ -391,7 +397,7 @@ def build_passes(
     (a fused EmbedLayerNormalization, a tied decoder, a word table to quantize) are always
     listed and report ``skipped`` where they do not apply."""
     from albert_edge.onnx.passes.compact import CompactGraphPass
-    from albert_edge.onnx.quant import check, embed, int4, ort, plan, prepare, rewrite
+    from albert_edge.onnx.quant import channels, check, embed, int4, ort, plan, prepare, rewrite
 
     state.recipe = r
     passes: list[Any] = [prepare.PrepareGraphPass()]
@@ -406,6 +412,7 @@ def build_passes(
             *([int4.StashFloatWeightsPass(state)] if r.name == "int4" else []),
             rewrite.TiedGemmToMatMulPass(state),
             ort.OrtDynamicQuantPass(state),
+            *([channels.ChannelScalesPass(state)] if r.name == "int8-dynamic" else []),
             rewrite.RestoreTiedGemmPass(state),
             rewrite.RelocateWordTablePass(state),
         ]

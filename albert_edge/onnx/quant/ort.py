@@ -156,7 +156,7 @@ class OrtStaticQuantPass(_OrtPass):
 
         from albert_edge.onnx.quant.calib import calibrate_method, make_reader
 
-        opts = self.state.options
+        opts, plan = self.state.options, self.state.plan
         assert self.state.feeds is not None
         with tempfile.TemporaryDirectory(prefix="albert-edge-q-") as d, quiet():
             out = Path(d) / "q.onnx"
@@ -176,6 +176,13 @@ class OrtStaticQuantPass(_OrtPass):
                 extra_options={
                     "DefaultTensorType": onnx.TensorProto.FLOAT,
                     "MatMulConstBOnly": True,
+                    # the per-tensor recipe's per-channel exceptions (recipes.py), by ORT's
+                    # own per-weight overrides (the QDQ path reads them; axis 1: [K, N])
+                    **(
+                        {"TensorQuantOverrides": {w: [{"axis": 1}] for w in plan.channel_weights}}
+                        if plan is not None and plan.channel_weights
+                        else {}
+                    ),
                     # one sentence per calibration step: lengths differ (no padding), and
                     # the histogram methods can only stack equal shapes
                     **({"CalibStridedMinMax": 1} if opts.calibration_method != "minmax" else {}),

@@ -10,6 +10,7 @@ to 1.05 × that floor.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
@@ -18,6 +19,9 @@ from albert_edge.onnx.passes.base import AlbertInPlacePass
 # Re-exported: the plan is a field of QuantState, so it is defined below, in state.
 from albert_edge.onnx.quant.state import Plan as Plan
 from albert_edge.onnx.quant.state import QuantState
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # MatMulNBits accuracy_level 4: MLAS quantizes the activations to int8 per block and runs
 # int8 dot products (VNNI or AVX2 maddubs), instead of dequantizing every weight block to
@@ -52,6 +56,27 @@ def codes_block(requested: int, k: int) -> int | None:
     return None
 
 
+def channel_spread(weight: np.ndarray) -> float:
+    """How unevenly a ``[K, N]`` weight's output channels (columns) are scaled: the
+    largest column's max |w| over the median column's (1.0 for an even weight; inf where
+    the median column is all zeros and another is not). What a per-tensor int8 recipe's
+    ``channel_spread`` exception is judged on (:data:`~.recipes.PORTABLE_CHANNEL_SPREAD`)."""
+    import numpy as np
+
+    return spread_of(np.abs(np.asarray(weight, dtype=np.float64)).max(axis=0))
+
+
+def spread_of(maxima: np.ndarray) -> float:
+    """:func:`channel_spread` from the channels' max |w| (QAT's fake quantizer has them)."""
+    import numpy as np
+
+    cols = np.asarray(maxima, dtype=np.float64).ravel()
+    top, mid = float(cols.max(initial=0.0)), float(np.median(cols)) if cols.size else 0.0
+    if top == 0.0:
+        return 1.0
+    return top / mid if mid > 0.0 else math.inf
+
+
 def stored_weights_floor(model: ir.Model, plan: Plan) -> int:
     """Bytes the graph's stored weights need at best under ``plan``: unique parameters at
     the precision's bytes plus their scales and zero points; tensors the recipe keeps in
@@ -60,8 +85,8 @@ def stored_weights_floor(model: ir.Model, plan: Plan) -> int:
     :func:`albert_edge.facts.floor_bytes`, the checkpoint's parameters at the precision
     with nothing else, which no graph can meet exactly.
 
-    int8: K·N codes + per output channel (or per tensor) an fp32 scale and an int8 zero
-    point. int4 (``Int4Weight``): K·N/2 codes + a one-byte multiplier per block along K
+    int8: K·N codes + per output channel (or per tensor; per channel for the plan's
+    ``channel_weights``) an fp32 scale and an int8 zero point. int4 (``Int4Weight``): K·N/2 codes + a one-byte multiplier per block along K
     and column + the int8 graph's fp32 scale(s) and int8 zero point(s); int4
     (MatMulNBits): K·N/2 + one fp32 scale per block along K (the weight's own block,
     :func:`int4_block_size`; symmetric: no zero points). fp16: 2 bytes per float
@@ -79,7 +104,8 @@ def stored_weights_floor(model: ir.Model, plan: Plan) -> int:
         if name in plan.weights:
             k, ncols = plan.weights[name]
             if p.startswith("int8") or name in plan.int8_weights:
-                total += k * ncols + (ncols if plan.per_channel else 1) * 5
+                per_col = plan.per_channel or name in plan.channel_weights
+                total += k * ncols + (ncols if per_col else 1) * 5
             elif plan.int4_folded:  # codes, multipliers, scale, zp
                 block = codes_block(plan.block_size, k)
                 scales = ncols if plan.per_channel else 1
@@ -137,6 +163,29 @@ def _shape(model: ir.Model, name: str) -> tuple[int, ...]:
     return tuple(t.shape.numpy())
 
 
+def _channel_exceptions(model: ir.Model, st: QuantState, ops: dict[str, str]) -> dict[str, float]:
+    """The planned weights a per-tensor int8 recipe stores per channel (its
+    ``channel_spread`` exception), each with its :func:`channel_spread`: none where
+    ``--per-channel``/``--per-tensor`` was given, the recipe is per-channel already or has
+    no exception, or the precision is not int8-dynamic or int8-static (int4 keeps its
+    own scales). ``ops``: weight → the op reading it (a Gemm's weight is ``[N, K]``)."""
+    from albert_edge.onnx.quant.recipes import int8_recipe
+
+    opts = st.options
+    if st.precision not in ("int8-dynamic", "int8-static") or opts.per_channel is not None:
+        return {}
+    recipe = int8_recipe(opts.runs_on)
+    if recipe.per_channel or recipe.channel_spread is None:
+        return {}
+    out: dict[str, float] = {}
+    for name, op in sorted(ops.items()):
+        w = model.graph.initializers[name].const_value.numpy()  # type: ignore[union-attr]
+        spread = channel_spread(w.T if op == "Gemm" else w)
+        if spread > recipe.channel_spread:
+            out[name] = spread
+    return out
+
+
 class PlanPass(AlbertInPlacePass):
     """Record the weights to quantize, the nodes the quantizer may touch and the floor.
 
@@ -180,6 +229,9 @@ class PlanPass(AlbertInPlacePass):
             int4_folded=opts.int4_folded,
             int8_weights=frozenset(w for w in inits if st.unit_precision(w) == "int8"),
         )
+        plan.channel_weights = _channel_exceptions(model, st, {u.weight: u.op_type for u in uses})
+        for name in plan.channel_weights:  # requantized per channel after ORT's quantizer
+            st.float_weights[name] = model.graph.initializers[name].const_value.numpy().copy()  # type: ignore[union-attr]
         if st.quantize_tables and table is not None and st.precision != "fp16":
             from albert_edge.onnx.quant.tables import side_tables, table_block_size
 
@@ -206,6 +258,7 @@ class PlanPass(AlbertInPlacePass):
         }
         self.report = {
             "weights": len(plan.weights),
+            "per_channel_weights": {w: round(s, 2) for w, s in plan.channel_weights.items()},
             "nodes": len(st.nodes),
             "floor_bytes": st.floor,
             "side_tables": list(plan.side_tables),

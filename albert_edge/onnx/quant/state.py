@@ -59,6 +59,9 @@ class Plan:
     # a precision plan's int8 weights inside the int4 recipe (stored int8, not packed)
     int8_weights: frozenset[str] = frozenset()
     side_bits: dict[str, int] | None = None  # bits per side table (None: table_bits)
+    # int8 weights with one scale per output channel in a per-tensor recipe (the recipe's
+    # ``channel_spread`` exception), each with its spread: largest / median channel max |w|
+    channel_weights: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -86,7 +89,9 @@ class QuantState:
     feeds: list[dict[str, Any]] | None = None  # int8-static calibration inputs
     rewrites: dict[str, int] = field(default_factory=dict)
     embeddings: dict[str, Any] | str | None = None
-    float_weights: dict[str, Any] = field(default_factory=dict)  # int4: fp32 originals
+    # fp32 originals of weights a pass after ORT's quantizer stores again: int4's codes,
+    # the per-channel exceptions of a per-tensor int8 recipe
+    float_weights: dict[str, Any] = field(default_factory=dict)
 
     @property
     def precision(self) -> str:
