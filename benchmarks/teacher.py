@@ -19,9 +19,10 @@ edge ALBERT of the held-out model's shape.
    at [CLS]), saved with its tokenizer to ``DIR/teacher``.
 3. Distilled by ``albert-edge train --teacher DIR/teacher --augment N`` into an ALBERT of
    the held-out shape (6 layers, 2 groups, H 256, E 64, FFN 512, 4 heads) with the
-   embedded model's SentencePiece vocabulary, from scratch (SST-2 and CoNLL: its
-   embeddings from the teacher's, ``--teacher-embeddings``): ``DIR/student``, a Hugging
-   Face ALBERT directory with its ``spiece.model``.
+   embedded model's SentencePiece vocabulary (SST-2: its embeddings, layers and head
+   from the teacher's, compressed, dropout 0, ``--teacher-layers --student-dropout 0``;
+   CoNLL: its embeddings, ``--teacher-embeddings``; SQuAD: from scratch):
+   ``DIR/student``, a Hugging Face ALBERT directory with its ``spiece.model``.
 4. ``DIR/summary.json`` and ``DIR/summary.md``: the teacher's dev score, the student's
    held-out and dev scores with intervals, the transfer set, every stage's seconds.
 
@@ -68,6 +69,10 @@ class Sizes:
     augment: int
     teacher_batch: int = 32
     teacher_lr: float = 5e-5
+    # the teacher's fine-tune in length-bucketed batches (albert_edge.learn.batching, as
+    # the student trains): a random batch of SST-2's phrases and sentences pads to its
+    # longest row; off: random batches, as the figures measured before 2026-12-03 were
+    teacher_bucketed: bool = False
     threads: int = 2  # the 2 cores the recipe is sized for
     # the student's peak learning rate (None: train's default, 1e-3). SST-2 at the held-out
     # shape (H 256, batch 64) collapses to one class at 1e-3 with the teacher's soft labels
@@ -107,19 +112,21 @@ class Sizes:
 
 
 FULL = {
-    # the teacher's embeddings: 1 augmented copy from a random table reached 81.3 % dev,
-    # from the teacher's 82.6 %; 4 copies from the teacher's 82.5 % at 2.7x the student's
-    # time (measured 2026-12-02, benchmarks/results/teacher.md). Not the default: the
-    # teacher's layers with dropout 0 (--teacher-layers --student-dropout 0), 83.60-84.06 dev
-    # on five runs, whose int8 ONNX at convert's default (portable: 7-bit per-tensor) lost
-    # 1.95 points (per-channel: 0.11); this student's loses 0.11 (2026-12-03, teacher.md)
+    # the teacher's layers and embeddings, dropout 0 (--teacher-layers --student-dropout 0,
+    # their lr 1e-4): 83.60-84.06 dev on five runs, against 83.03 for the teacher's
+    # embeddings alone (1 augmented copy from a random table: 81.3 %); its int8 ONNX at
+    # convert's default (portable, per-channel scales for the one outlier weight) 84.06,
+    # +0.46 (2026-12-03, benchmarks/results/teacher.md). A 2-epoch teacher (89.9 dev
+    # against 88.65) gave no better student (83.26) for 20 more minutes
     "sst2": Sizes(
         train_rows=None,
         teacher_epochs=1,
         student_epochs=3,
         augment=1,
         student_lr=3e-4,
+        student_dropout=0.0,
         teacher_embeddings=True,
+        teacher_layers=True,
     ),
     # the teacher's embeddings: dev entity F1 72.15 -> 73.19 (2026-12-02, teacher.md)
     "conll": Sizes(
@@ -328,9 +335,8 @@ def finetune_teacher(
     model.train()
     done = 0
     for epoch in range(s.teacher_epochs):
-        order = [fit[i] for i in torch.randperm(len(fit), generator=gen).tolist()]
-        for i in range(0, len(order), s.teacher_batch):
-            batch = [data.examples[j] for j in order[i : i + s.teacher_batch]]
+        for rows in _teacher_batches(data.examples, fit, s, gen):
+            batch = [data.examples[j] for j in rows]
             enc = _encode(tok, task, batch, data.label2id).to(device)
             enc.pop("overflow_to_sample_mapping", None)  # QA windows' bookkeeping
             enc.pop("offset_mapping", None)
@@ -359,6 +365,29 @@ def finetune_teacher(
     }
 
 
+def _teacher_batches(examples: list[Any], fit: list[int], s: Sizes, gen: Any) -> list[list[int]]:
+    """One epoch's batches of the rows ``fit`` (indices into ``examples``) in a seeded
+    order: random, or length-bucketed (``s.teacher_bucketed``: sorted by characters within
+    chunks of 50 batches, then the batches shuffled, as the student's own batches are)."""
+    import torch
+
+    if not s.teacher_bucketed:
+        order = [fit[i] for i in torch.randperm(len(fit), generator=gen).tolist()]
+        return [order[i : i + s.teacher_batch] for i in range(0, len(order), s.teacher_batch)]
+    from albert_edge.learn.batching import bucketed
+    from albert_edge.tasks.types import QAExample, TokenExample
+
+    def chars(i: int) -> int:
+        ex = examples[fit[i]]
+        if isinstance(ex, QAExample):
+            return len(ex.question) + len(ex.context)
+        if isinstance(ex, TokenExample):
+            return sum(len(w) + 1 for w in ex.words)
+        return len(ex.text) + len(ex.text_pair or "")
+
+    return [[fit[i] for i in b] for b in bucketed(len(fit), chars, s.teacher_batch, gen, True)]
+
+
 def _sha256(path: Path) -> str:
     import hashlib
 
@@ -385,6 +414,8 @@ def reuse_or_finetune(
             k: getattr(s, k)
             for k in ("train_rows", "teacher_epochs", "teacher_batch", "teacher_lr")
         },
+        # only when on: a teacher fine-tuned before the field existed keeps its key
+        **({"teacher_bucketed": True} if s.teacher_bucketed else {}),
     }
     marker = out / "recipe.json"
     if marker.is_file():
@@ -804,6 +835,12 @@ def main(argv: list[str] | None = None) -> int:
         help="start the student's embeddings from the teacher's (default: per task)",
     )
     p.add_argument(
+        "--teacher-bucketed",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="fine-tune the teacher in length-bucketed batches (default: per task)",
+    )
+    p.add_argument(
         "--teacher-layers",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -843,6 +880,7 @@ def main(argv: list[str] | None = None) -> int:
         "threads",
         "dev_rows",
         "teacher_embeddings",
+        "teacher_bucketed",
         "teacher_layers",
         "distil_hidden",
         "long_copies",

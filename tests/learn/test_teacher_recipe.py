@@ -59,6 +59,7 @@ def test_recipe_runs_end_to_end_on_a_tiny_teacher(
         distil_hidden=1.0 if task == "sst2" else 0.0,  # and follows the teacher's [CLS]
         teacher_layers=task == "conll",  # the tagger from the teacher's layers (and embeddings)
         student_dropout=0.0 if task == "sst2" else None,  # ALBERT's own; the tagger: train's
+        teacher_bucketed=task == "sst2",
     )
     summary = recipe.run(task, out, "cpu", sizes, quick=True)
 
@@ -346,3 +347,41 @@ def test_a_teacher_is_reused_only_for_the_same_base_rows_and_sizes(
     (base / "model.safetensors").write_bytes(b"other weights")
     recipe.reuse_or_finetune(base, "sst2", rows200, dev60, out, other, "cpu")
     assert len(calls) == 3
+    bucketed = recipe.Sizes(
+        train_rows=None, teacher_epochs=2, student_epochs=1, augment=1, teacher_bucketed=True
+    )
+    recipe.reuse_or_finetune(base, "sst2", rows200, dev60, out, bucketed, "cpu")
+    recipe.reuse_or_finetune(base, "sst2", rows200, dev60, out, bucketed, "cpu")
+    assert len(calls) == 4
+
+
+def test_teacher_batches_random_or_length_bucketed(rows200: Path) -> None:
+    """Random batches are the seeded permutation cut in order (the figures measured before
+    the field); bucketed ones hold every row once, each batch of similar length."""
+    import torch
+
+    from benchmarks import teacher as recipe
+
+    data, fit = recipe.student_rows(rows200)
+    plain = recipe.Sizes(train_rows=None, teacher_epochs=1, student_epochs=1, augment=1)
+    got = recipe._teacher_batches(data.examples, fit, plain, torch.Generator().manual_seed(13))
+    perm = torch.randperm(len(fit), generator=torch.Generator().manual_seed(13)).tolist()
+    order = [fit[i] for i in perm]
+    assert got == [order[i : i + 32] for i in range(0, len(order), 32)]
+
+    sizes = recipe.Sizes(
+        train_rows=None,
+        teacher_epochs=1,
+        student_epochs=1,
+        augment=1,
+        teacher_batch=8,
+        teacher_bucketed=True,
+    )
+    first = recipe._teacher_batches(data.examples, fit, sizes, torch.Generator().manual_seed(13))
+    again = recipe._teacher_batches(data.examples, fit, sizes, torch.Generator().manual_seed(13))
+    assert first == again and sorted(j for b in first for j in b) == sorted(fit)
+    chars = [[len(data.examples[j].text) for j in b] for b in first]
+    assert all(c == sorted(c) for c in chars)  # sorted within the chunk: a batch pads little
+    pad = sum(max(c) * len(c) - sum(c) for c in chars)
+    rand = [[len(data.examples[j].text) for j in b] for b in got]
+    assert pad < sum(max(c) * len(c) - sum(c) for c in rand) / 2
