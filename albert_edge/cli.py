@@ -74,8 +74,8 @@ def _add_quantization_flags(p: argparse.ArgumentParser) -> None:
         action="store_false",
         default=None,
         help="int8 (and int4 on int8 kernels): one weight scale per tensor, every weight "
-        "(ONNX --target portable's default is per tensor except a weight whose output "
-        "channels spread over 4x, stored per channel; TFLite int8-full's default)",
+        "(ONNX --target portable's and TFLite int8-full's default is per tensor except a "
+        "weight whose output channels spread over 4x, stored per channel)",
     )
     gran.add_argument(
         "--per-channel",

@@ -106,7 +106,11 @@ class ConvertOptions:
     def weight_per_channel(self) -> bool:
         """Per-channel int8 weight scales: as asked, else the ONNX ``--target`` recipe's
         choice (portable: per-tensor), else per-channel for TFLite int8-dynamic and
-        per-tensor for TFLite int8-full.
+        per-tensor for TFLite int8-full. Both per-tensor defaults, left to themselves
+        (``per_channel`` None), store a weight whose output channels spread over 4x per
+        channel all the same (``channel_spread`` exceptions: ONNX
+        :mod:`albert_edge.onnx.quant.plan`, LiteRT
+        :func:`albert_edge.tflite.quantize.channel_exceptions`).
 
         Why int8-full is per-tensor (issue 17): a per-channel weight costs a float32 scale
         and an int64 zero point per output channel, and its int32 bias a second table of

@@ -187,6 +187,11 @@ def print_convert_report(out: Path, manifest: dict[str, Any]) -> None:
             "int8 target",
             f"{q['target']}: {bits} {scales} weights, right on {', '.join(q.get('accurate_on', []))}",
         )
+    elif q.get("per_channel_weights"):  # TFLite int8-full's exceptions (tflite/quantize.py)
+        t.add_row(
+            "weights per channel",
+            f"{len(q['per_channel_weights'])} of the per-tensor recipe's (uneven channels)",
+        )
     ver = manifest.get("verification") or {}
     for name, m in (ver.get("outputs") or {}).items():
         t.add_row(

@@ -220,7 +220,7 @@ def _absmax(weights: list[Any], per_channel: bool, spec: QatSpec | None = None) 
     """The scale's absmax over ``weights`` (one fused tensor for Q/K/V): per output
     channel (``[N]``) where ``per_channel``, or where ``spec``'s per-tensor int8 recipe
     makes the weight its exception as convert does (``channel_spread``: its channels'
-    largest max |w| over their median, :func:`albert_edge.onnx.quant.plan.spread_of`);
+    largest max |w| over their median, :func:`albert_edge.onnx.quant.recipes.spread_of`);
     else one (``[]``)."""
     import torch
 
@@ -232,8 +232,7 @@ def _absmax(weights: list[Any], per_channel: bool, spec: QatSpec | None = None) 
 
 def _exception(cols: Any, spec: QatSpec) -> bool:
     """Whether convert stores this int8 weight per channel under a per-tensor recipe."""
-    from albert_edge.onnx.quant.plan import spread_of
-    from albert_edge.onnx.quant.recipes import int8_recipe
+    from albert_edge.onnx.quant.recipes import int8_recipe, spread_of
 
     threshold = int8_recipe(spec.target).channel_spread
     if spec.precision == "int4" or threshold is None:  # int4 keeps its own scales

@@ -273,6 +273,7 @@ def quantize_passes(options: ConvertOptions, calibration: Any = None) -> list[Tf
             calibration=calibration,
             unit_precisions=options.unit_precisions,
             block_size=options.block_size,
+            channel_exceptions=options.per_channel is None,
         ),
     ]
     if planned:  # the same fusion on the plan's stored weights, where it stays exact
@@ -439,9 +440,12 @@ def quantization_record(
     facts: dict[str, Any],
     calibration: dict[str, Any] | None,
     embedding_size: int | None = None,
+    channel_weights: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """The manifest's ``quantization``: how the weights are stored and what was quantized
-    (``embedding_size``: E, which sets a planned int4 table's block)."""
+    (``embedding_size``: E, which sets a planned int4 table's block; ``channel_weights``:
+    the weights the file stores per channel under a per-tensor recipe, each with its
+    spread, :func:`~albert_edge.tflite.quantize.stored_channel_spreads`)."""
     from albert_edge.facts import integer_op_share
     from albert_edge.tflite.quantize import int4_table_block
 
@@ -467,6 +471,12 @@ def quantization_record(
             else WEIGHT_FORMS[precision]
         ),
         "per_channel": options.weight_per_channel,
+        # the per-tensor recipe's exceptions: weight -> its channel spread (as ONNX's)
+        **(
+            {"per_channel_weights": {w: round(v, 2) for w, v in channel_weights.items()}}
+            if channel_weights and not options.weight_per_channel
+            else {}
+        ),
         "word_embeddings": word_embeddings,
         "quantized_fully_connected": report["quantized_fully_connected"],
         "quantized_batch_matmul": report["quantized_batch_matmul"],
@@ -539,6 +549,7 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
     from albert_edge.progress import step
     from albert_edge.tflite import flatbuffer as fb
     from albert_edge.tflite.inspect import analyze_model
+    from albert_edge.tflite.quantize import stored_channel_spreads
 
     gpu = options.accelerator == "gpu"
     seq_lens = check_seq_lens(ckpt, tuple(options.seq_lens) or default_seq_lens(ckpt, gpu=gpu))
@@ -569,7 +580,12 @@ def convert_tflite(ckpt: Checkpoint, out_dir: Path, options: ConvertOptions) -> 
     return {
         **tflite_record(ckpt, options, report, facts, sizes),
         "quantization": quantization_record(
-            options, report, facts, calib_info, int(ckpt.config.embedding_size)
+            options,
+            report,
+            facts,
+            calib_info,
+            int(ckpt.config.embedding_size),
+            stored_channel_spreads(final) if options.precision == "int8-full" else None,
         ),
         "postconditions": checks,
         "accelerators": accelerators,

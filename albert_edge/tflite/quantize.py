@@ -14,8 +14,10 @@ Recipes (``precision`` → what is stored):
   ``--per-tensor``), float activations quantized on the fly by the kernels
   (FULLY_CONNECTED hybrid path; fast on XNNPACK).
 - ``int8-full``: int8 weights (per tensor unless ``--per-channel``: same accuracy, no
-  per-channel weight and bias scale tables; see ``ConvertOptions.weight_per_channel``)
-  and int8 activations calibrated on real sentences through every signature (static
+  per-channel weight and bias scale tables; see ``ConvertOptions.weight_per_channel``;
+  a weight whose output channels spread over
+  :data:`~albert_edge.onnx.quant.recipes.PORTABLE_CHANNEL_SPREAD` is stored per channel
+  all the same: :func:`channel_exceptions`) and int8 activations calibrated on real sentences through every signature (static
   min/max), for NNAPI/NPU/DSP delegates. The feeds: :mod:`~albert_edge.tflite.calibration`;
   the calibrated ranges corrected before quantizing: :mod:`~albert_edge.tflite.calibrated_ranges`.
 
@@ -142,8 +144,13 @@ def quantize_flatbuffer(
     threads: int = 2,
     unit_precisions: Mapping[str, str] | None = None,
     block_size: int = 256,
+    channel_exceptions: bool = True,
 ) -> bytes:
     """Quantize a float flatbuffer; ``calibration`` maps signature → feeds (int8-full).
+
+    ``channel_exceptions``: int8-full per tensor stores a weight whose channels spread
+    over 4x per channel all the same (:func:`full_channel_weights`); off: every weight as
+    ``per_channel`` says (``--per-tensor`` / ``--per-channel`` given).
 
     ``unit_precisions``: a precision plan (unit name → fp32/int8/int4/int4-tensor,
     :func:`plan_units`)
@@ -163,6 +170,7 @@ def quantize_flatbuffer(
         quantize_embeddings=quantize_embeddings,
         unit_precisions=unit_precisions,
         block_size=block_size,
+        channel_exceptions=channel_exceptions,
     )
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         if precision != "int8-full":
@@ -186,16 +194,22 @@ def _flatbuffer_recipe(
     quantize_embeddings: bool,
     unit_precisions: Mapping[str, str] | None,
     block_size: int,
+    channel_exceptions: bool = True,
 ) -> Any:
     """The recipe :func:`quantize_flatbuffer` applies: a precision plan's (refused when it
-    names a weight the graph lacks), else the precision's one-width recipe."""
+    names a weight the graph lacks), else the precision's one-width recipe; with
+    ``channel_exceptions``, int8-full's per-channel entries for :func:`full_channel_weights`."""
     if unit_precisions is None:
-        return _recipe(
+        recipe = _recipe(
             precision,
             per_channel=per_channel,
             quantize_embeddings=quantize_embeddings,
             tied=tied_table_readers(model_bytes),
         )
+        if not channel_exceptions:
+            return recipe
+        names = full_channel_weights(model_bytes, precision, per_channel=per_channel)
+        return _with_channel_exceptions(recipe, plan_units(model_bytes), names)
     units = plan_units(model_bytes, activations=precision == "int8-full")
     lacking = sorted(set(unit_precisions) - {u.name for u in units})
     if lacking:
@@ -203,7 +217,7 @@ def _flatbuffer_recipe(
             f"the precision plan names {len(lacking)} weight(s) this graph lacks "
             f"({', '.join(lacking[:3])}); search a plan for this model"
         )
-    return plan_recipe(
+    recipe = plan_recipe(
         units,
         unit_precisions,
         precision,
@@ -211,6 +225,127 @@ def _flatbuffer_recipe(
         block_size=block_size,
         quantize_embeddings=quantize_embeddings,
     )
+    if not channel_exceptions:
+        return recipe
+    names = full_channel_weights(
+        model_bytes, precision, per_channel=per_channel, unit_precisions=unit_precisions
+    )
+    return _with_channel_exceptions(recipe, units, names)
+
+
+def full_channel_weights(
+    model_bytes: bytes,
+    precision: str,
+    *,
+    per_channel: bool,
+    unit_precisions: Mapping[str, str] | None = None,
+) -> dict[str, float]:
+    """The weights :func:`quantize_flatbuffer` stores per channel under int8-full's
+    per-tensor recipe (none for another precision or with ``per_channel``): the
+    :func:`channel_exceptions` of the weights a precision plan does not keep in float."""
+    if precision != "int8-full" or per_channel:
+        return {}
+    kept = [u for u in plan_units(model_bytes) if (unit_precisions or {}).get(u.name) != "fp32"]
+    return channel_exceptions(model_bytes, kept)
+
+
+def stored_channel_spreads(model: Any) -> dict[str, float]:
+    """Each int8 FULLY_CONNECTED weight of a quantized ``model`` (a ``ModelT``) stored
+    with one scale per output channel, with its spread read back from the file: its
+    largest scale over its median one (a symmetric channel's scale is its max |w| / 127,
+    so this is :func:`channel_exceptions`' spread as stored)."""
+    from albert_edge.onnx.quant.recipes import spread_of
+    from albert_edge.tflite import flatbuffer as fb
+
+    kinds, types, fc = fb.builtin_names(), fb.tensor_type_names(), "FULLY_CONNECTED"
+    out: dict[str, float] = {}
+    for sg in model.subgraphs:
+        producer = {int(o): op for op in sg.operators for o in op.outputs}
+        for op in sg.operators:
+            if kinds.get(fb.opcode_builtin(model.operatorCodes[op.opcodeIndex])) != fc:
+                continue
+            t = sg.tensors[stored_weight(model, op, producer, kinds)]
+            q = t.quantization
+            if types.get(t.type) != "INT8" or q is None or q.scale is None or len(q.scale) < 2:
+                continue
+            out[t.name.decode() if t.name else f"buffer{int(t.buffer)}"] = spread_of(
+                np.asarray(q.scale)
+            )
+    return out
+
+
+def stored_weight(
+    model: Any, op: Any, producer: Mapping[int, Any], kinds: Mapping[int, str]
+) -> int:
+    """The tensor index of the weight ``op`` reads as its second input, as stored: through
+    the DEQUANTIZE the quantizer puts in front of a weight computed in float.
+    ``producer``: the subgraph's output tensor index → op; ``kinds``: builtin code → name."""
+    from albert_edge.tflite import flatbuffer as fb
+
+    w = int(op.inputs[1])
+    src = producer.get(w)
+    if (
+        src is not None
+        and kinds.get(fb.opcode_builtin(model.operatorCodes[src.opcodeIndex])) == "DEQUANTIZE"
+    ):
+        return int(src.inputs[0])
+    return w
+
+
+def channel_exceptions(
+    model_bytes: bytes, units: Iterable[PlanUnit] | None = None
+) -> dict[str, float]:
+    """The weights a per-tensor int8 recipe stores per channel all the same: each
+    FULLY_CONNECTED unit (:func:`plan_units`; ``units``: of those, these) whose output
+    channels — the rows of LiteRT's ``[out, in]`` weight — spread over
+    :data:`~albert_edge.onnx.quant.recipes.PORTABLE_CHANNEL_SPREAD` (largest row max |w|
+    over the median row's), each with its spread.
+
+    Why: the rule ONNX's portable recipe applies, judged from the values alone, on the same
+    evidence. One 8-bit scale for a weight whose largest channel is r times its median one
+    leaves the median channel 127 / r levels; a student whose layers start from a
+    pretrained encoder's carries that encoder's outlier dimension (group 0's FFN output
+    spread 22.8x, benchmarks/results/teacher.md), while every weight of the models
+    trained from scratch here spreads 1.0-3.0x and keeps its one scale."""
+    from albert_edge.onnx.quant.recipes import PORTABLE_CHANNEL_SPREAD, spread_of
+    from albert_edge.tflite import flatbuffer as fb
+
+    model = fb.read_model(model_bytes)
+    out: dict[str, float] = {}
+    for u in plan_units(model_bytes) if units is None else units:
+        if u.kind != "FULLY_CONNECTED" or len(u.shape) != 2:
+            continue
+        raw = fb.buffer_bytes(model, u.buffer)
+        w = np.frombuffer(raw, dtype=np.float32).reshape(u.shape)
+        spread = spread_of(np.abs(w.astype(np.float64)).max(axis=1))
+        if spread > PORTABLE_CHANNEL_SPREAD:
+            out[u.name] = spread
+    return out
+
+
+def _with_channel_exceptions(
+    recipe: Any, units: Iterable[PlanUnit], names: Mapping[str, float]
+) -> Any:
+    """The int8-full ``recipe`` with one later entry per weight in ``names``: the same
+    static int8 config, its weight per channel (the latest matching entry wins), its regex
+    the exact scopes of every op reading that weight, so all layers and signatures that
+    share it keep one buffer with one table of scales."""
+    if not names:
+        return recipe
+    from ai_edge_quantizer import qtyping, recipe_manager
+
+    manager = recipe_manager.RecipeManager()
+    manager.load_quantization_recipe(recipe)
+    for u in units:
+        if u.name in names:
+            manager.add_static_config(
+                regex=_exactly(u.scopes),
+                operation_name=qtyping.TFLOperationName.FULLY_CONNECTED,
+                activation_num_bits=8,
+                weight_num_bits=8,
+                weight_granularity=qtyping.QuantGranularity.CHANNELWISE,
+            )
+    return manager.get_quantization_recipe()
 
 
 def _quantize_static(
@@ -546,14 +681,7 @@ def check_plan_types(
             u = by_scope.get(_scope(sg, op))
             if u is None or u.name not in precisions:  # a unit the plan leaves to the recipe
                 continue
-            w = int(op.inputs[1])
-            src = producer.get(w)
-            if (
-                src is not None
-                and kinds.get(fb.opcode_builtin(model.operatorCodes[src.opcodeIndex]))
-                == "DEQUANTIZE"
-            ):
-                w = int(src.inputs[0])
+            w = stored_weight(model, op, producer, kinds)
             p = precisions[u.name]
             have = types.get(sg.tensors[w].type)
             if have != want[p]:

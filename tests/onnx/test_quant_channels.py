@@ -11,7 +11,6 @@ config family and both int8 quantizers, against ONNX Runtime's own per-channel c
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +22,10 @@ import pytest
 from albert_edge.checkpoint import load_checkpoint
 from albert_edge.onnx.quant import quantize_model
 from albert_edge.onnx.quant.channels import per_column
-from albert_edge.onnx.quant.plan import channel_spread
-from albert_edge.onnx.quant.recipes import PORTABLE_CHANNEL_SPREAD, int8_recipe
+from albert_edge.onnx.quant.recipes import PORTABLE_CHANNEL_SPREAD, channel_spread, int8_recipe
 from albert_edge.options import ConvertOptions
+from tests.outlier_utils import FFN_OUT, OUTLIER_CHANNEL, with_outlier
 
-FFN_OUT = "albert.encoder.albert_layer_groups.0.albert_layers.0.ffn_output.weight"
 SENTENCES = (
     "it 's a charming and often affecting journey .",
     "unflinchingly bleak and desperate",
@@ -77,26 +75,13 @@ def test_per_column_codes_are_onnxruntimes_per_channel_codes(tmp_path: Path) -> 
         np.testing.assert_array_equal(zp, inits["W_zero_point"])
 
 
-def _with_outlier(src: Path, dst: Path, factor: float) -> Path:
-    """A copy of checkpoint ``src`` with output channel 3 of group 0's FFN output scaled."""
-    from safetensors.numpy import load_file, save_file
-
-    shutil.copytree(src, dst)
-    f = dst / "model.safetensors"
-    tensors = load_file(str(f))
-    tensors[FFN_OUT] = tensors[FFN_OUT].copy()
-    tensors[FFN_OUT][3] *= factor  # torch Linear: [out, in], a row is an output channel
-    save_file(tensors, str(f), metadata={"format": "pt"})
-    return dst
-
-
 @pytest.fixture(scope="module")
 def outlier_checkpoints(make_checkpoint, tmp_path_factory):
     cache: dict[str, Path] = {}
 
     def factory(config: str) -> Path:
         if config not in cache:
-            cache[config] = _with_outlier(
+            cache[config] = with_outlier(
                 make_checkpoint(config),
                 tmp_path_factory.mktemp(f"outlier-{config}") / "ckpt",
                 25.0,
@@ -183,7 +168,7 @@ def test_portable_int8_scales_only_the_outlier_weight_per_channel(
     assert "per_channel_weights" not in tensor_report
     assert all(n == 1 for n in _scale_sizes(tensor_q).values())
     w = onnx.numpy_helper.to_array(next(i for i in fp32.graph.initializer if i.name == name))
-    rest = np.arange(w.shape[1]) != 3
+    rest = np.arange(w.shape[1]) != OUTLIER_CHANNEL
     auto_db = _sqnr(w[:, rest], _dequantized(q, name)[:, rest])
     tensor_db = _sqnr(w[:, rest], _dequantized(tensor_q, name)[:, rest])
     assert auto_db > tensor_db + 20.0, (auto_db, tensor_db)  # 25x: about 28 dB

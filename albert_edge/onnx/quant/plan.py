@@ -10,7 +10,6 @@ to 1.05 × that floor.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
@@ -19,9 +18,6 @@ from albert_edge.onnx.passes.base import AlbertInPlacePass
 # Re-exported: the plan is a field of QuantState, so it is defined below, in state.
 from albert_edge.onnx.quant.state import Plan as Plan
 from albert_edge.onnx.quant.state import QuantState
-
-if TYPE_CHECKING:
-    import numpy as np
 
 # MatMulNBits accuracy_level 4: MLAS quantizes the activations to int8 per block and runs
 # int8 dot products (VNNI or AVX2 maddubs), instead of dequantizing every weight block to
@@ -54,27 +50,6 @@ def codes_block(requested: int, k: int) -> int | None:
         if k % b == 0 and b % 2 == 0:
             return b
     return None
-
-
-def channel_spread(weight: np.ndarray) -> float:
-    """How unevenly a ``[K, N]`` weight's output channels (columns) are scaled: the
-    largest column's max |w| over the median column's (1.0 for an even weight; inf where
-    the median column is all zeros and another is not). What a per-tensor int8 recipe's
-    ``channel_spread`` exception is judged on (:data:`~.recipes.PORTABLE_CHANNEL_SPREAD`)."""
-    import numpy as np
-
-    return spread_of(np.abs(np.asarray(weight, dtype=np.float64)).max(axis=0))
-
-
-def spread_of(maxima: np.ndarray) -> float:
-    """:func:`channel_spread` from the channels' max |w| (QAT's fake quantizer has them)."""
-    import numpy as np
-
-    cols = np.asarray(maxima, dtype=np.float64).ravel()
-    top, mid = float(cols.max(initial=0.0)), float(np.median(cols)) if cols.size else 0.0
-    if top == 0.0:
-        return 1.0
-    return top / mid if mid > 0.0 else math.inf
 
 
 def stored_weights_floor(model: ir.Model, plan: Plan) -> int:
@@ -169,7 +144,7 @@ def _channel_exceptions(model: ir.Model, st: QuantState, ops: dict[str, str]) ->
     ``--per-channel``/``--per-tensor`` was given, the recipe is per-channel already or has
     no exception, or the precision is not int8-dynamic or int8-static (int4 keeps its
     own scales). ``ops``: weight → the op reading it (a Gemm's weight is ``[N, K]``)."""
-    from albert_edge.onnx.quant.recipes import int8_recipe
+    from albert_edge.onnx.quant.recipes import channel_spread, int8_recipe
 
     opts = st.options
     if st.precision not in ("int8-dynamic", "int8-static") or opts.per_channel is not None:

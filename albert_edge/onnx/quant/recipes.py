@@ -28,11 +28,16 @@ Why data and nothing else: ``albert_edge.options`` validates ``--target`` agains
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from albert_edge.errors import UnsupportedError
 from albert_edge.kernels import KERNELS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -236,6 +241,28 @@ _INT32_KERNELS = tuple(k for k, fam in KERNELS.items() if not fam.saturating_u8s
 # (benchmarks/results/teacher.md). Above 4x (16 levels or fewer for the median channel)
 # that weight gets a scale per channel: 5 bytes per output channel, chosen without data.
 PORTABLE_CHANNEL_SPREAD = 4.0
+
+
+def channel_spread(weight: np.ndarray) -> float:
+    """How unevenly a ``[K, N]`` weight's output channels (columns) are scaled: the
+    largest column's max |w| over the median column's (1.0 for an even weight; inf where
+    the median column is all zeros and another is not). What a per-tensor int8 recipe's
+    ``channel_spread`` exception is judged on (:data:`PORTABLE_CHANNEL_SPREAD`)."""
+    import numpy as np
+
+    return spread_of(np.abs(np.asarray(weight, dtype=np.float64)).max(axis=0))
+
+
+def spread_of(maxima: np.ndarray) -> float:
+    """:func:`channel_spread` from the channels' max |w| (QAT's fake quantizer has them)."""
+    import numpy as np
+
+    cols = np.asarray(maxima, dtype=np.float64).ravel()
+    top, mid = float(cols.max(initial=0.0)), float(np.median(cols)) if cols.size else 0.0
+    if top == 0.0:
+        return 1.0
+    return top / mid if mid > 0.0 else math.inf
+
 
 INT8_TARGETS: dict[str, Int8Recipe] = {
     r.target: r

@@ -6,7 +6,9 @@ quantized, read back) and names a failure as one :class:`QuantizationError`.
 
 Precondition: the model is float (no tensor carries quantization scales).
 Postcondition: every FULLY_CONNECTED weight (a constant operand) is stored at the precision — int8 for the
-int8 recipes; for fp16, a float16 constant behind a DEQUANTIZE.
+int8 recipes; for fp16, a float16 constant behind a DEQUANTIZE; under int8-full's
+per-tensor recipe, each weight whose channels spread over 4x
+(:func:`~albert_edge.tflite.quantize.channel_exceptions`) with a scale per channel.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class QuantizePass(TflitePass):
         calibration: Any = None,
         unit_precisions: tuple[tuple[str, str], ...] = (),
         block_size: int = 256,
+        channel_exceptions: bool = True,
     ) -> None:
         super().__init__()
         self.precision = precision
@@ -42,6 +45,9 @@ class QuantizePass(TflitePass):
         self.per_channel = per_channel
         self.quantize_embeddings = quantize_embeddings
         self.calibration = calibration
+        # int8-full's per-tensor recipe: the weights stored per channel all the same
+        self.channel_weights: dict[str, float] = {}
+        self.channel_exceptions = channel_exceptions  # off: --per-tensor / --per-channel given
 
     def precondition(self, model: ModelT) -> None:
         quantized = [
@@ -57,18 +63,27 @@ class QuantizePass(TflitePass):
 
     def run(self, model: ModelT) -> dict[str, Any]:
         from albert_edge.tflite import flatbuffer as fb
-        from albert_edge.tflite.quantize import quantize_flatbuffer
+        from albert_edge.tflite.quantize import full_channel_weights, quantize_flatbuffer
 
         t0 = time.perf_counter()
         try:
+            float_bytes = fb.write_model(model)
+            if self.channel_exceptions:
+                self.channel_weights = full_channel_weights(
+                    float_bytes,
+                    self.precision,
+                    per_channel=self.per_channel,
+                    unit_precisions=self.unit_precisions or None,
+                )
             data = quantize_flatbuffer(
-                fb.write_model(model),
+                float_bytes,
                 self.precision,
                 per_channel=self.per_channel,
                 quantize_embeddings=self.quantize_embeddings,
                 calibration=self.calibration,
                 unit_precisions=self.unit_precisions or None,
                 block_size=self.block_size,
+                channel_exceptions=self.channel_exceptions,
             )
             if self.unit_precisions:  # the units, named on the float graph, for the check
                 from albert_edge.tflite.quantize import plan_units
@@ -84,11 +99,26 @@ class QuantizePass(TflitePass):
                 f"{' '.join(str(exc).split())[:200]})"
             ) from None
         vars(model).update(vars(fb.read_model(data)))
-        return {"tool": "ai-edge-quantizer", "seconds": round(time.perf_counter() - t0, 1)}
+        return {
+            "tool": "ai-edge-quantizer",
+            "seconds": round(time.perf_counter() - t0, 1),
+            **(
+                {"per_channel_weights": {w: round(v, 2) for w, v in self.channel_weights.items()}}
+                if self.channel_weights
+                else {}
+            ),
+        }
 
     def postcondition(self, model: ModelT) -> None:
         from albert_edge.tflite import flatbuffer as fb
 
+        if self.channel_weights:  # int8-full's exceptions, each with a scale per channel
+            from albert_edge.onnx.quant.recipes import PORTABLE_CHANNEL_SPREAD as SPREAD
+            from albert_edge.tflite.quantize import stored_channel_spreads
+
+            missing = sorted(set(self.channel_weights) - set(stored_channel_spreads(model)))
+            if missing:
+                self.fail(f"{missing[0]} is not stored per channel (channels spread > {SPREAD:g}x)")
         if self.unit_precisions:  # each planned weight at its own width
             from albert_edge.tflite.quantize import check_plan_types
 
