@@ -97,6 +97,9 @@ class Sizes:
     # ``train --distil-hidden W``: the student's [CLS] follows the teacher's at each mapped
     # layer through a learned projection (Patient KD), W its weight (0: off)
     distil_hidden: float = 0.0
+    # ``train --distil-words W``: every second student layer follows the teacher's state of
+    # each whitespace word (TinyBERT's hidden-state term on words), W its weight (0: off)
+    distil_words: float = 0.0
     # more augmented copies of the long rows only (:func:`long_transfer`, given to train as
     # --transfer): SST-2's dev and test are whole sentences (48 % of dev has 20+ words),
     # its train rows mostly their phrases (12 % of 20+ words), and the student falls
@@ -649,6 +652,8 @@ def distil(
         "embeddings": rec["teacher"].get("embeddings"),
         # the [CLS] term's layers and weight (None: logits alone)
         "hidden": rec["teacher"].get("hidden"),
+        # the word-level term's layers, weight and rows aligned (None: off)
+        "words": rec["teacher"].get("words"),
         # the layers copied from the teacher (None: from --seed)
         "layers": rec["teacher"].get("layers"),
         "epochs": epochs,
@@ -706,6 +711,7 @@ def run(task: str, out: Path, device: str, s: Sizes, quick: bool) -> dict[str, A
         + (["--teacher-embeddings"] if s.teacher_embeddings else [])
         + (["--teacher-layers"] if s.teacher_layers else [])
         + (["--distil-hidden", str(s.distil_hidden)] if s.distil_hidden > 0 else [])
+        + (["--distil-words", str(s.distil_words)] if s.distil_words > 0 else [])
         + (["--transfer", str(transfer)] if transfer is not None else []),
     )
     log(f"student: {student['held_out']}")
@@ -785,6 +791,18 @@ def markdown(s: dict[str, Any]) -> str:
                 else "Hidden term: none (the teacher's logits alone)."
             ),
             "",
+            *(
+                [
+                    "Word term: the student's layers "
+                    f"{[k for k, _ in st['words']['layers']]} follow the teacher's word states "
+                    f"at {[t for _, t in st['words']['layers']]} (weight "
+                    f"{st['words']['weight']}; {st['words']['aligned']['aligned']} of "
+                    f"{st['words']['aligned']['features']} rows aligned).",
+                    "",
+                ]
+                if st.get("words")
+                else []
+            ),
             f"| | {m} (bootstrap 95 %) | examples |",
             "|---|---|---|",
             f"| student held-out | {iv(h)} | {h['examples']} |",
@@ -855,6 +873,13 @@ def main(argv: list[str] | None = None) -> int:
         help="weight of the [CLS] term (0: off; default: per task)",
     )
     p.add_argument(
+        "--distil-words",
+        type=float_in(0, meaning="the weight of the word-level term"),
+        default=None,
+        metavar="W",
+        help="weight of the word-level hidden-state term (0: off; default: per task)",
+    )
+    p.add_argument(
         "--long-copies",
         type=int,
         default=None,
@@ -883,6 +908,7 @@ def main(argv: list[str] | None = None) -> int:
         "teacher_bucketed",
         "teacher_layers",
         "distil_hidden",
+        "distil_words",
         "long_copies",
         "other_text",
     ):

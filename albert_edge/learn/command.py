@@ -266,6 +266,18 @@ def _distil_flags(g: Any) -> None:
         "followed through a learned projection (Patient KD)",
     )
     g.add_argument(
+        "--distil-words",
+        type=float_in(0, meaning="the weight of the word-level hidden-state term"),
+        nargs="?",
+        const=1.0,
+        default=0.0,
+        metavar="WEIGHT",
+        help="with a --teacher of its own tokenizer (sequence classification): every second "
+        "student layer follows the teacher's state of each whitespace word (the mean of "
+        "either model's pieces of it; the teacher's standardised) through a learned "
+        "projection, TinyBERT's hidden-state term on words (weight >= 0; the flag alone: 1)",
+    )
+    g.add_argument(
         "--depth",
         type=int_at_least(1),
         default=None,

@@ -14,6 +14,8 @@ A teacher with its own tokenizer shares one position with the student, ``[CLS]``
 :func:`cls_term` compares the two ``[CLS]`` states per mapped layer, the student's through
 a learned projection to the teacher's width, both normalised to unit length (Patient KD,
 Sun et al. 2019, whose normalisation makes the term independent of either model's scale).
+Below ``[CLS]`` the two share words: :func:`word_term` compares each word's mean state
+(TinyBERT's hidden-state term at the level of words, :mod:`albert_edge.learn.teacher_words`).
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from typing import Any
 @dataclass(frozen=True)
 class DistilSettings:
     """``alpha``: weight of the labels' CE; ``temperature``: T; ``hidden``: weight of the
-    hidden-state MSE (0: off)."""
+    hidden-state MSE (0: off); ``words``: weight of the word-level term of a teacher with
+    its own tokenizer (:func:`word_term`; 0: off)."""
 
     alpha: float = 0.5
     temperature: float = 2.0
     hidden: float = 0.0
+    words: float = 0.0
 
 
 def kd_term(student: Any, teacher: Any, labels: Any, s: DistilSettings) -> Any:
@@ -91,3 +95,38 @@ def cls_term(student_states: Any, teacher_cls: Any, projection: Any) -> Any:
     a = F.normalize(projection(s).float(), dim=-1)
     b = F.normalize(teacher_cls.float().detach(), dim=-1)
     return ((a - b) ** 2).sum(-1).mean()
+
+
+def word_term(
+    student_states: Any,
+    layers: Any,
+    word_ids: Any,
+    targets: Any,
+    mask: Any,
+    projection: Any,
+) -> Any:
+    """Word-level hidden-state term (TinyBERT's hidden-state MSE, moved to words where the
+    two tokenizers disagree on pieces: :mod:`albert_edge.learn.teacher_words`): at each
+    student layer of ``layers``, the mean of the student's pieces of each word, projected
+    to the teacher's width, against the teacher's standardised state of that word; the
+    squared error per dimension, averaged over the words of ``mask`` and the layers.
+
+    ``word_ids``: ``[B, T]`` the word of each student token (-1: none); ``targets``:
+    ``[B, W, len(layers), H_teacher]``; ``mask``: ``[B, W]`` the words both models read;
+    ``projection``: ``H_student -> H_teacher``, one map for every layer (as TinyBERT's
+    ``W_h``), trained with the student and dropped."""
+    import torch
+
+    w = targets.shape[1]
+    onehot = (word_ids.unsqueeze(-1) == torch.arange(w, device=word_ids.device)).to(
+        student_states[-1].dtype
+    )  # [B, T, W]
+    counts = onehot.sum(1).clamp(min=1.0).unsqueeze(-1)  # [B, W, 1]
+    keep = mask.to(student_states[-1].dtype)
+    words = keep.sum().clamp(min=1.0)
+    total = torch.zeros((), dtype=torch.float32, device=word_ids.device)
+    for i, k in enumerate(layers):
+        pooled = torch.einsum("btw,bth->bwh", onehot, student_states[k]) / counts
+        err = ((projection(pooled).float() - targets[:, :, i].float()) ** 2).mean(-1)
+        total = total + (err * keep).sum() / words
+    return total / len(layers)

@@ -94,6 +94,12 @@ def _check_flags(args: argparse.Namespace, data: TaskData) -> None:
     foreign = is_foreign(getattr(args, "teacher", None))
     # --distil-hidden's one form here: a foreign teacher's [CLS] states (classification)
     cls_term = foreign and _cls_distil(data)
+    if float(getattr(args, "distil_words", 0.0) or 0.0) and not cls_term:
+        raise LearnError(
+            "--distil-words: the student follows the word states of a --teacher with its "
+            "own tokenizer (a Hugging Face model directory) on sequence classification; "
+            + (f"{Path(args.train).name} is {task_key(data)}" if foreign else "give one")
+        )
     unsupported = [u for u in _UNSUPPORTED if not (cls_term and u[0] == "distil_hidden")]
     if foreign:
         given = [f for a, d, f in unsupported if getattr(args, a, d) != d]
@@ -170,6 +176,7 @@ def distil_settings(args: argparse.Namespace) -> Any:
         float(getattr(args, "alpha", 0.5)),
         float(getattr(args, "temperature", 2.0)),
         float(getattr(args, "distil_hidden", 0.0) or 0.0),
+        float(getattr(args, "distil_words", 0.0) or 0.0),
     )
 
 
@@ -225,7 +232,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
         if embeddings:  # judged from its config.json, before it loads and labels
             _check_teacher_shape(Path(args.teacher), built, layers)
         rows = fit
-        fit, fit_f, teacher = _foreign_teacher(args, built, fit, enc)
+        fit, fit_f, teacher = _foreign_teacher(args, built, fit, enc, tok)
         if embeddings:
             from albert_edge.learn.teacher_embeddings import transfer
 
@@ -360,10 +367,13 @@ def _check_teacher_shape(teacher: Path, built: Built, layers: bool) -> None:
         check(built.model.config, cfg, f"--teacher {teacher}")
 
 
-def _foreign_teacher(args: argparse.Namespace, built: Built, fit: TaskData, enc: Any) -> Any:
+def _foreign_teacher(
+    args: argparse.Namespace, built: Built, fit: TaskData, enc: Any, tok: Any
+) -> Any:
     """(fit data with the transfer set, its features, the cached targets) of a
     ``--teacher`` with its own tokenizer (:mod:`albert_edge.learn.teacher`); printed: the
-    transfer set's size and the teacher's cost."""
+    transfer set's size and the teacher's cost. ``tok``: the student's tokenizer (the
+    word alignment of ``--distil-words``)."""
     import albert_edge.learn.teacher as foreign
     from albert_edge.progress import enabled
 
@@ -375,6 +385,7 @@ def _foreign_teacher(args: argparse.Namespace, built: Built, fit: TaskData, enc:
     aug = foreign.Augment(copies=int(getattr(args, "augment", 0) or 0), seed=int(args.seed))
     transfer = getattr(args, "transfer", None)
     layers = _cls_layers(args, built, teacher)
+    pairs = _word_layers(args, built, teacher)
     full, feats, distilled = foreign.transfer_set(
         teacher,
         fit,
@@ -383,7 +394,20 @@ def _foreign_teacher(args: argparse.Namespace, built: Built, fit: TaskData, enc:
         Path(transfer) if transfer is not None else None,
         foreign.cache_dir(Path(args.out)),
         layers,
+        word_layers=[t for _, t in pairs],
+        tokenize=tok.tokenize_ids,
     )
+    if pairs:
+        distilled.record["words"] = {
+            "weight": float(args.distil_words),
+            "layers": [list(p) for p in pairs],
+            "aligned": distilled.record.pop("words_aligned", None),
+            "loss": "mean over the student layers and the words both models read of "
+            "mean_d (W s_word - z_word)^2: s_word the mean of the student's pieces of a "
+            "whitespace word, z_word the teacher's mean state of it standardised per "
+            "dimension over the transfer set; W one linear map to the teacher's width, "
+            "trained with the student and not saved (TinyBERT's hidden-state term, on words)",
+        }
     if layers:
         distilled.record["hidden"] = {
             "weight": float(args.distil_hidden),
@@ -413,13 +437,31 @@ def _cls_layers(args: argparse.Namespace, built: Built, teacher: Any) -> list[in
 
     if not float(getattr(args, "distil_hidden", 0.0) or 0.0):
         return []
+    depth = _teacher_depth(args, teacher, "--distil-hidden")
+    return layer_map(int(built.model.config.num_hidden_layers), depth)
+
+
+def _word_layers(args: argparse.Namespace, built: Built, teacher: Any) -> list[tuple[int, int]]:
+    """(student layer, teacher layer) pairs of ``--distil-words``
+    (:func:`~albert_edge.learn.teacher_words.word_layers`); none without it."""
+    from albert_edge.learn.teacher_words import word_layers
+
+    if not float(getattr(args, "distil_words", 0.0) or 0.0):
+        return []
+    depth = _teacher_depth(args, teacher, "--distil-words")
+    return word_layers(int(built.model.config.num_hidden_layers), depth)
+
+
+def _teacher_depth(args: argparse.Namespace, teacher: Any, flag: str) -> int:
+    """The layers of a teacher of its own tokenizer, from its config; one line where its
+    config does not say (its layers cannot be mapped onto the student's for ``flag``)."""
     depth = int(getattr(teacher.model.config, "num_hidden_layers", 0) or 0)
     if depth < 1:
         raise LearnError(
-            f"--distil-hidden: --teacher {args.teacher} does not say its depth "
-            "(num_hidden_layers in config.json); its [CLS] states cannot be mapped"
+            f"{flag}: --teacher {args.teacher} does not say its depth "
+            "(num_hidden_layers in config.json); its layers cannot be mapped"
         )
-    return layer_map(int(built.model.config.num_hidden_layers), depth)
+    return depth
 
 
 def _teacher(args: argparse.Namespace, init: Any, built: Built, data: TaskData) -> Any:

@@ -74,6 +74,7 @@ def wants_task_trainer(args: argparse.Namespace) -> bool:
         or getattr(args, "transfer", None) is not None
         or getattr(args, "teacher_embeddings", False)
         or getattr(args, "teacher_layers", False)
+        or getattr(args, "distil_words", 0.0)
     ):
         return True  # refused here in one line without such a teacher
     try:
@@ -212,6 +213,9 @@ def fit(args: argparse.Namespace, prep: Prepared) -> dict[str, Any]:
     projection = cls_projection(prep, settings, device)
     if projection is not None:  # trained beside the student, never saved with it
         params += [(f"cls_projection.{n}", p) for n, p in projection.named_parameters()]
+    words = word_projection(prep, settings, device)
+    if words is not None:  # as the [CLS] projection: trained beside, never saved
+        params += [(f"word_projection.{n}", p) for n, p in words.named_parameters()]
     opt, sched = make_optimizer(params, hp, total)
     gen = torch.Generator().manual_seed(args.seed)
     log: list[dict[str, Any]] = []
@@ -229,7 +233,7 @@ def fit(args: argparse.Namespace, prep: Prepared) -> dict[str, Any]:
         ):
             model.train()
             batch = collate(prep.fit_f, idx, device)
-            loss = task_loss(model, teacher, batch, prep, settings, idx, projection)
+            loss = task_loss(model, teacher, batch, prep, settings, idx, projection, words)
             optimizer_step(loss, model, opt, sched, params, epoch + 1, step + 1)
             step += 1
             running += loss.item() * len(idx)
@@ -327,6 +331,18 @@ def cls_projection(prep: Prepared, s: Any, device: str) -> Any:
     return torch.nn.Linear(int(prep.built.model.config.hidden_size), width).to(device)
 
 
+def word_projection(prep: Prepared, s: Any, device: str) -> Any:
+    """The student-to-teacher-width projection of ``--distil-words``
+    (:func:`~albert_edge.learn.distil.word_term`), or None where that term is off."""
+    import torch
+
+    words = getattr(prep.teacher, "words", None)
+    if s.words <= 0 or words is None:
+        return None
+    width = int(prep.teacher.word_norm[0].shape[-1])
+    return torch.nn.Linear(int(prep.built.model.config.hidden_size), width).to(device)
+
+
 def task_loss(
     model: Any,
     teacher: Any,
@@ -335,16 +351,20 @@ def task_loss(
     s: Any,
     idx: list[int] | None = None,
     projection: Any = None,
+    words: Any = None,
 ) -> Any:
     """The task's loss: the head's own (cross-entropy on labels, on first pieces for NER,
     on start and end for QA), computed under convert's fake quantizer with ``--qat``;
     with a teacher, each output's ``alpha*CE + (1-alpha)*T^2*KL`` (:func:`kd_term`) on
     the positions the labels score (NER: first pieces; QA: the unpadded tokens); with a
     ``projection`` (:func:`cls_projection`), plus ``s.hidden`` times the ``[CLS]`` term
-    (:func:`~albert_edge.learn.distil.cls_term`)."""
+    (:func:`~albert_edge.learn.distil.cls_term`); with ``words``
+    (:func:`word_projection`), plus ``s.words`` times the word term
+    (:func:`~albert_edge.learn.distil.word_term`)."""
     import torch
 
-    inputs = dict(batch, output_hidden_states=True) if projection is not None else batch
+    states = projection is not None or words is not None
+    inputs = dict(batch, output_hidden_states=True) if states else batch
     if prep.qat is not None:
         from torch.func import functional_call
 
@@ -379,6 +399,14 @@ def task_loss(
         from albert_edge.learn.distil import cls_term
 
         loss = loss + s.hidden * cls_term(out.hidden_states, t_out.cls_states, projection)
+    if words is not None:
+        from albert_edge.learn.distil import word_term
+
+        at = [k for k, _ in prep.teacher.record["words"]["layers"]]
+        term = word_term(
+            out.hidden_states, at, t_out.word_ids, t_out.word_states, t_out.word_mask, words
+        )
+        loss = loss + s.words * term
     return loss
 
 

@@ -369,6 +369,8 @@ class Labelled:
     key: str = ""
     notes: list[str] = field(default_factory=list)
     states: Any = None  # [rows, layers, H] float16 [CLS] states (``layers`` given), or None
+    # per row, [words, word layers, H] float16 word states (``word_layers`` given), or None
+    words: Any = None
 
 
 def label(
@@ -378,10 +380,13 @@ def label(
     cache: Path,
     key: str,
     layers: Sequence[int] = (),
+    word_layers: Sequence[int] = (),
 ) -> Labelled:
     """The teacher's outputs for ``rows`` (read from ``cache/key`` where a run with the
     same key wrote them, else computed and written there); with ``layers`` (classification),
-    its ``[CLS]`` state at each of those layers too (``hidden_states[j]``, 0: embeddings)."""
+    its ``[CLS]`` state at each of those layers too (``hidden_states[j]``, 0: embeddings);
+    with ``word_layers`` (classification), each whitespace word's mean state at those
+    layers (:func:`~albert_edge.learn.teacher_words.teacher_word_states`)."""
     import numpy as np
 
     file = cache / f"{key}.npz"
@@ -390,20 +395,37 @@ def label(
             with np.load(file, allow_pickle=False) as z:
                 outputs = _unpack(z, kind, len(rows))
                 states = _unpack_states(z, len(rows), len(layers))
-            return Labelled(outputs, 0.0, len(rows), True, key, states=states)
+                words = _unpack_words(z, len(rows), len(word_layers))
+            return Labelled(outputs, 0.0, len(rows), True, key, states=states, words=words)
         except (OSError, ValueError, KeyError):
             pass  # unreadable: recomputed and replaced
     t0 = time.time()
-    outputs, states = _forward(teacher, rows, kind, layers=layers)
+    outputs, states, words = _forward(teacher, rows, kind, layers=layers, word_layers=word_layers)
     seconds = time.time() - t0
     cache.mkdir(parents=True, exist_ok=True)
     tmp = cache / f".{key}.tmp.npz"
     packed = _pack(outputs, kind)
     if states is not None:
         packed["cls_states"] = states
+    if words is not None:
+        packed["word_sizes"] = np.array([len(w) for w in words], dtype=np.int64)
+        packed["word_states"] = np.concatenate(words)
     np.savez(tmp, **packed)
     tmp.replace(file)
-    return Labelled(outputs, seconds, len(rows), False, key, states=states)
+    return Labelled(outputs, seconds, len(rows), False, key, states=states, words=words)
+
+
+def _unpack_words(z: Any, n: int, layers: int) -> Any:
+    """The cached word states, one ``[words, layers, H]`` array per row; None when none
+    were asked."""
+    import numpy as np
+
+    if not layers:
+        return None
+    sizes, states = z["word_sizes"], z["word_states"]
+    if len(sizes) != n or states.shape[1] != layers or int(sizes.sum()) != len(states):
+        raise ValueError("word_states")
+    return list(np.split(states, np.cumsum(sizes)[:-1]))
 
 
 def _unpack_states(z: Any, n: int, layers: int) -> Any:
@@ -450,10 +472,16 @@ def _unpack(z: Any, kind: str, n: int) -> list[Any]:
 
 
 def _forward(
-    teacher: Teacher, rows: list[Any], kind: str, batch: int = 32, layers: Sequence[int] = ()
-) -> tuple[list[Any], Any]:
+    teacher: Teacher,
+    rows: list[Any],
+    kind: str,
+    batch: int = 32,
+    layers: Sequence[int] = (),
+    word_layers: Sequence[int] = (),
+) -> tuple[list[Any], Any, Any]:
     """(the teacher's outputs for ``rows``, in their order; their ``[CLS]`` states at
-    ``layers`` as one ``[rows, layers, H]`` float16 array, or None without ``layers``).
+    ``layers`` as one ``[rows, layers, H]`` float16 array, or None without ``layers``;
+    per row its word states at ``word_layers``, or None without them).
     Classification and tagging rows run shortest first (:func:`_by_length`): a batch pads
     to its longest row, and a transfer set of short phrases and long sentences mixed pays
     for that padding twice over in random order; padding is masked, so each row's output
@@ -461,15 +489,20 @@ def _forward(
     import numpy as np
 
     order = _by_length(rows, kind)
-    done, cls = _forward_in_order(teacher, [rows[i] for i in order], kind, batch, layers)
+    done, cls, wrd = _forward_in_order(
+        teacher, [rows[i] for i in order], kind, batch, layers, word_layers
+    )
     out: list[Any] = [None] * len(rows)
-    for i, o in zip(order, done, strict=True):
-        out[i] = o
+    words: list[Any] = [None] * len(rows)
+    for n, i in enumerate(order):
+        out[i] = done[n]
+        if word_layers:
+            words[i] = wrd[n]
     if not layers:
-        return out, None
+        return out, None, words if word_layers else None
     states = np.empty((len(rows), len(layers), cls[0].shape[-1]), dtype=np.float16)
     states[np.asarray(order, dtype=np.int64)] = np.stack(cls)
-    return out, states
+    return out, states, words if word_layers else None
 
 
 def _by_length(rows: list[Any], kind: str) -> list[int]:
@@ -483,29 +516,52 @@ def _by_length(rows: list[Any], kind: str) -> list[int]:
 
 
 def _forward_in_order(
-    teacher: Teacher, rows: list[Any], kind: str, batch: int, layers: Sequence[int] = ()
-) -> tuple[list[Any], list[Any]]:
+    teacher: Teacher,
+    rows: list[Any],
+    kind: str,
+    batch: int,
+    layers: Sequence[int] = (),
+    word_layers: Sequence[int] = (),
+) -> tuple[list[Any], list[Any], list[Any]]:
     import torch
+
+    from albert_edge.learn.teacher_words import teacher_word_states
 
     tok, model = teacher.tokenizer, teacher.model
     dev = next(model.parameters()).device
     out: list[Any] = []
     cls: list[Any] = []  # per row, [layers, H] float16 (``layers`` given)
+    wrd: list[Any] = []  # per row, [words, word layers, H] float16 (``word_layers`` given)
     with torch.no_grad():
         for i in range(0, len(rows), batch):
             part = rows[i : i + batch]
             if kind == "classification":
-                a = [r[0] for r in part]
-                b = [r[1] for r in part] if part[0][1] is not None else None
+                a: list[Any] = [r[0] for r in part]
+                b: list[Any] | None = [r[1] for r in part] if part[0][1] is not None else None
+                if word_layers:  # its whitespace words: each piece's word is known
+                    a = [t.split() for t in a]
+                    b = [t.split() for t in b] if b is not None else None
                 enc = tok(
                     a, b, truncation=True, max_length=teacher.max_len, padding=True,
-                    return_tensors="pt",
+                    return_tensors="pt", is_split_into_words=bool(word_layers),
                 )  # fmt: skip
-                res = model(**enc.to(dev), output_hidden_states=bool(layers))
+                want = bool(layers) or bool(word_layers)
+                res = model(**enc.to(dev), output_hidden_states=want)
                 out += list(res.logits.float().cpu().numpy())
                 if layers:
                     at = torch.stack([res.hidden_states[j][:, 0] for j in layers], 1)
                     cls += list(at.to(torch.float16).cpu().numpy())
+                if word_layers:
+                    hs = torch.stack([res.hidden_states[j] for j in word_layers], 1).float()
+                    hs_np = hs.cpu().numpy()  # [B, layers, T, H]
+                    for j in range(len(part)):
+                        n_a = len(a[j])
+                        n = n_a + (len(b[j]) if b is not None else 0)
+                        wrd.append(
+                            teacher_word_states(
+                                enc.word_ids(j), enc.sequence_ids(j), hs_np[j], n_a, n
+                            )
+                        )
             elif kind == "token-classification":
                 enc = tok(
                     [list(r) for r in part], is_split_into_words=True, truncation=True,
@@ -516,7 +572,7 @@ def _forward_in_order(
                     out.append(_first_piece_rows(enc.word_ids(j), logits[j], len(words)))
             else:
                 out += _qa_batch(teacher, part)
-    return out, cls
+    return out, cls, wrd
 
 
 def _first_piece_rows(word_ids: Sequence[int | None], logits: Any, n: int) -> Any:
@@ -577,10 +633,18 @@ class Distilled:
     targets: list[Any]
     record: dict[str, Any]
     states: Any = None  # per student feature, the teacher's [CLS] states [layers, H], or None
+    # per student feature, the teacher's word states [words, word layers, H] float16
+    # (:mod:`albert_edge.learn.teacher_words`), the word of each student token (None: the
+    # feature's words did not align), and the states' (mean, std) per layer and dimension
+    words: Any = None
+    word_ids: Any = None
+    word_norm: Any = None
 
     def outputs(self, idx: Sequence[int], batch: dict[str, Any]) -> Any:
         """The batch's teacher outputs, padded to its width, on its device (with
-        ``states``: ``cls_states`` ``[B, layers, H]`` beside the logits)."""
+        ``states``: ``cls_states`` ``[B, layers, H]`` beside the logits; with ``words``:
+        ``word_states`` ``[B, W, layers, H]`` standardised, ``word_mask`` ``[B, W]`` and
+        ``word_ids`` ``[B, T]``, :func:`~albert_edge.learn.distil.word_term`'s inputs)."""
         from types import SimpleNamespace
 
         import numpy as np
@@ -594,6 +658,11 @@ class Distilled:
             if self.states is not None:
                 cls = np.stack([self.states[f] for f in idx]).astype(np.float32)
                 got.cls_states = torch.from_numpy(cls).to(device)
+            if self.words is not None:
+                states, mask, ids = self._word_batch(idx, width)
+                got.word_states = torch.from_numpy(states).to(device)
+                got.word_mask = torch.from_numpy(mask).to(device)
+                got.word_ids = torch.from_numpy(ids).to(device)
             return got
         if self.teacher.head == "token-classification":
             L = self.targets[idx[0]].shape[-1]
@@ -610,6 +679,32 @@ class Distilled:
             start_logits=torch.from_numpy(s).to(device), end_logits=torch.from_numpy(e).to(device)
         )
 
+    def _word_batch(self, idx: Sequence[int], width: int) -> tuple[Any, Any, Any]:
+        """(standardised teacher word states ``[B, W, layers, H]``, the words both models
+        read ``[B, W]``, each student token's word ``[B, width]``, -1 for none)."""
+        import numpy as np
+
+        mean, std = self.word_norm
+        ids = np.full((len(idx), width), -1, dtype=np.int64)
+        for r, f in enumerate(idx):
+            w = self.word_ids[f]
+            if w is not None:
+                ids[r, : len(w)] = w
+        n = max(1, int(ids.max()) + 1)
+        states = np.zeros((len(idx), n, *mean.shape), dtype=np.float32)
+        mask = np.zeros((len(idx), n), dtype=bool)
+        for r, f in enumerate(idx):
+            if self.word_ids[f] is None:
+                continue
+            t = self.words[f][:n].astype(np.float32)
+            ok = ~np.isnan(t).any(axis=(1, 2))
+            read = np.zeros(n, dtype=bool)
+            read[ids[r][ids[r] >= 0]] = True
+            k = len(t)
+            states[r, :k][ok] = (t[ok] - mean) / std
+            mask[r, :k] = ok & read[:k]
+        return states, mask, ids
+
 
 def transfer_set(
     teacher: Teacher,
@@ -619,30 +714,38 @@ def transfer_set(
     transfer: Path | None,
     cache: Path,
     layers: Sequence[int] = (),
+    word_layers: Sequence[int] = (),
+    tokenize: Callable[[str], list[int]] | None = None,
 ) -> tuple[Any, Any, Distilled]:
     """(fit data with the transfer rows appended, its features, the targets): the
     labelled rows, ``aug.copies`` augmented copies of each and the ``--transfer`` lines,
     each labelled by the teacher (its argmax is the hard label of a row that had none);
-    with ``layers`` (sequence classification), the teacher's ``[CLS]`` states at them too."""
+    with ``layers`` (sequence classification), the teacher's ``[CLS]`` states at them too;
+    with ``word_layers`` (sequence classification), its word states at them, aligned to
+    the student's pieces by ``tokenize`` (the student's piece ids of one word)."""
     import dataclasses
 
     kind = fit.kind.value
-    if layers and teacher.head != "sequence-classification":
-        raise LearnError(
-            f"--distil-hidden: a {teacher.head} teacher with its own tokenizer shares no "
-            "position with the student but [CLS], which answers for the whole sequence; "
-            "the hidden-state term serves sequence classification"
-        )
+    for flag, asked in (("--distil-hidden", layers), ("--distil-words", word_layers)):
+        if asked and teacher.head != "sequence-classification":
+            raise LearnError(
+                f"{flag}: the term serves sequence classification with a teacher of its "
+                f"own tokenizer; this teacher is {teacher.head}"
+            )
+    if word_layers and tokenize is None:
+        raise ValueError("word_layers needs the student's tokenize")
     rows, new, n_aug = _transfer_rows(teacher, fit, aug, transfer)
     every = rows + new
     settings: dict[str, Any] = {"augment": dataclasses.asdict(aug), "kind": kind}
     if layers:  # a key of its own; without them, the key (and cache) of the logits alone
         settings["cls_layers"] = list(layers)
+    if word_layers:
+        settings["word_layers"] = list(word_layers)
     data_sha = hashlib.sha256(
         json.dumps([_row_text(r) for r in every], ensure_ascii=False).encode()
     ).hexdigest()
     key = cache_key(teacher, data_sha, settings)
-    done = label(teacher, every, kind, cache, key, layers=layers)
+    done = label(teacher, every, kind, cache, key, layers=layers, word_layers=word_layers)
     extra = _teacher_labelled(new, len(rows), done, kind, list(fit.label_names))
     full = dataclasses.replace(fit, examples=list(fit.examples) + extra)
     feats = encode(full)
@@ -670,7 +773,36 @@ def transfer_set(
         },
         "mapping": MAPPING[teacher.head],
     }
-    return full, feats, Distilled(teacher, targets, record, states)
+    distilled = Distilled(teacher, targets, record, states)
+    if done.words is not None and tokenize is not None:
+        _attach_words(distilled, full, feats, done.words, tokenize)
+    return full, feats, distilled
+
+
+def _attach_words(
+    distilled: Distilled, full: Any, feats: Any, words: list[Any], tokenize: Any
+) -> None:
+    """The teacher's word states per student feature, each feature's token-to-word map
+    and the states' standardisation (:mod:`albert_edge.learn.teacher_words`); how many
+    features aligned goes to the record."""
+    from albert_edge.learn.teacher_words import standardise, student_word_ids, word_tokenizer
+
+    one = word_tokenizer(tokenize)
+    ids: list[Any] = []
+    for f in range(len(feats)):
+        ex = full.examples[feats.example_index[f]]
+        ids.append(
+            student_word_ids(
+                feats.input_ids[f], feats.token_type_ids[f], ex.text, ex.text_pair, one
+            )
+        )
+    distilled.words = [words[feats.example_index[f]] for f in range(len(feats))]
+    distilled.word_ids = ids
+    distilled.word_norm = standardise(words)
+    distilled.record["words_aligned"] = {
+        "features": len(ids),
+        "aligned": sum(1 for w in ids if w is not None),
+    }
 
 
 # How the teacher's outputs become the student's targets, per head (training.json says it).

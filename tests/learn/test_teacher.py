@@ -118,8 +118,8 @@ def test_teacher_runs_shortest_first_and_answers_in_row_order(tmp_path: Path, ki
         rows = [tuple(t) for t in texts]
     t = foreign.load(tiny_bert(tmp_path / "t", head, labels, words=words), head, labels)
     assert foreign._by_length(rows, kind) != list(range(len(rows)))  # the order does change
-    batched, states = foreign._forward(t, rows, kind, batch=4)
-    assert states is None  # no [CLS] layers asked
+    batched, states, words = foreign._forward(t, rows, kind, batch=4)
+    assert states is None and words is None  # no [CLS] or word layers asked
     for r, got in zip(rows, batched, strict=True):
         alone = foreign._forward_in_order(t, [r], kind, batch=1)[0][0]
         np.testing.assert_allclose(got, alone, atol=1e-5)
@@ -136,7 +136,7 @@ def test_cls_states_are_each_rows_own_at_the_asked_layers(tmp_path: Path) -> Non
     labels = ["0", "1"]
     t = foreign.load(tiny_bert(tmp_path / "t", "sequence-classification", labels, words=words),
                      "sequence-classification", labels)  # fmt: skip
-    _, states = foreign._forward(t, rows, "classification", batch=4, layers=[1, 2])
+    _, states, _ = foreign._forward(t, rows, "classification", batch=4, layers=[1, 2])
     assert states.shape == (13, 2, t.model.config.hidden_size) and states.dtype == np.float16
     for i, (text, _) in enumerate(rows):
         with torch.no_grad():
