@@ -398,10 +398,12 @@ def _foreign_teacher(
         tokenize=tok.tokenize_ids,
     )
     if pairs:
+        distilled.word_layers = [k for k, _ in pairs]
+        ids = distilled.word_ids
         distilled.record["words"] = {
             "weight": float(args.distil_words),
             "layers": [list(p) for p in pairs],
-            "aligned": distilled.record.pop("words_aligned", None),
+            "aligned": {"features": len(ids), "aligned": sum(1 for w in ids if w is not None)},
             "loss": "mean over the student layers and the words both models read of "
             "mean_d (W s_word - z_word)^2: s_word the mean of the student's pieces of a "
             "whitespace word, z_word the teacher's mean state of it standardised per "

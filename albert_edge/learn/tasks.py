@@ -402,9 +402,13 @@ def task_loss(
     if words is not None:
         from albert_edge.learn.distil import word_term
 
-        at = [k for k, _ in prep.teacher.record["words"]["layers"]]
         term = word_term(
-            out.hidden_states, at, t_out.word_ids, t_out.word_states, t_out.word_mask, words
+            out.hidden_states,
+            prep.teacher.word_layers,
+            t_out.word_ids,
+            t_out.word_states,
+            t_out.word_mask,
+            words,
         )
         loss = loss + s.words * term
     return loss

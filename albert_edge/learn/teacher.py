@@ -635,10 +635,12 @@ class Distilled:
     states: Any = None  # per student feature, the teacher's [CLS] states [layers, H], or None
     # per student feature, the teacher's word states [words, word layers, H] float16
     # (:mod:`albert_edge.learn.teacher_words`), the word of each student token (None: the
-    # feature's words did not align), and the states' (mean, std) per layer and dimension
+    # feature's words did not align), the states' (mean, std) per layer and dimension, and
+    # the student layers that follow them (set by the caller that mapped the layers)
     words: Any = None
     word_ids: Any = None
     word_norm: Any = None
+    word_layers: Any = None
 
     def outputs(self, idx: Sequence[int], batch: dict[str, Any]) -> Any:
         """The batch's teacher outputs, padded to its width, on its device (with
@@ -783,8 +785,7 @@ def _attach_words(
     distilled: Distilled, full: Any, feats: Any, words: list[Any], tokenize: Any
 ) -> None:
     """The teacher's word states per student feature, each feature's token-to-word map
-    and the states' standardisation (:mod:`albert_edge.learn.teacher_words`); how many
-    features aligned goes to the record."""
+    and the states' standardisation (:mod:`albert_edge.learn.teacher_words`)."""
     from albert_edge.learn.teacher_words import standardise, student_word_ids, word_tokenizer
 
     one = word_tokenizer(tokenize)
@@ -799,10 +800,6 @@ def _attach_words(
     distilled.words = [words[feats.example_index[f]] for f in range(len(feats))]
     distilled.word_ids = ids
     distilled.word_norm = standardise(words)
-    distilled.record["words_aligned"] = {
-        "features": len(ids),
-        "aligned": sum(1 for w in ids if w is not None),
-    }
 
 
 # How the teacher's outputs become the student's targets, per head (training.json says it).

@@ -332,6 +332,42 @@ def test_flags_that_need_a_shared_hidden_space_are_refused(
     assert not (tmp_path / "s").exists()
 
 
+def record_term(monkeypatch: pytest.MonkeyPatch, name: str) -> list[float]:
+    """The values ``albert_edge.learn.distil.<name>`` returns from now on, one per call
+    (each step of a run that uses the term)."""
+    import albert_edge.learn.distil as distil
+
+    terms: list[float] = []
+    real = getattr(distil, name)
+
+    def counted(*a: object) -> object:
+        out = real(*a)
+        terms.append(float(out.detach()))
+        return out
+
+    monkeypatch.setattr(distil, name, counted)
+    return terms
+
+
+def same_weights_but_trained(plain: Path, other: Path) -> None:
+    """``other``'s student holds the weights ``plain``'s does (no projection saved), with
+    other values (the term trained it)."""
+    from safetensors.numpy import load_file
+
+    a, b = load_file(str(plain / "model.safetensors")), load_file(str(other / "model.safetensors"))
+    assert set(a) == set(b) and not any("projection" in k for k in b)
+    assert any(not np.array_equal(a[k], b[k]) for k in a)
+
+
+def forbid_teacher_forward(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From now on a teacher forward fails the test: a rerun must read the cache."""
+
+    def no_forward(*a: object, **k: object) -> None:
+        raise AssertionError("the teacher ran again")
+
+    monkeypatch.setattr(foreign, "_forward", no_forward)
+
+
 def test_cls_term_trains_a_projection_it_does_not_save(
     tmp_path: Path,
     spiece_path: Path,
@@ -343,23 +379,12 @@ def test_cls_term_trains_a_projection_it_does_not_save(
     under a key of their own (the logits-only cache stays valid), the term enters the loss
     at every step (and only with the flag), the record says which layers, and the
     student's files hold no projection."""
-    from safetensors.numpy import load_file
-
-    import albert_edge.learn.distil as distil
     from albert_edge.train import train
 
     teacher = tiny_bert(tmp_path / "t", "sequence-classification", ["0", "1"])
     base = [*SMALL, "--teacher", str(teacher), "--dev", str(dev60), "--epochs", "1"]
     plain, cls = tmp_path / "plain", tmp_path / "cls"
-    terms: list[float] = []
-    real = distil.cls_term
-
-    def counted(*a: object) -> object:
-        out = real(*a)
-        terms.append(float(out.detach()))  # type: ignore[attr-defined]
-        return out
-
-    monkeypatch.setattr(distil, "cls_term", counted)
+    terms = record_term(monkeypatch, "cls_term")
     train(_args(rows200, plain, spiece_path, *base))
     assert not terms  # off without the flag
     train(_args(rows200, cls, spiece_path, *base, "--distil-hidden", "2"))
@@ -371,14 +396,8 @@ def test_cls_term_trains_a_projection_it_does_not_save(
     assert rec["hidden"]["student_layers"] == list(range(1, depth + 1))
     assert len(rec["hidden"]["teacher_layers"]) == depth
     assert rec["teacher_cost"]["cache_key"] != _rec(plain)["teacher"]["teacher_cost"]["cache_key"]
-    a, b = load_file(str(plain / "model.safetensors")), load_file(str(cls / "model.safetensors"))
-    assert set(a) == set(b) and not any("projection" in k for k in b)
-    assert any(not np.array_equal(a[k], b[k]) for k in a)
-
-    def no_forward(*a: object, **k: object) -> None:
-        raise AssertionError("the teacher ran again")
-
-    monkeypatch.setattr(foreign, "_forward", no_forward)  # both caches serve a rerun
+    same_weights_but_trained(plain, cls)
+    forbid_teacher_forward(monkeypatch)  # both caches serve a rerun
     train(_args(rows200, cls, spiece_path, *base, "--distil-hidden", "2", "--overwrite"))
     train(_args(rows200, plain, spiece_path, *base, "--overwrite"))
 

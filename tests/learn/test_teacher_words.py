@@ -19,7 +19,14 @@ import albert_edge.learn.teacher as foreign
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.learn import teacher_words as tw
 from tests.learn.test_tasks_train import TINY, _args, conll_text
-from tests.learn.test_teacher import NER_TAGS, SMALL, _tok
+from tests.learn.test_teacher import (
+    NER_TAGS,
+    SMALL,
+    _tok,
+    forbid_teacher_forward,
+    record_term,
+    same_weights_but_trained,
+)
 from tests.learn.tiny_bert import tiny_bert
 
 WORDS = ["a", "good", "film", "and", "a", "bad", "one", "of", "them", "all", "n't", "'s"]
@@ -152,23 +159,12 @@ def test_word_term_trains_a_projection_it_does_not_save(
     """--distil-words: the word states cached under a key of their own, the term in the
     loss at every step and only with the flag, the record (layers, rows aligned), no
     projection among the student's weights, a rerun without a teacher forward."""
-    from safetensors.numpy import load_file
-
-    import albert_edge.learn.distil as distil
     from albert_edge.train import train
 
     teacher = tiny_bert(tmp_path / "t", "sequence-classification", ["0", "1"])
     base = [*SMALL, "--teacher", str(teacher), "--dev", str(dev60), "--epochs", "1"]
     plain, out = tmp_path / "plain", tmp_path / "words"
-    terms: list[float] = []
-    real = distil.word_term
-
-    def counted(*a: object) -> object:
-        got = real(*a)  # type: ignore[arg-type]
-        terms.append(float(got.detach()))  # type: ignore[attr-defined]
-        return got
-
-    monkeypatch.setattr(distil, "word_term", counted)
+    terms = record_term(monkeypatch, "word_term")
     train(_args(rows200, plain, spiece_path, *base))
     assert not terms  # off without the flag
     train(_args(rows200, out, spiece_path, *base, "--distil-words", "0.5"))
@@ -182,14 +178,8 @@ def test_word_term_trains_a_projection_it_does_not_save(
     assert aligned["features"] == rec["transfer_set"]["features"]
     assert aligned["aligned"] == aligned["features"]  # SST-2 rows align
     assert rec["teacher_cost"]["cache_key"] != _rec(plain)["teacher"]["teacher_cost"]["cache_key"]
-    a, b = load_file(str(plain / "model.safetensors")), load_file(str(out / "model.safetensors"))
-    assert set(a) == set(b) and not any("projection" in k for k in b)
-    assert any(not np.array_equal(a[k], b[k]) for k in a)
-
-    def no_forward(*a: object, **k: object) -> None:
-        raise AssertionError("the teacher ran again")
-
-    monkeypatch.setattr(foreign, "_forward", no_forward)
+    same_weights_but_trained(plain, out)
+    forbid_teacher_forward(monkeypatch)
     train(_args(rows200, out, spiece_path, *base, "--distil-words", "0.5", "--overwrite"))
 
 
