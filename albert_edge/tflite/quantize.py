@@ -144,13 +144,14 @@ def quantize_flatbuffer(
     threads: int = 2,
     unit_precisions: Mapping[str, str] | None = None,
     block_size: int = 256,
-    channel_exceptions: bool = True,
+    channel_weights: Mapping[str, float] | None = None,
 ) -> bytes:
     """Quantize a float flatbuffer; ``calibration`` maps signature → feeds (int8-full).
 
-    ``channel_exceptions``: int8-full per tensor stores a weight whose channels spread
-    over 4x per channel all the same (:func:`full_channel_weights`); off: every weight as
-    ``per_channel`` says (``--per-tensor`` / ``--per-channel`` given).
+    ``channel_weights``: the weights stored per channel all the same under int8-full's
+    per-tensor recipe (:func:`full_channel_weights`, computed once by the caller, which
+    also records them); None: every weight as ``per_channel`` says (``--per-tensor`` /
+    ``--per-channel`` given).
 
     ``unit_precisions``: a precision plan (unit name → fp32/int8/int4/int4-tensor,
     :func:`plan_units`)
@@ -170,7 +171,7 @@ def quantize_flatbuffer(
         quantize_embeddings=quantize_embeddings,
         unit_precisions=unit_precisions,
         block_size=block_size,
-        channel_exceptions=channel_exceptions,
+        channel_weights=channel_weights,
     )
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         if precision != "int8-full":
@@ -194,11 +195,11 @@ def _flatbuffer_recipe(
     quantize_embeddings: bool,
     unit_precisions: Mapping[str, str] | None,
     block_size: int,
-    channel_exceptions: bool = True,
+    channel_weights: Mapping[str, float] | None = None,
 ) -> Any:
     """The recipe :func:`quantize_flatbuffer` applies: a precision plan's (refused when it
     names a weight the graph lacks), else the precision's one-width recipe; with
-    ``channel_exceptions``, int8-full's per-channel entries for :func:`full_channel_weights`."""
+    ``channel_weights``, a per-channel entry for each of them."""
     if unit_precisions is None:
         recipe = _recipe(
             precision,
@@ -206,10 +207,9 @@ def _flatbuffer_recipe(
             quantize_embeddings=quantize_embeddings,
             tied=tied_table_readers(model_bytes),
         )
-        if not channel_exceptions:
+        if not channel_weights:
             return recipe
-        names = full_channel_weights(model_bytes, precision, per_channel=per_channel)
-        return _with_channel_exceptions(recipe, plan_units(model_bytes), names)
+        return _with_channel_exceptions(recipe, plan_units(model_bytes), channel_weights)
     units = plan_units(model_bytes, activations=precision == "int8-full")
     lacking = sorted(set(unit_precisions) - {u.name for u in units})
     if lacking:
@@ -225,12 +225,7 @@ def _flatbuffer_recipe(
         block_size=block_size,
         quantize_embeddings=quantize_embeddings,
     )
-    if not channel_exceptions:
-        return recipe
-    names = full_channel_weights(
-        model_bytes, precision, per_channel=per_channel, unit_precisions=unit_precisions
-    )
-    return _with_channel_exceptions(recipe, units, names)
+    return _with_channel_exceptions(recipe, units, channel_weights or {})
 
 
 def full_channel_weights(

@@ -83,14 +83,12 @@ class QuantizePass(TflitePass):
                 calibration=self.calibration,
                 unit_precisions=self.unit_precisions or None,
                 block_size=self.block_size,
-                channel_exceptions=self.channel_exceptions,
+                channel_weights=self.channel_weights,  # {} without the exceptions
             )
             if self.unit_precisions:  # the units, named on the float graph, for the check
                 from albert_edge.tflite.quantize import plan_units
 
-                self.units = plan_units(
-                    fb.write_model(model), activations=self.precision == "int8-full"
-                )
+                self.units = plan_units(float_bytes, activations=self.precision == "int8-full")
         except QuantizationError:
             raise
         except Exception as exc:
