@@ -63,7 +63,7 @@ def corpus(train: Path = TRAIN) -> tuple[list[str], dict[str, Any]]:
 
     rows = read_sst2(train, labels=range(2))
     split = HeldOut()
-    fit_idx, held_idx = split.split(len(rows), str(train))
+    fit_idx, held_idx = split.split(len(rows), str(train), [t for _, t in rows])
     held_text = {rows[i][1] for i in held_idx}
     seen: set[str] = set()
     texts = []
@@ -75,7 +75,12 @@ def corpus(train: Path = TRAIN) -> tuple[list[str], dict[str, Any]]:
     digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()
     info = {
         "file": train.name,
-        "held_out": {"fraction": split.fraction, "seed": split.seed, "rows": len(held_idx)},
+        "held_out": {
+            "fraction": split.fraction,
+            "seed": split.seed,
+            "rows": len(held_idx),
+            "by": "sentence",
+        },
         "rows_outside_held_out": len(fit_idx),
         "distinct_sentences": len(texts),
         "sentences_sha256": digest,

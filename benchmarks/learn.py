@@ -88,7 +88,7 @@ def _held_rows() -> list[tuple[int, str]]:
     from albert_edge.learn import HeldOut
 
     rows = read_sst2(TRAIN, labels=range(2))
-    _, held = HeldOut().split(len(rows), str(TRAIN))
+    _, held = HeldOut().split(len(rows), str(TRAIN), [t for _, t in rows])
     return [rows[i] for i in held]
 
 
@@ -170,7 +170,7 @@ def part_b(work: Path, rows: int, held: list[tuple[int, str]]) -> dict[str, Any]
     from albert_edge.learn import HeldOut
 
     all_rows = read_sst2(TRAIN, labels=range(2))
-    fit_idx, _ = HeldOut().split(len(all_rows), str(TRAIN))
+    fit_idx, _ = HeldOut().split(len(all_rows), str(TRAIN), [t for _, t in all_rows])
     fit_rows = [all_rows[i] for i in fit_idx[:rows]]
     emb = load_checkpoint(DEFAULT_MODEL)
     t0 = time.time()
@@ -395,7 +395,7 @@ def _deep_teacher(work: Path, reuse: Path | None) -> tuple[Path, dict[str, Any]]
     from albert_edge.learn import HeldOut
 
     rows = read_sst2(TRAIN, labels=range(2))
-    fit_idx, held_idx = HeldOut().split(len(rows), str(TRAIN))
+    fit_idx, held_idx = HeldOut().split(len(rows), str(TRAIN), [t for _, t in rows])
     pick = np.random.default_rng(5).permutation(fit_idx)[:DEEP_TEACHER_ROWS]
     idx = sorted(int(i) for i in pick)
     assert not set(idx) & set(held_idx)
@@ -441,8 +441,10 @@ def _pretrained_teacher(reuse: Path) -> tuple[Path, dict[str, Any]]:
     _, now = deep_teacher.corpus(TRAIN)
     trained = json.loads((teacher / "training.json").read_text())
     held = trained.get("data", {}).get("held_out", {})
-    split = {k: held.get(k) for k in ("fraction", "seed")}
-    want = {"fraction": HeldOut().fraction, "seed": HeldOut().seed}
+    split = {k: held.get(k) for k in ("fraction", "seed", "by")}
+    # "by": train draws SST-2's held-out rows by sentence now; a teacher of the row draw
+    # (no "by" recorded) saw rows held out today
+    want = {"fraction": HeldOut().fraction, "seed": HeldOut().seed, "by": "sentence"}
     if pre["corpus"]["sentences_sha256"] != now["sentences_sha256"] or split != want:
         raise SystemExit(f"{reuse}: not pretrained/fine-tuned outside today's held-out split")
     config = json.loads((teacher / "config.json").read_text())
@@ -498,7 +500,7 @@ def part_deep(
     teacher_dir, teacher_info = _deep_teacher(work, reuse)
     layers = int(json.loads((teacher_dir / "config.json").read_text())["num_hidden_layers"])
     all_rows = read_sst2(TRAIN, labels=range(2))
-    fit_idx, _ = HeldOut().split(len(all_rows), str(TRAIN))
+    fit_idx, _ = HeldOut().split(len(all_rows), str(TRAIN), [t for _, t in all_rows])
     fit_rows = [all_rows[i] for i in fit_idx[:rows]]
     k = layers // 3
     _say(f"teacher truncated to {k} + re-fitted head ...")

@@ -394,7 +394,8 @@ def never_trained(ckpt: Path, fit: Path) -> tuple[str, list[str], int, str]:
     held = rec.get("held_out") or {}
     same = (rec.get("train") or {}).get("sha256") == hashlib.sha256(raw).hexdigest()
     if same and held.get("seed") is not None and rec["train"].get("rows") == len(body):
-        _, idx = HeldOut(held["fraction"], held["seed"]).split(len(body), fit.name)
+        texts = [ln.split("\t")[text] for ln in body] if held.get("by") == "sentence" else None
+        _, idx = HeldOut(held["fraction"], held["seed"]).split(len(body), fit.name, texts)
         return head, [body[i] for i in idx], len(body) - len(idx), "its held-out split"
     return head, body, 0, "not checked: it records no trained rows, --fit is not its train file"
 

@@ -50,7 +50,7 @@ class Bench:
 
         self.work, self.rows, self.lr, self.batch = work, rows, lr, batch
         all_rows = read_sst2(TRAIN, labels=range(2))
-        fit, held = HeldOut().split(len(all_rows), str(TRAIN))
+        fit, held = HeldOut().split(len(all_rows), str(TRAIN), [t for _, t in all_rows])
         self.held = [all_rows[i] for i in held]
         self.dev = read_sst2(DEV, labels=range(2))
         self.calibration = work / "calibration.tsv"

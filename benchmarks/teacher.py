@@ -11,7 +11,8 @@ edge ALBERT of the held-out model's shape.
    hub). Not a dependency of albert-edge: this recipe alone needs it.
 2. Fine-tuned with transformers on the rows the student trains on (the same seeded
    held-out split ``albert-edge train`` makes, so the student's held-out rows stay
-   unseen by both): ``BertForSequenceClassification`` (SST-2) or
+   unseen by both; SST-2's drawn by sentence, each with its own phrases,
+   :func:`albert_edge.learn.split.phrase_groups`): ``BertForSequenceClassification`` (SST-2) or
    ``BertForTokenClassification`` (CoNLL-2003, each word's tag on its first piece) or
    ``BertForQuestionAnswering`` (SQuAD: the questions of dev-v1.1's first 36 articles,
    scored on the other 12, the split ``benchmarks.prune --task squad`` uses; windows of
@@ -175,10 +176,10 @@ def student_rows(train: Path, task_kind: str | None = None) -> tuple[Any, list[i
     """The task file read and the indices ``albert-edge train`` trains on (its default
     held-out split, 10 % seed 27), so the teacher fits the same rows."""
     import albert_edge.tasks as tasks
-    from albert_edge.learn.split import HeldOut
+    from albert_edge.learn.split import HeldOut, example_texts
 
     data = tasks.read_task_file(train, task_kind)
-    fit, _ = HeldOut(0.1, 27).split(len(data.examples), str(train))
+    fit, _ = HeldOut(0.1, 27).split(len(data.examples), str(train), example_texts(data.examples))
     return data, list(fit)
 
 
@@ -419,6 +420,10 @@ def reuse_or_finetune(
         },
         # only when on: a teacher fine-tuned before the field existed keeps its key
         **({"teacher_bucketed": True} if s.teacher_bucketed else {}),
+        # train draws a classification file's held-out rows by sentence (albert_edge.learn.
+        # split.phrase_groups): a teacher fitted beside the earlier row draw saw the rows
+        # held out now, and is not reused
+        **({"held_out_by": "sentence"} if task == "sst2" else {}),
     }
     marker = out / "recipe.json"
     if marker.is_file():

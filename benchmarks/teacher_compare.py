@@ -9,7 +9,9 @@ interval, accuracy by sentence length (words: 0-9, 10-19, 20-29, 30+), how often
 with the teacher, and its accuracy minus the first student's (``REF``) with a paired
 bootstrap interval over the same sentences (:mod:`albert_edge.tasks.stats`). Why by
 length: SST-2 train is mostly phrases, dev whole sentences, and that is where the
-students fall behind the teacher. ``OUT.json`` and ``OUT.md``.
+students fall behind the teacher. ``--held-out-of TRAIN`` scores the rows ``albert-edge
+train`` holds out of TRAIN instead (its default draw, by sentence: the rows the recipe
+chooses on). ``OUT.json`` and ``OUT.md``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,23 @@ def dev_rows(path: Path) -> tuple[list[str], Any]:
     names = list(data.label_names)
     return [ex.text for ex in data.examples], np.array(
         [int(names[ex.label]) for ex in data.examples]
+    )
+
+
+def held_out_rows(train: Path) -> tuple[list[str], Any]:
+    """(sentences, 0/1 labels) of the rows ``albert-edge train`` holds out of ``train`` at
+    its defaults (10 %, seed 27, drawn by sentence: no row inside a trained row), the rows
+    the recipe's student chooses its epoch on and its teacher never fits."""
+    import numpy as np
+
+    import albert_edge.tasks as tasks
+    from albert_edge.learn.split import HeldOut, example_texts
+
+    data = tasks.read_task_file(train, "classification")
+    _, held = HeldOut().split(len(data.examples), str(train), example_texts(data.examples))
+    names = list(data.label_names)
+    return [data.examples[i].text for i in held], np.array(
+        [int(names[data.examples[i].label]) for i in held]
     )
 
 
@@ -128,9 +147,12 @@ def markdown(rec: dict[str, Any]) -> str:
         return f"{f.format(d['delta'] * 100)} [{f.format(d['low'] * 100)}, {f.format(d['high'] * 100)}]"
 
     lines = [
-        "# SST-2 students of one teacher, on the same dev sentences",
+        "# SST-2 students of one teacher, on the same "
+        + ("held-out rows" if rec.get("rows", "all") != "all" else "dev sentences"),
         "",
-        f"CPU: {rec['cpu']}. Dev: {rec['examples']} sentences; by length (words): "
+        f"CPU: {rec['cpu']}. {rec.get('dev', 'dev')}"
+        + (f" ({rec['rows']})" if rec.get("rows", "all") != "all" else "")
+        + f": {rec['examples']} rows; by length (words): "
         + ", ".join(f"{k}: {n}" for k, n in rec["bin_sizes"].items())
         + f". Paired: minus `{ref}` on the same sentences (bootstrap 95 %).",
         "",
@@ -154,13 +176,21 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.teacher_compare", description=__doc__)
     p.add_argument("--teacher", type=Path, required=True, help="the teacher's directory")
     p.add_argument("--dev", type=Path, default=DEV, help="SST-2 dev TSV (default: the shared one)")
+    p.add_argument(
+        "--held-out-of",
+        type=Path,
+        metavar="TRAIN",
+        help="score the rows train holds out of TRAIN (its default split, drawn by sentence) "
+        "instead of --dev",
+    )
     p.add_argument("--out", type=Path, required=True, help="OUT: writes OUT.json and OUT.md")
     p.add_argument("students", nargs="+", metavar="NAME=DIR", help="the first is the reference")
     a = p.parse_args(argv)
     pairs = [s.split("=", 1) for s in a.students]
     if any(len(x) != 2 for x in pairs):
         p.error("students: give NAME=DIR")
-    texts, labels = dev_rows(a.dev)
+    scored = a.held_out_of or a.dev
+    texts, labels = held_out_rows(scored) if a.held_out_of else dev_rows(scored)
     words = np.array([len(t.split()) for t in texts])
     preds = {"teacher": teacher_predictions(a.teacher, texts)}
     for name, d in pairs:
@@ -168,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     ref = pairs[0][0]
     rec = {
         "cpu": cpu_flag(),
-        "dev": a.dev.name,
+        "dev": scored.name,
+        "rows": "held out of it by train's default split" if a.held_out_of else "all",
         "examples": len(texts),
         "reference": ref,
         "bin_sizes": {b: int(m.sum()) for b, m in bins(words).items()},

@@ -66,7 +66,7 @@ def prepare(ft: FineTune) -> Prepared:
         check_teacher(teacher, ckpt, ft.distil_settings.hidden > 0)
     num_labels = int(ckpt.config.num_labels)
     rows = read_sst2(ft.train, labels=range(num_labels))
-    fit_idx, held_idx = ft.held_out.split(len(rows), str(ft.train))
+    fit_idx, held_idx = ft.held_out.split(len(rows), str(ft.train), [t for _, t in rows])
     if ft.max_train_rows is not None:
         fit_idx = fit_idx[: ft.max_train_rows]
     dev_rows = read_sst2(ft.dev, labels=range(num_labels)) if ft.dev is not None else None
@@ -78,7 +78,7 @@ def prepare(ft: FineTune) -> Prepared:
     student = build_student(ckpt, ft.depth, ft.exit_loss == "pabee", ft.groups)
     data = {
         "train": _file(ft.train, len(rows)),
-        "held_out": ft.held_out.record(len(rows), len(held_idx), len(fit_idx)),
+        "held_out": ft.held_out.record(len(rows), len(held_idx), len(fit_idx), by="sentence"),
     }
     if dev_rows is not None and ft.dev is not None:
         data["report"] = {**_file(ft.dev, len(dev_rows)), "use": "printed, never chosen on"}

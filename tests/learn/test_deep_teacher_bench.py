@@ -46,7 +46,7 @@ def test_corpus_is_outside_the_held_out_split(rows200: Path) -> None:
     from benchmarks.deep_teacher import corpus
 
     rows = read_sst2(rows200, labels=range(2))
-    fit, held = HeldOut().split(len(rows), str(rows200))
+    fit, held = HeldOut().split(len(rows), str(rows200), [t for _, t in rows])
     texts, info = corpus(rows200)
     assert not set(texts) & {rows[i][1] for i in held}
     assert set(texts) <= {rows[i][1] for i in fit} and len(texts) == len(set(texts))

@@ -3,11 +3,20 @@ MAX_RAISE times the ask, at least MIN_TRAIN rows left, and a record of what was 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from albert_edge.depth.stats import MIN_BOOTSTRAP_ROWS
 from albert_edge.learn.errors import LearnError
-from albert_edge.learn.split import MAX_RAISE, MIN_HELD_OUT, MIN_TRAIN, HeldOut
+from albert_edge.learn.split import (
+    MAX_RAISE,
+    MIN_HELD_OUT,
+    MIN_TRAIN,
+    HeldOut,
+    example_texts,
+    phrase_groups,
+)
 
 
 def test_minimum_is_what_the_epoch_choice_interval_needs() -> None:
@@ -83,3 +92,86 @@ def test_the_raise_refusal_names_the_same_fewest_rows() -> None:
     assert len(held) == MIN_HELD_OUT and len(train) == fewest - MIN_HELD_OUT
     with pytest.raises(LearnError):
         HeldOut(0.1).split(fewest - 1, "conll.txt")
+
+
+# --- drawing by sentence: rows that are phrases of other rows ---------------------------
+
+
+def _sst_like() -> list[str]:
+    """Forty sentences, each with two phrases of its own and one phrase two share."""
+    rows: list[str] = []
+    for i in range(40):
+        own = f"the film number{i} is"
+        rows += [f"{own} quite good{i} , and shared{i // 2} words here .", own, f"quite good{i}"]
+        rows.append(f"shared{i // 2} words")  # inside sentences 2k and 2k+1: common language
+    return rows
+
+
+def _inside(a: str, b: str) -> bool:
+    return f" {' '.join(a.lower().split())} " in f" {' '.join(b.lower().split())} "
+
+
+def test_no_held_out_row_occurs_inside_a_trained_row() -> None:
+    rows = _sst_like()
+    fit, held = HeldOut(0.25, seed=5).split(len(rows), "train.tsv", rows)
+    assert not set(fit) & set(held) and sorted(fit + held) == list(range(len(rows)))
+    assert len(held) >= round(len(rows) * 0.25)
+    assert not [(h, f) for h in held for f in fit if _inside(rows[h], rows[f])]
+    # a held-out sentence goes with its own phrases; the shared phrase is always trained on
+    for h in held:
+        assert not rows[h].startswith("shared")
+        if rows[h].endswith("."):
+            own = rows[h].split(" quite")[0]
+            assert rows.index(own) in held
+    groups = phrase_groups(rows)
+    assert groups[3] == -1 and groups[0] == groups[1] == groups[2] != groups[4]
+
+
+def test_a_plain_draw_is_asked_of_rows_that_share_nothing() -> None:
+    """No row inside another, none repeated: the draw by sentence is the plain draw."""
+    rows = [f"sentence number {i}" for i in range(400)]  # " 1 " is not inside " 10 "
+    assert HeldOut(0.1, 27).split(400, "t.tsv", rows) == HeldOut(0.1, 27).split(400, "t.tsv")
+    assert phrase_groups(rows) == list(range(400))
+
+
+def test_copies_case_and_spacing_go_together_and_words_keep_their_bounds() -> None:
+    rows = ["A  good film", "a good film", "good", "goods", "a good film ."]
+    g = phrase_groups(rows)
+    assert g[0] == g[1] == g[2] == g[4]  # inside the one sentence "a good film ."
+    assert g[3] != g[4] and g[3] >= 0  # "good" is not inside "goods"
+
+
+def test_sst2_train_held_out_rows_occur_inside_no_trained_row(sst2_train: Path) -> None:
+    """On SST-2 train, 88 % of a plain draw's held-out rows occur inside a trained row;
+    drawn by sentence, none does (the same fraction held out)."""
+    rows = [ln.split("\t")[1] for ln in sst2_train.read_text().splitlines()[1:]]
+    fit, held = HeldOut(0.1, 27).split(len(rows), "train.tsv", rows)
+    assert len(held) >= round(len(rows) * 0.1) and len(held) < round(len(rows) * 0.1) + 200
+    trained = " || ".join(f" {' '.join(rows[i].lower().split())} " for i in fit)
+    inside = sum(f" {' '.join(rows[i].lower().split())} " in trained for i in held[::8])
+    assert inside == 0  # every eighth held-out row (a full scan is slow for a unit test)
+    _, plain = HeldOut(0.1, 27).split(len(rows), "train.tsv")
+    leaked = sum(f" {' '.join(rows[i].lower().split())} " in trained for i in plain[::8])
+    assert leaked > 0.5 * len(plain[::8])  # the plain draw's rows: mostly trained phrases
+
+
+def test_too_few_rows_of_their_own_refused_in_one_line() -> None:
+    rows = ["one two three four", "five six seven eight"] + ["two three"] * 30 + ["six"] * 32
+    rows += ["one two three four five six seven eight"]  # every row inside this one
+    rows += [f"other{i} five six seven eight nine one two three four" for i in range(3)]
+    with pytest.raises(LearnError) as e:
+        HeldOut(0.5).split(len(rows), "t.tsv", rows)
+    assert "without sharing their words with a trained row" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_classification_rows_only_are_drawn_by_sentence() -> None:
+    from albert_edge.tasks.types import ClassificationExample, TokenExample
+
+    single = [ClassificationExample("a b", None, 0, 2)]
+    pair = [ClassificationExample("a b", "c", 1, 2)]
+    assert example_texts(single) == ["a b"]
+    (joined,) = example_texts(pair) or [""]
+    assert not _inside("b c", joined)  # the pair's texts do not run into each other
+    assert example_texts([TokenExample(("a",), ("O",), 1)]) is None
+    assert example_texts([]) is None

@@ -252,7 +252,10 @@ def test_pair_cache_is_reused_without_a_teacher_forward(
     argv = [*SMALL, "--teacher", str(teacher), "--augment", "2"]
     train(_args(f, out, spiece_path, *argv))
     first = _rec(out)["teacher"]
-    assert first["teacher_cost"]["rows"] == 40 * 3
+    # 4 distinct pairs, 18 copies each: drawn by sentence, copies go together (2 held out)
+    split = json.loads((out / "training.json").read_text())["data"]["held_out"]
+    assert (split["by"], split["trained_rows"]) == ("sentence", 36)
+    assert first["teacher_cost"]["rows"] == 36 * 3
     assert len(list(foreign.cache_dir(out).glob("*.npz"))) == 1
 
     def no_forward(*a: object, **k: object) -> None:

@@ -3,6 +3,8 @@ predictions whose every figure is known (no model loads)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -52,3 +54,18 @@ def test_compare_gives_accuracy_by_length_agreement_and_the_paired_difference() 
     assert "| ref | 75.00 [" in md and "| 100.0 | 100.0 | 50.0 | 50.0 | 75.0 % | – |" in md
     assert "| teacher | 100.00 [100.00, 100.00] |" in md and "| +25.00 [" in md
     assert "0-9: 8, 10-19: 8, 20-29: 8, 30-: 8" in md
+
+
+def test_held_out_of_scores_the_rows_train_holds_out(sst2_train: Path, tmp_path: Path) -> None:
+    """--held-out-of TRAIN: the rows albert-edge train holds out of it (10 %, seed 27,
+    drawn by sentence), with their labels, in file order."""
+    from albert_edge.learn.split import HeldOut
+
+    lines = sst2_train.read_text().splitlines()[:2001]
+    rows = [ln.split("\t") for ln in lines[1:]]
+    small = tmp_path / "train.tsv"
+    small.write_text("\n".join(lines) + "\n")
+    texts, labels = tc.held_out_rows(small)
+    _, held = HeldOut().split(len(rows), "t", [r[1] for r in rows])
+    assert len(held) >= 200 and texts == [rows[i][1].strip() for i in held]
+    assert labels.tolist() == [int(rows[i][0]) for i in held]
