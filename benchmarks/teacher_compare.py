@@ -154,9 +154,9 @@ def markdown(rec: dict[str, Any]) -> str:
         + (f" ({rec['rows']})" if rec.get("rows", "all") != "all" else "")
         + f": {rec['examples']} rows; by length (words): "
         + ", ".join(f"{k}: {n}" for k, n in rec["bin_sizes"].items())
-        + f". Paired: minus `{ref}` on the same sentences (bootstrap 95 %).",
+        + f". Paired: minus `{ref}` on the same rows (bootstrap 95 %).",
         "",
-        "| model | dev (95 %) | "
+        "| model | accuracy (95 %) | "
         + " | ".join(rec["bin_sizes"])
         + f" | agrees with the teacher | − {ref} (paired) |",
         "|---|---|" + "---:|" * len(rec["bin_sizes"]) + "---:|---|",
