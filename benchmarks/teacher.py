@@ -11,9 +11,9 @@ edge ALBERT of the held-out model's shape.
    hub). Not a dependency of albert-edge: this recipe alone needs it.
 2. Fine-tuned with transformers on the rows the student trains on (the same seeded
    held-out split ``albert-edge train`` makes, so the student's held-out rows stay
-   unseen by both; SST-2's drawn by sentence, each with its own phrases,
-   :func:`albert_edge.learn.split.phrase_groups`): ``BertForSequenceClassification`` (SST-2) or
-   ``BertForTokenClassification`` (CoNLL-2003, each word's tag on its first piece) or
+   unseen by both; SST-2's drawn by sentence, each with its own phrases:
+   :func:`albert_edge.tasks.phrases.phrase_groups`): ``BertForSequenceClassification``
+   (SST-2) or ``BertForTokenClassification`` (CoNLL-2003, each word's tag on its first piece) or
    ``BertForQuestionAnswering`` (SQuAD: the questions of dev-v1.1's first 36 articles,
    scored on the other 12, the split ``benchmarks.prune --task squad`` uses; windows of
    :data:`MAX_LEN` tokens with a 128-token stride, a window without the answer points
@@ -420,8 +420,8 @@ def reuse_or_finetune(
         },
         # only when on: a teacher fine-tuned before the field existed keeps its key
         **({"teacher_bucketed": True} if s.teacher_bucketed else {}),
-        # train draws a classification file's held-out rows by sentence (albert_edge.learn.
-        # split.phrase_groups): a teacher fitted beside the earlier row draw saw the rows
+        # train draws a classification file's held-out rows by sentence (albert_edge.tasks.
+        # phrases.phrase_groups): a teacher fitted beside the earlier row draw saw the rows
         # held out now, and is not reused
         **({"held_out_by": "sentence"} if task == "sst2" else {}),
     }

@@ -15,9 +15,10 @@ run is refused in one line naming the fraction that holds out the minimum. At le
 the largest that leaves enough. The record (:meth:`HeldOut.record`) states what was held
 out: rows and fraction, beside the asked fraction and seed that reproduce it.
 
-Rows that share their words (:func:`phrase_groups`): SST-2's training rows are the phrases
-of its sentences, each sentence's phrases beside it, and a row drawn alone is held out while
-the sentence around it, or the phrases inside it, are trained on: 88 % of the rows a plain
+Rows that share their words (:func:`~albert_edge.tasks.phrases.phrase_groups`): SST-2's
+training rows are the phrases of its sentences, each sentence's phrases beside it, and a
+row drawn alone is held out while the sentence around it, or the phrases inside it, are
+trained on: 88 % of the rows a plain
 draw holds out of SST-2 train occur word for word inside a trained row, and the held-out
 accuracy (92-93 % for the distillation recipe's students) measures phrases recalled, not
 sentences read (the same students on SST-2 dev's sentences: 83-84 %). Given the rows' texts,
@@ -36,15 +37,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from albert_edge.learn.errors import LearnError
+from albert_edge.tasks.phrases import phrase_groups
 
 MIN_HELD_OUT = 32  # a bootstrap interval needs 30 rows; fewer give nothing to choose on
 MIN_TRAIN = 32
 MAX_RAISE = 2.0  # the minimum may replace an ask at most this many times smaller
-# what a record's "how" adds where rows were drawn by sentence (:func:`phrase_groups`)
+# what a record's "how" adds where rows were drawn by sentence (phrase_groups)
 SENTENCE_DRAW = (
-    "; by sentence: the permutation is of the sentences (albert_edge.learn.split."
-    "phrase_groups), each held out with the rows found only inside it, until the rows asked "
-    "are held out (no held-out row occurs inside a trained row)"
+    "; by sentence: the permutation is of the sentences (albert_edge.tasks.phrases."
+    "phrase_groups), each held out with the rows found only inside it, until the rows "
+    "asked are held out (no held-out row occurs inside a trained row)"
 )
 
 
@@ -118,7 +120,8 @@ class HeldOut:
     ) -> tuple[list[int], list[int]]:
         """(train, held-out) row indices of ``n`` rows; disjoint by construction.
 
-        ``texts`` (one per row): draw the groups of :func:`phrase_groups` instead of rows,
+        ``texts`` (one per row): draw the groups of
+        :func:`~albert_edge.tasks.phrases.phrase_groups` instead of rows,
         until at least the rows :meth:`held_rows` asks are held out."""
         import numpy as np
 
@@ -166,63 +169,6 @@ class HeldOut:
             "is chosen on the held-out rows" + (SENTENCE_DRAW if by == "sentence" else ""),
             "by": by,
         }
-
-
-def _words(text: str) -> str:
-    """``text`` as its lower-cased words joined by one space: what containment compares."""
-    return " ".join(text.lower().split())
-
-
-def phrase_groups(texts: Sequence[str]) -> list[int]:
-    """Per row, the group it is held out with, or -1 for a row always trained on.
-
-    A *sentence* is a row whose words occur inside no other row's (word boundaries,
-    case and spacing ignored); each sentence is a group with every row found inside it and
-    inside no other sentence (its phrases, and its copies). A row found inside two or more
-    sentences gets -1. Rows are read longest first, each checked only against the
-    sentences found so far that hold its rarest word (an index of word -> sentences), so
-    SST-2's 67,349 rows take a few seconds. Groups are numbered by first row.
-
-    Why: a held-out row inside a trained row (or a trained phrase of a held-out sentence
-    that no other sentence has) is recalled, not read; the module docstring has SST-2's
-    figures."""
-    keys = [_words(t) for t in texts]
-    distinct = sorted(set(keys), key=lambda k: (-len(k.split()), k))
-    sentences: list[str] = []
-    index: dict[str, list[int]] = {}
-    owners: dict[str, list[int]] = {}  # text -> up to 2 sentences it occurs inside
-
-    def inside(key: str, limit: int) -> list[int]:
-        words = set(key.split())
-        if not words:
-            return []
-        rarest = min(words, key=lambda w: len(index.get(w, ())))
-        padded = f" {key} "
-        found: list[int] = []
-        for s in index.get(rarest, ()):
-            if padded in sentences[s]:
-                found.append(s)
-                if len(found) == limit:
-                    break
-        return found
-
-    for key in distinct:
-        found = inside(key, 2)
-        if not found:  # a sentence: inside no longer row (checked against sentences only:
-            found = [len(sentences)]  # a row inside a phrase is inside that phrase's sentence)
-            sentences.append(f" {key} ")
-            for w in set(key.split()):
-                index.setdefault(w, []).append(found[0])
-        owners[key] = found
-    first: dict[int, int] = {}  # sentence -> its group, numbered by first row
-    out: list[int] = []
-    for key in keys:
-        own = owners[key]
-        if len(own) != 1:
-            out.append(-1)
-            continue
-        out.append(first.setdefault(own[0], len(first)))
-    return out
 
 
 def example_texts(examples: Sequence[Any]) -> list[str] | None:

@@ -15,8 +15,8 @@ from albert_edge.learn.split import (
     MIN_TRAIN,
     HeldOut,
     example_texts,
-    phrase_groups,
 )
+from albert_edge.tasks.phrases import phrase_groups
 
 
 def test_minimum_is_what_the_epoch_choice_interval_needs() -> None:
@@ -132,13 +132,6 @@ def test_a_plain_draw_is_asked_of_rows_that_share_nothing() -> None:
     rows = [f"sentence number {i}" for i in range(400)]  # " 1 " is not inside " 10 "
     assert HeldOut(0.1, 27).split(400, "t.tsv", rows) == HeldOut(0.1, 27).split(400, "t.tsv")
     assert phrase_groups(rows) == list(range(400))
-
-
-def test_copies_case_and_spacing_go_together_and_words_keep_their_bounds() -> None:
-    rows = ["A  good film", "a good film", "good", "goods", "a good film ."]
-    g = phrase_groups(rows)
-    assert g[0] == g[1] == g[2] == g[4]  # inside the one sentence "a good film ."
-    assert g[3] != g[4] and g[3] >= 0  # "good" is not inside "goods"
 
 
 def test_sst2_train_held_out_rows_occur_inside_no_trained_row(sst2_train: Path) -> None:
