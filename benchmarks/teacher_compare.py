@@ -30,31 +30,30 @@ MAX_LEN = 64  # the recipe's SST-2 length (dev's longest sentence: 65 pieces wit
 
 def dev_rows(path: Path) -> tuple[list[str], Any]:
     """(sentences, 0/1 labels) of an SST-2 TSV, read by the task layer."""
-    import numpy as np
-
     import albert_edge.tasks as tasks
 
-    data = tasks.read_task_file(path, "classification")
-    names = list(data.label_names)
-    return [ex.text for ex in data.examples], np.array(
-        [int(names[ex.label]) for ex in data.examples]
-    )
+    return _sentences(tasks.read_task_file(path, "classification"))
 
 
 def held_out_rows(train: Path) -> tuple[list[str], Any]:
     """(sentences, 0/1 labels) of the rows ``albert-edge train`` holds out of ``train`` at
     its defaults (10 %, seed 27, drawn by sentence: no row inside a trained row), the rows
     the recipe's student chooses its epoch on and its teacher never fits."""
-    import numpy as np
-
     import albert_edge.tasks as tasks
     from albert_edge.learn.split import HeldOut, example_texts
 
     data = tasks.read_task_file(train, "classification")
     _, held = HeldOut().split(len(data.examples), str(train), example_texts(data.examples))
+    return _sentences(data.subset(held))
+
+
+def _sentences(data: Any) -> tuple[list[str], Any]:
+    """(sentences, 0/1 labels) of a classification file's examples."""
+    import numpy as np
+
     names = list(data.label_names)
-    return [data.examples[i].text for i in held], np.array(
-        [int(names[data.examples[i].label]) for i in held]
+    return [ex.text for ex in data.examples], np.array(
+        [int(names[ex.label]) for ex in data.examples]
     )
 
 

@@ -131,17 +131,16 @@ class HeldOut:
             return sorted(perm[held:]), sorted(perm[:held])
         if len(texts) != n:
             raise ValueError(f"{where}: {len(texts)} texts for {n} rows")
-        groups = phrase_groups(texts)
-        members: dict[int, list[int]] = {}
+        groups = phrase_groups(texts)  # numbered by first row: the plain draw's order
+        members: list[list[int]] = [[] for _ in range(max(groups, default=-1) + 1)]
         for i, g in enumerate(groups):
             if g >= 0:
-                members.setdefault(g, []).append(i)
-        order = sorted(members, key=lambda g: members[g][0])  # by first row: the plain draw
+                members[g].append(i)
         out: list[int] = []
-        for k in np.random.default_rng(self.seed).permutation(len(order)).tolist():
+        for g in np.random.default_rng(self.seed).permutation(len(members)).tolist():
             if len(out) >= held:
                 break
-            out.extend(members[order[k]])
+            out.extend(members[g])
         if len(out) < held:
             raise LearnError(
                 f"{where}: only {len(out)} of {n} rows can be held out without sharing "

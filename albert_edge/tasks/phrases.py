@@ -37,8 +37,7 @@ def phrase_groups(texts: Sequence[str]) -> list[int]:
     index: dict[str, list[int]] = {}
     owners: dict[str, list[int]] = {}  # text -> up to 2 sentences it occurs inside
 
-    def inside(key: str, limit: int) -> list[int]:
-        words = set(key.split())
+    def inside(key: str, words: set[str], limit: int) -> list[int]:
         if not words:
             return []
         rarest = min(words, key=lambda w: len(index.get(w, ())))
@@ -52,11 +51,12 @@ def phrase_groups(texts: Sequence[str]) -> list[int]:
         return found
 
     for key in distinct:
-        found = inside(key, 2)
+        words = set(key.split())
+        found = inside(key, words, 2)
         if not found:  # a sentence: inside no longer row (checked against sentences only:
             found = [len(sentences)]  # a row inside a phrase is inside that phrase's sentence)
             sentences.append(f" {key} ")
-            for w in set(key.split()):
+            for w in words:
                 index.setdefault(w, []).append(found[0])
         owners[key] = found
     first: dict[int, int] = {}  # sentence -> its group, numbered by first row
