@@ -113,6 +113,11 @@ class Sizes:
     # sentence-length text from outside SST-2 for the teacher to label
     other_text: int = 0
     other_seed: int = 0
+    # up to N new whole sentences per trained sentence, each with one of its phrases
+    # swapped for another trained phrase seen between the same two words
+    # (:func:`substituted`, :mod:`albert_edge.learn.substitute`), given to train as --transfer
+    substitute: int = 0
+    substitute_seed: int = 13
 
 
 FULL = {
@@ -176,10 +181,10 @@ def student_rows(train: Path, task_kind: str | None = None) -> tuple[Any, list[i
     """The task file read and the indices ``albert-edge train`` trains on (its default
     held-out split, 10 % seed 27), so the teacher fits the same rows."""
     import albert_edge.tasks as tasks
-    from albert_edge.learn.split import HeldOut, example_texts
+    from albert_edge.learn.split import HeldOut
 
     data = tasks.read_task_file(train, task_kind)
-    fit, _ = HeldOut(0.1, 27).split(len(data.examples), str(train), example_texts(data.examples))
+    fit, _, _ = HeldOut(0.1, 27).split_examples(data.examples, str(train))
     return data, list(fit)
 
 
@@ -203,6 +208,22 @@ def long_transfer(train: Path, teacher: Path, s: Sizes, out: Path) -> Path:
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(" ".join(c) + "\n" for row in copies for c in row), encoding="utf-8")
+    return out
+
+
+def substituted(train: Path, s: Sizes, out: Path) -> Path:
+    """Up to ``s.substitute`` new sentences per sentence of the rows ``train`` trains on,
+    one per line in ``out`` (``train --transfer``'s format; the teacher labels them): the
+    library's phrase swap (:func:`albert_edge.learn.substitute.substitutions`) over the
+    trained rows only, so no held-out phrase reaches the transfer set."""
+    from albert_edge.learn.substitute import Substitute, substitutions
+
+    data, fit = student_rows(train)
+    new = substitutions(
+        [data.examples[i].text for i in fit], Substitute(s.substitute, s.substitute_seed)
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(t + "\n" for t in new), encoding="utf-8")
     return out
 
 
@@ -690,13 +711,21 @@ def run(task: str, out: Path, device: str, s: Sizes, quick: bool) -> dict[str, A
         if s.long_copies > 0
         else None
     )
-    if s.other_text > 0:  # one --transfer file: the long copies, then the other text
-        other = other_text(DATA, s, out / "data" / "other-text.txt")
-        if transfer is not None:
-            joined = out / "data" / "transfer.txt"
-            joined.write_text(transfer.read_text("utf-8") + other.read_text("utf-8"), "utf-8")
-            other = joined
-        transfer = other
+    made = [  # one --transfer file: the long copies, the other text, the swapped phrases
+        make(out / "data" / name)
+        for size, name, make in (
+            (s.other_text, "other-text.txt", lambda f: other_text(DATA, s, f)),
+            (s.substitute, "substituted.txt", lambda f: substituted(train, s, f)),
+        )
+        if size > 0
+    ]
+    if made:
+        parts = ([transfer] if transfer is not None else []) + made
+        if len(parts) == 1:
+            transfer = parts[0]
+        else:
+            transfer = out / "data" / "transfer.txt"
+            transfer.write_text("".join(f.read_text("utf-8") for f in parts), "utf-8")
     lr = s.layers_lr if s.teacher_layers else s.student_lr  # the rate of the run's start
     config = student_config(s)
     student = distil(
@@ -899,6 +928,15 @@ def main(argv: list[str] | None = None) -> int:
         help="up to N sentences of SQuAD, CoNLL-2003, MRPC and RTE for the teacher to label "
         "(0: none; default: per task)",
     )
+    p.add_argument(
+        "--substitute",
+        type=int,
+        default=None,
+        metavar="N",
+        help="up to N new sentences per trained sentence, one phrase swapped for another "
+        "seen between the same two words, for the teacher to label (0: none; default: per "
+        "task)",
+    )
     a = p.parse_args(argv)
     s = (QUICK if a.quick else FULL)[a.task]
     for name in (
@@ -916,6 +954,7 @@ def main(argv: list[str] | None = None) -> int:
         "distil_words",
         "long_copies",
         "other_text",
+        "substitute",
     ):
         if getattr(a, name) is not None:
             s = replace(s, **{name: getattr(a, name)})
@@ -925,6 +964,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--long-copies: SST-2 only (its whole-sentence dev against phrase-level train)")
     if s.other_text and a.task != "sst2":
         p.error("--other-text: SST-2 only (the other tasks' own text is among its sources)")
+    if s.substitute and a.task != "sst2":
+        p.error("--substitute: SST-2 only (the rows that are phrases of sentences)")
     summary = run(a.task, a.out, a.device, s, a.quick)
     print(json.dumps({k: summary[k] for k in ("task", "seconds")}))
     return 0

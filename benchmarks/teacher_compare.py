@@ -40,10 +40,10 @@ def held_out_rows(train: Path) -> tuple[list[str], Any]:
     its defaults (10 %, seed 27, drawn by sentence: no row inside a trained row), the rows
     the recipe's student chooses its epoch on and its teacher never fits."""
     import albert_edge.tasks as tasks
-    from albert_edge.learn.split import HeldOut, example_texts
+    from albert_edge.learn.split import HeldOut
 
     data = tasks.read_task_file(train, "classification")
-    _, held = HeldOut().split(len(data.examples), str(train), example_texts(data.examples))
+    _, held, _ = HeldOut().split_examples(data.examples, str(train))
     return _sentences(data.subset(held))
 
 

@@ -150,6 +150,17 @@ class HeldOut:
         taken = set(out)
         return [i for i in range(n) if i not in taken], sorted(out)
 
+    def split_examples(
+        self, examples: Sequence[Any], where: str
+    ) -> tuple[list[int], list[int], str]:
+        """(train, held-out, how drawn) of a task file's examples: the one place that
+        chooses the draw, so no caller forgets the texts. Classification rows are drawn by
+        sentence (``"sentence"``: :func:`example_texts`), tagging and QA rows alone
+        (``"row"``)."""
+        texts = example_texts(examples)
+        train, held = self.split(len(examples), where, texts)
+        return train, held, "row" if texts is None else "sentence"
+
     def record(self, n: int, held: int, trained: int, by: str = "row") -> dict[str, Any]:
         """What ``training.json`` says of the split: what was held out (``rows``,
         ``held_fraction``), what was asked (``fraction``, ``seed``: with the rows, what

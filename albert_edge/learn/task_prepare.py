@@ -207,7 +207,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
     import torch
 
     from albert_edge.learn.qat import qat_spec
-    from albert_edge.learn.split import SENTENCE_DRAW, HeldOut, example_texts
+    from albert_edge.learn.split import SENTENCE_DRAW, HeldOut
     from albert_edge.learn.teacher import is_foreign
 
     data = _read_train(args)
@@ -217,8 +217,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
     built = build_from_init(ckpt, data) if ckpt is not None else build_scratch(args, data)
     dev = _read_dev(args, data, built)
     split = HeldOut(args.held_out, args.split_seed)
-    texts = example_texts(data.examples)
-    fit_idx, held_idx = split.split(len(data.examples), str(args.train), texts)
+    fit_idx, held_idx, by = split.split_examples(data.examples, str(args.train))
     if args.max_train_rows is not None:
         fit_idx = fit_idx[: args.max_train_rows]
     tok, spiece = _tokenizer(args, ckpt, built, defaults)
@@ -265,8 +264,8 @@ def prepare(args: argparse.Namespace) -> Prepared:
             "seed": split.seed,
             "how": "numpy default_rng(seed).permutation(rows): the first rows held out, the "
             "rest trained on (--max-train-rows: the first of them); the epoch is chosen on "
-            "the held-out rows" + (SENTENCE_DRAW if texts is not None else ""),
-            "by": "sentence" if texts is not None else "row",
+            "the held-out rows" + (SENTENCE_DRAW if by == "sentence" else ""),
+            "by": by,
         },
         teacher=teacher,
         qat=qat,

@@ -168,3 +168,19 @@ def test_classification_rows_only_are_drawn_by_sentence() -> None:
     assert not _inside("b c", joined)  # the pair's texts do not run into each other
     assert example_texts([TokenExample(("a",), ("O",), 1)]) is None
     assert example_texts([]) is None
+
+
+def test_split_examples_chooses_the_draw_by_the_rows_kind() -> None:
+    """A task file's examples: classification by sentence, tagging row by row; the same
+    indices as :meth:`HeldOut.split` given (or not given) the texts."""
+    from albert_edge.tasks.types import ClassificationExample, TokenExample
+
+    rows = _sst_like()
+    cls = [ClassificationExample(t, None, i % 2, 2) for i, t in enumerate(rows)]
+    split = HeldOut(0.25, seed=5)
+    fit, held, by = split.split_examples(cls, "train.tsv")
+    assert (fit, held) == split.split(len(rows), "train.tsv", rows) and by == "sentence"
+    assert (fit, held) != split.split(len(rows), "train.tsv")  # the plain draw differs here
+    tags = [TokenExample((w,), ("O",), 1) for w in rows]
+    fit, held, by = split.split_examples(tags, "train.txt")
+    assert (fit, held) == split.split(len(rows), "train.txt") and by == "row"

@@ -385,3 +385,36 @@ def test_teacher_batches_random_or_length_bucketed(rows200: Path) -> None:
     pad = sum(max(c) * len(c) - sum(c) for c in chars)
     rand = [[len(data.examples[j].text) for j in b] for b in got]
     assert pad < sum(max(c) * len(c) - sum(c) for c in rand) / 2
+
+
+def test_substituted_swaps_phrases_of_the_trained_sentences_only(tmp_path: Path) -> None:
+    """``--substitute``'s transfer file: the library's swaps over the rows train trains on
+    (its held-out sentences' phrases never reach it), seeded."""
+    from dataclasses import replace
+
+    from albert_edge.learn.substitute import Substitute, substitutions
+    from benchmarks import teacher as recipe
+
+    adj = ["good", "dull", "fine", "weak", "great", "flat"]
+    lines = ["sentence\tlabel"]
+    for i in range(120):  # a sentence, then its two phrases; each tagged rN by its sentence
+        end = f"the cast r{i} is {adj[i % 6]} ."
+        lines += [f"film r{i} {adj[(i + 1) % 6]} and {end}\t{i % 2}", f"{end}\t{i % 2}"]
+        lines.append(f"film r{i} {adj[(i + 1) % 6]}\t{i % 2}")
+    train = tmp_path / "train.tsv"
+    train.write_text("\n".join(lines) + "\n")
+    sizes = replace(recipe.FULL["sst2"], substitute=3)
+    got = recipe.substituted(train, sizes, tmp_path / "data" / "sub.txt").read_text().splitlines()
+    data, fit = recipe.student_rows(train)
+    assert got == substitutions([data.examples[i].text for i in fit], Substitute(3, 13))
+    assert len(got) > 100
+    held = {
+        w
+        for i in set(range(len(data.examples))) - set(fit)
+        for w in data.examples[i].text.split()
+        if w.startswith("r")
+    }
+    trained = {w for i in fit for w in data.examples[i].text.split() if w.startswith("r")}
+    assert held and not held & trained
+    tags = {w for line in got for w in line.split() if w.startswith("r")}
+    assert tags <= trained and len(tags) > 50
