@@ -706,26 +706,20 @@ def run(task: str, out: Path, device: str, s: Sizes, quick: bool) -> dict[str, A
     base = minilm_dir()
     teacher = reuse_or_finetune(base, task, train, dev, out / "teacher", s, device)
     log(f"teacher: {teacher}")
-    transfer = (
-        long_transfer(train, out / "teacher", s, out / "data" / "long-copies.txt")
-        if s.long_copies > 0
-        else None
-    )
-    made = [  # one --transfer file: the long copies, the other text, the swapped phrases
-        make(out / "data" / name)
-        for size, name, make in (
-            (s.other_text, "other-text.txt", lambda f: other_text(DATA, s, f)),
-            (s.substitute, "substituted.txt", lambda f: substituted(train, s, f)),
-        )
-        if size > 0
+    data_dir = out / "data"
+    parts = [  # one --transfer file: the long copies, the other text, the swapped phrases
+        *(
+            [long_transfer(train, out / "teacher", s, data_dir / "long-copies.txt")]
+            if s.long_copies > 0
+            else []
+        ),
+        *([other_text(DATA, s, data_dir / "other-text.txt")] if s.other_text > 0 else []),
+        *([substituted(train, s, data_dir / "substituted.txt")] if s.substitute > 0 else []),
     ]
-    if made:
-        parts = ([transfer] if transfer is not None else []) + made
-        if len(parts) == 1:
-            transfer = parts[0]
-        else:
-            transfer = out / "data" / "transfer.txt"
-            transfer.write_text("".join(f.read_text("utf-8") for f in parts), "utf-8")
+    transfer = parts[0] if len(parts) == 1 else None
+    if len(parts) > 1:
+        transfer = data_dir / "transfer.txt"
+        transfer.write_text("".join(f.read_text("utf-8") for f in parts), "utf-8")
     lr = s.layers_lr if s.teacher_layers else s.student_lr  # the rate of the run's start
     config = student_config(s)
     student = distil(

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from albert_edge.tasks.phrases import phrase_groups
+from albert_edge.tasks.phrases import phrase_groups, phrase_key
 
 START, END = "\x02", "\x03"  # a phrase's context at its sentence's start / end
 
@@ -38,16 +37,6 @@ class Substitute:
 
     per_sentence: int = 0
     seed: int = 13
-
-    def record(self) -> dict[str, Any]:
-        return {
-            "per_sentence": self.per_sentence,
-            "seed": self.seed,
-            "how": "a sentence (a row inside no other row) with one of its phrases (rows "
-            "found only inside it) replaced by another sentence's phrase seen between the "
-            "same two words (SUB2-style, Shi et al. 2021, the context standing in for the "
-            "phrase's type); no new sentence repeats a row or another new sentence",
-        }
 
 
 @dataclass(frozen=True)
@@ -66,7 +55,7 @@ def _slots(texts: Sequence[str]) -> tuple[list[list[str]], list[list[_Slot]]]:
     members: dict[int, list[list[str]]] = {}
     for text, g in zip(texts, groups, strict=True):
         if g >= 0:
-            members.setdefault(g, []).append(text.lower().split())
+            members.setdefault(g, []).append(phrase_key(text).split())
     sentences: list[list[str]] = []
     slots: list[list[_Slot]] = []
     for g in sorted(members):
@@ -94,10 +83,11 @@ def _slots(texts: Sequence[str]) -> tuple[list[list[str]], list[list[_Slot]]]:
 
 
 def substitutions(texts: Sequence[str], sub: Substitute) -> list[str]:
-    """New sentences (words joined by one space, lower-cased as the rows are compared):
-    up to ``sub.per_sentence`` from each sentence of ``texts``, each with one of its phrases
-    swapped for another phrase seen in the same context (in practice another sentence's). Deterministic for a seed;
-    none repeats a row of ``texts`` (case and spacing ignored) or another new sentence."""
+    """New sentences (in :func:`~albert_edge.tasks.phrases.phrase_key` form: lower-cased
+    words joined by one space): up to ``sub.per_sentence`` from each sentence of
+    ``texts``, each with one of its phrases swapped for another phrase seen in the same
+    context (in practice another sentence's). Deterministic for a seed; none repeats a row
+    of ``texts`` (case and spacing ignored) or another new sentence."""
     import numpy as np
 
     if sub.per_sentence <= 0:
@@ -109,7 +99,7 @@ def substitutions(texts: Sequence[str], sub: Substitute) -> list[str]:
             phrase = tuple(sentences[sl.sentence][sl.start : sl.end])
             found.setdefault(sl.context, {})[phrase] = None
     stand_ins = {c: list(p) for c, p in found.items()}
-    have = {" ".join(t.lower().split()) for t in texts}
+    have = {phrase_key(t) for t in texts}
     rng = np.random.default_rng(sub.seed)
     out: list[str] = []
     for words, mine in zip(sentences, slots, strict=True):

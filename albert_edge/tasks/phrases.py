@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def _words(text: str) -> str:
-    """``text`` as its lower-cased words joined by one space: what containment compares."""
+def phrase_key(text: str) -> str:
+    """``text`` as its lower-cased words joined by one space: what containment compares
+    (and what :mod:`albert_edge.learn.substitute` compares its new sentences by)."""
     return " ".join(text.lower().split())
 
 
@@ -31,7 +32,7 @@ def phrase_groups(texts: Sequence[str]) -> list[int]:
     Why: a held-out row inside a trained row (or a trained phrase of a held-out sentence
     that no other sentence has) is recalled, not read; the module docstring has SST-2's
     figures."""
-    keys = [_words(t) for t in texts]
+    keys = [phrase_key(t) for t in texts]
     distinct = sorted(set(keys), key=lambda k: (-len(k.split()), k))
     sentences: list[str] = []
     index: dict[str, list[int]] = {}
